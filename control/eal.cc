@@ -1,0 +1,135 @@
+#include "control/eal.h"
+
+#include <rte_bus.h>
+#include <rte_dev.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_ring.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "dataplane/wire/icrc.h"
+
+namespace urnic::ctl {
+namespace {
+
+std::mutex g_eal_mu;  // control path only: serialises bring-up
+bool g_eal_up = false;
+
+}  // namespace
+
+bool hugepages_available() {
+  bool mounted = false;
+  std::ifstream mounts("/proc/mounts");
+  for (std::string line; std::getline(mounts, line);)
+    if (line.find(" hugetlbfs ") != std::string::npos) mounted = true;
+  if (!mounted) return false;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    if (line.rfind("HugePages_Free:", 0) == 0) {
+      std::istringstream in(line.substr(15));
+      long free_pages = 0;
+      in >> free_pages;
+      // 512 MiB of 2 MiB pages is what the default options ask for.
+      return free_pages >= 256;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> eal_args(const EalOptions& o) {
+  std::vector<std::string> a;
+  bool huge = o.memory == EalOptions::Memory::kHuge ||
+              (o.memory == EalOptions::Memory::kAuto && hugepages_available());
+  if (huge) {
+    // --in-memory: no hugepage files or shared config left behind; cannot go with --no-huge.
+    a.push_back("--in-memory");
+  } else {
+    a.push_back("--no-huge");
+    a.push_back("--no-shconf");
+  }
+  a.push_back("-m");
+  a.push_back(std::to_string(o.memory_mb));
+  // A per-process prefix keeps concurrent processes (ctest -j, two-process tests) apart.
+  a.push_back("--file-prefix=urnic" + std::to_string(::getpid()));
+  if (o.no_pci && o.pci_allow.empty()) a.push_back("--no-pci");
+  for (const auto& p : o.pci_allow) {
+    a.push_back("-a");
+    a.push_back(p);
+  }
+  for (const auto& v : o.vdevs) a.push_back("--vdev=" + v);
+  if (!o.lcores.empty()) {
+    a.push_back("-l");
+    a.push_back(o.lcores);
+  }
+  if (!o.log_level.empty()) a.push_back("--log-level=" + o.log_level);
+  // No telemetry socket: nothing here reads it, and concurrent processes would contend for it.
+  a.push_back("--no-telemetry");
+  a.insert(a.end(), o.extra.begin(), o.extra.end());
+  return a;
+}
+
+Status eal_init(const EalOptions& opts) {
+  std::lock_guard lock(g_eal_mu);
+  if (g_eal_up) return Status::kSuccess;
+  std::vector<std::string> args = eal_args(opts);
+  args.insert(args.begin(), opts.program);
+  std::vector<char*> argv;
+  for (auto& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const int rc = rte_eal_init(static_cast<int>(args.size()), argv.data());
+  if (rc < 0) {
+    // EALREADY: somebody else in this process brought EAL up; join it.
+    if (rte_errno == EALREADY) {
+      g_eal_up = true;
+      return Status::kSuccess;
+    }
+    return rte_errno == ENOMEM ? Status::kInsufficientResources : Status::kInvalidParameter;
+  }
+  g_eal_up = true;
+  wire::icrc_init();
+  return Status::kSuccess;
+}
+
+bool eal_running() noexcept { return g_eal_up; }
+
+Status probe_vdev(std::string_view devargs, uint16_t* port_id) {
+  const std::string args(devargs);
+  if (rte_dev_probe(args.c_str()) != 0) return Status::kInvalidParameter;
+  const std::string name = args.substr(0, args.find(','));
+  if (rte_eth_dev_get_port_by_name(name.c_str(), port_id) != 0) return Status::kInvalidParameter;
+  return Status::kSuccess;
+}
+
+Status create_ring_pair(std::string_view name, uint16_t queues, uint16_t* a, uint16_t* b) {
+  if (queues == 0 || queues > RTE_MAX_QUEUES_PER_PORT) return Status::kInvalidParameter;
+  std::vector<rte_ring*> ab(queues), ba(queues);
+  const std::string base(name);
+  // 4096 slots per direction: more than a TX burst loop can put in flight before the peer's
+  // RX burst drains it; a full ring drops like a full NIC queue would.
+  constexpr unsigned kRingSize = 4096;
+  for (uint16_t q = 0; q < queues; ++q) {
+    const std::string n1 = base + "_ab" + std::to_string(q), n2 = base + "_ba" + std::to_string(q);
+    ab[q] = rte_ring_create(n1.c_str(), kRingSize, static_cast<int>(rte_socket_id()),
+                            RING_F_SP_ENQ | RING_F_SC_DEQ);
+    ba[q] = rte_ring_create(n2.c_str(), kRingSize, static_cast<int>(rte_socket_id()),
+                            RING_F_SP_ENQ | RING_F_SC_DEQ);
+    if (ab[q] == nullptr || ba[q] == nullptr) return Status::kInsufficientResources;
+  }
+  const std::string na = base + "_a", nb = base + "_b";
+  const int pa =
+      rte_eth_from_rings(na.c_str(), ba.data(), queues, ab.data(), queues, rte_socket_id());
+  const int pb =
+      rte_eth_from_rings(nb.c_str(), ab.data(), queues, ba.data(), queues, rte_socket_id());
+  if (pa < 0 || pb < 0) return Status::kInsufficientResources;
+  *a = static_cast<uint16_t>(pa);
+  *b = static_cast<uint16_t>(pb);
+  return Status::kSuccess;
+}
+
+}  // namespace urnic::ctl

@@ -1,0 +1,82 @@
+// An ethdev port as the dataplane sees it: one RX/TX queue pair per engine, one mempool per
+// port, burst RX/TX (house style rule 15). Setup is in port.cc and runs on the control side;
+// the burst calls below are the per-packet path and are inline so that they cost what
+// rte_eth_rx_burst / rte_eth_tx_burst cost.
+//
+// Works with any ethdev: net_ring (back-to-back loopback in one process), net_tap and
+// net_af_packet (veth/tap in network namespaces), and PCI NICs bound to a DPDK driver.
+#pragma once
+
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include <cstdint>
+#include <string>
+
+#include "dataplane/wire/headers.h"
+#include "urnic/status.h"
+
+namespace urnic::dp {
+
+// Largest RoCEv2 frame: Ethernet 14 + VLAN 4 + IPv6 40 + UDP 8 + BTH 12 + AtomicETH 28 (the
+// longest extension header set) + PMTU 4096 + ICRC 4 = 4206 bytes; rounded up for the mbuf.
+inline constexpr uint32_t kMaxFrameLen = 4206;
+inline constexpr uint16_t kMbufDataRoom = 4352 + RTE_PKTMBUF_HEADROOM;
+
+struct PortConfig {
+  uint16_t port_id = 0;
+  uint16_t queues = 1;  // one RX and one TX queue per engine
+  uint16_t rx_desc = 1024;
+  uint16_t tx_desc = 1024;
+  // Per-port pool: enough for every RX descriptor, every TX descriptor in flight, and the
+  // frames engines hold for retransmission, with headroom for the per-lcore caches.
+  uint32_t mbufs = 16383;  // 2^n - 1 is the optimum size for rte_mempool
+  uint32_t mbuf_cache = 256;
+  uint16_t mtu = 0;  // 0: leave the driver's default; else rte_eth_dev_set_mtu (best effort)
+  bool promiscuous = true;
+};
+
+class Port {
+ public:
+  Port() = default;
+  Port(const Port&) = delete;
+  Port& operator=(const Port&) = delete;
+  ~Port() { close(); }
+
+  // Configures queues and the mempool and starts the port. Returns kInvalidParameter for an
+  // unknown port id, kInsufficientResources when the mempool cannot be created, and
+  // kDeviceNotReady when the driver refuses the configuration.
+  Status open(const PortConfig& cfg);
+  // Stops and closes the port (a virtual device is released with it) and frees its mempool.
+  // Idempotent.
+  void close() noexcept;
+
+  bool is_open() const noexcept { return open_; }
+  uint16_t id() const noexcept { return cfg_.port_id; }
+  uint16_t queues() const noexcept { return cfg_.queues; }
+  rte_mempool* pool() const noexcept { return pool_; }
+  const wire::MacAddr& mac() const noexcept { return mac_; }
+
+  // Per-packet path: callable only by the engine that owns queue `q`.
+  uint16_t rx_burst(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept {
+    return rte_eth_rx_burst(cfg_.port_id, q, pkts, n);
+  }
+  uint16_t tx_burst(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept {
+    return rte_eth_tx_burst(cfg_.port_id, q, pkts, n);
+  }
+
+  struct Stats {
+    uint64_t rx_packets, tx_packets, rx_bytes, tx_bytes, rx_missed, rx_errors, tx_errors;
+  };
+  Stats stats() const noexcept;
+
+ private:
+  PortConfig cfg_{};
+  rte_mempool* pool_ = nullptr;
+  wire::MacAddr mac_{};
+  bool configured_ = false;
+  bool open_ = false;
+};
+
+}  // namespace urnic::dp
