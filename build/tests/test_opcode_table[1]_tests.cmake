@@ -1,7 +1,0 @@
-add_test([=[OpcodeTable.OffsetsAndLengthsAddUp]=]  /work/main/build/tests/test_opcode_table [==[--gtest_filter=OpcodeTable.OffsetsAndLengthsAddUp]==] --gtest_also_run_disabled_tests)
-set_tests_properties([=[OpcodeTable.OffsetsAndLengthsAddUp]=]  PROPERTIES WORKING_DIRECTORY /work/main/build/tests SKIP_REGULAR_EXPRESSION [==[\[  SKIPPED \]]==] LABELS unit)
-add_test([=[OpcodeTable.KnownEntries]=]  /work/main/build/tests/test_opcode_table [==[--gtest_filter=OpcodeTable.KnownEntries]==] --gtest_also_run_disabled_tests)
-set_tests_properties([=[OpcodeTable.KnownEntries]=]  PROPERTIES WORKING_DIRECTORY /work/main/build/tests SKIP_REGULAR_EXPRESSION [==[\[  SKIPPED \]]==] LABELS unit)
-add_test([=[OpcodeTable.NamesAreUnique]=]  /work/main/build/tests/test_opcode_table [==[--gtest_filter=OpcodeTable.NamesAreUnique]==] --gtest_also_run_disabled_tests)
-set_tests_properties([=[OpcodeTable.NamesAreUnique]=]  PROPERTIES WORKING_DIRECTORY /work/main/build/tests SKIP_REGULAR_EXPRESSION [==[\[  SKIPPED \]]==] LABELS unit)
-set(  test_opcode_table_TESTS OpcodeTable.OffsetsAndLengthsAddUp OpcodeTable.KnownEntries OpcodeTable.NamesAreUnique)

@@ -1,5 +1,0 @@
-if(EXISTS "/work/main/build/tests/test_port_loopback[1]_tests.cmake")
-  include("/work/main/build/tests/test_port_loopback[1]_tests.cmake")
-else()
-  add_test(test_port_loopback_NOT_BUILT test_port_loopback_NOT_BUILT)
-endif()

@@ -1,7 +1,0 @@
-add_test([=[PortLoopback.RingPairCarriesRoceFramesBothWays]=]  /work/main/build/tests/test_port_loopback [==[--gtest_filter=PortLoopback.RingPairCarriesRoceFramesBothWays]==] --gtest_also_run_disabled_tests)
-set_tests_properties([=[PortLoopback.RingPairCarriesRoceFramesBothWays]=]  PROPERTIES WORKING_DIRECTORY /work/main/build/tests SKIP_REGULAR_EXPRESSION [==[\[  SKIPPED \]]==] LABELS loopback)
-add_test([=[PortLoopback.EalInitIsIdempotentAndRejectsBadPort]=]  /work/main/build/tests/test_port_loopback [==[--gtest_filter=PortLoopback.EalInitIsIdempotentAndRejectsBadPort]==] --gtest_also_run_disabled_tests)
-set_tests_properties([=[PortLoopback.EalInitIsIdempotentAndRejectsBadPort]=]  PROPERTIES WORKING_DIRECTORY /work/main/build/tests SKIP_REGULAR_EXPRESSION [==[\[  SKIPPED \]]==] LABELS loopback)
-add_test([=[PortLoopback.EalArgsForNoHugeAndHuge]=]  /work/main/build/tests/test_port_loopback [==[--gtest_filter=PortLoopback.EalArgsForNoHugeAndHuge]==] --gtest_also_run_disabled_tests)
-set_tests_properties([=[PortLoopback.EalArgsForNoHugeAndHuge]=]  PROPERTIES WORKING_DIRECTORY /work/main/build/tests SKIP_REGULAR_EXPRESSION [==[\[  SKIPPED \]]==] LABELS loopback)
-set(  test_port_loopback_TESTS PortLoopback.RingPairCarriesRoceFramesBothWays PortLoopback.EalInitIsIdempotentAndRejectsBadPort PortLoopback.EalArgsForNoHugeAndHuge)

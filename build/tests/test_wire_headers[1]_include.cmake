@@ -1,5 +1,0 @@
-if(EXISTS "/work/main/build/tests/test_wire_headers[1]_tests.cmake")
-  include("/work/main/build/tests/test_wire_headers[1]_tests.cmake")
-else()
-  add_test(test_wire_headers_NOT_BUILT test_wire_headers_NOT_BUILT)
-endif()
