@@ -1,0 +1,303 @@
+// Completer stage: responses -> completions (IBTA Vol. 1 §9.7.5.2 requester side of ACK/NAK
+// processing, §9.9 error handling; rxe_comp.c; rocev2.md §3.6-3.7).
+//
+// ACKs are cumulative: an ACK for PSN p completes every SEND / WRITE whose last PSN is <= p. A
+// READ or ATOMIC completes only with its response; an ACK (or later response) that covers a
+// READ/ATOMIC whose response has not arrived means the response was lost: an implied NAK, and
+// the requester re-requests from there. NAK PSN sequence error and RNR NAK rewind the requester
+// (go-back-N); the other NAKs fail the WQE and move the QP to ERR.
+#include <atomic>
+
+#include "dataplane/internal.h"
+
+namespace urnic::dp {
+namespace {
+
+using wire::Psn;
+
+constexpr bool is_read_or_atomic(WrOpcode op) noexcept {
+  return op == WrOpcode::kRead || op == WrOpcode::kCompareSwap || op == WrOpcode::kFetchAdd;
+}
+
+void progress_lc(Qp& qp, uint64_t now) noexcept {
+  // Forward progress resets both retry counters (rxe reset_retry_counters(); IBTA §9.7.6.1).
+  qp.req.retry_left = qp.attr.retry_cnt;
+  qp.req.rnr_left = qp.attr.rnr_retry;
+  requester_update_timer_lc(qp, now);
+}
+
+// Marks every SEND/WRITE slot wholly at or before `upto` done. Stops at the first READ/ATOMIC
+// still waiting for its response: if `upto` reaches past it, that response was lost (implied
+// NAK) and the requester rewinds to it. Returns false in that case.
+bool ack_through_lc(Qp& qp, Psn upto) noexcept {
+  auto& r = qp.req;
+  for (uint64_t i = r.head; i != r.tail; ++i) {
+    SendSlot& s = r.at(i);
+    if (!s.started) break;
+    if (s.done) continue;
+    if (Psn::diff(s.last_psn, upto) > 0) {
+      // Partly acknowledged (or not at all): nothing further is complete.
+      if (is_read_or_atomic(s.wqe.opcode) && !Psn::before(upto, s.first_psn)) {
+        // An ACK inside a READ's PSN range cannot come from a conforming responder: treat as a
+        // lost response too.
+        ++qp.counters.implied_naks;
+        const Psn from = s.first_psn + static_cast<int32_t>(s.resp_pkts);
+        r.una = from;
+        requester_rewind_lc(qp, from);
+        return false;
+      }
+      return true;
+    }
+    if (is_read_or_atomic(s.wqe.opcode)) {
+      ++qp.counters.implied_naks;
+      const Psn from = s.first_psn + static_cast<int32_t>(s.resp_pkts);
+      r.una = from;
+      requester_rewind_lc(qp, from);
+      return false;
+    }
+    s.done = true;
+    s.wc = WcStatus::kSuccess;
+  }
+  return true;
+}
+
+// True when `p` is a PSN this requester has sent and not yet seen acknowledged
+// (una - 1 <= p < psn): older ones are stale duplicates, newer ones are bogus.
+bool acceptable_lc(const Qp& qp, Psn p) noexcept {
+  return Psn::diff(p, qp.req.una) >= -1 && Psn::before(p, qp.req.max_sent);
+}
+
+// The first slot not yet done, or nullptr.
+SendSlot* first_pending_lc(Qp& qp) noexcept {
+  auto& r = qp.req;
+  for (uint64_t i = r.head; i != r.tail; ++i) {
+    SendSlot& s = r.at(i);
+    if (!s.started) return nullptr;
+    if (!s.done) return &s;
+  }
+  return nullptr;
+}
+
+void fail_lc(Endpoint& ep, Qp& qp, SendSlot* s, WcStatus wc) noexcept {
+  if (s != nullptr) {
+    s->done = true;
+    s->wc = wc;
+  }
+  qp_retire_lc(ep, qp);
+  qp_to_error_lc(ep, qp);
+}
+
+WcStatus nak_status(uint8_t code) noexcept {
+  switch (code) {
+    case wire::aeth::kNakInvalidRequest:
+      return WcStatus::kRemInvReqErr;
+    case wire::aeth::kNakRemoteAccessError:
+      return WcStatus::kRemAccessErr;
+    case wire::aeth::kNakRemoteOperationalError:
+      return WcStatus::kRemOpErr;
+    case wire::aeth::kNakInvalidRdRequest:
+      return WcStatus::kRemInvRdReqErr;
+    default:
+      return WcStatus::kBadRespErr;  // reserved NAK codes
+  }
+}
+
+void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint64_t now) noexcept {
+  auto& r = qp.req;
+  if (!acceptable_lc(qp, p)) {
+    ++qp.counters.dropped_stale;
+    return;
+  }
+  const uint8_t type = syndrome & wire::aeth::kTypeMask;
+  const uint8_t value = syndrome & wire::aeth::kValueMask;
+  if (type == wire::aeth::kAck) {
+    ++qp.counters.acks_received;
+    const Psn before = r.una;
+    if (ack_through_lc(qp, p) && Psn::after(p + 1, r.una)) r.una = p + 1;
+    // The requester may be retransmitting packets this ACK already covers: skip ahead.
+    if (Psn::before(r.psn, r.una)) requester_rewind_lc(qp, r.una);
+    // Only new PSNs count as progress: a stream of duplicate ACKs must not hold the timer off.
+    if (r.una != before) progress_lc(qp, now);
+    return;
+  }
+  // NAKs carry the PSN of the request they refuse; everything before it was received.
+  const bool ok_before = ack_through_lc(qp, p - 1);
+  if (ok_before && Psn::after(p, r.una)) r.una = p;
+  if (type == wire::aeth::kRnrNak) {
+    ++qp.counters.rnr_naks_received;
+    if (!ok_before) return;  // an implied NAK already rewound further back
+    SendSlot* s = first_pending_lc(qp);
+    if (r.rnr_left == 0) {
+      fail_lc(ep, qp, s, WcStatus::kRnrRetryExcErr);
+      return;
+    }
+    if (qp.attr.rnr_retry != 7) --r.rnr_left;  // 7 = retry forever (IBTA §9.7.5.2.8)
+    requester_rewind_lc(qp, p);
+    r.rnr_deadline = now + tsc_from_ns(uint64_t{rnr_timer_us(value)} * 1000);
+    r.ack_deadline = 0;
+    return;
+  }
+  if (type != wire::aeth::kNak) {
+    ++qp.counters.dropped_stale;  // reserved syndrome type
+    return;
+  }
+  if (value < 4) ++qp.counters.naks_received[value];
+  if (value == wire::aeth::kNakPsnSeqError) {
+    // Go-back-N from the responder's expected PSN, counted against retry_cnt (rocev2.md §3.6).
+    if (!ok_before) return;
+    if (r.retry_left == 0) {
+      fail_lc(ep, qp, first_pending_lc(qp), WcStatus::kRetryExcErr);
+      return;
+    }
+    --r.retry_left;
+    r.gap_retry = false;
+    requester_rewind_lc(qp, p);
+    requester_update_timer_lc(qp, now);
+    return;
+  }
+  // Invalid request, remote access, remote operational: the WQE holding PSN p fails and the QP
+  // enters ERR (IBTA §9.9.3; rocev2.md §3.7).
+  fail_lc(ep, qp, first_pending_lc(qp), nak_status(value));
+}
+
+void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p,
+                         uint64_t now) noexcept {
+  auto& r = qp.req;
+  if (!acceptable_lc(qp, p)) {
+    ++qp.counters.dropped_stale;
+    return;
+  }
+  // A READ response acknowledges every request before the READ (IBTA §9.7.5.1.1).
+  SendSlot* s = first_pending_lc(qp);
+  while (s != nullptr && !is_read_or_atomic(s->wqe.opcode) && Psn::before(s->last_psn, p)) {
+    s->done = true;
+    s->wc = WcStatus::kSuccess;
+    s = first_pending_lc(qp);
+  }
+  if (s == nullptr || s->wqe.opcode != WrOpcode::kRead || Psn::before(p, s->first_psn) ||
+      Psn::after(p, s->last_psn)) {
+    if (s != nullptr && is_read_or_atomic(s->wqe.opcode) && Psn::after(p, s->last_psn)) {
+      // A response beyond this READ/ATOMIC: its own response was lost (implied NAK).
+      if (!r.gap_retry) {
+        ++qp.counters.implied_naks;
+        r.gap_retry = true;
+        requester_rewind_lc(qp, s->first_psn + static_cast<int32_t>(s->resp_pkts));
+      }
+      return;
+    }
+    if (s == nullptr || Psn::before(p, s->first_psn)) {
+      ++qp.counters.dropped_stale;
+      return;
+    }
+    // A READ response for a SEND/WRITE: the responder is broken (rocev2.md §3.6).
+    fail_lc(ep, qp, s, WcStatus::kBadRespErr);
+    return;
+  }
+  const Psn expected = s->first_psn + static_cast<int32_t>(s->resp_pkts);
+  if (p != expected) {
+    if (Psn::before(p, expected)) {
+      ++qp.counters.dropped_stale;  // duplicate response of a re-requested READ
+    } else if (!r.gap_retry) {
+      // A missing response packet: re-request the rest right away instead of waiting for the
+      // ACK timer (allowed, and faster: rocev2.md §3.6).
+      ++qp.counters.implied_naks;
+      r.gap_retry = true;
+      requester_rewind_lc(qp, expected);
+    }
+    return;
+  }
+  const uint32_t mtu = qp.attr.path_mtu;
+  const uint32_t k = s->resp_pkts;
+  const uint32_t off = k * mtu;
+  const uint32_t want = s->wqe.length - off < mtu ? s->wqe.length - off : mtu;
+  if (f.l.payload_len != want) {
+    fail_lc(ep, qp, s, WcStatus::kBadRespErr);
+    return;
+  }
+  // The local buffers of a READ must allow local write (IBTA §10.6.3.1).
+  const WcStatus w = scatter_lc(ep.mrs(), qp.config().pd, s->wqe.sge, s->wqe.num_sge, off,
+                                f.payload().data(), want, access::kLocalWrite);
+  if (w != WcStatus::kSuccess) {
+    fail_lc(ep, qp, s, WcStatus::kLocProtErr);
+    return;
+  }
+  r.gap_retry = false;
+  ++s->resp_pkts;
+  r.una = p + 1;
+  if (s->resp_pkts == s->npkts) {
+    s->done = true;
+    s->wc = WcStatus::kSuccess;
+    --r.rd_atomic_outstanding;
+    // NDK_OP_FLAG_RDMA_READ_LOCAL_INVALIDATE: invalidate the first local SGE's token on success.
+    if ((s->wqe.flags & op_flag::kRdmaReadLocalInvalidate) && s->wqe.num_sge != 0)
+      (void)ep.mrs().invalidate(s->wqe.sge[0].token, qp.config().pd);
+  }
+  progress_lc(qp, now);
+}
+
+void on_atomic_ack_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p,
+                      uint64_t now) noexcept {
+  auto& r = qp.req;
+  if (!acceptable_lc(qp, p)) {
+    ++qp.counters.dropped_stale;
+    return;
+  }
+  SendSlot* s = first_pending_lc(qp);
+  while (s != nullptr && !is_read_or_atomic(s->wqe.opcode) && Psn::before(s->last_psn, p)) {
+    s->done = true;
+    s->wc = WcStatus::kSuccess;
+    s = first_pending_lc(qp);
+  }
+  if (s == nullptr || Psn::before(p, s->first_psn)) {
+    ++qp.counters.dropped_stale;
+    return;
+  }
+  if (s->first_psn != p ||
+      (s->wqe.opcode != WrOpcode::kCompareSwap && s->wqe.opcode != WrOpcode::kFetchAdd)) {
+    if (is_read_or_atomic(s->wqe.opcode) && Psn::after(p, s->last_psn)) {
+      ++qp.counters.implied_naks;
+      requester_rewind_lc(qp, s->first_psn + static_cast<int32_t>(s->resp_pkts));
+      return;
+    }
+    fail_lc(ep, qp, s, WcStatus::kBadRespErr);
+    return;
+  }
+  const uint64_t orig = f.atomic_ack().orig.get();
+  // The original value lands in the local 8-byte buffer in host order (verbs semantics).
+  const WcStatus w =
+      scatter_lc(ep.mrs(), qp.config().pd, s->wqe.sge, s->wqe.num_sge, 0,
+                 reinterpret_cast<const uint8_t*>(&orig), sizeof(orig), access::kLocalWrite);
+  s->done = true;
+  s->wc = w == WcStatus::kSuccess ? WcStatus::kSuccess : WcStatus::kLocProtErr;
+  --r.rd_atomic_outstanding;
+  r.una = p + 1;
+  if (s->wc != WcStatus::kSuccess) {
+    fail_lc(ep, qp, nullptr, s->wc);
+    return;
+  }
+  progress_lc(qp, now);
+}
+
+}  // namespace
+
+void completer_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t now) noexcept {
+  if (qp.state != QpState::kRts && qp.state != QpState::kSqd) {
+    ++qp.counters.dropped_bad_state;
+    return;
+  }
+  const Psn p(wire::Bth::Psn::get(f.bth()));
+  switch (f.opcode) {
+    case wire::opc::kAcknowledge:
+      on_ack_lc(ep, qp, p, static_cast<uint8_t>(wire::Aeth::Syndrome::get(f.aeth())), now);
+      break;
+    case wire::opc::kAtomicAcknowledge:
+      on_atomic_ack_lc(ep, qp, f, p, now);
+      break;
+    default:  // READ RESPONSE FIRST / MIDDLE / LAST / ONLY
+      on_read_response_lc(ep, qp, f, p, now);
+      break;
+  }
+  qp_retire_lc(ep, qp);
+}
+
+}  // namespace urnic::dp

@@ -1,0 +1,231 @@
+// Engine loop, mailbox, timers and TX (architecture.md §2). RX demux is in rx_demux.cc.
+#include "dataplane/engine.h"
+
+#include <rte_cycles.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_pause.h>
+
+#include <thread>
+
+#include "dataplane/internal.h"
+#include "dataplane/port.h"
+
+namespace urnic::dp {
+
+const char* to_string(RxDrop r) noexcept {
+  switch (r) {
+    case RxDrop::kMalformed:
+      return "malformed";
+    case RxDrop::kBadIcrc:
+      return "bad_icrc";
+    case RxDrop::kNoQp:
+      return "no_qp";
+    case RxDrop::kBadAddress:
+      return "bad_address";
+    case RxDrop::kUnsupported:
+      return "unsupported";
+    case RxDrop::kNotRoce:
+      return "not_roce";
+    default:
+      return "?";
+  }
+}
+
+Endpoint::Endpoint(Port* port, uint16_t queue, rte_mempool* pool, MrTable* mrs, uint32_t max_qps)
+    : port_(port),
+      queue_(queue),
+      pool_(pool),
+      mrs_(mrs),
+      max_qps_(max_qps),
+      qps_(std::make_unique<Qp*[]>(max_qps)) {}
+
+void Endpoint::tx_consume(uint32_t n) noexcept {
+  for (uint32_t i = n; i < tx_count_; ++i) tx_[i - n] = tx_[i];
+  tx_count_ -= n;
+}
+
+void Endpoint::tx_drop_all() noexcept {
+  for (uint32_t i = 0; i < tx_count_; ++i) rte_pktmbuf_free(tx_[i]);
+  tx_count_ = 0;
+}
+
+Engine::Engine(const EngineConfig& cfg)
+    : cfg_(cfg),
+      active_(std::make_unique<Qp*[]>(cfg.max_qps)),
+      active_ep_(std::make_unique<Endpoint*[]>(cfg.max_qps)) {}
+
+Engine::~Engine() { stop(); }
+
+void Engine::add_endpoint(Endpoint* ep) {
+  if (nep_ < kMaxEndpoints) eps_[nep_++] = ep;
+}
+
+Status Engine::call(MailboxMsg& m) noexcept {
+  m.done.store(false, std::memory_order_relaxed);
+  if (!running()) {
+    // No lcore runs this engine: the caller owns it, so apply in this thread.
+    apply(m);
+    return m.result;
+  }
+  while (!mailbox_.push(&m)) std::this_thread::yield();
+  // Control side wait: the engine applies the message at the top of its next step and
+  // publishes the result with a release store (pairs with this acquire load).
+  while (!m.done.load(std::memory_order_acquire)) std::this_thread::yield();
+  return m.result;
+}
+
+void Engine::apply(MailboxMsg& m) noexcept {
+  Status st = Status::kSuccess;
+  switch (m.kind) {
+    case MailboxMsg::Kind::kAddQp:
+      if (m.qp->qpn() >= m.ep->max_qps() || m.ep->qp(m.qp->qpn()) != nullptr ||
+          nactive_ == cfg_.max_qps) {
+        st = Status::kInsufficientResources;
+        break;
+      }
+      m.ep->set_qp_lc(m.qp->qpn(), m.qp);
+      active_[nactive_] = m.qp;
+      active_ep_[nactive_] = m.ep;
+      ++nactive_;
+      break;
+    case MailboxMsg::Kind::kModifyQp:
+      st = qp_modify_lc(*m.ep, *m.qp, m.attr, m.mask);
+      break;
+    case MailboxMsg::Kind::kFlushQp:
+      // NdkFlush: cancel every pending request (ndkpi.md §2.2); the QP is unusable after.
+      qp_to_error_lc(*m.ep, *m.qp);
+      break;
+    case MailboxMsg::Kind::kDestroyQp:
+      for (uint32_t i = 0; i < nactive_; ++i) {
+        if (active_[i] == m.qp) {
+          active_[i] = active_[nactive_ - 1];
+          active_ep_[i] = active_ep_[nactive_ - 1];
+          --nactive_;
+          break;
+        }
+      }
+      m.ep->set_qp_lc(m.qp->qpn(), nullptr);
+      break;
+  }
+  m.result = st;
+  m.done.store(true, std::memory_order_release);  // pairs with call()'s acquire
+}
+
+bool Engine::phase_mailbox() noexcept {
+  if (!mailbox_.maybe_nonempty()) [[likely]]
+    return false;
+  bool any = false;
+  while (MailboxMsg* m = mailbox_.pop()) {
+    apply(*m);
+    any = true;
+  }
+  return any;
+}
+
+bool Engine::phase_timers(uint64_t now) noexcept {
+  bool any = false;
+  for (uint32_t i = 0; i < nactive_; ++i) {
+    Qp& qp = *active_[i];
+    if (qp.req.ack_deadline == 0 && qp.req.rnr_deadline == 0) [[likely]]
+      continue;
+    any |= requester_timers_lc(*active_ep_[i], qp, now);
+  }
+  return any;
+}
+
+bool Engine::phase_tx_build(uint64_t now) noexcept {
+  bool any = false;
+  for (uint32_t i = 0; i < nactive_; ++i) {
+    Qp& qp = *active_[i];
+    Endpoint& ep = *active_ep_[i];
+    if (qp.state == QpState::kErr) [[unlikely]] {
+      // Work posted to a QP in ERR completes with a flush status (IBTA §10.3.1).
+      if (!qp.sq.empty() || !qp.rq.empty()) {
+        qp_to_error_lc(ep, qp);
+        any = true;
+      }
+      continue;
+    }
+    // Responder output first (READ responses, ACKs): it completes the peer's work and frees
+    // its window, so a loopback pair drains before it fills.
+    if (ep.tx_space() != 0) any |= responder_tx_lc(ep, qp, ep.tx_space()) != 0;
+    if (ep.tx_space() != 0) any |= requester_tx_lc(ep, qp, ep.tx_space(), now) != 0;
+    any |= qp_retire_lc(ep, qp) != 0;
+  }
+  return any;
+}
+
+bool Engine::phase_tx_flush(Endpoint& ep) noexcept {
+  const uint32_t n = ep.tx_count();
+  if (n == 0 || ep.port() == nullptr) return false;
+  uint32_t sent = 0;
+  while (sent < n) {
+    const uint16_t chunk = static_cast<uint16_t>(n - sent > 64 ? 64 : n - sent);
+    rte_mbuf* burst[64];
+    for (uint16_t i = 0; i < chunk; ++i) burst[i] = ep.tx_at(sent + i);
+    const uint16_t k = ep.port()->tx_burst(ep.queue(), burst, chunk);
+    sent += k;
+    if (k < chunk) {
+      ++ep.counters().tx_ring_full;
+      break;
+    }
+  }
+  for (uint32_t i = 0; i < sent; ++i) {
+    ep.counters().tx_bytes += rte_pktmbuf_pkt_len(ep.tx_at(i));
+  }
+  ep.counters().tx_packets += sent;
+  ep.tx_consume(sent);
+  return sent != 0;
+}
+
+bool Engine::run_once() noexcept {
+  const uint64_t now = rte_get_tsc_cycles();
+  bool busy = phase_mailbox();
+  for (uint32_t i = 0; i < nep_; ++i) busy |= phase_rx(*eps_[i], now);
+  busy |= phase_timers(now);
+  busy |= phase_tx_build(now);
+  for (uint32_t i = 0; i < nep_; ++i) busy |= phase_tx_flush(*eps_[i]);
+  for (uint32_t i = 0; i < nep_; ++i) ++eps_[i]->counters().steps;
+  return busy;
+}
+
+int Engine::lcore_main(void* arg) {
+  auto* e = static_cast<Engine*>(arg);
+  uint32_t idle = 0;
+  while (!e->stop_.load(std::memory_order_relaxed)) {
+    if (e->run_once()) {
+      idle = 0;
+    } else if (e->cfg_.idle_yield_after != 0 && ++idle >= e->cfg_.idle_yield_after) {
+      // Shared-core mode only (config): give the CPU to application threads when idle.
+      std::this_thread::yield();
+      idle = 0;
+    } else {
+      rte_pause();
+    }
+  }
+  return 0;
+}
+
+bool Engine::launch(unsigned lcore) {
+  if (running()) return false;
+  stop_.store(false, std::memory_order_relaxed);
+  // running_ is set before the loop starts so that call() never applies a message inline while
+  // the lcore may already be polling.
+  running_.store(true, std::memory_order_release);
+  if (rte_eal_remote_launch(&Engine::lcore_main, this, lcore) != 0) {
+    running_.store(false, std::memory_order_release);
+    return false;
+  }
+  lcore_ = lcore;
+  return true;
+}
+
+void Engine::stop() {
+  if (!running()) return;
+  stop_.store(true, std::memory_order_relaxed);
+  rte_eal_wait_lcore(lcore_);
+  running_.store(false, std::memory_order_release);
+}
+
+}  // namespace urnic::dp

@@ -1,0 +1,82 @@
+// Cross-file internals of the RC stages (like rxe_loc.h). Every function here runs on the
+// engine lcore that owns the QP (suffix _lc, house style rule 17), is noexcept and does not
+// allocate except mbufs from the endpoint's mempool.
+#pragma once
+
+#include <rte_mbuf.h>
+
+#include <cstdint>
+
+#include "dataplane/engine.h"
+#include "dataplane/mr.h"
+#include "dataplane/qp.h"
+#include "dataplane/wire/frame.h"
+
+namespace urnic::dp {
+
+// ---- qp_datapath.cc: state, completions, frames ---------------------------------------------
+
+// Applies a validated modify on the lcore (the single writer of QP state).
+Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& attr, uint32_t mask) noexcept;
+// Moves the QP to ERR: every outstanding and queued WQE completes with WR_FLUSH_ERR (in posting
+// order, send queue then receive queue), and the rings are drained (IBTA §10.3.1 error state).
+void qp_to_error_lc(Endpoint& ep, Qp& qp) noexcept;
+// Retires done send slots from the head in order, writing completions (none for successful
+// SILENT_SUCCESS requests, IBTA §10.7.3.1 / NDK_OP_FLAG_SILENT_SUCCESS). Returns slots retired.
+uint32_t qp_retire_lc(Endpoint& ep, Qp& qp) noexcept;
+// Writes one receive completion.
+void qp_complete_recv_lc(Qp& qp, const RecvWqe& wqe, WcStatus wc, uint32_t bytes,
+                         OperationType type, uint32_t imm, uint32_t flags,
+                         uint64_t type_specific) noexcept;
+
+// Allocates an mbuf and writes the headers of a frame from `qp` carrying `payload_len` bytes.
+// Returns the mbuf and, in *payload, where the payload goes; null on mempool exhaustion.
+rte_mbuf* qp_frame_lc(Endpoint& ep, Qp& qp, const wire::TransportHeaders& th, uint32_t payload_len,
+                      uint8_t** payload) noexcept;
+// Pads, computes the ICRC and queues the frame for transmission.
+void qp_send_frame_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, uint8_t opcode,
+                      uint32_t payload_len) noexcept;
+// A BTH for a frame from this QP to its peer.
+wire::TransportHeaders qp_headers(const Qp& qp, uint8_t opcode, wire::Psn psn,
+                                  bool ack_req) noexcept;
+
+// Copies bytes [off, off + len) of a send WQE's payload (SGE gather list or inline data) to
+// `dst`, checking each local key (LocalRead). kLocProtErr on a bad key or range.
+WcStatus gather_lc(const MrTable& mrs, uint32_t pd, const SendWqe& wqe, uint32_t off, uint32_t len,
+                   uint8_t* dst) noexcept;
+// Copies `len` bytes from `src` into an SGE list at byte offset `off`, checking each key for
+// `access` (LocalWrite). kLocProtErr on a bad key or range, kLocLenErr when the list is too
+// short.
+WcStatus scatter_lc(const MrTable& mrs, uint32_t pd, const Sge* sge, uint32_t nsge, uint32_t off,
+                    const uint8_t* src, uint32_t len, uint32_t access) noexcept;
+
+// ---- requester.cc -----------------------------------------------------------------------------
+
+// Moves WQEs from the SQ ring into the slot array, executes local operations (fast-register,
+// local invalidate) in order, and segments messages into frames within `budget`. Returns
+// frames built.
+uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) noexcept;
+// Go-back-N: restart transmission at `psn` (the oldest unacknowledged PSN, or a NAK's PSN).
+void requester_rewind_lc(Qp& qp, wire::Psn psn) noexcept;
+// Arms / re-arms / disarms the local ACK timer after progress.
+void requester_update_timer_lc(Qp& qp, uint64_t now) noexcept;
+// Local ACK timeout and RNR wait; returns whether anything happened.
+bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept;
+
+// ---- responder.cc -----------------------------------------------------------------------------
+
+// Handles one request packet (IBTA §9.7.5 responder checks, in order).
+void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t now) noexcept;
+// Emits queued responder output (READ responses, ATOMIC ACKs, NAKs, the coalesced ACK) within
+// `budget` frames. Returns frames built.
+uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget) noexcept;
+
+// ---- completer.cc -----------------------------------------------------------------------------
+
+// Handles one response packet: ACK / NAK / RNR NAK, READ response, ATOMIC ACK.
+void completer_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t now) noexcept;
+
+// TSC ticks for a duration in nanoseconds.
+uint64_t tsc_from_ns(uint64_t ns) noexcept;
+
+}  // namespace urnic::dp

@@ -1,0 +1,211 @@
+// QP attributes, the transition table and posting (application side). The engine side of the
+// QP is in qp_datapath.cc and the three stage files.
+#include "dataplane/qp.h"
+
+#include <array>
+
+#include "dataplane/mr.h"
+
+namespace urnic::dp {
+
+const char* to_string(QpState s) noexcept {
+  static constexpr std::array<const char*, static_cast<size_t>(QpState::kCount)> kNames = {
+      "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
+  const auto i = static_cast<size_t>(s);
+  return i < kNames.size() ? kNames[i] : "?";
+}
+
+const char* to_string(WrOpcode op) noexcept {
+  static constexpr std::array<const char*, static_cast<size_t>(WrOpcode::kCount)> kNames = {
+      "SEND",      "SEND_WITH_IMM", "SEND_WITH_INV", "RDMA_WRITE",       "RDMA_WRITE_WITH_IMM",
+      "RDMA_READ", "COMPARE_SWAP",  "FETCH_ADD",     "LOCAL_INVALIDATE", "FAST_REGISTER"};
+  const auto i = static_cast<size_t>(op);
+  return i < kNames.size() ? kNames[i] : "?";
+}
+
+namespace {
+
+constexpr bool valid_mtu(uint32_t m) noexcept {
+  return m == 256 || m == 512 || m == 1024 || m == 2048 || m == 4096;
+}
+
+// Attributes each RC transition requires and allows (rocev2.md §3.8, from IBTA §10.3.1 /
+// Linux qp_state_table). Transitions to RESET and ERR are always allowed with any attributes.
+struct Transition {
+  uint32_t required;
+  uint32_t optional;
+};
+
+constexpr uint32_t kRtrRequired = qp_attr::kAv | qp_attr::kPathMtu | qp_attr::kDestQpn |
+                                  qp_attr::kRqPsn | qp_attr::kMaxDestRdAtomic |
+                                  qp_attr::kMinRnrTimer;
+constexpr uint32_t kRtsRequired = qp_attr::kTimeout | qp_attr::kRetryCnt | qp_attr::kRnrRetry |
+                                  qp_attr::kSqPsn | qp_attr::kMaxRdAtomic;
+
+// Returns {required, optional} for cur -> next, or nullopt-like {~0, 0} when illegal.
+constexpr Transition transition(QpState cur, QpState next) noexcept {
+  using S = QpState;
+  using namespace qp_attr;
+  constexpr Transition kIllegal{~0u, 0};
+  if (next == S::kReset || next == S::kErr) return {0, ~0u};
+  switch (cur) {
+    case S::kReset:
+      return next == S::kInit ? Transition{kAccessFlags, 0} : kIllegal;
+    case S::kInit:
+      if (next == S::kInit) return {0, kAccessFlags};
+      if (next == S::kRtr) return {kRtrRequired, kAccessFlags};
+      return kIllegal;
+    case S::kRtr:
+      return next == S::kRts ? Transition{kRtsRequired, kAccessFlags | kMinRnrTimer} : kIllegal;
+    case S::kRts:
+      if (next == S::kRts) return {0, kAccessFlags | kMinRnrTimer};
+      if (next == S::kSqd) return {0, 0};
+      return kIllegal;
+    case S::kSqd:
+      if (next == S::kRts) return {0, kAccessFlags | kMinRnrTimer};
+      if (next == S::kSqd)
+        return {0, kAv | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic | kMaxDestRdAtomic |
+                       kAccessFlags | kMinRnrTimer};
+      return kIllegal;
+    case S::kSqe:  // RC never enters SQE (errors go to ERR); UC/UD only.
+    case S::kErr:
+    default:
+      return kIllegal;
+  }
+}
+
+}  // namespace
+
+Status validate_modify(QpState cur, const QpAttr& a, uint32_t mask) noexcept {
+  const QpState next = (mask & qp_attr::kState) ? a.state : cur;
+  if (next >= QpState::kCount) return Status::kInvalidParameter;
+  const Transition t = transition(cur, next);
+  if (t.required == ~0u) return Status::kInvalidDeviceState;
+  const uint32_t attrs = mask & ~qp_attr::kState;
+  if ((attrs & t.required) != t.required) return Status::kInvalidParameter;
+  if (attrs & ~(t.required | t.optional)) return Status::kInvalidParameter;
+  // Ranges (IBTA field widths).
+  if ((attrs & qp_attr::kPathMtu) && !valid_mtu(a.path_mtu)) return Status::kInvalidParameter;
+  if ((attrs & qp_attr::kDestQpn) && (a.dest_qpn == 0 || a.dest_qpn > 0xFFFFFF))
+    return Status::kInvalidParameter;
+  if ((attrs & qp_attr::kRqPsn) && a.rq_psn > 0xFFFFFF) return Status::kInvalidParameter;
+  if ((attrs & qp_attr::kSqPsn) && a.sq_psn > 0xFFFFFF) return Status::kInvalidParameter;
+  if ((attrs & qp_attr::kTimeout) && a.timeout > 31) return Status::kInvalidParameter;
+  if ((attrs & qp_attr::kRetryCnt) && a.retry_cnt > 7) return Status::kInvalidParameter;
+  if ((attrs & qp_attr::kRnrRetry) && a.rnr_retry > 7) return Status::kInvalidParameter;
+  if ((attrs & qp_attr::kMinRnrTimer) && a.min_rnr_timer > 31) return Status::kInvalidParameter;
+  if ((attrs & qp_attr::kMaxDestRdAtomic) &&
+      (a.max_dest_rd_atomic == 0 || a.max_dest_rd_atomic > 128))
+    return Status::kInvalidParameter;
+  if ((attrs & qp_attr::kMaxRdAtomic) && (a.max_rd_atomic == 0 || a.max_rd_atomic > 128))
+    return Status::kInvalidParameter;
+  if ((attrs & qp_attr::kAccessFlags) &&
+      (a.access & ~(access::kRemoteRead | access::kRemoteWrite | access::kRemoteAtomic)))
+    return Status::kInvalidParameter;
+  return Status::kSuccess;
+}
+
+uint32_t rnr_timer_us(uint8_t code) noexcept {
+  // IBTA table 45 (rocev2.md §3.3), microseconds; code 0 is the longest, 655.36 ms.
+  static constexpr std::array<uint32_t, 32> kUs = {
+      655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,   320,
+      480,    640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240, 15360,
+      20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
+  return kUs[code & 31];
+}
+
+Status status_of(WcStatus wc) noexcept {
+  switch (wc) {
+    case WcStatus::kSuccess:
+      return Status::kSuccess;
+    case WcStatus::kWrFlushErr:
+      return Status::kCancelled;
+    case WcStatus::kRetryExcErr:
+    case WcStatus::kRnrRetryExcErr:
+    case WcStatus::kRespTimeoutErr:
+      return Status::kIoTimeout;
+    case WcStatus::kRemAccessErr:
+    case WcStatus::kLocProtErr:
+    case WcStatus::kLocAccessErr:
+    case WcStatus::kMwBindErr:
+      return Status::kAccessViolation;
+    case WcStatus::kRemInvReqErr:
+    case WcStatus::kRemOpErr:
+    case WcStatus::kRemAbortErr:
+    case WcStatus::kRemInvRdReqErr:
+      return Status::kRemoteResources;
+    case WcStatus::kLocLenErr:
+      return Status::kBufferOverflow;
+    case WcStatus::kLocQpOpErr:
+      return Status::kInvalidDeviceRequest;
+    default:
+      return Status::kInternalError;
+  }
+}
+
+Qp::Qp(const QpConfig& cfg) : cfg_(cfg) {
+  sq.init(cfg.sq_depth);
+  rq.init(cfg.rq_depth);
+  req.slots = std::make_unique<SendSlot[]>(cfg.sq_depth);
+  req.mask = cfg.sq_depth - 1;
+  // Responder resources and output jobs are sized here, on the control side, for the largest
+  // max_dest_rd_atomic a modify may set (128), so the engine never allocates.
+  resp.res = std::make_unique<RespResource[]>(kMaxRdAtomicLimit);
+  resp.res_count = 1;
+  resp.jobs = std::make_unique<RespJob[]>(kRespJobs);
+  resp.jobs_mask = kRespJobs - 1;
+}
+
+Status Qp::post_send(const SendWqe& wqe) noexcept {
+  // Validation errors return inline and post nothing; deferred WQEs staged before are handed
+  // to the engine first (ndkpi.md §7.3: "when any initiator post returns failure, first hand
+  // every previously deferred WR to the hardware").
+  auto fail = [this](Status s) {
+    sq.publish();
+    return s;
+  };
+  const QpState st = public_state();
+  // Posting to the SQ needs RTS (or SQD/ERR, where the WQE is flushed): IBTA §10.3.1.
+  if (st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr)
+    return fail(Status::kInvalidDeviceState);
+  if (wqe.opcode >= WrOpcode::kCount) return fail(Status::kInvalidParameter);
+  const bool is_inline = (wqe.flags & op_flag::kInline) != 0;
+  const bool carries_data = wqe.opcode <= WrOpcode::kRead;
+  if (carries_data) {
+    if (is_inline) {
+      if (wqe.opcode == WrOpcode::kRead) return fail(Status::kInvalidParameter);
+      if (wqe.length > cfg_.max_inline) return fail(Status::kInvalidBufferSize);
+    } else {
+      if (wqe.num_sge > cfg_.max_send_sge || wqe.num_sge > kMaxSge)
+        return fail(Status::kDataOverrun);
+      uint64_t total = 0;
+      for (uint32_t i = 0; i < wqe.num_sge; ++i) total += wqe.sge[i].length;
+      if (total != wqe.length) return fail(Status::kInvalidParameter);
+    }
+    // IBTA §9.4: DMA length is 32 bits, and RETH lengths above 2^31 are invalid requests.
+    if (wqe.length > (1u << 31)) return fail(Status::kBufferOverflow);
+  }
+  if (wqe.opcode == WrOpcode::kCompareSwap || wqe.opcode == WrOpcode::kFetchAdd) {
+    // Atomics: 8-byte aligned remote address, one 8-byte local SGE for the original value.
+    if ((wqe.remote_addr & 7) != 0 || wqe.num_sge != 1 || wqe.sge[0].length != 8)
+      return fail(Status::kInvalidParameter);
+  }
+  if (wqe.opcode == WrOpcode::kFastRegister && (wqe.pages == nullptr || wqe.npages == 0))
+    return fail(Status::kInvalidParameter);
+  if (!sq.stage(wqe)) return fail(Status::kNoMoreEntries);
+  if (!(wqe.flags & op_flag::kDefer)) sq.publish();
+  return Status::kSuccess;
+}
+
+Status Qp::post_recv(const RecvWqe& wqe) noexcept {
+  // Receives may be posted from INIT on (IBTA §10.3.1); in ERR they are flushed.
+  if (public_state() == QpState::kReset) return Status::kInvalidDeviceState;
+  if (wqe.num_sge > cfg_.max_recv_sge || wqe.num_sge > kMaxSge) return Status::kDataOverrun;
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < wqe.num_sge; ++i) total += wqe.sge[i].length;
+  if (total != wqe.length) return Status::kInvalidParameter;
+  if (!rq.push(wqe)) return Status::kNoMoreEntries;
+  return Status::kSuccess;
+}
+
+}  // namespace urnic::dp

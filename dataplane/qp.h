@@ -1,0 +1,227 @@
+// Reliable-connected queue pair as the engine sees it: attributes, the state machine, and the
+// per-stage transport state of the requester, completer and responder (IBTA Vol. 1 ch. 9-10;
+// rocev2.md §3). A Qp is created by the control plane and then owned by exactly one engine:
+// every field below `// ---- engine-owned` is read and written only on that engine's lcore.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "dataplane/ring.h"
+#include "dataplane/wire/frame.h"
+#include "dataplane/wire/psn.h"
+#include "dataplane/wqe.h"
+#include "urnic/status.h"
+#include "urnic/types.h"
+
+namespace urnic::dp {
+
+class Cq;
+class MrTable;
+
+// IBTA §10.3.1 QP states (values of enum ibv_qp_state).
+enum class QpState : uint8_t { kReset = 0, kInit, kRtr, kRts, kSqd, kSqe, kErr, kCount };
+const char* to_string(QpState s) noexcept;
+
+// Which attributes a modify carries (subset of IBV_QP_* masks that RoCE RC uses).
+namespace qp_attr {
+inline constexpr uint32_t kState = 1u << 0;
+inline constexpr uint32_t kAccessFlags = 1u << 1;
+inline constexpr uint32_t kPathMtu = 1u << 2;
+inline constexpr uint32_t kDestQpn = 1u << 3;
+inline constexpr uint32_t kRqPsn = 1u << 4;
+inline constexpr uint32_t kSqPsn = 1u << 5;
+inline constexpr uint32_t kMaxDestRdAtomic = 1u << 6;
+inline constexpr uint32_t kMaxRdAtomic = 1u << 7;
+inline constexpr uint32_t kTimeout = 1u << 8;
+inline constexpr uint32_t kRetryCnt = 1u << 9;
+inline constexpr uint32_t kRnrRetry = 1u << 10;
+inline constexpr uint32_t kMinRnrTimer = 1u << 11;
+inline constexpr uint32_t kAv = 1u << 12;
+}  // namespace qp_attr
+
+struct QpAttr {
+  QpState state = QpState::kReset;
+  uint32_t access = 0;  // remote rights the QP accepts: access::kRemoteRead/Write/Atomic
+  uint32_t path_mtu = 1024;
+  uint32_t dest_qpn = 0;
+  uint32_t rq_psn = 0;             // first PSN expected from the peer
+  uint32_t sq_psn = 0;             // first PSN sent
+  uint8_t max_dest_rd_atomic = 1;  // responder resources for incoming READ/ATOMIC
+  uint8_t max_rd_atomic = 1;       // outstanding READ/ATOMIC this requester may have
+  uint8_t timeout = 14;            // local ACK timeout 4.096 us * 2^timeout; 0 = infinite
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;  // 7 = infinite (IBTA §9.7.5.2.8)
+  uint8_t min_rnr_timer = 12;
+  wire::NetHeaders av{};  // address vector: MACs, IPs (the GIDs), traffic class, hop limit
+};
+
+// Checks a modify against the RC transition table (rocev2.md §3.8, IBTA §10.3.1): the target
+// state is reachable from `cur`, every required attribute is present and in range, and nothing
+// forbidden is set. kInvalidDeviceState for an illegal transition, kInvalidParameter for a
+// missing or out-of-range attribute.
+Status validate_modify(QpState cur, const QpAttr& attr, uint32_t mask) noexcept;
+
+// Local ACK timeout in nanoseconds (0 = infinite), IBTA §9.7.6.1.3: 4.096 us * 2^timeout.
+constexpr uint64_t ack_timeout_ns(uint8_t timeout) noexcept {
+  return timeout == 0 ? 0 : 4096ull << timeout;
+}
+// RNR timer codes (IBTA table 45; rocev2.md §3.3) in microseconds.
+uint32_t rnr_timer_us(uint8_t code) noexcept;
+
+// Maps a verbs completion status to the NTSTATUS an NDK consumer sees (ndkpi.md §3.3).
+Status status_of(WcStatus wc) noexcept;
+
+struct QpCounters {
+  uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
+  uint64_t retransmits = 0;  // packets sent again (go-back-N)
+  uint64_t timeouts = 0;     // local ACK timer expiries
+  uint64_t acks_sent = 0, acks_received = 0;
+  uint64_t naks_sent[4] = {};  // by NAK code: seq err, invalid req, access, operational
+  uint64_t naks_received[4] = {};
+  uint64_t rnr_naks_sent = 0, rnr_naks_received = 0;
+  uint64_t duplicate_requests = 0;  // requests with an old PSN (re-ACKed / replayed)
+  uint64_t out_of_sequence = 0;     // requests with a future PSN (dropped)
+  uint64_t implied_naks = 0;        // READ/ATOMIC responses found missing by a later ACK
+  uint64_t dropped_bad_state = 0;   // packets arriving while the QP cannot take them
+  uint64_t dropped_stale = 0;       // stale or duplicate responses ignored
+  uint64_t completions_ok = 0, completions_error = 0, completions_flushed = 0;
+};
+
+// One send-queue entry as the requester tracks it until it is retired.
+struct SendSlot {
+  SendWqe wqe;
+  wire::Psn first_psn;
+  wire::Psn last_psn;
+  uint32_t npkts = 0;      // PSNs the message consumes (a READ: its response packets)
+  uint32_t resp_pkts = 0;  // READ: response packets received in order
+  bool started = false;    // PSNs assigned (or, for local operations, executed)
+  bool done = false;       // ready to retire (completion may still be silent)
+  WcStatus wc = WcStatus::kSuccess;
+  uint32_t inv_key = 0;  // READ with local invalidate: key to invalidate on success
+};
+
+// Responder work that produces frames in PSN order: READ responses, ATOMIC ACKs, NAKs and the
+// trailing coalesced ACK, so that no ACK ever overtakes an earlier READ response (which the
+// requester would read as an implied NAK).
+struct RespJob {
+  enum class Kind : uint8_t { kRead, kAtomicAck, kAck, kNak, kRnrNak };
+  Kind kind = Kind::kAck;
+  wire::Psn psn;          // first PSN of the job (READ: of its first response)
+  uint32_t npkts = 1;     // READ: response packets
+  uint32_t next_pkt = 0;  // READ: next response packet to send
+  uint64_t va = 0;        // READ: remote address of the whole request
+  uint32_t rkey = 0;
+  uint32_t length = 0;
+  uint64_t orig = 0;     // ATOMIC: original value
+  uint8_t syndrome = 0;  // NAK / RNR NAK / ACK syndrome
+  uint32_t msn = 0;
+};
+
+// A saved READ/ATOMIC request (responder resource, IBTA §9.7.5.1.1; rocev2.md §3.5), used to
+// replay a duplicate READ from memory and answer a duplicate ATOMIC without executing it again.
+struct RespResource {
+  bool valid = false;
+  bool atomic = false;
+  wire::Psn first_psn;
+  wire::Psn last_psn;
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+  uint32_t length = 0;
+  uint64_t orig = 0;
+};
+
+struct QpConfig {
+  uint32_t qpn = 0;
+  uint32_t pd = 0;
+  Cq* send_cq = nullptr;
+  Cq* recv_cq = nullptr;
+  void* context = nullptr;  // NDK QPContext, echoed in every completion
+  uint32_t sq_depth = 256;  // powers of two
+  uint32_t rq_depth = 256;
+  uint32_t max_send_sge = kMaxSge;
+  uint32_t max_recv_sge = kMaxSge;
+  uint32_t max_inline = kMaxInline;
+  uint32_t max_unacked_psns = 256;  // requester send window (rxe uses 128)
+};
+
+// Largest max_rd_atomic / max_dest_rd_atomic accepted (validate_modify).
+inline constexpr uint32_t kMaxRdAtomicLimit = 128;
+// Responder output queue: each READ / ATOMIC / NAK is one job, ACKs coalesce into the last.
+inline constexpr uint32_t kRespJobs = 512;
+
+class Qp {
+ public:
+  explicit Qp(const QpConfig& cfg);
+  Qp(const Qp&) = delete;
+  Qp& operator=(const Qp&) = delete;
+
+  const QpConfig& config() const noexcept { return cfg_; }
+  uint32_t qpn() const noexcept { return cfg_.qpn; }
+
+  // ---- Posting (application thread; one poster per queue, NDK posting rules) ---------------
+  // Validates and stages a send WQE; publishes it unless DEFER. On any failure the previously
+  // deferred WQEs are published first (ndkpi.md §7.3) and nothing is posted.
+  Status post_send(const SendWqe& wqe) noexcept;
+  Status post_recv(const RecvWqe& wqe) noexcept;
+  // State visible to posters (written by the engine / control after each transition).
+  QpState public_state() const noexcept { return public_state_.load(std::memory_order_acquire); }
+
+  SpscRing<SendWqe> sq;  // producer: application; consumer: engine
+  SpscRing<RecvWqe> rq;
+
+  // ---- engine-owned --------------------------------------------------------------------------
+  QpState state = QpState::kReset;
+  QpAttr attr;
+  QpCounters counters;
+
+  struct Requester {
+    std::unique_ptr<SendSlot[]> slots;
+    uint32_t mask = 0;
+    uint64_t head = 0;  // oldest slot not yet retired
+    uint64_t cur = 0;   // slot being transmitted (or retransmitted)
+    uint64_t tail = 0;  // next free slot
+    uint32_t cur_pkt = 0;
+    wire::Psn psn;       // PSN of the next packet to send
+    wire::Psn una;       // oldest PSN not yet acknowledged
+    wire::Psn max_sent;  // one past the highest PSN ever sent (for counting retransmits)
+    uint32_t rd_atomic_outstanding = 0;
+    bool gap_retry = false;  // a READ response gap was already answered with a re-request
+    uint8_t retry_left = 7;
+    uint8_t rnr_left = 7;
+    uint64_t ack_deadline = 0;  // TSC; 0 = timer off
+    uint64_t rnr_deadline = 0;  // TSC; 0 = not waiting
+    SendSlot& at(uint64_t i) noexcept { return slots[i & mask]; }
+  } req;
+
+  struct Responder {
+    wire::Psn epsn;
+    uint32_t msn = 0;
+    bool nak_sent = false;  // one sequence-error NAK per gap (rocev2.md §3.6)
+    // Message in progress (multi-packet SEND / WRITE): the opcode class that may follow.
+    enum class InMsg : uint8_t { kNone, kSend, kWrite } in_msg = InMsg::kNone;
+    RecvWqe recv;  // the receive WQE the current SEND consumes
+    bool have_recv = false;
+    uint32_t recv_off = 0;
+    uint64_t write_va = 0;  // WRITE: next address
+    uint32_t write_rkey = 0;
+    uint32_t write_left = 0;
+    uint32_t write_len = 0;  // RETH DMA length of the current WRITE
+    std::unique_ptr<RespResource[]> res;
+    uint32_t res_count = 0;  // power of two >= max_dest_rd_atomic
+    uint32_t res_next = 0;
+    std::unique_ptr<RespJob[]> jobs;
+    uint32_t jobs_mask = 0;
+    uint64_t jobs_head = 0, jobs_tail = 0;
+    bool ack_pending = false;  // a coalesced ACK is owed for ack_psn (no job queued)
+    wire::Psn ack_psn;
+  } resp;
+
+  std::atomic<QpState> public_state_{QpState::kReset};
+
+ private:
+  QpConfig cfg_;
+};
+
+}  // namespace urnic::dp

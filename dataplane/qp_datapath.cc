@@ -1,0 +1,295 @@
+// Engine-side QP plumbing shared by the three stages: applying transitions, the error state
+// and its flush, retiring completions in order, and building frames from a QP's address vector.
+#include <rte_cycles.h>
+#include <rte_mbuf.h>
+
+#include <cstring>
+
+#include "dataplane/cq.h"
+#include "dataplane/internal.h"
+
+namespace urnic::dp {
+
+uint64_t tsc_from_ns(uint64_t ns) noexcept {
+  return static_cast<uint64_t>(static_cast<unsigned __int128>(ns) * rte_get_tsc_hz() / 1000000000u);
+}
+
+namespace {
+
+OperationType op_type_of(WrOpcode op) noexcept {
+  switch (op) {
+    case WrOpcode::kSend:
+    case WrOpcode::kSendWithImm:
+    case WrOpcode::kSendWithInv:
+      return OperationType::kSend;
+    case WrOpcode::kWrite:
+    case WrOpcode::kWriteWithImm:
+      return OperationType::kWrite;
+    case WrOpcode::kRead:
+      return OperationType::kRead;
+    case WrOpcode::kCompareSwap:
+      return OperationType::kCompareSwap;
+    case WrOpcode::kFetchAdd:
+      return OperationType::kFetchAdd;
+    case WrOpcode::kLocalInvalidate:
+      return OperationType::kInvalidate;
+    case WrOpcode::kFastRegister:
+      return OperationType::kFastRegister;
+    default:
+      return OperationType::kSend;
+  }
+}
+
+void count_completion(Qp& qp, WcStatus wc) noexcept {
+  if (wc == WcStatus::kSuccess)
+    ++qp.counters.completions_ok;
+  else if (wc == WcStatus::kWrFlushErr)
+    ++qp.counters.completions_flushed;
+  else
+    ++qp.counters.completions_error;
+}
+
+void complete_send(Qp& qp, const SendWqe& wqe, WcStatus wc) noexcept {
+  count_completion(qp, wc);
+  // IBTA §10.7.3.1: an unsignaled (silent) request completes without a CQE unless it fails.
+  if (wc == WcStatus::kSuccess && (wqe.flags & op_flag::kSilentSuccess)) return;
+  ResultEx r;
+  r.status = status_of(wc);
+  r.bytes_transferred = wqe.opcode == WrOpcode::kRead ? wqe.length : 0;
+  r.qp_context = qp.config().context;
+  r.request_context = wqe.request_context;
+  r.type = op_type_of(wqe.opcode);
+  r.provider_error_code = static_cast<uint32_t>(wc);
+  r.qpn = qp.qpn();
+  if (qp.config().send_cq != nullptr) qp.config().send_cq->push(r);
+}
+
+void reset_requester(Qp& qp) noexcept {
+  auto& r = qp.req;
+  r.head = r.cur = r.tail = 0;
+  r.cur_pkt = 0;
+  r.rd_atomic_outstanding = 0;
+  r.gap_retry = false;
+  r.ack_deadline = r.rnr_deadline = 0;
+}
+
+void reset_responder(Qp& qp) noexcept {
+  auto& s = qp.resp;
+  s.msn = 0;
+  s.nak_sent = false;
+  s.in_msg = Qp::Responder::InMsg::kNone;
+  s.have_recv = false;
+  s.recv_off = 0;
+  s.write_left = 0;
+  s.res_next = 0;
+  for (uint32_t i = 0; i < s.res_count; ++i) s.res[i].valid = false;
+  s.jobs_head = s.jobs_tail = 0;
+  s.ack_pending = false;
+}
+
+}  // namespace
+
+void qp_complete_recv_lc(Qp& qp, const RecvWqe& wqe, WcStatus wc, uint32_t bytes,
+                         OperationType type, uint32_t imm, uint32_t flags,
+                         uint64_t type_specific) noexcept {
+  count_completion(qp, wc);
+  ResultEx r;
+  r.status = status_of(wc);
+  r.bytes_transferred = bytes;
+  r.qp_context = qp.config().context;
+  r.request_context = wqe.request_context;
+  r.type = type;
+  r.provider_error_code = static_cast<uint32_t>(wc);
+  r.type_specific_completion_output = type_specific;
+  r.flags = flags;
+  r.qpn = qp.qpn();
+  if (flags & kResultHasImmediate) r.type_specific_completion_output = imm;
+  if (qp.config().recv_cq != nullptr) qp.config().recv_cq->push(r);
+}
+
+uint32_t qp_retire_lc(Endpoint&, Qp& qp) noexcept {
+  auto& r = qp.req;
+  uint32_t n = 0;
+  // Completions leave in posting order (IBTA §10.8.6): stop at the first slot still in flight.
+  while (r.head != r.tail && r.at(r.head).done) {
+    SendSlot& s = r.at(r.head);
+    complete_send(qp, s.wqe, s.wc);
+    ++r.head;
+    ++n;
+  }
+  return n;
+}
+
+void qp_to_error_lc(Endpoint& ep, Qp& qp) noexcept {
+  qp.state = QpState::kErr;
+  qp.public_state_.store(QpState::kErr, std::memory_order_release);
+  auto& r = qp.req;
+  // Outstanding WQEs: those not already finished (successfully or with their own error) flush.
+  for (uint64_t i = r.head; i != r.tail; ++i) {
+    SendSlot& s = r.at(i);
+    if (!s.done) {
+      s.done = true;
+      s.wc = WcStatus::kWrFlushErr;
+    }
+  }
+  qp_retire_lc(ep, qp);
+  reset_requester(qp);
+  // Queued WQEs never started: flushed in posting order.
+  while (const SendWqe* w = qp.sq.front()) {
+    complete_send(qp, *w, WcStatus::kWrFlushErr);
+    qp.sq.pop();
+  }
+  if (qp.resp.have_recv) {
+    qp_complete_recv_lc(qp, qp.resp.recv, WcStatus::kWrFlushErr, 0, OperationType::kReceive, 0, 0,
+                        0);
+    qp.resp.have_recv = false;
+  }
+  while (const RecvWqe* w = qp.rq.front()) {
+    qp_complete_recv_lc(qp, *w, WcStatus::kWrFlushErr, 0, OperationType::kReceive, 0, 0, 0);
+    qp.rq.pop();
+  }
+  reset_responder(qp);
+}
+
+Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexcept {
+  const Status v = validate_modify(qp.state, a, mask);
+  if (v != Status::kSuccess) return v;
+  const QpState next = (mask & qp_attr::kState) ? a.state : qp.state;
+  if (next == QpState::kErr) {
+    qp_to_error_lc(ep, qp);
+    return Status::kSuccess;
+  }
+  if (next == QpState::kReset) {
+    // RESET empties the queues without completions (IBTA §10.3.1).
+    reset_requester(qp);
+    reset_responder(qp);
+    while (qp.sq.front() != nullptr) qp.sq.pop();
+    while (qp.rq.front() != nullptr) qp.rq.pop();
+    qp.attr = QpAttr{};
+    qp.state = QpState::kReset;
+    qp.public_state_.store(QpState::kReset, std::memory_order_release);
+    return Status::kSuccess;
+  }
+  using namespace qp_attr;
+  if (mask & kAccessFlags) qp.attr.access = a.access;
+  if (mask & kPathMtu) qp.attr.path_mtu = a.path_mtu;
+  if (mask & kDestQpn) qp.attr.dest_qpn = a.dest_qpn;
+  if (mask & kAv) qp.attr.av = a.av;
+  if (mask & (kAv | kDestQpn))
+    qp.attr.av.udp_sport = wire::udp_sport_for(qp.qpn(), qp.attr.dest_qpn);
+  if (mask & kRqPsn) {
+    qp.attr.rq_psn = a.rq_psn;
+    qp.resp.epsn = wire::Psn(a.rq_psn);
+  }
+  if (mask & kMaxDestRdAtomic) {
+    qp.attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    // Responder resources: a power of two >= the attribute (rxe does the same), within the
+    // array sized at creation.
+    uint32_t n = 1;
+    while (n < a.max_dest_rd_atomic) n <<= 1;
+    qp.resp.res_count = n;
+    qp.resp.res_next = 0;
+  }
+  if (mask & kMinRnrTimer) qp.attr.min_rnr_timer = a.min_rnr_timer;
+  if (mask & kSqPsn) {
+    qp.attr.sq_psn = a.sq_psn;
+    qp.req.psn = qp.req.una = qp.req.max_sent = wire::Psn(a.sq_psn);
+  }
+  if (mask & kMaxRdAtomic) qp.attr.max_rd_atomic = a.max_rd_atomic;
+  if (mask & kTimeout) qp.attr.timeout = a.timeout;
+  if (mask & kRetryCnt) {
+    qp.attr.retry_cnt = a.retry_cnt;
+    qp.req.retry_left = a.retry_cnt;
+  }
+  if (mask & kRnrRetry) {
+    qp.attr.rnr_retry = a.rnr_retry;
+    qp.req.rnr_left = a.rnr_retry;
+  }
+  qp.state = next;
+  qp.attr.state = next;
+  qp.public_state_.store(next, std::memory_order_release);
+  return Status::kSuccess;
+}
+
+wire::TransportHeaders qp_headers(const Qp& qp, uint8_t opcode, wire::Psn psn,
+                                  bool ack_req) noexcept {
+  wire::TransportHeaders th;
+  th.bth.opcode = opcode;
+  th.bth.pkey = wire::Be16::of(wire::kDefaultPkey);
+  wire::Bth::DestQp::set(th.bth, qp.attr.dest_qpn);
+  wire::Bth::Psn::set(th.bth, psn.value());
+  wire::Bth::AckReq::set(th.bth, ack_req ? 1u : 0u);
+  return th;
+}
+
+rte_mbuf* qp_frame_lc(Endpoint& ep, Qp& qp, const wire::TransportHeaders& th, uint32_t payload_len,
+                      uint8_t** payload) noexcept {
+  rte_mbuf* m = rte_pktmbuf_alloc(ep.pool());
+  if (m == nullptr) [[unlikely]] {
+    ++ep.counters().mbuf_alloc_failures;
+    return nullptr;
+  }
+  const uint32_t len = wire::frame_length(qp.attr.av, th.bth.opcode, payload_len);
+  auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
+  if (p == nullptr) [[unlikely]] {
+    rte_pktmbuf_free(m);
+    ++ep.counters().mbuf_alloc_failures;
+    return nullptr;
+  }
+  *payload = p + wire::build_headers(p, qp.attr.av, th, payload_len);
+  return m;
+}
+
+void qp_send_frame_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, uint8_t opcode,
+                      uint32_t payload_len) noexcept {
+  const uint32_t len =
+      wire::finish_frame(rte_pktmbuf_mtod(m, uint8_t*), qp.attr.av, opcode, payload_len);
+  ++qp.counters.tx_packets;
+  qp.counters.tx_bytes += len;
+  ep.tx_append(m);
+}
+
+WcStatus gather_lc(const MrTable& mrs, uint32_t pd, const SendWqe& wqe, uint32_t off, uint32_t len,
+                   uint8_t* dst) noexcept {
+  if (len == 0) return WcStatus::kSuccess;
+  if (wqe.flags & op_flag::kInline) {
+    // Inline data was copied into the WQE at post time; its SGE tokens are ignored (NDK).
+    std::memcpy(dst, wqe.inline_data + off, len);
+    return WcStatus::kSuccess;
+  }
+  for (uint32_t i = 0; i < wqe.num_sge && len != 0; ++i) {
+    const Sge& s = wqe.sge[i];
+    if (off >= s.length) {
+      off -= s.length;
+      continue;
+    }
+    const uint32_t n = s.length - off < len ? s.length - off : len;
+    if (mrs.copy_out(s.token, pd, s.addr + off, dst, n, access::kLocalRead) != MrCheck::kOk)
+      return WcStatus::kLocProtErr;
+    dst += n;
+    len -= n;
+    off = 0;
+  }
+  return len == 0 ? WcStatus::kSuccess : WcStatus::kLocLenErr;
+}
+
+WcStatus scatter_lc(const MrTable& mrs, uint32_t pd, const Sge* sge, uint32_t nsge, uint32_t off,
+                    const uint8_t* src, uint32_t len, uint32_t access) noexcept {
+  if (len == 0) return WcStatus::kSuccess;
+  for (uint32_t i = 0; i < nsge && len != 0; ++i) {
+    const Sge& s = sge[i];
+    if (off >= s.length) {
+      off -= s.length;
+      continue;
+    }
+    const uint32_t n = s.length - off < len ? s.length - off : len;
+    if (mrs.copy_in(s.token, pd, s.addr + off, src, n, access) != MrCheck::kOk)
+      return WcStatus::kLocProtErr;
+    src += n;
+    len -= n;
+    off = 0;
+  }
+  return len == 0 ? WcStatus::kSuccess : WcStatus::kLocLenErr;
+}
+
+}  // namespace urnic::dp

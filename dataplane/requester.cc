@@ -1,0 +1,298 @@
+// Requester stage: send-queue WQEs -> packets (IBTA Vol. 1 §9.7.4 requester; rxe_req.c).
+//
+// WQEs move from the SQ ring into the slot array in posting order. Local operations
+// (fast-register, local invalidate) execute when the requester reaches them, so they are
+// ordered with the remote operations around them (IBTA §10.7.3). Messages are segmented by path
+// MTU into FIRST / MIDDLE / LAST or ONLY packets (§9.7.4.1), a READ request consumes one PSN per
+// response packet (C9-88), and at most `max_unacked_psns` PSNs are outstanding. Retransmission is
+// go-back-N from the slot array: frames are rebuilt from the WQE and registered memory, never
+// kept (rocev2.md §3.2).
+#include <rte_cycles.h>
+
+#include "dataplane/internal.h"
+
+namespace urnic::dp {
+namespace {
+
+using wire::Psn;
+namespace opc = wire::opc;
+
+// rxe asks for an ACK every 64 packets inside long messages (RXE_MAX_PKT_PER_ACK), so that the
+// requester's window keeps moving without waiting for the end of a message.
+constexpr uint32_t kAckReqEvery = 64;
+
+constexpr bool is_read_or_atomic(WrOpcode op) noexcept {
+  return op == WrOpcode::kRead || op == WrOpcode::kCompareSwap || op == WrOpcode::kFetchAdd;
+}
+constexpr bool is_local(WrOpcode op) noexcept {
+  return op == WrOpcode::kLocalInvalidate || op == WrOpcode::kFastRegister;
+}
+
+uint32_t packets_for(uint32_t length, uint32_t mtu) noexcept {
+  return length == 0 ? 1 : (length + mtu - 1) / mtu;
+}
+
+// Executes a local operation in order; returns its completion status.
+WcStatus execute_local_lc(Endpoint& ep, Qp& qp, const SendWqe& w) noexcept {
+  MrCheck c;
+  if (w.opcode == WrOpcode::kFastRegister) {
+    c = ep.mrs().fast_register(w.mr_key, qp.config().pd, w.pages, w.npages, w.fbo, w.fr_length,
+                               w.base_va, w.access);
+  } else {
+    c = ep.mrs().invalidate(w.mr_key, qp.config().pd);
+  }
+  if (c == MrCheck::kOk) return WcStatus::kSuccess;
+  // NDK: a malformed local request (e.g. invalidating an invalid region) completes with
+  // STATUS_INVALID_DEVICE_REQUEST; asking rights the region cannot grant is an access error.
+  return c == MrCheck::kAccessDenied ? WcStatus::kLocAccessErr : WcStatus::kLocQpOpErr;
+}
+
+// Opcode of packet `k` of `n` of a SEND or WRITE message (IBTA table 38).
+uint8_t data_opcode(WrOpcode op, uint32_t k, uint32_t n) noexcept {
+  const bool first = k == 0, last = k + 1 == n;
+  switch (op) {
+    case WrOpcode::kSend:
+      return first && last ? opc::kSendOnly
+             : first       ? opc::kSendFirst
+             : last        ? opc::kSendLast
+                           : opc::kSendMiddle;
+    case WrOpcode::kSendWithImm:
+      return first && last ? opc::kSendOnlyImm
+             : first       ? opc::kSendFirst
+             : last        ? opc::kSendLastImm
+                           : opc::kSendMiddle;
+    case WrOpcode::kSendWithInv:
+      return first && last ? opc::kSendOnlyInv
+             : first       ? opc::kSendFirst
+             : last        ? opc::kSendLastInv
+                           : opc::kSendMiddle;
+    case WrOpcode::kWrite:
+      return first && last ? opc::kWriteOnly
+             : first       ? opc::kWriteFirst
+             : last        ? opc::kWriteLast
+                           : opc::kWriteMiddle;
+    default:  // kWriteWithImm
+      return first && last ? opc::kWriteOnlyImm
+             : first       ? opc::kWriteFirst
+             : last        ? opc::kWriteLastImm
+                           : opc::kWriteMiddle;
+  }
+}
+
+// Builds packet `k` of slot `s`. Returns false on mempool exhaustion (retry next step) and sets
+// *err on a local protection error.
+bool build_packet_lc(Endpoint& ep, Qp& qp, SendSlot& s, uint32_t k, WcStatus* err) noexcept {
+  const SendWqe& w = s.wqe;
+  const uint32_t mtu = qp.attr.path_mtu;
+  const Psn psn = s.first_psn + static_cast<int32_t>(k);
+  uint8_t* payload = nullptr;
+  if (w.opcode == WrOpcode::kRead) {
+    // A (re-)request for the responses from packet k on: RETH names the remaining bytes
+    // (rocev2.md §3.2, rxe req_retry()).
+    const uint64_t done = static_cast<uint64_t>(k) * mtu;
+    auto th = qp_headers(qp, opc::kReadRequest, psn, true);
+    th.reth.va = wire::Be64::of(w.remote_addr + done);
+    th.reth.rkey = wire::Be32::of(w.rkey);
+    th.reth.dma_length = wire::Be32::of(static_cast<uint32_t>(w.length - done));
+    rte_mbuf* m = qp_frame_lc(ep, qp, th, 0, &payload);
+    if (m == nullptr) return false;
+    qp_send_frame_lc(ep, qp, m, opc::kReadRequest, 0);
+    return true;
+  }
+  if (w.opcode == WrOpcode::kCompareSwap || w.opcode == WrOpcode::kFetchAdd) {
+    const uint8_t op = w.opcode == WrOpcode::kCompareSwap ? opc::kCompareSwap : opc::kFetchAdd;
+    auto th = qp_headers(qp, op, psn, true);
+    th.atomic_eth.va = wire::Be64::of(w.remote_addr);
+    th.atomic_eth.rkey = wire::Be32::of(w.rkey);
+    // CAS: swap data and compare data; FETCH_ADD: the add operand in swap_add (§9.3.4).
+    th.atomic_eth.swap_add =
+        wire::Be64::of(w.opcode == WrOpcode::kCompareSwap ? w.swap : w.compare_add);
+    th.atomic_eth.compare = wire::Be64::of(w.opcode == WrOpcode::kCompareSwap ? w.compare_add : 0);
+    rte_mbuf* m = qp_frame_lc(ep, qp, th, 0, &payload);
+    if (m == nullptr) return false;
+    qp_send_frame_lc(ep, qp, m, op, 0);
+    return true;
+  }
+  const uint32_t off = k * mtu;
+  const uint32_t len = w.length - off < mtu ? w.length - off : mtu;
+  const uint8_t op = data_opcode(w.opcode, k, s.npkts);
+  const bool last = k + 1 == s.npkts;
+  auto th = qp_headers(qp, op, psn, last || (k % kAckReqEvery) == kAckReqEvery - 1);
+  const uint32_t mask = wire::kOpcodeTable[op].mask;
+  if (mask & wire::op::kReth) {
+    th.reth.va = wire::Be64::of(w.remote_addr);
+    th.reth.rkey = wire::Be32::of(w.rkey);
+    th.reth.dma_length = wire::Be32::of(w.length);
+  }
+  if (mask & wire::op::kImmDt) th.imm.imm = wire::Be32::of(w.imm_or_inv);
+  if (mask & wire::op::kIeth) th.ieth.rkey = wire::Be32::of(w.imm_or_inv);
+  // Solicited event on the last packet of a SEND or WRITE with immediate (IBTA §9.2.3).
+  if (last && (w.flags & op_flag::kSendAndSolicitEvent) && w.opcode != WrOpcode::kWrite)
+    wire::Bth::Se::set(th.bth, 1u);
+  rte_mbuf* m = qp_frame_lc(ep, qp, th, len, &payload);
+  if (m == nullptr) return false;
+  const WcStatus g = gather_lc(ep.mrs(), qp.config().pd, w, off, len, payload);
+  if (g != WcStatus::kSuccess) {
+    rte_pktmbuf_free(m);
+    *err = g;
+    return true;
+  }
+  qp_send_frame_lc(ep, qp, m, op, len);
+  return true;
+}
+
+}  // namespace
+
+void requester_update_timer_lc(Qp& qp, uint64_t now) noexcept {
+  auto& r = qp.req;
+  if (r.una == r.psn || qp.attr.timeout == 0) {
+    r.ack_deadline = 0;  // nothing outstanding, or the timer is infinite (timeout 0)
+  } else {
+    r.ack_deadline = now + tsc_from_ns(ack_timeout_ns(qp.attr.timeout));
+  }
+}
+
+void requester_rewind_lc(Qp& qp, Psn psn) noexcept {
+  auto& r = qp.req;
+  for (uint64_t i = r.head; i != r.tail; ++i) {
+    SendSlot& s = r.at(i);
+    if (!s.started) break;
+    if (s.done || is_local(s.wqe.opcode)) continue;
+    if (Psn::diff(s.last_psn, psn) >= 0) {
+      const int32_t k = Psn::diff(psn, s.first_psn);
+      r.cur = i;
+      if (s.wqe.opcode == WrOpcode::kRead) {
+        r.cur_pkt = s.resp_pkts;  // re-request what has not arrived
+      } else {
+        r.cur_pkt = k > 0 ? static_cast<uint32_t>(k) : 0;
+      }
+      r.psn = s.first_psn + static_cast<int32_t>(r.cur_pkt);
+      return;
+    }
+  }
+}
+
+uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) noexcept {
+  if (qp.state != QpState::kRts && qp.state != QpState::kSqd) return 0;
+  auto& r = qp.req;
+  const uint64_t cap = static_cast<uint64_t>(r.mask) + 1;
+  // SQD: finish what was started, start nothing new (IBTA §10.3.1 send queue drain).
+  if (qp.state == QpState::kRts) {
+    while (r.tail - r.head < cap) {
+      const SendWqe* w = qp.sq.front();
+      if (w == nullptr) break;
+      SendSlot& s = r.at(r.tail);
+      s.wqe = *w;
+      s.started = s.done = false;
+      s.resp_pkts = 0;
+      s.wc = WcStatus::kSuccess;
+      qp.sq.pop();
+      ++r.tail;
+    }
+  }
+  if (r.rnr_deadline != 0) return 0;  // waiting out an RNR NAK
+  uint32_t built = 0;
+  const uint32_t window = qp.config().max_unacked_psns;
+  while (built < budget && r.cur != r.tail) {
+    SendSlot& s = r.at(r.cur);
+    if (!s.started) {
+      if (qp.state == QpState::kSqd) break;
+      const WrOpcode op = s.wqe.opcode;
+      // READ_FENCE: wait for every earlier READ/ATOMIC to complete (NDK_OP_FLAG_READ_FENCE).
+      if ((s.wqe.flags & op_flag::kReadFence) && r.rd_atomic_outstanding != 0) break;
+      if (is_local(op)) {
+        s.started = s.done = true;
+        s.wc = execute_local_lc(ep, qp, s.wqe);
+        ++r.cur;
+        if (s.wc != WcStatus::kSuccess) {
+          // A failed work request moves the QP to the error state (IBTA §10.8.3.3).
+          qp_retire_lc(ep, qp);
+          qp_to_error_lc(ep, qp);
+          return built;
+        }
+        continue;
+      }
+      if (is_read_or_atomic(op) && r.rd_atomic_outstanding >= qp.attr.max_rd_atomic) break;
+      if (Psn::diff(r.psn, r.una) >= static_cast<int32_t>(window)) break;
+      s.first_psn = r.psn;
+      s.npkts = op == WrOpcode::kRead   ? packets_for(s.wqe.length, qp.attr.path_mtu)
+                : is_read_or_atomic(op) ? 1
+                                        : packets_for(s.wqe.length, qp.attr.path_mtu);
+      s.last_psn = s.first_psn + static_cast<int32_t>(s.npkts - 1);
+      s.started = true;
+      r.cur_pkt = 0;
+      if (is_read_or_atomic(op)) ++r.rd_atomic_outstanding;
+    }
+    if (s.done || is_local(s.wqe.opcode)) {
+      ++r.cur;
+      r.cur_pkt = 0;
+      continue;
+    }
+    if (Psn::diff(r.psn, r.una) >= static_cast<int32_t>(window)) break;
+    WcStatus err = WcStatus::kSuccess;
+    if (!build_packet_lc(ep, qp, s, r.cur_pkt, &err)) break;  // mempool empty: next step
+    if (err != WcStatus::kSuccess) {
+      s.done = true;
+      s.wc = err;
+      qp_retire_lc(ep, qp);
+      qp_to_error_lc(ep, qp);
+      return built;
+    }
+    ++built;
+    const Psn sent = s.first_psn + static_cast<int32_t>(r.cur_pkt);
+    if (Psn::before(sent, r.max_sent)) ++qp.counters.retransmits;
+    if (s.wqe.opcode == WrOpcode::kRead || is_read_or_atomic(s.wqe.opcode)) {
+      // One request packet stands for all remaining PSNs of the READ (or the atomic's one).
+      r.psn = s.last_psn + 1;
+      ++r.cur;
+      r.cur_pkt = 0;
+    } else {
+      r.psn = sent + 1;
+      if (++r.cur_pkt == s.npkts) {
+        ++r.cur;
+        r.cur_pkt = 0;
+      }
+    }
+    if (Psn::after(r.psn, r.max_sent)) r.max_sent = r.psn;
+    if (r.cur != r.tail && r.cur_pkt == 0) {
+      SendSlot& n = r.at(r.cur);
+      if (n.started && n.wqe.opcode == WrOpcode::kRead) r.cur_pkt = n.resp_pkts;
+    }
+  }
+  if (built != 0 && r.ack_deadline == 0) requester_update_timer_lc(qp, now);
+  return built;
+}
+
+bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
+  auto& r = qp.req;
+  if (r.rnr_deadline != 0 && now >= r.rnr_deadline) {
+    // RNR wait over: resend from the NAKed PSN (rewound when the NAK arrived).
+    r.rnr_deadline = 0;
+    requester_update_timer_lc(qp, now);
+    return true;
+  }
+  if (r.ack_deadline == 0 || now < r.ack_deadline) return false;
+  ++qp.counters.timeouts;
+  if (r.retry_left == 0) {
+    // Transport retries exhausted (IBTA §9.7.6.1.3 / C9-142): the oldest outstanding WQE fails
+    // with RETRY_EXC_ERR, the QP enters ERR and everything else flushes.
+    for (uint64_t i = r.head; i != r.tail; ++i) {
+      SendSlot& s = r.at(i);
+      if (!s.done && s.started) {
+        s.done = true;
+        s.wc = WcStatus::kRetryExcErr;
+        break;
+      }
+    }
+    qp_retire_lc(ep, qp);
+    qp_to_error_lc(ep, qp);
+    return true;
+  }
+  --r.retry_left;
+  r.gap_retry = false;
+  requester_rewind_lc(qp, r.una);
+  r.ack_deadline = now + tsc_from_ns(ack_timeout_ns(qp.attr.timeout));
+  return true;
+}
+
+}  // namespace urnic::dp

@@ -1,0 +1,430 @@
+// Responder stage: request packets -> execution, ACK/NAK, READ responses (IBTA Vol. 1 §9.7.5
+// responder; rxe_resp.c; rocev2.md §3.4-3.5).
+//
+// Checks run in the IBTA order and the first failure decides the outcome:
+//   PSN (new / duplicate / out of sequence) -> opcode sequence -> operation allowed by the QP's
+//   access flags -> packet length rules -> receive WQE available (else RNR NAK) -> receive
+//   buffer large enough -> R_Key, address and rights -> execute.
+// Each failure class maps to one NAK syndrome: sequence error (class B, once per gap), invalid
+// request / remote access error / remote operational error (class C-D: the QP enters ERR after
+// the NAK). Nothing is written to memory unless every check for that packet passed.
+//
+// Output (READ responses, ATOMIC ACKs, NAKs, ACKs) is queued as jobs and emitted in PSN order by
+// responder_tx_lc, so an ACK never overtakes an earlier READ response.
+#include <atomic>
+
+#include "dataplane/internal.h"
+
+namespace urnic::dp {
+namespace {
+
+using wire::Psn;
+namespace op = wire::op;
+namespace aeth = wire::aeth;
+using Kind = RespJob::Kind;
+using InMsg = Qp::Responder::InMsg;
+
+bool jobs_full(const Qp& qp) noexcept {
+  return qp.resp.jobs_tail - qp.resp.jobs_head > qp.resp.jobs_mask;
+}
+RespJob* push_job(Qp& qp, Kind kind, Psn psn) noexcept {
+  auto& s = qp.resp;
+  if (jobs_full(qp)) return nullptr;
+  RespJob& j = s.jobs[s.jobs_tail & s.jobs_mask];
+  j = RespJob{};
+  j.kind = kind;
+  j.psn = psn;
+  j.msn = s.msn;
+  ++s.jobs_tail;
+  return &j;
+}
+
+// An ACK is owed for `psn` (IBTA §9.7.5.1.6): coalesced with any ACK not yet sent.
+void owe_ack(Qp& qp, Psn psn) noexcept {
+  auto& s = qp.resp;
+  if (s.jobs_head == s.jobs_tail) {
+    s.ack_pending = true;
+    s.ack_psn = psn;
+    return;
+  }
+  RespJob& last = s.jobs[(s.jobs_tail - 1) & s.jobs_mask];
+  if (last.kind == Kind::kAck) {
+    last.psn = psn;
+    last.msn = s.msn;
+  } else if (RespJob* j = push_job(qp, Kind::kAck, psn)) {
+    j->syndrome = aeth::kAckNoCredit;
+  }
+}
+
+rte_mbuf* response_frame(Endpoint& ep, Qp& qp, uint8_t opcode, Psn psn, uint8_t syndrome,
+                         uint32_t msn, uint32_t payload_len, uint8_t** payload) noexcept {
+  auto th = qp_headers(qp, opcode, psn, false);
+  wire::Aeth::Syndrome::set(th.aeth, syndrome);
+  wire::Aeth::Msn::set(th.aeth, msn);
+  return qp_frame_lc(ep, qp, th, payload_len, payload);
+}
+
+// Sends an ACK / NAK frame now. Returns false on mempool exhaustion.
+bool send_ack_frame(Endpoint& ep, Qp& qp, Psn psn, uint8_t syndrome, uint32_t msn) noexcept {
+  uint8_t* payload = nullptr;
+  rte_mbuf* m = response_frame(ep, qp, wire::opc::kAcknowledge, psn, syndrome, msn, 0, &payload);
+  if (m == nullptr) return false;
+  qp_send_frame_lc(ep, qp, m, wire::opc::kAcknowledge, 0);
+  return true;
+}
+
+// Class C/D errors: NAK the request, then the QP enters ERR (rxe do_class_ac_error()).
+void fatal_nak_lc(Endpoint& ep, Qp& qp, Psn psn, uint8_t code) noexcept {
+  if (code < 4) ++qp.counters.naks_sent[code];
+  if (ep.tx_space() != 0) (void)send_ack_frame(ep, qp, psn, aeth::kNak | code, qp.resp.msn);
+  qp_to_error_lc(ep, qp);
+}
+
+void fail_recv_lc(Qp& qp, WcStatus wc) noexcept {
+  auto& s = qp.resp;
+  if (!s.have_recv) return;
+  qp_complete_recv_lc(qp, s.recv, wc, s.recv_off, OperationType::kReceive, 0, 0, 0);
+  s.have_recv = false;
+}
+
+uint32_t read_packets(uint32_t len, uint32_t mtu) noexcept {
+  return len == 0 ? 1 : (len + mtu - 1) / mtu;
+}
+
+RespResource& next_resource(Qp& qp) noexcept {
+  auto& s = qp.resp;
+  RespResource& r = s.res[s.res_next];
+  s.res_next = (s.res_next + 1) & (s.res_count - 1);
+  return r;
+}
+
+// Duplicate requests (rocev2.md §3.5; IBTA §9.7.5.1.1 C9-105..C9-110).
+void duplicate_lc(Qp& qp, const wire::ParsedFrame& f, Psn p) noexcept {
+  auto& s = qp.resp;
+  ++qp.counters.duplicate_requests;
+  if (f.has(op::kSend) || f.has(op::kWrite)) {
+    // Never executed twice: re-ACK the newest PSN received, with the current MSN.
+    owe_ack(qp, s.epsn - 1);
+    return;
+  }
+  for (uint32_t i = 0; i < s.res_count; ++i) {
+    const RespResource& r = s.res[i];
+    if (!r.valid) continue;
+    if (f.has(op::kRead) && !r.atomic && !Psn::before(p, r.first_psn) &&
+        !Psn::after(p, r.last_psn)) {
+      // Replay from memory from PSN p. The RETH must be the original or its tail (the
+      // requester re-requests the rest: same R_Key, range inside the original).
+      const uint64_t va = f.reth().va.get();
+      const uint32_t len = f.reth().dma_length.get();
+      if (f.reth().rkey.get() != r.rkey || va < r.va || va + len > r.va + r.length) return;
+      if (RespJob* j = push_job(qp, Kind::kRead, p)) {
+        j->va = va;
+        j->rkey = r.rkey;
+        j->length = len;
+        j->npkts = read_packets(len, qp.attr.path_mtu);
+      }
+      return;
+    }
+    if (f.has(op::kAtomic) && r.atomic && r.first_psn == p) {
+      // Answer from the saved original value; the atomic is not executed again.
+      if (RespJob* j = push_job(qp, Kind::kAtomicAck, p)) j->orig = r.orig;
+      return;
+    }
+  }
+  // No saved resource (recycled): drop silently (class D), the requester times out.
+}
+
+}  // namespace
+
+void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t) noexcept {
+  if (qp.state != QpState::kRtr && qp.state != QpState::kRts && qp.state != QpState::kSqd) {
+    ++qp.counters.dropped_bad_state;
+    return;
+  }
+  auto& s = qp.resp;
+  const Psn p(wire::Bth::Psn::get(f.bth()));
+  if (jobs_full(qp)) return;  // cannot answer now: drop, the requester retransmits
+
+  // 1. PSN (IBTA §9.7.5.1.1).
+  const int32_t d = Psn::diff(p, s.epsn);
+  if (d < 0) {
+    duplicate_lc(qp, f, p);
+    return;
+  }
+  if (d > 0) {
+    ++qp.counters.out_of_sequence;
+    if (!s.nak_sent) {
+      // One NAK per gap: further out-of-order packets are dropped quietly (rocev2.md §3.6).
+      s.nak_sent = true;
+      ++qp.counters.naks_sent[aeth::kNakPsnSeqError];
+      if (RespJob* j = push_job(qp, Kind::kNak, s.epsn)) j->syndrome = aeth::kNak;
+    }
+    return;
+  }
+  s.nak_sent = false;
+  const uint32_t m = f.mask;
+  const uint32_t mtu = qp.attr.path_mtu;
+  const uint32_t plen = f.l.payload_len;
+
+  // 2. Opcode sequence (IBTA §9.7.5.1.2, C9-97): inside a message only MIDDLE/LAST of the
+  //    same operation may follow; outside one, only FIRST/ONLY.
+  const bool starts = (m & op::kFirst) != 0;
+  if (s.in_msg == InMsg::kSend    ? !(m & op::kSend) || starts
+      : s.in_msg == InMsg::kWrite ? !(m & op::kWrite) || starts
+                                  : !starts) {
+    fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
+    return;
+  }
+  // 3. Operation allowed by the QP's access flags (C9-98).
+  if (((m & op::kWrite) && !(qp.attr.access & access::kRemoteWrite)) ||
+      ((m & op::kRead) && !(qp.attr.access & access::kRemoteRead)) ||
+      ((m & op::kAtomic) && !(qp.attr.access & access::kRemoteAtomic))) {
+    fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
+    return;
+  }
+  // 4. Length rules (C9-99, C9-100): FIRST/MIDDLE carry exactly one PMTU, LAST 1..PMTU, ONLY
+  //    0..PMTU; an RDMA DMA length above 2^31 is invalid.
+  const bool only = (m & op::kOnly) == op::kOnly;
+  if (m & op::kPayload) {
+    if (only ? plen > mtu : (m & op::kLast) ? (plen == 0 || plen > mtu) : plen != mtu) {
+      fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
+      return;
+    }
+  }
+  if ((m & op::kReth) && f.reth().dma_length.get() > (1u << 31)) {
+    fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
+    return;
+  }
+  if (m & op::kWrite) {
+    if (starts) {
+      const uint32_t dlen = f.reth().dma_length.get();
+      if (only ? plen != dlen : dlen <= mtu) {
+        fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
+        return;
+      }
+    } else if ((m & op::kLast) ? plen != s.write_left : plen >= s.write_left) {
+      fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
+      return;
+    }
+  }
+
+  // 5. Resources: a receive WQE for SEND (taken at its first packet) and for WRITE with
+  //    immediate (taken at its last packet). None posted: RNR NAK, PSN not consumed (C9-xx).
+  const bool needs_recv = ((m & op::kSend) && starts) || ((m & op::kWrite) && (m & op::kImmDt));
+  if (needs_recv && !s.have_recv) {
+    if (!qp.rq.pop(s.recv)) {
+      ++qp.counters.rnr_naks_sent;
+      if (RespJob* j = push_job(qp, Kind::kRnrNak, p))
+        j->syndrome = static_cast<uint8_t>(aeth::kRnrNak | (qp.attr.min_rnr_timer & 0x1f));
+      // Packets already in flight behind this one are dropped without a sequence NAK: the
+      // requester resends from p after the RNR timer anyway.
+      s.nak_sent = true;
+      return;
+    }
+    s.have_recv = true;
+    s.recv_off = 0;
+  }
+
+  // 6. Receive buffer large enough (C9-xx; ND: receive smaller than the send).
+  if ((m & op::kSend) && s.recv_off + plen > s.recv.length) {
+    fail_recv_lc(qp, WcStatus::kLocLenErr);
+    fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
+    return;
+  }
+
+  // 7. R_Key, bounds and rights (C9-xx), then execute.
+  const uint32_t pd = qp.config().pd;
+  MrTable& mrs = ep.mrs();
+  if (m & op::kRead) {
+    const uint64_t va = f.reth().va.get();
+    const uint32_t rkey = f.reth().rkey.get();
+    const uint32_t len = f.reth().dma_length.get();
+    // A zero-length READ checks no R_Key (IBTA §9.4.4: nothing is accessed).
+    if (len != 0 && mrs.check(rkey, pd, va, len, access::kRemoteRead) != MrCheck::kOk) {
+      fatal_nak_lc(ep, qp, p, aeth::kNakRemoteAccessError);
+      return;
+    }
+    const uint32_t npkts = read_packets(len, mtu);
+    ++s.msn;  // C9-148: the MSN counts the READ when it is accepted
+    RespResource& r = next_resource(qp);
+    r = RespResource{true, false, p, p + static_cast<int32_t>(npkts - 1), va, rkey, len, 0};
+    RespJob* j = push_job(qp, Kind::kRead, p);
+    j->va = va;
+    j->rkey = rkey;
+    j->length = len;
+    j->npkts = npkts;
+    s.epsn = p + static_cast<int32_t>(npkts);
+    return;
+  }
+  if (m & op::kAtomic) {
+    const auto& a = f.atomic_eth();
+    const uint64_t va = a.va.get();
+    if (va & 7) {  // C9-xx: atomics must be 8-byte aligned
+      fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
+      return;
+    }
+    uint64_t* word = nullptr;
+    if (mrs.atomic_target(a.rkey.get(), pd, va, &word) != MrCheck::kOk) {
+      fatal_nak_lc(ep, qp, p, aeth::kNakRemoteAccessError);
+      return;
+    }
+    // Atomic with respect to every other atomic on this host, whichever engine runs it
+    // (IBTA §9.4.5 / C9-xx): a locked RMW on the word itself.
+    std::atomic_ref<uint64_t> target(*word);
+    uint64_t orig;
+    if (f.opcode == wire::opc::kCompareSwap) {
+      orig = a.compare.get();
+      target.compare_exchange_strong(orig, a.swap_add.get(), std::memory_order_acq_rel);
+    } else {
+      orig = target.fetch_add(a.swap_add.get(), std::memory_order_acq_rel);
+    }
+    ++s.msn;
+    RespResource& r = next_resource(qp);
+    r = RespResource{true, true, p, p, va, a.rkey.get(), 8, orig};
+    RespJob* j = push_job(qp, Kind::kAtomicAck, p);
+    j->orig = orig;
+    s.epsn = p + 1;
+    return;
+  }
+  if (m & op::kWrite) {
+    if (starts) {
+      s.write_va = f.reth().va.get();
+      s.write_rkey = f.reth().rkey.get();
+      s.write_len = s.write_left = f.reth().dma_length.get();
+      // The whole range is checked at the first packet so that a bad WRITE writes nothing; a
+      // zero-length WRITE accesses nothing and checks no R_Key (IBTA §9.4.3).
+      if (s.write_len != 0 && mrs.check(s.write_rkey, pd, s.write_va, s.write_len,
+                                        access::kRemoteWrite) != MrCheck::kOk) {
+        fatal_nak_lc(ep, qp, p, aeth::kNakRemoteAccessError);
+        return;
+      }
+    }
+    // Re-checked per packet: an invalidation takes effect before the next packet.
+    if (plen != 0 && mrs.copy_in(s.write_rkey, pd, s.write_va, f.payload().data(), plen,
+                                 access::kRemoteWrite) != MrCheck::kOk) {
+      fatal_nak_lc(ep, qp, p, aeth::kNakRemoteAccessError);
+      return;
+    }
+    s.write_va += plen;
+    s.write_left -= plen;
+    if (m & op::kLast) {
+      s.in_msg = InMsg::kNone;
+      ++s.msn;
+      if (m & op::kImmDt) {
+        const uint32_t flags =
+            kResultHasImmediate | (wire::Bth::Se::get(f.bth()) ? kResultSolicited : 0u);
+        qp_complete_recv_lc(qp, s.recv, WcStatus::kSuccess, s.write_len, OperationType::kReceive,
+                            f.imm().imm.get(), flags, 0);
+        s.have_recv = false;
+      }
+    } else {
+      s.in_msg = InMsg::kWrite;
+    }
+  } else {  // SEND
+    const WcStatus w = scatter_lc(mrs, pd, s.recv.sge, s.recv.num_sge, s.recv_off,
+                                  f.payload().data(), plen, access::kLocalWrite);
+    if (w != WcStatus::kSuccess) {
+      // The receive buffer's own registration is bad: a local error at this responder, a
+      // remote operational error for the requester.
+      fail_recv_lc(qp, WcStatus::kLocProtErr);
+      fatal_nak_lc(ep, qp, p, aeth::kNakRemoteOperationalError);
+      return;
+    }
+    s.recv_off += plen;
+    if (m & op::kLast) {
+      uint32_t flags = wire::Bth::Se::get(f.bth()) ? kResultSolicited : 0u;
+      OperationType type = OperationType::kReceive;
+      uint64_t extra = 0;
+      uint32_t imm = 0;
+      if (m & op::kIeth) {
+        // Remote invalidate (IBTA §9.3.8 / §10.6.6.2): the key must be valid here; a bad one
+        // aborts the connection (NDK SendAndInvalidate rule), as rxe does with invalid request.
+        const uint32_t key = f.ieth().rkey.get();
+        if (mrs.invalidate(key, pd) != MrCheck::kOk) {
+          fail_recv_lc(qp, WcStatus::kLocQpOpErr);
+          fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
+          return;
+        }
+        type = OperationType::kReceiveAndInvalidate;
+        extra = key;
+        flags |= kResultInvalidated;
+      }
+      if (m & op::kImmDt) {
+        imm = f.imm().imm.get();
+        flags |= kResultHasImmediate;
+      }
+      qp_complete_recv_lc(qp, s.recv, WcStatus::kSuccess, s.recv_off, type, imm, flags, extra);
+      s.have_recv = false;
+      s.in_msg = InMsg::kNone;
+      ++s.msn;
+    } else {
+      s.in_msg = InMsg::kSend;
+    }
+  }
+  s.epsn = p + 1;
+  if (wire::Bth::AckReq::get(f.bth())) owe_ack(qp, p);
+}
+
+uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget) noexcept {
+  if (qp.state != QpState::kRtr && qp.state != QpState::kRts && qp.state != QpState::kSqd) return 0;
+  auto& s = qp.resp;
+  uint32_t built = 0;
+  const uint32_t mtu = qp.attr.path_mtu;
+  while (built < budget && s.jobs_head != s.jobs_tail) {
+    RespJob& j = s.jobs[s.jobs_head & s.jobs_mask];
+    uint8_t* payload = nullptr;
+    if (j.kind == Kind::kRead) {
+      while (built < budget && j.next_pkt < j.npkts) {
+        const uint32_t k = j.next_pkt;
+        const bool first = k == 0, last = k + 1 == j.npkts;
+        const uint8_t opcode = first && last ? wire::opc::kReadRespOnly
+                               : first       ? wire::opc::kReadRespFirst
+                               : last        ? wire::opc::kReadRespLast
+                                             : wire::opc::kReadRespMiddle;
+        const uint32_t off = k * mtu;
+        const uint32_t len = j.length - off < mtu ? j.length - off : mtu;
+        const Psn psn = j.psn + static_cast<int32_t>(k);
+        // AETH on FIRST / LAST / ONLY only (IBTA table 38); MIDDLE has none.
+        rte_mbuf* m = response_frame(ep, qp, opcode, psn, aeth::kAckNoCredit, j.msn, len, &payload);
+        if (m == nullptr) return built;
+        // Re-validated per packet, so an invalidation or deregistration stops the stream.
+        if (len != 0 && ep.mrs().copy_out(j.rkey, qp.config().pd, j.va + off, payload, len,
+                                          access::kRemoteRead) != MrCheck::kOk) {
+          rte_pktmbuf_free(m);
+          fatal_nak_lc(ep, qp, psn, aeth::kNakRemoteAccessError);
+          return built;
+        }
+        qp_send_frame_lc(ep, qp, m, opcode, len);
+        ++j.next_pkt;
+        ++built;
+      }
+      if (j.next_pkt < j.npkts) break;
+    } else if (j.kind == Kind::kAtomicAck) {
+      auto th = qp_headers(qp, wire::opc::kAtomicAcknowledge, j.psn, false);
+      wire::Aeth::Syndrome::set(th.aeth, aeth::kAckNoCredit);
+      wire::Aeth::Msn::set(th.aeth, j.msn);
+      th.atomic_ack.orig = wire::Be64::of(j.orig);
+      rte_mbuf* m = qp_frame_lc(ep, qp, th, 0, &payload);
+      if (m == nullptr) return built;
+      qp_send_frame_lc(ep, qp, m, wire::opc::kAtomicAcknowledge, 0);
+      ++built;
+    } else {
+      // ACK, NAK sequence error, RNR NAK.
+      if (!send_ack_frame(ep, qp, j.psn, j.kind == Kind::kAck ? aeth::kAckNoCredit : j.syndrome,
+                          j.kind == Kind::kAck ? j.msn : s.msn))
+        return built;
+      if (j.kind == Kind::kAck) ++qp.counters.acks_sent;
+      ++built;
+    }
+    ++s.jobs_head;
+  }
+  if (built < budget && s.ack_pending && s.jobs_head == s.jobs_tail) {
+    if (!send_ack_frame(ep, qp, s.ack_psn, aeth::kAckNoCredit, s.msn)) return built;
+    s.ack_pending = false;
+    ++qp.counters.acks_sent;
+    ++built;
+  }
+  return built;
+}
+
+}  // namespace urnic::dp

@@ -1,0 +1,103 @@
+// RX demux (architecture.md §2 phase 2; rxe_recv.c): validate each received frame and route it
+// by the opcode table: requests to the responder, responses to the completer. Everything else is
+// counted under a named reason and dropped (house style rules 21, 22); frames that are not
+// RoCEv2 (ARP, IPv6 ND) go to the control plane's sink when one is installed.
+#include <cstring>
+
+#include "dataplane/engine.h"
+#include "dataplane/internal.h"
+#include "dataplane/port.h"
+#include "dataplane/wire/icrc.h"
+
+namespace urnic::dp {
+namespace {
+
+void drop(Endpoint& ep, rte_mbuf* m, RxDrop why) noexcept {
+  ++ep.counters().rx_drops[static_cast<size_t>(why)];
+  rte_pktmbuf_free(m);
+}
+
+// The frame must come from the QP's peer to the QP's own address (rxe check_addr(); IBTA
+// A17.4.5: the IP addresses play the role of the GRH GIDs).
+bool addresses_match(const Qp& qp, const wire::ParsedFrame& f) noexcept {
+  const wire::NetHeaders& av = qp.attr.av;
+  if (f.l.ipv6 != av.ipv6) return false;
+  if (av.ipv6) return f.ipv6().src == av.dst_ip6 && f.ipv6().dst == av.src_ip6;
+  return f.ipv4().src.get() == av.dst_ip4 && f.ipv4().dst.get() == av.src_ip4;
+}
+
+}  // namespace
+
+bool Engine::phase_rx(Endpoint& ep, uint64_t now) noexcept {
+  if (ep.port() == nullptr) return false;
+  rte_mbuf* pkts[64];
+  const uint16_t n = ep.port()->rx_burst(
+      ep.queue(), pkts, static_cast<uint16_t>(cfg_.rx_burst > 64 ? 64 : cfg_.rx_burst));
+  for (uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    ++ep.counters().rx_packets;
+    ep.counters().rx_bytes += rte_pktmbuf_pkt_len(m);
+    if (m->nb_segs != 1) [[unlikely]] {
+      // Frames are received into single mbufs sized for the largest RoCEv2 frame.
+      drop(ep, m, RxDrop::kMalformed);
+      continue;
+    }
+    deliver_lc(ep, m, now);
+  }
+  return n != 0;
+}
+
+void Engine::deliver_lc(Endpoint& ep, rte_mbuf* m, uint64_t now) noexcept {
+  uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
+  wire::ParsedFrame f;
+  const wire::ParseError pe = wire::parse(data, rte_pktmbuf_data_len(m), f);
+  if (pe != wire::ParseError::kOk) [[unlikely]] {
+    if (pe == wire::ParseError::kNotIp || pe == wire::ParseError::kNotUdp ||
+        pe == wire::ParseError::kWrongUdpPort) {
+      // Not RoCEv2: ARP / ND / other traffic for the control plane.
+      if (ep.control_sink() != nullptr && ep.control_sink()->take(m)) return;
+      drop(ep, m, RxDrop::kNotRoce);
+      return;
+    }
+    ++ep.counters().parse_errors[static_cast<size_t>(pe)];
+    drop(ep, m, RxDrop::kMalformed);
+    return;
+  }
+  if (!wire::icrc_check(data, f.l)) [[unlikely]] {
+    ++ep.counters().parse_errors[static_cast<size_t>(wire::ParseError::kBadIcrc)];
+    drop(ep, m, RxDrop::kBadIcrc);
+    return;
+  }
+  if (!(f.mask & wire::op::kRc)) [[unlikely]] {
+    // UD (QP1 management datagrams) belongs to the control plane; UC and CNPs are not handled.
+    if ((f.mask & wire::op::kUd) && ep.control_sink() != nullptr && ep.control_sink()->take(m))
+      return;
+    drop(ep, m, RxDrop::kUnsupported);
+    return;
+  }
+  Qp* qp = ep.qp(wire::Bth::DestQp::get(f.bth()));
+  if (qp == nullptr) [[unlikely]] {
+    drop(ep, m, RxDrop::kNoQp);
+    return;
+  }
+  if (qp->state == QpState::kReset || qp->state == QpState::kInit) [[unlikely]] {
+    ++qp->counters.dropped_bad_state;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (!addresses_match(*qp, f)) [[unlikely]] {
+    drop(ep, m, RxDrop::kBadAddress);
+    return;
+  }
+  ++qp->counters.rx_packets;
+  qp->counters.rx_bytes += f.l.frame_len();
+  // IBTA §9.6: the opcode says which stage owns the packet.
+  if (f.mask & wire::op::kReq) {
+    responder_rx_lc(ep, *qp, f, now);
+  } else {
+    completer_rx_lc(ep, *qp, f, now);
+  }
+  rte_pktmbuf_free(m);
+}
+
+}  // namespace urnic::dp
