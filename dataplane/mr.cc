@@ -136,6 +136,7 @@ struct alignas(64) MrTable::Entry {
 
   // Takes the write lock; returns the odd sequence value now held.
   uint64_t lock() noexcept {
+    // Relaxed loads here only pick the value to try; the CAS that succeeds does the ordering.
     uint64_t s = seq.load(std::memory_order_relaxed);
     for (;;) {
       // Acquire pairs with the release store in unlock() of the previous writer.
@@ -253,7 +254,11 @@ const char* to_string(MrCheck c) noexcept {
 MrTable::MrTable(uint32_t capacity, uint64_t seed)
     : capacity_(std::clamp<uint32_t>(capacity, 1, uint32_t{1} << 24)),
       entries_(std::make_unique<Entry[]>(capacity_)),
-      seed_(seed) {}
+      seed_(seed) {
+  // One cache line per entry: writers of different entries never contend for a line, and a
+  // lookup touches exactly one line.
+  static_assert(sizeof(Entry) == 64);
+}
 
 MrTable::~MrTable() = default;
 
@@ -417,7 +422,7 @@ MrCheck MrTable::fast_register(uint32_t new_key, uint32_t pd, const uint64_t* pa
   } else if (kind == Kind::kFrmrValid) {
     r = MrCheck::kBadState;
   } else if (key_tag(new_key) == e.tag.load(std::memory_order_relaxed)) {
-    r = MrCheck::kStaleKey;  // a FastRegister must bring a new key (mr.h)
+    r = MrCheck::kStaleKey;  // the FastRegister must bring a fresh tag (mr.h)
   } else if ((acc & kRemoteRights) != 0 && !e.remote_ok) {
     r = MrCheck::kAccessDenied;
   } else if (npages > e.max_pages) {

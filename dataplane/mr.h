@@ -62,7 +62,7 @@ enum class MrCheck : uint8_t {
   kOk = 0,
   kInvalidKey,    // index out of range, or the entry is free (never registered / deregistered)
   kStaleKey,      // the entry exists but its tag differs (re-registered, fast-registered again)
-  kInvalidated,   // a fast-register region that is not currently registered (new or invalidated)
+  kInvalidated,   // a fast-register region that is not currently registered (fresh or invalidated)
   kPdMismatch,    // the region belongs to another protection domain
   kAccessDenied,  // the region does not grant the requested right
   kOutOfBounds,   // [va, va + len) not inside the region (or overflows)

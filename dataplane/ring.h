@@ -71,8 +71,8 @@ class SpscRing {
     if (p_.priv - p_.cons_cache == capacity()) {
       p_.cons_cache = cons_.v.load(std::memory_order_acquire);  // pairs with consumer release
       if (p_.priv - p_.cons_cache == capacity()) {
-        // Only when something is staged: a producer spinning on a full ring must not store to
-        // the line the consumer polls (bench_ring: 4x slower cross-thread if it does).
+        // Only when something is staged, so that a producer spinning on a full ring loads the
+        // consumer's line but never stores to the line the consumer polls.
         if (staged() != 0) publish();
         return false;
       }
@@ -87,8 +87,8 @@ class SpscRing {
     if (p_.priv - p_.cons_cache == capacity()) {
       p_.cons_cache = cons_.v.load(std::memory_order_acquire);  // pairs with consumer release
       if (p_.priv - p_.cons_cache == capacity()) {
-        // Only when something is staged: a producer spinning on a full ring must not store to
-        // the line the consumer polls (bench_ring: 4x slower cross-thread if it does).
+        // Only when something is staged, so that a producer spinning on a full ring loads the
+        // consumer's line but never stores to the line the consumer polls.
         if (staged() != 0) publish();
         return nullptr;
       }

@@ -38,7 +38,7 @@ struct SendWqe {
   uint32_t imm_or_inv = 0;  // immediate data (host order) or the rkey to invalidate (SEND_INV)
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
-  uint32_t mr_key = 0;       // kLocalInvalidate: key to invalidate; kFastRegister: its new key
+  uint32_t mr_key = 0;  // kLocalInvalidate: key to invalidate; kFastRegister: the key to install
   uint64_t compare_add = 0;  // atomics: compare (CAS) or add (FETCH_ADD) operand
   uint64_t swap = 0;         // CAS swap operand
   // kFastRegister: page list (must stay valid until the work request completes), FBO, length,

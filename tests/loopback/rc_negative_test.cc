@@ -1,0 +1,930 @@
+// Negative cases of the RC data path over net_ring: every request the responder or the local
+// checks must refuse, with the exact completion on both sides (NTSTATUS and the verbs status in
+// provider_error_code), the QP states IBTA prescribes afterwards, the flush of everything else
+// posted, and target memory byte-for-byte unchanged (guard bytes around every region).
+//
+// Expected outcomes: rocev2.md §3.4 (responder NAKs, then ERR) and §3.7 (requester WCs);
+// ndkpi.md §3.3 (NTSTATUS per WC) and §7.6 (ND2 conformance: ndmemorytest, ndmval).
+// House style rule 25: one scenario per test, each on a fresh RcPair.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "dataplane/wire/headers.h"
+#include "rc_fixture.h"
+
+namespace urnic {
+// gtest prints a Status by its NTSTATUS name.
+inline void PrintTo(Status s, std::ostream* os) { *os << to_string(s); }
+}  // namespace urnic
+
+namespace urnic::test {
+namespace {
+
+using dp::WrOpcode;
+
+// Bytes on each side of a registered region that no operation may touch.
+constexpr size_t kGuard = 64;
+// Consecutive idle engine steps after which nothing is in flight: a frame sent in one step is
+// received in the next (net_ring delivers at once), so two would do; eight leave a margin.
+constexpr uint32_t kIdleSteps = 8;
+constexpr uint64_t kMaxSettleSteps = 1'000'000;
+
+void* ctx(uintptr_t i) { return reinterpret_cast<void*>(0x1000 + i); }
+uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+// Host memory with a registered region in the middle and kGuard bytes before and after it, all
+// filled with a pattern; `snapshot()` is what it must still hold after a refused operation.
+struct Guarded {
+  Guarded(size_t n, uint32_t seed) : bytes(n + 2 * kGuard) { fill(bytes, seed); }
+  uint8_t* region() { return bytes.data() + kGuard; }
+  size_t size() const { return bytes.size() - 2 * kGuard; }
+  uint64_t va() { return addr(region()); }
+  std::vector<uint8_t> snapshot() const { return bytes; }
+  std::vector<uint8_t> bytes;
+};
+
+// Index of the first byte where `a` and `b` differ, or -1 (a readable failure for large
+// buffers).
+long first_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return static_cast<long>(i);
+  return -1;
+}
+
+void expect_result(const ResultEx& r, Status st, WcStatus wc, OperationType type,
+                   const void* context) {
+  EXPECT_EQ(r.status, st);
+  EXPECT_EQ(r.provider_error_code, static_cast<uint32_t>(wc));
+  EXPECT_EQ(r.type, type);
+  EXPECT_EQ(r.request_context, context);
+}
+
+void expect_flushed(const ResultEx& r, OperationType type, const void* context) {
+  expect_result(r, Status::kCancelled, WcStatus::kWrFlushErr, type, context);
+}
+
+// Drives the engine until it has been idle for kIdleSteps steps, then collects completions, so
+// that any completion that should not exist has had every chance to appear.
+void settle(RcPair& p) {
+  uint32_t idle = 0;
+  for (uint64_t i = 0; i < kMaxSettleSteps && idle < kIdleSteps; ++i)
+    idle = p.engine().run_once() ? 0 : idle + 1;
+  p.collect();
+  EXPECT_EQ(idle, kIdleSteps) << "engine never went idle";
+}
+
+dp::SendWqe data_wr(WrOpcode op, void* context, const void* local, uint32_t len, uint32_t lkey,
+                    uint64_t raddr = 0, uint32_t rkey = 0) {
+  auto w = wqe(op, context);
+  w.num_sge = 1;
+  w.length = len;
+  w.sge[0] = {addr(local), len, lkey};
+  w.remote_addr = raddr;
+  w.rkey = rkey;
+  return w;
+}
+
+dp::RecvWqe recv_wr(void* context, const void* buf, uint32_t len, uint32_t key) {
+  dp::RecvWqe r;
+  r.request_context = context;
+  r.num_sge = 1;
+  r.length = len;
+  r.sge[0] = {addr(buf), len, key};
+  return r;
+}
+
+// Aligned host pages for fast-register regions.
+struct PageBuf {
+  explicit PageBuf(size_t npages)
+      : n(npages * dp::kMrPageSize),
+        p(static_cast<uint8_t*>(std::aligned_alloc(dp::kMrPageSize, n)), &std::free) {}
+  size_t n;
+  std::unique_ptr<uint8_t, decltype(&std::free)> p;
+};
+
+class RcNegative : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { eal_up_once(); }
+
+  // One 64-byte receive posted on B, so that the flush of B's receive queue is visible.
+  void post_b_receive(RcPair& p) {
+    bkey_ = p.b.reg(brecv_.data(), brecv_.size(), mr_flag::kAllowLocalWrite);
+    ASSERT_EQ(p.b.qp->post_recv(recv_wr(kBRecvCtx, brecv_.data(), 64, bkey_)), Status::kSuccess);
+  }
+
+  // Posts `w` on A (with one receive waiting on B) and checks the outcome of a request the
+  // responder refuses with a NAK (rocev2.md §3.4, §3.7): A completes it with (st, wc) and enters
+  // ERR, the responder enters ERR and flushes the receive (ndmemorytest: "peer's receive
+  // ND_CANCELED"), and nothing else completes anywhere.
+  void expect_refused(RcPair& p, const dp::SendWqe& w, Status st, WcStatus wc, OperationType type) {
+    post_b_receive(p);
+    ASSERT_EQ(p.a.qp->post_send(w), Status::kSuccess);
+    ASSERT_TRUE(p.wait(1, 1));
+    settle(p);
+    ASSERT_EQ(p.a.send_done.size(), 1u);
+    ASSERT_EQ(p.b.recv_done.size(), 1u);
+    EXPECT_EQ(p.a.recv_done.size(), 0u);
+    EXPECT_EQ(p.b.send_done.size(), 0u);
+    expect_result(p.a.send_done[0], st, wc, type, w.request_context);
+    expect_flushed(p.b.recv_done[0], OperationType::kReceive, kBRecvCtx);
+    EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
+    EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kErr);
+  }
+
+  static constexpr uintptr_t kBRecvTag = 0xB0;
+  void* const kBRecvCtx = ctx(kBRecvTag);
+  std::vector<uint8_t> brecv_ = std::vector<uint8_t>(64, 0x11);
+  uint32_t bkey_ = 0;
+};
+
+constexpr uint32_t kRemoteAll = mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite |
+                                mr_flag::kAllowRemoteRead | mr_flag::kAllowRemoteAtomic;
+
+// ---- 1. Bad R_Key ---------------------------------------------------------------------------
+
+TEST_F(RcNegative, WriteWithNeverRegisteredRkey) {
+  RcPair p("neg_rkey_none");
+  p.connect(1024);
+  Guarded dst(4096, 1);
+  (void)p.b.reg(dst.region(), dst.size(), kRemoteAll);
+  const auto before = dst.snapshot();
+  std::vector<uint8_t> src(256);
+  fill(src, 2);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
+  // Index 4000 of B's table was never handed out (indices are allocated from 1 up).
+  const uint32_t rkey = dp::make_key(4000, 0x5A);
+  const auto w = data_wr(WrOpcode::kWrite, ctx(1), src.data(), 256, ksrc, dst.va(), rkey);
+  expect_refused(p, w, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kWrite);
+  EXPECT_EQ(first_diff(dst.bytes, before), -1);
+  EXPECT_EQ(p.b.qp->counters.naks_sent[wire::aeth::kNakRemoteAccessError], 1u);
+}
+
+TEST_F(RcNegative, WriteWithWrongTagRkey) {
+  RcPair p("neg_rkey_tag");
+  p.connect(1024);
+  Guarded dst(4096, 3);
+  const uint32_t kdst = p.b.reg(dst.region(), dst.size(), kRemoteAll);
+  const auto before = dst.snapshot();
+  std::vector<uint8_t> src(256);
+  fill(src, 4);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
+  // The region's index with another tag: what a stale key of a re-registered region looks like.
+  const uint32_t rkey = dp::make_key(dp::key_index(kdst), dp::key_tag(kdst) ^ 0x5A);
+  ASSERT_NE(rkey, kdst);
+  const auto w = data_wr(WrOpcode::kWrite, ctx(1), src.data(), 256, ksrc, dst.va(), rkey);
+  expect_refused(p, w, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kWrite);
+  EXPECT_EQ(first_diff(dst.bytes, before), -1);
+}
+
+// ---- 2. Region of another protection domain -------------------------------------------------
+
+TEST_F(RcNegative, WriteIntoRegionOfAnotherPd) {
+  RcPair p("neg_pd");
+  p.connect(1024);
+  Guarded dst(4096, 5);
+  const uint32_t other_pd = p.b.adapter->alloc_pd();
+  ASSERT_NE(other_pd, p.b.pd);
+  uint32_t kdst = 0;
+  ASSERT_EQ(p.b.adapter->register_mr(other_pd, dst.region(), dst.size(), kRemoteAll, &kdst),
+            Status::kSuccess);
+  const auto before = dst.snapshot();
+  std::vector<uint8_t> src(512);
+  fill(src, 6);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
+  const auto w = data_wr(WrOpcode::kWrite, ctx(1), src.data(), 512, ksrc, dst.va(), kdst);
+  expect_refused(p, w, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kWrite);
+  EXPECT_EQ(first_diff(dst.bytes, before), -1);
+}
+
+// ---- 3. Missing rights on the region ---------------------------------------------------------
+
+TEST_F(RcNegative, WriteIntoReadOnlyRegion) {
+  // ndmemorytest NdWriteViolation: initiator ND_ACCESS_VIOLATION, peer receive ND_CANCELED.
+  RcPair p("neg_rights_w");
+  p.connect(1024);
+  Guarded dst(4096, 7);
+  const uint32_t kdst =
+      p.b.reg(dst.region(), dst.size(),
+              mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteRead | mr_flag::kAllowRemoteAtomic);
+  const auto before = dst.snapshot();
+  std::vector<uint8_t> src(256);
+  fill(src, 8);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
+  const auto w = data_wr(WrOpcode::kWrite, ctx(1), src.data(), 256, ksrc, dst.va(), kdst);
+  expect_refused(p, w, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kWrite);
+  EXPECT_EQ(first_diff(dst.bytes, before), -1);
+}
+
+TEST_F(RcNegative, ReadFromRegionWithoutRemoteRead) {
+  RcPair p("neg_rights_r");
+  p.connect(1024);
+  Guarded remote(4096, 9);
+  const uint32_t krem = p.b.reg(remote.region(), remote.size(),
+                                mr_flag::kAllowRemoteWrite | mr_flag::kAllowRemoteAtomic);
+  const auto remote_before = remote.snapshot();
+  Guarded sink(256, 10);
+  const uint32_t ksink = p.a.reg(sink.region(), sink.size(), mr_flag::kAllowLocalWrite);
+  const auto sink_before = sink.snapshot();
+  const auto r =
+      data_wr(WrOpcode::kRead, ctx(1), sink.region(), 256, ksink, remote.va() + 128, krem);
+  expect_refused(p, r, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kRead);
+  EXPECT_EQ(first_diff(remote.bytes, remote_before), -1);
+  EXPECT_EQ(first_diff(sink.bytes, sink_before), -1);  // no response data was placed
+}
+
+TEST_F(RcNegative, AtomicOnRegionWithoutRemoteAtomic) {
+  RcPair p("neg_rights_a");
+  p.connect(1024);
+  Guarded remote(4096, 11);
+  const uint32_t krem =
+      p.b.reg(remote.region(), remote.size(),
+              mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite | mr_flag::kAllowRemoteRead);
+  const auto remote_before = remote.snapshot();
+  Guarded orig(8, 12);
+  const uint32_t korig = p.a.reg(orig.region(), 8, mr_flag::kAllowLocalWrite);
+  const auto orig_before = orig.snapshot();
+  auto f = data_wr(WrOpcode::kFetchAdd, ctx(1), orig.region(), 8, korig, remote.va() + 64, krem);
+  f.compare_add = 1;
+  expect_refused(p, f, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kFetchAdd);
+  EXPECT_EQ(first_diff(remote.bytes, remote_before), -1);
+  EXPECT_EQ(first_diff(orig.bytes, orig_before), -1);
+}
+
+TEST_F(RcNegative, CompareSwapOnRegionWithoutRemoteAtomic) {
+  RcPair p("neg_rights_cs");
+  p.connect(1024);
+  Guarded remote(64, 13);
+  const uint32_t krem =
+      p.b.reg(remote.region(), remote.size(),
+              mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite | mr_flag::kAllowRemoteRead);
+  // Make the compare succeed if the CAS were (wrongly) executed.
+  uint64_t current = 0;
+  std::memcpy(&current, remote.region() + 8, 8);
+  const auto remote_before = remote.snapshot();
+  Guarded orig(8, 14);
+  const uint32_t korig = p.a.reg(orig.region(), 8, mr_flag::kAllowLocalWrite);
+  auto c = data_wr(WrOpcode::kCompareSwap, ctx(1), orig.region(), 8, korig, remote.va() + 8, krem);
+  c.compare_add = current;
+  c.swap = ~current;
+  expect_refused(p, c, Status::kAccessViolation, WcStatus::kRemAccessErr,
+                 OperationType::kCompareSwap);
+  EXPECT_EQ(first_diff(remote.bytes, remote_before), -1);
+}
+
+// ---- 4. Bounds (ndmemorytest NdOverWrite / NdOverRead) -----------------------------------------
+
+TEST_F(RcNegative, WriteOneBytePastTheEnd) {
+  RcPair p("neg_oob_end");
+  p.connect(1024);
+  Guarded dst(4096, 15);
+  const uint32_t kdst = p.b.reg(dst.region(), dst.size(), kRemoteAll);
+  const auto before = dst.snapshot();
+  std::vector<uint8_t> src(16);
+  fill(src, 16);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
+  // [end - 15, end + 1): the last byte is outside the region.
+  const auto w =
+      data_wr(WrOpcode::kWrite, ctx(1), src.data(), 16, ksrc, dst.va() + dst.size() - 15, kdst);
+  expect_refused(p, w, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kWrite);
+  EXPECT_EQ(first_diff(dst.bytes, before), -1);
+}
+
+TEST_F(RcNegative, MultiPacketWriteOneBytePastTheEnd) {
+  // Five packets at PMTU 1024: the range is refused at the first, so no packet writes anything.
+  RcPair p("neg_oob_multi");
+  p.connect(1024);
+  Guarded dst(4096, 17);
+  const uint32_t kdst = p.b.reg(dst.region(), dst.size(), kRemoteAll);
+  const auto before = dst.snapshot();
+  std::vector<uint8_t> src(4097);
+  fill(src, 18);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
+  const auto w = data_wr(WrOpcode::kWrite, ctx(1), src.data(), 4097, ksrc, dst.va(), kdst);
+  expect_refused(p, w, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kWrite);
+  EXPECT_EQ(first_diff(dst.bytes, before), -1);
+}
+
+TEST_F(RcNegative, WriteStartingBeforeTheStart) {
+  RcPair p("neg_oob_start");
+  p.connect(1024);
+  Guarded dst(4096, 19);
+  const uint32_t kdst = p.b.reg(dst.region(), dst.size(), kRemoteAll);
+  const auto before = dst.snapshot();
+  std::vector<uint8_t> src(16);
+  fill(src, 20);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
+  const auto w = data_wr(WrOpcode::kWrite, ctx(1), src.data(), 16, ksrc, dst.va() - 1, kdst);
+  expect_refused(p, w, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kWrite);
+  EXPECT_EQ(first_diff(dst.bytes, before), -1);
+}
+
+TEST_F(RcNegative, ReadPastTheEnd) {
+  RcPair p("neg_oob_read");
+  p.connect(1024);
+  Guarded remote(4096, 21);
+  const uint32_t krem = p.b.reg(remote.region(), remote.size(), kRemoteAll);
+  const auto remote_before = remote.snapshot();
+  Guarded sink(16, 22);
+  const uint32_t ksink = p.a.reg(sink.region(), sink.size(), mr_flag::kAllowLocalWrite);
+  const auto sink_before = sink.snapshot();
+  const auto r = data_wr(WrOpcode::kRead, ctx(1), sink.region(), 16, ksink,
+                         remote.va() + remote.size() - 8, krem);
+  expect_refused(p, r, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kRead);
+  EXPECT_EQ(first_diff(remote.bytes, remote_before), -1);
+  EXPECT_EQ(first_diff(sink.bytes, sink_before), -1);
+}
+
+// ---- 5. QP access flags (C9-98: operation not allowed -> NAK invalid request) -----------------
+
+TEST_F(RcNegative, WriteToQpWithoutRemoteWrite) {
+  RcPair p("neg_qp_access");
+  p.connect(1024, false, 256, 256, dp::access::kRemoteRead);
+  Guarded dst(4096, 23);
+  const uint32_t kdst = p.b.reg(dst.region(), dst.size(), kRemoteAll);
+  const auto before = dst.snapshot();
+  std::vector<uint8_t> src(256);
+  fill(src, 24);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
+  const auto w = data_wr(WrOpcode::kWrite, ctx(1), src.data(), 256, ksrc, dst.va(), kdst);
+  expect_refused(p, w, Status::kRemoteResources, WcStatus::kRemInvReqErr, OperationType::kWrite);
+  EXPECT_EQ(first_diff(dst.bytes, before), -1);
+  EXPECT_EQ(p.b.qp->counters.naks_sent[wire::aeth::kNakInvalidRequest], 1u);
+}
+
+// ---- 6. Receive too small (ndmval) ------------------------------------------------------------
+
+// A `len`-byte SEND into a 1023-byte receive at path MTU `mtu`: the receiver completes with
+// STATUS_BUFFER_OVERFLOW (LOC_LEN_ERR), the sender with STATUS_REMOTE_RESOURCES (the NAK invalid
+// request of IB; ndkpi.md §7.6 ndmval), both QPs enter ERR, B's second receive is flushed, and
+// the bytes after the 1023 of the receive buffer are untouched.
+void receive_too_small(RcPair& p, uint32_t mtu) {
+  p.connect(mtu);
+  constexpr uint32_t kRecvLen = 1023;
+  Guarded rbuf(kRecvLen, 25);
+  const uint32_t krbuf = p.b.reg(rbuf.bytes.data(), rbuf.bytes.size(), mr_flag::kAllowLocalWrite);
+  const auto before = rbuf.snapshot();
+  std::vector<uint8_t> spare(64, 0);
+  const uint32_t kspare = p.b.reg(spare.data(), spare.size(), mr_flag::kAllowLocalWrite);
+  ASSERT_EQ(p.b.qp->post_recv(recv_wr(ctx(10), rbuf.region(), kRecvLen, krbuf)), Status::kSuccess);
+  ASSERT_EQ(p.b.qp->post_recv(recv_wr(ctx(11), spare.data(), 64, kspare)), Status::kSuccess);
+  std::vector<uint8_t> src(1024);
+  fill(src, 26);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
+  ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kSend, ctx(1), src.data(), 1024, ksrc)),
+            Status::kSuccess);
+  ASSERT_TRUE(p.wait(1, 2));
+  settle(p);
+  ASSERT_EQ(p.a.send_done.size(), 1u);
+  ASSERT_EQ(p.b.recv_done.size(), 2u);
+  EXPECT_EQ(p.a.recv_done.size(), 0u);
+  EXPECT_EQ(p.b.send_done.size(), 0u);
+  expect_result(p.a.send_done[0], Status::kRemoteResources, WcStatus::kRemInvReqErr,
+                OperationType::kSend, ctx(1));
+  expect_result(p.b.recv_done[0], Status::kBufferOverflow, WcStatus::kLocLenErr,
+                OperationType::kReceive, ctx(10));
+  expect_flushed(p.b.recv_done[1], OperationType::kReceive, ctx(11));
+  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kErr);
+  // The guard before the buffer and everything after its 1023 bytes: untouched. (What lands in
+  // the 1023 bytes of an overflowed receive is undefined.)
+  const std::vector<uint8_t> lead(rbuf.bytes.begin(), rbuf.bytes.begin() + kGuard);
+  const std::vector<uint8_t> lead_before(before.begin(), before.begin() + kGuard);
+  EXPECT_EQ(first_diff(lead, lead_before), -1);
+  const std::vector<uint8_t> tail(rbuf.bytes.begin() + kGuard + kRecvLen, rbuf.bytes.end());
+  const std::vector<uint8_t> tail_before(before.begin() + kGuard + kRecvLen, before.end());
+  EXPECT_EQ(first_diff(tail, tail_before), -1);
+}
+
+TEST_F(RcNegative, SendLargerThanReceiveOnePacket) {
+  RcPair p("neg_rlen_1");
+  receive_too_small(p, 1024);
+}
+
+TEST_F(RcNegative, SendLargerThanReceiveMultiPacket) {
+  // PMTU 256: three packets fit, the LAST overflows.
+  RcPair p("neg_rlen_4");
+  receive_too_small(p, 256);
+}
+
+// ---- 7. Local protection ----------------------------------------------------------------------
+
+TEST_F(RcNegative, SendWithBadLkey) {
+  RcPair p("neg_lkey_send");
+  p.connect(1024);
+  std::vector<uint8_t> src(256);
+  fill(src, 27);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
+  Guarded rbuf(256, 28);
+  const uint32_t krbuf = p.b.reg(rbuf.region(), rbuf.size(), mr_flag::kAllowLocalWrite);
+  const auto before = rbuf.snapshot();
+  ASSERT_EQ(p.b.qp->post_recv(recv_wr(ctx(10), rbuf.region(), 256, krbuf)), Status::kSuccess);
+  const uint32_t bad = dp::make_key(dp::key_index(ksrc), dp::key_tag(ksrc) ^ 0x5A);
+  ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kSend, ctx(1), src.data(), 256, bad)),
+            Status::kSuccess);
+  // A good SEND queued behind it is flushed when the QP enters ERR.
+  ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kSend, ctx(2), src.data(), 256, ksrc)),
+            Status::kSuccess);
+  ASSERT_TRUE(p.wait(2, 0));
+  settle(p);
+  ASSERT_EQ(p.a.send_done.size(), 2u);
+  expect_result(p.a.send_done[0], Status::kAccessViolation, WcStatus::kLocProtErr,
+                OperationType::kSend, ctx(1));
+  expect_flushed(p.a.send_done[1], OperationType::kSend, ctx(2));
+  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
+  // Nothing reached B: its receive is still posted, its QP untouched.
+  EXPECT_EQ(p.b.recv_done.size(), 0u);
+  EXPECT_EQ(p.b.send_done.size(), 0u);
+  EXPECT_EQ(p.a.recv_done.size(), 0u);
+  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kRts);
+  EXPECT_EQ(first_diff(rbuf.bytes, before), -1);
+}
+
+TEST_F(RcNegative, ReadIntoBufferWithoutLocalWrite) {
+  RcPair p("neg_lkey_read");
+  p.connect(1024);
+  Guarded remote(1024, 29);
+  const uint32_t krem = p.b.reg(remote.region(), remote.size(), kRemoteAll);
+  const auto remote_before = remote.snapshot();
+  Guarded sink(512, 30);
+  // Local read only: the region cannot receive READ response data (IBTA §10.6.3.1).
+  const uint32_t ksink = p.a.reg(sink.region(), sink.size(), mr_flag::kAllowLocalRead);
+  const auto sink_before = sink.snapshot();
+  ASSERT_EQ(p.a.qp->post_send(
+                data_wr(WrOpcode::kRead, ctx(1), sink.region(), 512, ksink, remote.va(), krem)),
+            Status::kSuccess);
+  ASSERT_TRUE(p.wait(1, 0));
+  settle(p);
+  ASSERT_EQ(p.a.send_done.size(), 1u);
+  expect_result(p.a.send_done[0], Status::kAccessViolation, WcStatus::kLocProtErr,
+                OperationType::kRead, ctx(1));
+  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kRts);  // B answered a valid READ
+  EXPECT_EQ(p.a.recv_done.size(), 0u);
+  EXPECT_EQ(p.b.recv_done.size(), 0u);
+  EXPECT_EQ(p.b.send_done.size(), 0u);
+  EXPECT_EQ(first_diff(sink.bytes, sink_before), -1);
+  EXPECT_EQ(first_diff(remote.bytes, remote_before), -1);
+}
+
+// ---- 8. Posting and modify validation ----------------------------------------------------------
+
+TEST_F(RcNegative, PostAndModifyInWrongState) {
+  RcPair p("neg_state");
+  ctl::QpInit qi;
+  qi.pd = p.a.pd;
+  qi.send_cq = p.a.scq.get();
+  qi.recv_cq = p.a.rcq.get();
+  dp::Qp* qp = nullptr;
+  ASSERT_EQ(p.a.adapter->create_qp(qi, &qp), Status::kSuccess);
+  ctl::Adapter& ad = *p.a.adapter;
+  std::vector<uint8_t> buf(64, 0);
+  const uint32_t key = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
+  const auto send = data_wr(WrOpcode::kSend, ctx(1), buf.data(), 64, key);
+  const auto recv = recv_wr(ctx(2), buf.data(), 64, key);
+  using namespace dp::qp_attr;
+  using S = dp::QpState;
+
+  // RESET: neither queue accepts work; only RESET -> INIT (or RESET / ERR) is legal.
+  ASSERT_EQ(qp->public_state(), S::kReset);
+  EXPECT_EQ(qp->post_send(send), Status::kInvalidDeviceState);
+  EXPECT_EQ(qp->post_recv(recv), Status::kInvalidDeviceState);
+  dp::QpAttr at;
+  at.state = S::kRtr;
+  at.av = ad.address_to(*p.b.adapter);
+  at.dest_qpn = 5;
+  at.rq_psn = 0x100;
+  const uint32_t rtr_mask =
+      kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer;
+  EXPECT_EQ(ad.modify_qp(qp, at, rtr_mask), Status::kInvalidDeviceState);
+  EXPECT_EQ(qp->public_state(), S::kReset);
+  at.state = S::kInit;
+  at.access = dp::access::kRemoteWrite;
+  ASSERT_EQ(ad.modify_qp(qp, at, kState | kAccessFlags), Status::kSuccess);
+
+  // INIT: sends are refused; INIT -> RTS is illegal; INIT -> RTR checks its attributes.
+  EXPECT_EQ(qp->public_state(), S::kInit);
+  EXPECT_EQ(qp->post_send(send), Status::kInvalidDeviceState);
+  at.state = S::kRts;
+  at.sq_psn = 0x200;
+  const uint32_t rts_mask = kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic;
+  EXPECT_EQ(ad.modify_qp(qp, at, rts_mask), Status::kInvalidDeviceState);
+  EXPECT_EQ(qp->public_state(), S::kInit);
+  at.state = S::kRtr;
+  EXPECT_EQ(ad.modify_qp(qp, at, rtr_mask & ~kDestQpn), Status::kInvalidParameter);
+  at.path_mtu = 1000;
+  EXPECT_EQ(ad.modify_qp(qp, at, rtr_mask), Status::kInvalidParameter);
+  EXPECT_EQ(qp->public_state(), S::kInit);
+  at.path_mtu = 1024;
+  ASSERT_EQ(ad.modify_qp(qp, at, rtr_mask), Status::kSuccess);
+
+  // RTR: sends still refused; RTR -> INIT is illegal; RTR -> RTS checks ranges.
+  EXPECT_EQ(qp->public_state(), S::kRtr);
+  EXPECT_EQ(qp->post_send(send), Status::kInvalidDeviceState);
+  at.state = S::kInit;
+  EXPECT_EQ(ad.modify_qp(qp, at, kState), Status::kInvalidDeviceState);
+  at.state = S::kRts;
+  at.retry_cnt = 8;  // 3-bit field
+  EXPECT_EQ(ad.modify_qp(qp, at, rts_mask), Status::kInvalidParameter);
+  at.retry_cnt = 7;
+  at.timeout = 32;  // 5-bit field
+  EXPECT_EQ(ad.modify_qp(qp, at, rts_mask), Status::kInvalidParameter);
+  EXPECT_EQ(qp->public_state(), S::kRtr);
+
+  // None of the refused posts left anything behind.
+  settle(p);
+  EXPECT_EQ(p.a.send_done.size(), 0u);
+  EXPECT_EQ(p.a.recv_done.size(), 0u);
+  EXPECT_EQ(p.a.scq->produced(), 0u);
+  EXPECT_EQ(p.a.rcq->produced(), 0u);
+}
+
+TEST_F(RcNegative, PostValidationInRts) {
+  constexpr uint32_t kDepth = 16;
+  RcPair p("neg_post");
+  p.connect(1024, false, kDepth, kDepth);
+  Guarded dst(kDepth * 64, 31);
+  const uint32_t kdst = p.b.reg(dst.region(), dst.size(), kRemoteAll);
+  std::vector<uint8_t> src(kDepth * 64);
+  fill(src, 32);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
+
+  // More SGEs than the QP allows: STATUS_DATA_OVERRUN (ndkpi.md §3.3).
+  auto many = data_wr(WrOpcode::kWrite, ctx(100), src.data(), 64, ksrc, dst.va(), kdst);
+  many.num_sge = dp::kMaxSge + 1;
+  EXPECT_EQ(p.a.qp->post_send(many), Status::kDataOverrun);
+  // Atomic on an address that is not 8-byte aligned.
+  auto mis = data_wr(WrOpcode::kFetchAdd, ctx(101), src.data(), 8, ksrc, dst.va() + 4, kdst);
+  EXPECT_EQ(p.a.qp->post_send(mis), Status::kInvalidParameter);
+
+  // Fill the send queue without running the engine: the next post finds it full.
+  for (uint32_t i = 0; i < kDepth; ++i) {
+    ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(i), src.data() + i * 64, 64, ksrc,
+                                        dst.va() + i * 64, kdst)),
+              Status::kSuccess)
+        << i;
+  }
+  EXPECT_EQ(p.a.qp->post_send(
+                data_wr(WrOpcode::kWrite, ctx(kDepth), src.data(), 64, ksrc, dst.va(), kdst)),
+            Status::kNoMoreEntries);
+
+  // Exactly the accepted WRITEs complete, successfully and in order.
+  ASSERT_TRUE(p.wait(kDepth, 0));
+  settle(p);
+  ASSERT_EQ(p.a.send_done.size(), kDepth);
+  for (uint32_t i = 0; i < kDepth; ++i)
+    expect_result(p.a.send_done[i], Status::kSuccess, WcStatus::kSuccess, OperationType::kWrite,
+                  ctx(i));
+  EXPECT_EQ(p.a.recv_done.size() + p.b.recv_done.size() + p.b.send_done.size(), 0u);
+  EXPECT_EQ(std::memcmp(dst.region(), src.data(), src.size()), 0);
+  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kRts);
+  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kRts);
+}
+
+// ---- 9. Stale key after invalidation ----------------------------------------------------------
+
+// A fast-register region on B over four host pages mapped out of order, so that a WRITE that
+// crosses pages shows whether each byte went through the page list.
+struct Frmr {
+  static constexpr uint32_t kPages = 4;
+  static constexpr uint32_t kFbo = 100;
+  static constexpr uint64_t kLength = kPages * dp::kMrPageSize - kFbo - 200;
+  static constexpr uint64_t kBaseVa = 0x7000'0000'0000ull;
+
+  explicit Frmr(uint32_t seed) : host(kPages) {
+    std::vector<uint8_t> pattern(host.n);
+    fill(pattern, seed);
+    std::memcpy(host.p.get(), pattern.data(), host.n);
+    const uint64_t base = addr(host.p.get());
+    const uint32_t order[kPages] = {2, 0, 3, 1};
+    for (uint32_t i = 0; i < kPages; ++i) pages[i] = base + order[i] * dp::kMrPageSize;
+  }
+  std::vector<uint8_t> bytes() const {
+    return std::vector<uint8_t>(host.p.get(), host.p.get() + host.n);
+  }
+  // Host offset (into `host`) of region offset `off`.
+  size_t host_offset(uint64_t off) const {
+    const uint64_t pos = off + kFbo;
+    return pages[pos / dp::kMrPageSize] - addr(host.p.get()) + pos % dp::kMrPageSize;
+  }
+
+  PageBuf host;
+  uint64_t pages[kPages] = {};
+};
+
+// Allocates the FRMR on B and fast-registers it with a work request on B's QP; returns the key.
+uint32_t fast_register_on_b(RcPair& p, Frmr& fr) {
+  uint32_t key0 = 0;
+  EXPECT_EQ(p.b.adapter->alloc_fast_register_mr(p.b.pd, Frmr::kPages, true, &key0),
+            Status::kSuccess);
+  const uint32_t key = p.b.adapter->mrs().next_fast_register_key(key0);
+  auto w = wqe(WrOpcode::kFastRegister, ctx(0xF0));
+  w.pages = fr.pages;
+  w.npages = Frmr::kPages;
+  w.fbo = Frmr::kFbo;
+  w.fr_length = Frmr::kLength;
+  w.base_va = Frmr::kBaseVa;
+  w.access = dp::access::kRemoteWrite | dp::access::kLocalWrite | dp::access::kRemoteRead;
+  w.mr_key = key;
+  EXPECT_EQ(p.b.qp->post_send(w), Status::kSuccess);
+  const size_t n = p.b.send_done.size();
+  EXPECT_TRUE(p.run_until([&] { return p.b.send_done.size() > n; }));
+  if (p.b.send_done.size() > n)
+    expect_result(p.b.send_done[n], Status::kSuccess, WcStatus::kSuccess,
+                  OperationType::kFastRegister, ctx(0xF0));
+  return key;
+}
+
+TEST_F(RcNegative, WriteWithKeyAfterLocalInvalidate) {
+  RcPair p("neg_inv_local");
+  p.connect(1024);
+  Frmr fr(33);
+  const uint32_t key = fast_register_on_b(p, fr);
+  ASSERT_EQ(p.b.send_done.size(), 1u);
+  post_b_receive(p);
+
+  // 6000 bytes at region offset 3000: three pages of the list, which are host pages 2, 0, 3.
+  constexpr uint64_t kOff = 3000;
+  constexpr uint32_t kLen = 6000;
+  std::vector<uint8_t> src(kLen);
+  fill(src, 34);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
+  auto expected = fr.bytes();
+  for (uint32_t i = 0; i < kLen; ++i) expected[fr.host_offset(kOff + i)] = src[i];
+  ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(1), src.data(), kLen, ksrc,
+                                      Frmr::kBaseVa + kOff, key)),
+            Status::kSuccess);
+  ASSERT_TRUE(p.wait(1, 0));
+  expect_result(p.a.send_done[0], Status::kSuccess, WcStatus::kSuccess, OperationType::kWrite,
+                ctx(1));
+  EXPECT_EQ(first_diff(fr.bytes(), expected), -1);
+
+  // Local invalidate on B's QP (IBTA §10.6.6): the key no longer names a valid region.
+  auto inv = wqe(WrOpcode::kLocalInvalidate, ctx(0xF1));
+  inv.mr_key = key;
+  ASSERT_EQ(p.b.qp->post_send(inv), Status::kSuccess);
+  ASSERT_TRUE(p.wait(1, 0, 2));
+  expect_result(p.b.send_done[1], Status::kSuccess, WcStatus::kSuccess, OperationType::kInvalidate,
+                ctx(0xF1));
+
+  // The same WRITE again through the stale key: refused, nothing written.
+  std::vector<uint8_t> src2(kLen);
+  fill(src2, 35);
+  const uint32_t ksrc2 = p.a.reg(src2.data(), src2.size(), mr_flag::kAllowLocalWrite);
+  const auto before = fr.bytes();
+  ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(2), src2.data(), kLen, ksrc2,
+                                      Frmr::kBaseVa + kOff, key)),
+            Status::kSuccess);
+  ASSERT_TRUE(p.wait(2, 1, 2));
+  settle(p);
+  ASSERT_EQ(p.a.send_done.size(), 2u);
+  ASSERT_EQ(p.b.send_done.size(), 2u);
+  ASSERT_EQ(p.b.recv_done.size(), 1u);
+  EXPECT_EQ(p.a.recv_done.size(), 0u);
+  expect_result(p.a.send_done[1], Status::kAccessViolation, WcStatus::kRemAccessErr,
+                OperationType::kWrite, ctx(2));
+  expect_flushed(p.b.recv_done[0], OperationType::kReceive, kBRecvCtx);
+  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(first_diff(fr.bytes(), before), -1);
+}
+
+TEST_F(RcNegative, WriteWithKeyAfterRemoteInvalidate) {
+  RcPair p("neg_inv_remote");
+  p.connect(1024);
+  Frmr fr(36);
+  const uint32_t key = fast_register_on_b(p, fr);
+  ASSERT_EQ(p.b.send_done.size(), 1u);
+  std::vector<uint8_t> rbuf(64, 0);
+  const uint32_t krbuf = p.b.reg(rbuf.data(), rbuf.size(), mr_flag::kAllowLocalWrite);
+  ASSERT_EQ(p.b.qp->post_recv(recv_wr(ctx(10), rbuf.data(), 64, krbuf)), Status::kSuccess);
+  ASSERT_EQ(p.b.qp->post_recv(recv_wr(ctx(11), rbuf.data(), 64, krbuf)), Status::kSuccess);
+
+  // SEND with Invalidate (IBTA §9.3.8 IETH): B's receive reports the invalidated key.
+  std::vector<uint8_t> msg(64);
+  fill(msg, 37);
+  const uint32_t kmsg = p.a.reg(msg.data(), msg.size(), mr_flag::kAllowLocalWrite);
+  auto s = data_wr(WrOpcode::kSendWithInv, ctx(1), msg.data(), 64, kmsg);
+  s.imm_or_inv = key;
+  ASSERT_EQ(p.a.qp->post_send(s), Status::kSuccess);
+  ASSERT_TRUE(p.wait(1, 1));
+  expect_result(p.a.send_done[0], Status::kSuccess, WcStatus::kSuccess, OperationType::kSend,
+                ctx(1));
+  const ResultEx& r = p.b.recv_done[0];
+  expect_result(r, Status::kSuccess, WcStatus::kSuccess, OperationType::kReceiveAndInvalidate,
+                ctx(10));
+  EXPECT_EQ(r.type_specific_completion_output, key);
+  EXPECT_EQ(r.bytes_transferred, 64u);
+  EXPECT_NE(r.flags & kResultInvalidated, 0u);
+  EXPECT_EQ(rbuf, msg);
+
+  // A WRITE through the invalidated key is refused and writes nothing.
+  std::vector<uint8_t> src(512);
+  fill(src, 38);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
+  const auto before = fr.bytes();
+  ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(2), src.data(), 512, ksrc,
+                                      Frmr::kBaseVa + 1000, key)),
+            Status::kSuccess);
+  ASSERT_TRUE(p.wait(2, 2));
+  settle(p);
+  ASSERT_EQ(p.a.send_done.size(), 2u);
+  ASSERT_EQ(p.b.recv_done.size(), 2u);
+  EXPECT_EQ(p.b.send_done.size(), 1u);  // the fast-register only
+  EXPECT_EQ(p.a.recv_done.size(), 0u);
+  expect_result(p.a.send_done[1], Status::kAccessViolation, WcStatus::kRemAccessErr,
+                OperationType::kWrite, ctx(2));
+  expect_flushed(p.b.recv_done[1], OperationType::kReceive, ctx(11));
+  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(first_diff(fr.bytes(), before), -1);
+}
+
+// ---- 10. Flush --------------------------------------------------------------------------------
+
+TEST_F(RcNegative, FlushCancelsQueuedWorkInOrder) {
+  // ndmemorytest NdReceiveFlushQP, extended to sends and to posts made after the flush.
+  RcPair p("neg_flush");
+  p.connect(1024);
+  std::vector<uint8_t> buf(256, 0);
+  const uint32_t key = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
+  constexpr uint32_t kN = 3;
+  for (uint32_t i = 0; i < kN; ++i)
+    ASSERT_EQ(p.a.qp->post_recv(recv_wr(ctx(10 + i), buf.data(), 64, key)), Status::kSuccess);
+  for (uint32_t i = 0; i < kN; ++i)
+    ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kSend, ctx(i), buf.data(), 64, key)),
+              Status::kSuccess);
+  ASSERT_EQ(p.a.adapter->flush_qp(p.a.qp), Status::kSuccess);
+  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
+  // Work posted to a QP in ERR is accepted and flushed (IBTA §10.3.1; rocev2.md §3.7).
+  ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kSend, ctx(kN), buf.data(), 64, key)),
+            Status::kSuccess);
+  ASSERT_EQ(p.a.qp->post_recv(recv_wr(ctx(10 + kN), buf.data(), 64, key)), Status::kSuccess);
+  ASSERT_TRUE(p.wait(kN + 1, 0, 0, kN + 1));
+  settle(p);
+  ASSERT_EQ(p.a.send_done.size(), kN + 1);
+  ASSERT_EQ(p.a.recv_done.size(), kN + 1);
+  for (uint32_t i = 0; i <= kN; ++i) {
+    expect_flushed(p.a.send_done[i], OperationType::kSend, ctx(i));
+    expect_flushed(p.a.recv_done[i], OperationType::kReceive, ctx(10 + i));
+  }
+  // Nothing was transmitted: B saw nothing and is unaffected.
+  EXPECT_EQ(p.b.recv_done.size() + p.b.send_done.size(), 0u);
+  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kRts);
+  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
+}
+
+TEST_F(RcNegative, FlushCancelsSendsInFlight) {
+  // B has no receive posted: A's SENDs are on the wire and RNR-NAKed (rnr_retry 7 = forever)
+  // until the flush cancels them.
+  RcPair p("neg_flush_rnr");
+  p.connect(1024);
+  std::vector<uint8_t> buf(256, 0);
+  const uint32_t key = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
+  constexpr uint32_t kN = 3;
+  for (uint32_t i = 0; i < kN; ++i)
+    ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kSend, ctx(i), buf.data(), 64, key)),
+              Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return p.a.qp->counters.rnr_naks_received >= 2; }));
+  EXPECT_EQ(p.a.send_done.size(), 0u);
+  ASSERT_EQ(p.a.adapter->flush_qp(p.a.qp), Status::kSuccess);
+  ASSERT_TRUE(p.wait(kN, 0));
+  settle(p);
+  ASSERT_EQ(p.a.send_done.size(), kN);
+  for (uint32_t i = 0; i < kN; ++i) expect_flushed(p.a.send_done[i], OperationType::kSend, ctx(i));
+  EXPECT_EQ(p.a.recv_done.size() + p.b.recv_done.size() + p.b.send_done.size(), 0u);
+  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
+}
+
+// ---- 11. Entering ERR flushes what is queued behind the failure --------------------------------
+
+TEST_F(RcNegative, FailedWriteFlushesEverythingBehindIt) {
+  RcPair p("neg_err_flush");
+  p.connect(1024);
+  Guarded dst(4096, 39);
+  const uint32_t kdst = p.b.reg(dst.region(), dst.size(), kRemoteAll);
+  const auto before = dst.snapshot();
+  std::vector<uint8_t> src(1024);
+  fill(src, 40);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
+  post_b_receive(p);
+  const uint32_t bad = dp::make_key(dp::key_index(kdst), dp::key_tag(kdst) ^ 0x5A);
+  // All posted before the engine runs: the good requests are on the wire right behind the bad
+  // WRITE, and the responder, in ERR after its NAK, drops them (they must not execute).
+  ASSERT_EQ(
+      p.a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(0), src.data(), 256, ksrc, dst.va(), bad)),
+      Status::kSuccess);
+  for (uint32_t i = 1; i <= 3; ++i)
+    ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(i), src.data() + i * 256, 256, ksrc,
+                                        dst.va() + i * 256, kdst)),
+              Status::kSuccess);
+  ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kSend, ctx(4), src.data(), 64, ksrc)),
+            Status::kSuccess);
+  ASSERT_TRUE(p.wait(5, 1));
+  settle(p);
+  ASSERT_EQ(p.a.send_done.size(), 5u);
+  ASSERT_EQ(p.b.recv_done.size(), 1u);
+  EXPECT_EQ(p.a.recv_done.size() + p.b.send_done.size(), 0u);
+  expect_result(p.a.send_done[0], Status::kAccessViolation, WcStatus::kRemAccessErr,
+                OperationType::kWrite, ctx(0));
+  for (uint32_t i = 1; i <= 3; ++i) expect_flushed(p.a.send_done[i], OperationType::kWrite, ctx(i));
+  expect_flushed(p.a.send_done[4], OperationType::kSend, ctx(4));
+  expect_flushed(p.b.recv_done[0], OperationType::kReceive, kBRecvCtx);
+  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(first_diff(dst.bytes, before), -1);
+}
+
+TEST_F(RcNegative, FailedWriteAfterGoodWrite) {
+  // The NAK acknowledges everything before its PSN (rocev2.md §3.4): the first WRITE succeeds,
+  // the second fails, the third is flushed.
+  RcPair p("neg_err_mid");
+  p.connect(1024);
+  Guarded dst(4096, 41);
+  const uint32_t kdst = p.b.reg(dst.region(), dst.size(), kRemoteAll);
+  std::vector<uint8_t> src(1024);
+  fill(src, 42);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
+  const uint32_t bad = dp::make_key(dp::key_index(kdst), dp::key_tag(kdst) ^ 0x5A);
+  auto expected = dst.snapshot();
+  std::memcpy(expected.data() + kGuard, src.data(), 256);
+  ASSERT_EQ(
+      p.a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(0), src.data(), 256, ksrc, dst.va(), kdst)),
+      Status::kSuccess);
+  ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(1), src.data() + 256, 256, ksrc,
+                                      dst.va() + 256, bad)),
+            Status::kSuccess);
+  ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(2), src.data() + 512, 256, ksrc,
+                                      dst.va() + 512, kdst)),
+            Status::kSuccess);
+  ASSERT_TRUE(p.wait(3, 0));
+  settle(p);
+  ASSERT_EQ(p.a.send_done.size(), 3u);
+  EXPECT_EQ(p.a.recv_done.size() + p.b.recv_done.size() + p.b.send_done.size(), 0u);
+  expect_result(p.a.send_done[0], Status::kSuccess, WcStatus::kSuccess, OperationType::kWrite,
+                ctx(0));
+  expect_result(p.a.send_done[1], Status::kAccessViolation, WcStatus::kRemAccessErr,
+                OperationType::kWrite, ctx(1));
+  expect_flushed(p.a.send_done[2], OperationType::kWrite, ctx(2));
+  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(first_diff(dst.bytes, expected), -1);
+}
+
+TEST_F(RcNegative, ReadAndAtomicBeforeFailedWriteStillComplete) {
+  // The responder answers in PSN order (IBTA §9.7.5.1; rocev2.md §3.4): the READ response and
+  // the ATOMIC ACKNOWLEDGE of requests before the refused WRITE go out before its NAK, so those
+  // requests complete successfully; only the WRITE fails.
+  RcPair p("neg_err_rd");
+  p.connect(1024);
+  Guarded remote(4096, 43);
+  const uint32_t krem = p.b.reg(remote.region(), remote.size(), kRemoteAll);
+  uint64_t word = 0;
+  std::memcpy(&word, remote.region() + 2048, 8);
+  auto expected_remote = remote.snapshot();
+  const uint64_t added = word + 5;
+  std::memcpy(expected_remote.data() + kGuard + 2048, &added, 8);
+  std::vector<uint8_t> sink(1024 + 8, 0);
+  const uint32_t ksink = p.a.reg(sink.data(), sink.size(), mr_flag::kAllowLocalWrite);
+  const uint32_t bad = dp::make_key(dp::key_index(krem), dp::key_tag(krem) ^ 0x5A);
+
+  ASSERT_EQ(p.a.qp->post_send(
+                data_wr(WrOpcode::kRead, ctx(0), sink.data(), 1024, ksink, remote.va(), krem)),
+            Status::kSuccess);
+  auto f =
+      data_wr(WrOpcode::kFetchAdd, ctx(1), sink.data() + 1024, 8, ksink, remote.va() + 2048, krem);
+  f.compare_add = 5;
+  ASSERT_EQ(p.a.qp->post_send(f), Status::kSuccess);
+  ASSERT_EQ(p.a.qp->post_send(
+                data_wr(WrOpcode::kWrite, ctx(2), sink.data(), 64, ksink, remote.va() + 3072, bad)),
+            Status::kSuccess);
+  ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(3), sink.data(), 64, ksink,
+                                      remote.va() + 3072, krem)),
+            Status::kSuccess);
+  ASSERT_TRUE(p.wait(4, 0));
+  settle(p);
+  ASSERT_EQ(p.a.send_done.size(), 4u);
+  EXPECT_EQ(p.a.recv_done.size() + p.b.recv_done.size() + p.b.send_done.size(), 0u);
+  expect_result(p.a.send_done[0], Status::kSuccess, WcStatus::kSuccess, OperationType::kRead,
+                ctx(0));
+  expect_result(p.a.send_done[1], Status::kSuccess, WcStatus::kSuccess, OperationType::kFetchAdd,
+                ctx(1));
+  expect_result(p.a.send_done[2], Status::kAccessViolation, WcStatus::kRemAccessErr,
+                OperationType::kWrite, ctx(2));
+  expect_flushed(p.a.send_done[3], OperationType::kWrite, ctx(3));
+  EXPECT_EQ(std::memcmp(sink.data(), remote.region(), 1024), 0);
+  uint64_t orig = 0;
+  std::memcpy(&orig, sink.data() + 1024, 8);
+  EXPECT_EQ(orig, word);
+  EXPECT_EQ(first_diff(remote.bytes, expected_remote), -1);
+  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kErr);
+}
+
+}  // namespace
+}  // namespace urnic::test
