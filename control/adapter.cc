@@ -143,6 +143,13 @@ Status Adapter::destroy_qp(dp::Qp* qp) {
   return Status::kSuccess;
 }
 
+dp::QpCounters Adapter::qp_counter_totals() {
+  std::lock_guard lock(mu_);
+  dp::QpCounters t;
+  for (const auto& qp : qps_) t.add(qp->counters);
+  return t;
+}
+
 wire::NetHeaders Adapter::address_to(const Adapter& peer, bool ipv6) const {
   wire::NetHeaders n;
   n.src_mac = mac_;

@@ -85,6 +85,12 @@ class Adapter {
   Status flush_qp(dp::Qp* qp);
   Status destroy_qp(dp::Qp* qp);
 
+  // Sum of the counters of every QP of this adapter (a snapshot: the engine keeps updating
+  // them; each field is read once, so a total may lag by the packets of one step).
+  dp::QpCounters qp_counter_totals();
+  // The engine's per-endpoint counters for this adapter (packets, drops by reason).
+  const dp::EngineCounters& endpoint_counters() { return ep_->counters(); }
+
   // The address vector for sending from this adapter to `peer` (same IP family as `ipv6`).
   wire::NetHeaders address_to(const Adapter& peer, bool ipv6 = false) const;
 

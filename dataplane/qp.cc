@@ -3,6 +3,7 @@
 #include "dataplane/qp.h"
 
 #include <array>
+#include <iterator>
 
 #include "dataplane/mr.h"
 
@@ -141,6 +142,33 @@ Status status_of(WcStatus wc) noexcept {
     default:
       return Status::kInternalError;
   }
+}
+
+void QpCounters::add(const QpCounters& o) noexcept {
+  tx_packets += o.tx_packets;
+  tx_bytes += o.tx_bytes;
+  rx_packets += o.rx_packets;
+  rx_bytes += o.rx_bytes;
+  retransmits += o.retransmits;
+  timeouts += o.timeouts;
+  acks_sent += o.acks_sent;
+  acks_received += o.acks_received;
+  for (size_t i = 0; i < std::size(naks_sent); ++i) {
+    naks_sent[i] += o.naks_sent[i];
+    naks_received[i] += o.naks_received[i];
+  }
+  rnr_naks_sent += o.rnr_naks_sent;
+  rnr_naks_received += o.rnr_naks_received;
+  duplicate_requests += o.duplicate_requests;
+  out_of_sequence += o.out_of_sequence;
+  implied_naks += o.implied_naks;
+  dropped_bad_state += o.dropped_bad_state;
+  dropped_stale += o.dropped_stale;
+  completions_ok += o.completions_ok;
+  completions_error += o.completions_error;
+  completions_flushed += o.completions_flushed;
+  for (size_t i = 0; i < std::size(completions_by_status); ++i)
+    completions_by_status[i] += o.completions_by_status[i];
 }
 
 Qp::Qp(const QpConfig& cfg) : cfg_(cfg) {

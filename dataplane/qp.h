@@ -87,6 +87,11 @@ struct QpCounters {
   uint64_t dropped_bad_state = 0;   // packets arriving while the QP cannot take them
   uint64_t dropped_stale = 0;       // stale or duplicate responses ignored
   uint64_t completions_ok = 0, completions_error = 0, completions_flushed = 0;
+  // Every completion (send and receive, silent ones included) by its verbs status.
+  uint64_t completions_by_status[static_cast<size_t>(WcStatus::kGeneralErr) + 1] = {};
+
+  // Adds `o` into this (aggregation over QPs for adapter / engine totals).
+  void add(const QpCounters& o) noexcept;
 };
 
 // One send-queue entry as the requester tracks it until it is retired.

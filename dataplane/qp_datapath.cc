@@ -4,6 +4,7 @@
 #include <rte_mbuf.h>
 
 #include <cstring>
+#include <iterator>
 
 #include "dataplane/cq.h"
 #include "dataplane/internal.h"
@@ -41,6 +42,8 @@ OperationType op_type_of(WrOpcode op) noexcept {
 }
 
 void count_completion(Qp& qp, WcStatus wc) noexcept {
+  const auto i = static_cast<size_t>(wc);
+  if (i < std::size(qp.counters.completions_by_status)) ++qp.counters.completions_by_status[i];
   if (wc == WcStatus::kSuccess)
     ++qp.counters.completions_ok;
   else if (wc == WcStatus::kWrFlushErr)

@@ -73,11 +73,39 @@ bool send_ack_frame(Endpoint& ep, Qp& qp, Psn psn, uint8_t syndrome, uint32_t ms
   return true;
 }
 
-// Class C/D errors: NAK the request, then the QP enters ERR (rxe do_class_ac_error()).
-void fatal_nak_lc(Endpoint& ep, Qp& qp, Psn psn, uint8_t code) noexcept {
+// Class C/D errors: NAK the request now, then the QP enters ERR (rxe do_class_ac_error()).
+// Only when no response for an earlier PSN is still owed (see fatal_nak_lc).
+void fatal_nak_now_lc(Endpoint& ep, Qp& qp, Psn psn, uint8_t code) noexcept {
   if (code < 4) ++qp.counters.naks_sent[code];
   if (ep.tx_space() != 0) (void)send_ack_frame(ep, qp, psn, aeth::kNak | code, qp.resp.msn);
   qp_to_error_lc(ep, qp);
+}
+
+bool is_fatal_nak(const RespJob& j) noexcept {
+  return j.kind == Kind::kNak && (j.syndrome & aeth::kValueMask) != aeth::kNakPsnSeqError;
+}
+
+// A class C/D NAK is queued (always as the last job): the QP is on its way to ERR.
+bool fatal_nak_queued(const Qp& qp) noexcept {
+  const auto& s = qp.resp;
+  return s.jobs_head != s.jobs_tail && is_fatal_nak(s.jobs[(s.jobs_tail - 1) & s.jobs_mask]);
+}
+
+// Class C/D error in a request. Responses owed for earlier PSNs (READ responses, ATOMIC ACKs)
+// must reach the requester before the NAK: responses go out in PSN order (IBTA §9.7.5.1;
+// rocev2.md §3.4), and a requester that sees the NAK first fails those requests although they
+// executed here. So the NAK is queued behind them; responder_tx_lc moves the QP to ERR once the
+// NAK is sent, and responder_rx_lc drops requests meanwhile, as in ERR.
+void fatal_nak_lc(Endpoint& ep, Qp& qp, Psn psn, uint8_t code) noexcept {
+  if (qp.resp.jobs_head != qp.resp.jobs_tail) {
+    // Room is there: responder_rx_lc returns early when the queue is full.
+    if (RespJob* j = push_job(qp, Kind::kNak, psn)) {
+      if (code < 4) ++qp.counters.naks_sent[code];
+      j->syndrome = static_cast<uint8_t>(aeth::kNak | code);
+      return;
+    }
+  }
+  fatal_nak_now_lc(ep, qp, psn, code);
 }
 
 void fail_recv_lc(Qp& qp, WcStatus wc) noexcept {
@@ -138,6 +166,10 @@ void duplicate_lc(Qp& qp, const wire::ParsedFrame& f, Psn p) noexcept {
 
 void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t) noexcept {
   if (qp.state != QpState::kRtr && qp.state != QpState::kRts && qp.state != QpState::kSqd) {
+    ++qp.counters.dropped_bad_state;
+    return;
+  }
+  if (fatal_nak_queued(qp)) {  // entering ERR once the NAK is out (fatal_nak_lc)
     ++qp.counters.dropped_bad_state;
     return;
   }
@@ -391,7 +423,8 @@ uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget) noexcept {
         if (len != 0 && ep.mrs().copy_out(j.rkey, qp.config().pd, j.va + off, payload, len,
                                           access::kRemoteRead) != MrCheck::kOk) {
           rte_pktmbuf_free(m);
-          fatal_nak_lc(ep, qp, psn, aeth::kNakRemoteAccessError);
+          // This READ is the oldest response owed: nothing must precede the NAK.
+          fatal_nak_now_lc(ep, qp, psn, aeth::kNakRemoteAccessError);
           return built;
         }
         qp_send_frame_lc(ep, qp, m, opcode, len);
@@ -409,12 +442,17 @@ uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget) noexcept {
       qp_send_frame_lc(ep, qp, m, wire::opc::kAtomicAcknowledge, 0);
       ++built;
     } else {
-      // ACK, NAK sequence error, RNR NAK.
+      // ACK, NAK, RNR NAK.
       if (!send_ack_frame(ep, qp, j.psn, j.kind == Kind::kAck ? aeth::kAckNoCredit : j.syndrome,
                           j.kind == Kind::kAck ? j.msn : s.msn))
         return built;
       if (j.kind == Kind::kAck) ++qp.counters.acks_sent;
       ++built;
+      if (is_fatal_nak(j)) {
+        // Every earlier response is out: the deferred half of fatal_nak_lc.
+        qp_to_error_lc(ep, qp);
+        return built;
+      }
     }
     ++s.jobs_head;
   }

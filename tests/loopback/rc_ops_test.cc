@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 #include <thread>
 
 #include "rc_fixture.h"
@@ -316,6 +317,48 @@ TEST_F(RcMore, InlineSend) {
   auto big = wqe(WrOpcode::kSend, nullptr, op_flag::kInline);
   big.length = dp::kMaxInline + 1;
   EXPECT_EQ(p.a.qp->post_send(big), Status::kInvalidBufferSize);
+}
+
+// Messages up to 1 GiB (IBTA allows 2^31): one WRITE of 1 GiB and one READ of it back, every
+// byte compared, with the packet and completion counters accounting for all of it.
+TEST_F(RcMore, OneGibWriteAndReadBack) {
+  RcPair p("gib");
+  p.connect(4096);
+  constexpr uint64_t kLen = 1ull << 30;
+  std::unique_ptr<uint64_t[]> src(new uint64_t[kLen / 8]), dst(new uint64_t[kLen / 8]),
+      back(new uint64_t[kLen / 8]);
+  for (uint64_t i = 0; i < kLen / 8; ++i) {
+    src[i] = i * 0x9E3779B97F4A7C15ull;
+    dst[i] = 0;
+    back[i] = 0;
+  }
+  const uint32_t ks = p.a.reg(src.get(), kLen, 0);
+  const uint32_t kb = p.a.reg(back.get(), kLen, mr_flag::kAllowLocalWrite);
+  const uint32_t kd =
+      p.b.reg(dst.get(), kLen, mr_flag::kAllowRemoteWrite | mr_flag::kAllowRemoteRead);
+  auto w = wqe(WrOpcode::kWrite, nullptr);
+  w.num_sge = 1;
+  w.length = static_cast<uint32_t>(kLen);
+  w.sge[0] = {reinterpret_cast<uint64_t>(src.get()), static_cast<uint32_t>(kLen), ks};
+  w.remote_addr = reinterpret_cast<uint64_t>(dst.get());
+  w.rkey = kd;
+  ASSERT_EQ(p.a.qp->post_send(w), Status::kSuccess);
+  auto r = wqe(WrOpcode::kRead, nullptr);
+  r.num_sge = 1;
+  r.length = static_cast<uint32_t>(kLen);
+  r.sge[0] = {reinterpret_cast<uint64_t>(back.get()), static_cast<uint32_t>(kLen), kb};
+  r.remote_addr = reinterpret_cast<uint64_t>(dst.get());
+  r.rkey = kd;
+  ASSERT_EQ(p.a.qp->post_send(r), Status::kSuccess);
+  ASSERT_TRUE(p.wait(2, 0));
+  EXPECT_EQ(p.a.send_done[0].status, Status::kSuccess);
+  EXPECT_EQ(p.a.send_done[1].status, Status::kSuccess);
+  EXPECT_EQ(std::memcmp(dst.get(), src.get(), kLen), 0);
+  EXPECT_EQ(std::memcmp(back.get(), src.get(), kLen), 0);
+  // 2^30 / 4096 = 262144 WRITE packets and as many READ responses.
+  EXPECT_EQ(p.b.qp->counters.rx_packets, 262144u + 1);
+  EXPECT_GE(p.b.qp->counters.tx_packets, 262144u);
+  EXPECT_EQ(p.a.qp->counters.completions_by_status[0], 2u);
 }
 
 // The engine on its own lcore, the test thread posting and polling through the rings: many
