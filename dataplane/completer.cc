@@ -121,8 +121,16 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint64_t now) noex
     return;
   }
   // NAKs carry the PSN of the request they refuse; everything before it was received.
+  const Psn una_before = r.una;
   const bool ok_before = ack_through_lc(qp, p - 1);
   if (ok_before && Psn::after(p, r.una)) r.una = p;
+  // A NAK that acknowledges new PSNs is forward progress: the retry counters count retries
+  // without progress (rxe reset_retry_counters()), so they start again from here.
+  const bool progressed = r.una != una_before;
+  if (progressed) {
+    r.retry_left = qp.attr.retry_cnt;
+    r.rnr_left = qp.attr.rnr_retry;
+  }
   if (type == wire::aeth::kRnrNak) {
     ++qp.counters.rnr_naks_received;
     if (!ok_before) return;  // an implied NAK already rewound further back
@@ -145,11 +153,13 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint64_t now) noex
   if (value == wire::aeth::kNakPsnSeqError) {
     // Go-back-N from the responder's expected PSN, counted against retry_cnt (rocev2.md §3.6).
     if (!ok_before) return;
-    if (r.retry_left == 0) {
-      fail_lc(ep, qp, first_pending_lc(qp), WcStatus::kRetryExcErr);
-      return;
+    if (!progressed) {
+      if (r.retry_left == 0) {
+        fail_lc(ep, qp, first_pending_lc(qp), WcStatus::kRetryExcErr);
+        return;
+      }
+      --r.retry_left;
     }
-    --r.retry_left;
     r.gap_retry = false;
     requester_rewind_lc(qp, p);
     requester_update_timer_lc(qp, now);

@@ -45,6 +45,12 @@ void Endpoint::tx_consume(uint32_t n) noexcept {
   tx_count_ -= n;
 }
 
+void Endpoint::tx_append_faulty(rte_mbuf* m) noexcept {
+  rte_mbuf* out[FaultInjector::kMaxHeld + 2];
+  const uint16_t n = tx_fault_->apply(&m, 1, out, FaultInjector::kMaxHeld + 2, pool_);
+  for (uint16_t i = 0; i < n && tx_count_ < kTxCapacity; ++i) tx_[tx_count_++] = out[i];
+}
+
 void Endpoint::tx_drop_all() noexcept {
   for (uint32_t i = 0; i < tx_count_; ++i) rte_pktmbuf_free(tx_[i]);
   tx_count_ = 0;
@@ -157,6 +163,15 @@ bool Engine::phase_tx_build(uint64_t now) noexcept {
 }
 
 bool Engine::phase_tx_flush(Endpoint& ep) noexcept {
+  if constexpr (kTesting) {
+    // A held-back (reordered) frame is released once the direction goes idle, so a delay never
+    // turns into a loss.
+    if (ep.tx_fault() != nullptr && ep.tx_count() == 0) [[unlikely]] {
+      rte_mbuf* out[FaultInjector::kMaxHeld];
+      const uint16_t k = ep.tx_fault()->flush(out, FaultInjector::kMaxHeld);
+      for (uint16_t i = 0; i < k; ++i) ep.tx_raw_append(out[i]);
+    }
+  }
   const uint32_t n = ep.tx_count();
   if (n == 0 || ep.port() == nullptr) return false;
   uint32_t sent = 0;

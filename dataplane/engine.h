@@ -24,9 +24,11 @@
 #include <cstdint>
 #include <memory>
 
+#include "dataplane/fault.h"
 #include "dataplane/mailbox.h"
 #include "dataplane/qp.h"
 #include "dataplane/wire/frame.h"
+#include "urnic/config.h"
 
 namespace urnic::dp {
 
@@ -80,8 +82,32 @@ class Endpoint {
   // ---- engine-owned --------------------------------------------------------------------------
   void set_qp_lc(uint32_t qpn, Qp* qp) noexcept { qps_[qpn] = qp; }
   // TX buffer: frames built this step, flushed by the engine (or read by a protocol test).
-  uint32_t tx_space() const noexcept { return kTxCapacity - tx_count_; }
-  void tx_append(rte_mbuf* m) noexcept { tx_[tx_count_++] = m; }
+  // With a TX fault injector installed, room is kept for the duplicates and held-back frames
+  // it may add.
+  uint32_t tx_space() const noexcept {
+    const uint32_t reserve = (kTesting && tx_fault_ != nullptr) ? FaultInjector::kMaxHeld + 2 : 0;
+    return tx_count_ + reserve >= kTxCapacity ? 0 : kTxCapacity - tx_count_ - reserve;
+  }
+  void tx_append(rte_mbuf* m) noexcept {
+    if constexpr (kTesting) {
+      if (tx_fault_ != nullptr) [[unlikely]] {
+        tx_append_faulty(m);
+        return;
+      }
+    }
+    tx_[tx_count_++] = m;
+  }
+  // Test hooks (URNIC_TESTING): fault injectors for each direction; null = none. Set while the
+  // engine is not running.
+  void set_faults(FaultInjector* rx, FaultInjector* tx) noexcept {
+    rx_fault_ = rx;
+    tx_fault_ = tx;
+  }
+  FaultInjector* rx_fault() const noexcept { return rx_fault_; }
+  FaultInjector* tx_fault() const noexcept { return tx_fault_; }
+  void tx_append_faulty(rte_mbuf* m) noexcept;
+  // Appends without passing the fault injector (frames it already released).
+  void tx_raw_append(rte_mbuf* m) noexcept { tx_[tx_count_++] = m; }
   uint32_t tx_count() const noexcept { return tx_count_; }
   rte_mbuf* tx_at(uint32_t i) const noexcept { return tx_[i]; }
   // Removes the first n frames (sent, or taken by a test).
@@ -98,6 +124,8 @@ class Endpoint {
   uint32_t max_qps_;
   std::unique_ptr<Qp*[]> qps_;
   ControlSink* control_ = nullptr;
+  FaultInjector* rx_fault_ = nullptr;
+  FaultInjector* tx_fault_ = nullptr;
   std::array<rte_mbuf*, kTxCapacity> tx_{};
   uint32_t tx_count_ = 0;
   EngineCounters counters_;

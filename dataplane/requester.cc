@@ -170,6 +170,14 @@ void requester_rewind_lc(Qp& qp, Psn psn) noexcept {
       return;
     }
   }
+  // `psn` lies beyond every started message (all of them acknowledged meanwhile): continue
+  // with the first message not yet started, at `psn`, never behind it (a PSN must not be
+  // reused for a new request).
+  uint64_t i = r.head;
+  while (i != r.tail && r.at(i).started) ++i;
+  r.cur = i;
+  r.cur_pkt = 0;
+  if (Psn::after(psn, r.psn)) r.psn = psn;
 }
 
 uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) noexcept {
@@ -224,6 +232,9 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
       if (is_read_or_atomic(op)) ++r.rd_atomic_outstanding;
     }
     if (s.done || is_local(s.wqe.opcode)) {
+      // Completed while a go-back-N pass was heading for it: skip it, and its PSNs with it,
+      // so the next new message never reuses them.
+      if (!is_local(s.wqe.opcode) && Psn::after(s.last_psn + 1, r.psn)) r.psn = s.last_psn + 1;
       ++r.cur;
       r.cur_pkt = 0;
       continue;

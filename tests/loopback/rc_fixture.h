@@ -106,8 +106,8 @@ class RcPair {
     at.path_mtu = mtu;
     at.dest_qpn = peer.qp->qpn();
     at.rq_psn = rq_psn;
-    at.max_dest_rd_atomic = 16;
-    at.min_rnr_timer = 1;  // 10 us: RNR tests stay fast
+    at.max_dest_rd_atomic = max_rd_atomic;
+    at.min_rnr_timer = min_rnr_timer;
     using namespace dp::qp_attr;
     ASSERT_EQ(s.adapter->modify_qp(
                   s.qp, at,
@@ -115,10 +115,10 @@ class RcPair {
               Status::kSuccess);
     at.state = dp::QpState::kRts;
     at.sq_psn = sq_psn;
-    at.timeout = 14;
-    at.retry_cnt = 7;
-    at.rnr_retry = 7;
-    at.max_rd_atomic = 16;
+    at.timeout = timeout;
+    at.retry_cnt = retry_cnt;
+    at.rnr_retry = rnr_retry;
+    at.max_rd_atomic = max_rd_atomic;
     ASSERT_EQ(s.adapter->modify_qp(
                   s.qp, at, kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic),
               Status::kSuccess);
@@ -158,6 +158,13 @@ class RcPair {
   }
 
   dp::Engine& engine() { return engine_; }
+
+  // Requester attributes applied at RTS by connect() (defaults: perftest's).
+  uint8_t timeout = 14;
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;
+  uint8_t min_rnr_timer = 1;  // 10 us: RNR tests stay fast
+  uint8_t max_rd_atomic = 16;
 
   Side a, b;
 
