@@ -30,12 +30,16 @@ Status Adapter::open(const AdapterConfig& cfg, dp::Engine* engine, std::unique_p
   a->ep_ =
       std::make_unique<dp::Endpoint>(&a->port_, 0, a->port_.pool(), a->mrs_.get(), cfg.max_qps);
   a->engine_ = engine;
+  a->control_ = std::make_unique<ControlPlane>(*a);
+  a->ep_->set_control_sink(a->control_.get());
   engine->add_endpoint(a->ep_.get());
+  if (cfg.start_control) a->control_->start();
   *out = std::move(a);
   return Status::kSuccess;
 }
 
 Adapter::~Adapter() {
+  if (control_) control_->stop();
   // Engines must be stopped before their adapters go away; QPs are detached first so that a
   // still-owned engine (manual mode) no longer references them.
   for (auto& qp : qps_) {

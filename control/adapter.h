@@ -15,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include "control/control_plane.h"
 #include "dataplane/cq.h"
 #include "dataplane/engine.h"
 #include "dataplane/mr.h"
@@ -32,7 +33,8 @@ struct AdapterConfig {
   std::optional<wire::Ipv6Addr> ipv6;
   uint32_t max_qps = 1024;  // QPNs 2 .. max_qps-1 (0 and 1 are reserved, IBTA §10.2.4)
   uint32_t max_mrs = 1u << 16;
-  uint64_t key_seed = 0;  // 0: seeded from the TSC
+  uint64_t key_seed = 0;      // 0: seeded from the TSC
+  bool start_control = true;  // start the control thread (ARP, ND, QP1) at open
 };
 
 struct QpInit {
@@ -63,6 +65,8 @@ class Adapter {
   dp::MrTable& mrs() noexcept { return *mrs_; }
   dp::Engine& engine() noexcept { return *engine_; }
   dp::Port& port() noexcept { return port_; }
+  // The control plane: neighbours (ARP / ND), GIDs, QP1 management datagrams.
+  ControlPlane& control() noexcept { return *control_; }
 
   uint32_t alloc_pd();
 
@@ -101,6 +105,7 @@ class Adapter {
   wire::MacAddr mac_{};
   std::unique_ptr<dp::MrTable> mrs_;
   std::unique_ptr<dp::Endpoint> ep_;
+  std::unique_ptr<ControlPlane> control_;
   dp::Engine* engine_ = nullptr;
   std::mutex mu_;  // control-side bookkeeping only; never on the post/poll path
   std::vector<std::unique_ptr<dp::Qp>> qps_;

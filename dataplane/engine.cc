@@ -51,9 +51,22 @@ void Endpoint::tx_append_faulty(rte_mbuf* m) noexcept {
   for (uint16_t i = 0; i < n && tx_count_ < kTxCapacity; ++i) tx_[tx_count_++] = out[i];
 }
 
+uint32_t Endpoint::drain_control_tx_lc() noexcept {
+  uint32_t n = 0;
+  // Control frames bypass the fault injector: faults are for the RoCE transport under test.
+  while (tx_count_ < kTxCapacity) {
+    rte_mbuf* m = control_tx_.pop();
+    if (m == nullptr) break;
+    tx_[tx_count_++] = m;
+    ++n;
+  }
+  return n;
+}
+
 void Endpoint::tx_drop_all() noexcept {
   for (uint32_t i = 0; i < tx_count_; ++i) rte_pktmbuf_free(tx_[i]);
   tx_count_ = 0;
+  while (rte_mbuf* m = control_tx_.pop()) rte_pktmbuf_free(m);
 }
 
 Engine::Engine(const EngineConfig& cfg)
@@ -142,6 +155,10 @@ bool Engine::phase_timers(uint64_t now) noexcept {
 
 bool Engine::phase_tx_build(uint64_t now) noexcept {
   bool any = false;
+  for (uint32_t i = 0; i < nep_; ++i) {
+    if (eps_[i]->control_tx_pending()) [[unlikely]]
+      any |= eps_[i]->drain_control_tx_lc() != 0;
+  }
   for (uint32_t i = 0; i < nactive_; ++i) {
     Qp& qp = *active_[i];
     Endpoint& ep = *active_ep_[i];

@@ -78,6 +78,12 @@ class Endpoint {
   Qp* qp(uint32_t qpn) const noexcept { return qpn < max_qps_ ? qps_[qpn] : nullptr; }
   void set_control_sink(ControlSink* s) noexcept { control_ = s; }
   ControlSink* control_sink() const noexcept { return control_; }
+  // Frames the control plane transmits (ARP, ND, QP1 MADs): any thread may push, the engine
+  // moves them into its TX buffer. False when full (the caller frees the mbuf).
+  bool control_send(rte_mbuf* m) noexcept { return control_tx_.push(m); }
+  // Engine side: moves queued control frames into the TX buffer; returns how many.
+  uint32_t drain_control_tx_lc() noexcept;
+  bool control_tx_pending() const noexcept { return control_tx_.maybe_nonempty(); }
 
   // ---- engine-owned --------------------------------------------------------------------------
   void set_qp_lc(uint32_t qpn, Qp* qp) noexcept { qps_[qpn] = qp; }
@@ -124,6 +130,7 @@ class Endpoint {
   uint32_t max_qps_;
   std::unique_ptr<Qp*[]> qps_;
   ControlSink* control_ = nullptr;
+  MpscPtrRing<rte_mbuf> control_tx_{1024};
   FaultInjector* rx_fault_ = nullptr;
   FaultInjector* tx_fault_ = nullptr;
   std::array<rte_mbuf*, kTxCapacity> tx_{};

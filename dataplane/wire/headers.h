@@ -72,6 +72,40 @@ struct UdpHdr {
   Be16 checksum;  // 0 on transmit (rxe does so for IPv4 and IPv6); ignored on receive.
 };
 
+// ARP for IPv4 over Ethernet (RFC 826). Handled by the control plane.
+struct ArpHdr {
+  Be16 htype;  // 1 = Ethernet
+  Be16 ptype;  // 0x0800
+  uint8_t hlen;
+  uint8_t plen;
+  Be16 oper;  // 1 request, 2 reply
+  MacAddr sha;
+  Be32 spa;
+  MacAddr tha;
+  Be32 tpa;
+};
+inline constexpr uint16_t kArpRequest = 1, kArpReply = 2;
+
+// ICMPv6 header (RFC 4443) and the neighbour discovery messages (RFC 4861 §4.3-4.4).
+inline constexpr uint8_t kIpProtoIcmpv6 = 58;
+struct Icmpv6Hdr {
+  uint8_t type;
+  uint8_t code;
+  Be16 checksum;
+};
+inline constexpr uint8_t kIcmpv6NeighborSolicit = 135, kIcmpv6NeighborAdvert = 136;
+struct NdMsg {  // NS and NA share the layout: 4 bytes (reserved / R,S,O flags) + target
+  Be32 flags;
+  Ipv6Addr target;
+};
+struct NdLinkLayerOpt {  // source (1) / target (2) link-layer address option, 8 bytes
+  uint8_t type;
+  uint8_t len;  // in units of 8 bytes
+  MacAddr mac;
+};
+inline constexpr uint32_t kNaRouter = 0x80000000u, kNaSolicited = 0x40000000u,
+                          kNaOverride = 0x20000000u;
+
 // ---- InfiniBand transport headers (IBTA Vol. 1 §9.2-9.5) ------------------------------------
 
 // Base Transport Header, IBTA §9.2.
@@ -161,6 +195,10 @@ static_assert(sizeof(ImmDt) == 4);
 static_assert(sizeof(Ieth) == 4);
 static_assert(sizeof(Deth) == 8);
 static_assert(sizeof(CnpPad) == 16);
+static_assert(sizeof(ArpHdr) == 28);
+static_assert(sizeof(Icmpv6Hdr) == 4);
+static_assert(sizeof(NdMsg) == 20);
+static_assert(sizeof(NdLinkLayerOpt) == 8);
 static_assert(std::is_trivially_copyable_v<Bth> && std::is_trivially_copyable_v<Ipv6Hdr> &&
               std::is_trivially_copyable_v<AtomicEth> && std::is_trivially_copyable_v<Deth>);
 static_assert(alignof(Bth) == 1 && alignof(AtomicEth) == 1 && alignof(Ipv4Hdr) == 1);

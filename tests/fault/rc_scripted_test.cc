@@ -1,0 +1,1028 @@
+// Scripted recovery tests of RC reliability (issue 4 (a) and (b)): one test per recovery path,
+// each on a fresh loopback RcPair with a scripted dp::FaultConfig ("drop the 1st SEND MIDDLE
+// from A", "drop the 2nd ACKNOWLEDGE from B", ...) on the two transmit directions, and peer
+// failure (a peer that stops answering, a peer that restarts with a new QP).
+//
+// Every test checks every byte placed (with guard bytes around each region), every completion
+// (count, order, status, verbs status, context) and the recovery counters the path must move,
+// with exact values derived from the protocol: which packets the go-back-N pass resends
+// (rocev2.md §3.2, §3.6), which requests the responder sees as duplicates (§3.5), how many
+// (RNR) NAKs and timer expiries there are. Each test also checks that its scripted fault fired,
+// so a rule that never matches cannot make a test pass vacuously.
+//
+// Time: the engine reads the TSC, and the test thread drives it with run_once() in bounded
+// loops (RcPair::run_until); nothing sleeps. Paths that recover through the local ACK timer use
+// timeout 8 (4.096 us * 2^8 = 1.05 ms, IBTA §9.7.6.1.3) so they stay fast. Paths that must
+// recover without the timer (NAKs, implied NAKs, RNR waits) use timeout 14 (67 ms): the timer
+// is armed there too, and a test thread descheduled for a millisecond must not fire it and
+// change the exact counts.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "../loopback/rc_fixture.h"
+#include "dataplane/fault.h"
+#include "dataplane/wire/opcode.h"
+
+namespace urnic {
+// gtest prints a Status by its NTSTATUS name.
+inline void PrintTo(Status s, std::ostream* os) { *os << to_string(s); }
+}  // namespace urnic
+
+namespace urnic::test {
+namespace {
+
+using dp::WrOpcode;
+using Action = dp::FaultConfig::Action;
+namespace opc = wire::opc;
+
+constexpr uint32_t kMtu = 1024;
+// A multi-packet message: FIRST, MIDDLE, MIDDLE, LAST, the LAST one short (100 bytes).
+constexpr uint32_t kLen = 3 * kMtu + 100;
+constexpr uint32_t kPkts = 4;
+// Local ACK timeouts (IBTA §9.7.6.1.3: 4.096 us * 2^timeout); see the file comment.
+constexpr uint8_t kTimerRecovery = 8;  // 1.05 ms
+constexpr uint8_t kNoTimer = 14;       // 67 ms
+// Bytes on each side of a registered region that no operation may touch.
+constexpr size_t kGuard = 64;
+// Consecutive idle engine steps after which nothing is in flight: a frame sent in one step is
+// received in the next (net_ring delivers at once), so two would do; eight leave a margin.
+constexpr uint32_t kIdleSteps = 8;
+constexpr uint64_t kMaxSettleSteps = 1'000'000;
+constexpr uint32_t kRemoteAll = mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite |
+                                mr_flag::kAllowRemoteRead | mr_flag::kAllowRemoteAtomic;
+
+void* ctx(uintptr_t i) { return reinterpret_cast<void*>(0x1000 + i); }
+uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+// Host memory with a registered region in the middle and kGuard bytes before and after it, all
+// filled with a pattern.
+struct Guarded {
+  Guarded(size_t n, uint32_t seed) : bytes(n + 2 * kGuard) { fill(bytes, seed); }
+  uint8_t* region() { return bytes.data() + kGuard; }
+  size_t size() const { return bytes.size() - 2 * kGuard; }
+  uint64_t va() { return addr(region()); }
+  std::vector<uint8_t> snapshot() const { return bytes; }
+  // The region's bytes [off, off + len).
+  std::vector<uint8_t> part(size_t off, size_t len) const {
+    const auto b = bytes.begin() + static_cast<ptrdiff_t>(kGuard + off);
+    return {b, b + static_cast<ptrdiff_t>(len)};
+  }
+  uint64_t word(size_t off) const {
+    uint64_t w = 0;
+    std::memcpy(&w, bytes.data() + kGuard + off, sizeof(w));
+    return w;
+  }
+  void set_word(size_t off, uint64_t w) { std::memcpy(bytes.data() + kGuard + off, &w, sizeof(w)); }
+  std::vector<uint8_t> bytes;
+};
+
+// `before` (a Guarded snapshot) with `data` placed at region offset `off`: what the memory must
+// hold after an operation wrote exactly `data` there and nothing else.
+std::vector<uint8_t> with(std::vector<uint8_t> before, size_t off, const std::vector<uint8_t>& data) {
+  std::copy(data.begin(), data.end(), before.begin() + static_cast<ptrdiff_t>(kGuard + off));
+  return before;
+}
+
+// Index of the first byte where `a` and `b` differ, or -1.
+long first_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return static_cast<long>(i);
+  return -1;
+}
+
+std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  fill(v, seed);
+  return v;
+}
+
+void expect_result(const ResultEx& r, Status st, WcStatus wc, OperationType type,
+                   const void* context) {
+  EXPECT_EQ(r.status, st);
+  EXPECT_EQ(r.provider_error_code, static_cast<uint32_t>(wc));
+  EXPECT_EQ(r.type, type);
+  EXPECT_EQ(r.request_context, context);
+}
+
+void expect_ok(const ResultEx& r, OperationType type, const void* context) {
+  expect_result(r, Status::kSuccess, WcStatus::kSuccess, type, context);
+}
+
+void expect_flushed(const ResultEx& r, OperationType type, const void* context) {
+  expect_result(r, Status::kCancelled, WcStatus::kWrFlushErr, type, context);
+}
+
+// Drives the engine until it has been idle for kIdleSteps steps, then collects completions, so
+// that any completion that should not exist has had every chance to appear.
+void settle(RcPair& p) {
+  uint32_t idle = 0;
+  for (uint64_t i = 0; i < kMaxSettleSteps && idle < kIdleSteps; ++i)
+    idle = p.engine().run_once() ? 0 : idle + 1;
+  p.collect();
+  EXPECT_EQ(idle, kIdleSteps) << "engine never went idle";
+}
+
+dp::SendWqe data_wr(WrOpcode op, void* context, const void* local, uint32_t len, uint32_t lkey,
+                    uint64_t raddr = 0, uint32_t rkey = 0) {
+  auto w = wqe(op, context);
+  w.num_sge = 1;
+  w.length = len;
+  w.sge[0] = {addr(local), len, lkey};
+  w.remote_addr = raddr;
+  w.rkey = rkey;
+  return w;
+}
+
+dp::RecvWqe recv_wr(void* context, const void* buf, uint32_t len, uint32_t key) {
+  dp::RecvWqe r;
+  r.request_context = context;
+  r.num_sge = 1;
+  r.length = len;
+  r.sge[0] = {addr(buf), len, key};
+  return r;
+}
+
+dp::FaultConfig script(std::initializer_list<dp::FaultConfig::Rule> rules) {
+  dp::FaultConfig c;
+  for (const auto& r : rules) EXPECT_TRUE(c.add_rule(r.opcode, r.nth, r.action));
+  return c;
+}
+
+// Fault injectors on A's transmit side (requests) and B's (ACKs, READ responses, ATOMIC ACKs).
+// Declared after the pair, so they are uninstalled, and the frames they hold freed, while the
+// adapters and their mempools still exist.
+class Faults {
+ public:
+  Faults(RcPair& p, const dp::FaultConfig& a_tx, const dp::FaultConfig& b_tx = {})
+      : p_(p), a_(a_tx), b_(b_tx) {
+    p.a.adapter->endpoint().set_faults(nullptr, &a_);
+    p.b.adapter->endpoint().set_faults(nullptr, &b_);
+  }
+  ~Faults() {
+    for (Side* s : {&p_.a, &p_.b}) {
+      s->adapter->endpoint().set_faults(nullptr, nullptr);
+      s->adapter->endpoint().tx_drop_all();
+    }
+    a_.clear();
+    b_.clear();
+  }
+  Faults(const Faults&) = delete;
+  Faults& operator=(const Faults&) = delete;
+
+  const dp::FaultCounters& a() const { return a_.counters(); }
+  const dp::FaultCounters& b() const { return b_.counters(); }
+  uint64_t scripted() const { return a().scripted + b().scripted; }
+
+ private:
+  RcPair& p_;
+  dp::FaultInjector a_, b_;
+};
+
+// The counters of both QPs at the end of the scripted exchange.
+struct Snapshot {
+  dp::QpCounters a, b;
+};
+
+class RcScripted : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { eal_up_once(); }
+
+  // A connected pair with the given requester attributes (applied at RTR -> RTS).
+  static std::unique_ptr<RcPair> make_pair(uint8_t timeout, uint8_t retry_cnt = 7,
+                                           uint8_t rnr_retry = 7) {
+    // Ring names must be unique in the process and short (rte_ring names).
+    static std::atomic<int> n{0};
+    auto p = std::make_unique<RcPair>("scr" + std::to_string(n++));
+    p->timeout = timeout;
+    p->retry_cnt = retry_cnt;
+    p->rnr_retry = rnr_retry;
+    p->connect(kMtu);
+    return p;
+  }
+
+  // One kLen SEND from A into the first of two receives posted on B, with `f` installed;
+  // `faults` scripted rules must have fired. Checks one successful completion on each side, the
+  // message placed exactly in the first receive buffer and nothing else written. Then a short
+  // second SEND must land in the second receive: the recovery consumed exactly one receive.
+  // `out` gets the counters of the first exchange.
+  static void send_message(RcPair& p, const Faults& f, uint64_t faults, Snapshot* out) {
+    const auto src = pattern(kLen, 1), src2 = pattern(200, 2);
+    const uint32_t ksrc = p.a.reg(src.data(), src.size(), 0);
+    const uint32_t ksrc2 = p.a.reg(src2.data(), src2.size(), 0);
+    Guarded r1(kLen, 3), r2(kLen, 4);
+    const uint32_t k1 = p.b.reg(r1.region(), r1.size(), mr_flag::kAllowLocalWrite);
+    const uint32_t k2 = p.b.reg(r2.region(), r2.size(), mr_flag::kAllowLocalWrite);
+    const auto r1_before = r1.snapshot(), r2_before = r2.snapshot();
+    ASSERT_EQ(p.b.qp->post_recv(recv_wr(ctx(101), r1.region(), kLen, k1)), Status::kSuccess);
+    ASSERT_EQ(p.b.qp->post_recv(recv_wr(ctx(102), r2.region(), kLen, k2)), Status::kSuccess);
+    ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kSend, ctx(1), src.data(), kLen, ksrc)),
+              Status::kSuccess);
+    ASSERT_TRUE(p.wait(1, 1));
+    settle(p);
+    EXPECT_EQ(f.scripted(), faults) << "scripted fault did not fire";
+    *out = Snapshot{p.a.qp->counters, p.b.qp->counters};
+    ASSERT_EQ(p.a.send_done.size(), 1u);
+    ASSERT_EQ(p.b.recv_done.size(), 1u);
+    EXPECT_EQ(p.a.recv_done.size(), 0u);
+    EXPECT_EQ(p.b.send_done.size(), 0u);
+    expect_ok(p.a.send_done[0], OperationType::kSend, ctx(1));
+    expect_ok(p.b.recv_done[0], OperationType::kReceive, ctx(101));
+    EXPECT_EQ(p.b.recv_done[0].bytes_transferred, kLen);
+    EXPECT_EQ(first_diff(r1.bytes, with(r1_before, 0, src)), -1);
+    EXPECT_EQ(first_diff(r2.bytes, r2_before), -1);
+
+    ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kSend, ctx(2), src2.data(), 200, ksrc2)),
+              Status::kSuccess);
+    ASSERT_TRUE(p.wait(2, 2));
+    settle(p);
+    ASSERT_EQ(p.a.send_done.size(), 2u);
+    ASSERT_EQ(p.b.recv_done.size(), 2u);
+    expect_ok(p.a.send_done[1], OperationType::kSend, ctx(2));
+    expect_ok(p.b.recv_done[1], OperationType::kReceive, ctx(102));
+    EXPECT_EQ(p.b.recv_done[1].bytes_transferred, 200u);
+    EXPECT_EQ(first_diff(r1.bytes, with(r1_before, 0, src)), -1);
+    EXPECT_EQ(first_diff(r2.bytes, with(r2_before, 0, src2)), -1);
+  }
+
+  // One kLen RDMA WRITE from A into a guarded region on B, with `f` installed.
+  static void write_message(RcPair& p, const Faults& f, uint64_t faults, Snapshot* out) {
+    const auto src = pattern(kLen, 5);
+    const uint32_t ksrc = p.a.reg(src.data(), src.size(), 0);
+    Guarded dst(kLen + 256, 6);
+    const uint32_t kdst = p.b.reg(dst.region(), dst.size(), kRemoteAll);
+    const auto before = dst.snapshot();
+    ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(1), src.data(), kLen, ksrc,
+                                        dst.va() + 128, kdst)),
+              Status::kSuccess);
+    ASSERT_TRUE(p.wait(1, 0));
+    settle(p);
+    EXPECT_EQ(f.scripted(), faults) << "scripted fault did not fire";
+    *out = Snapshot{p.a.qp->counters, p.b.qp->counters};
+    ASSERT_EQ(p.a.send_done.size(), 1u);
+    EXPECT_EQ(p.b.recv_done.size() + p.a.recv_done.size() + p.b.send_done.size(), 0u);
+    expect_ok(p.a.send_done[0], OperationType::kWrite, ctx(1));
+    EXPECT_EQ(first_diff(dst.bytes, with(before, 128, src)), -1);
+  }
+
+  // One RDMA READ of `len` bytes from a guarded region on B into a guarded sink on A.
+  static void read_message(RcPair& p, const Faults& f, uint32_t len, uint64_t faults,
+                           Snapshot* out) {
+    Guarded remote(len + 256, 7), sink(len, 8);
+    const uint32_t krem = p.b.reg(remote.region(), remote.size(), kRemoteAll);
+    const uint32_t ksink = p.a.reg(sink.region(), sink.size(), mr_flag::kAllowLocalWrite);
+    const auto remote_before = remote.snapshot(), sink_before = sink.snapshot();
+    ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kRead, ctx(1), sink.region(), len, ksink,
+                                        remote.va() + 64, krem)),
+              Status::kSuccess);
+    ASSERT_TRUE(p.wait(1, 0));
+    settle(p);
+    EXPECT_EQ(f.scripted(), faults) << "scripted fault did not fire";
+    *out = Snapshot{p.a.qp->counters, p.b.qp->counters};
+    ASSERT_EQ(p.a.send_done.size(), 1u);
+    EXPECT_EQ(p.b.recv_done.size() + p.a.recv_done.size() + p.b.send_done.size(), 0u);
+    expect_ok(p.a.send_done[0], OperationType::kRead, ctx(1));
+    EXPECT_EQ(p.a.send_done[0].bytes_transferred, len);
+    EXPECT_EQ(first_diff(sink.bytes, with(sink_before, 0, remote.part(64, len))), -1);
+    EXPECT_EQ(first_diff(remote.bytes, remote_before), -1);
+  }
+};
+
+// ---- 1. Lost request packets of a multi-packet SEND / WRITE --------------------------------
+//
+// A lost FIRST or MIDDLE is found by the responder: the next packet is out of sequence, it sends
+// one NAK PSN sequence error carrying its expected PSN and drops the rest of the burst quietly;
+// the requester goes back to that PSN and resends from there (go-back-N, rocev2.md §3.6). A lost
+// LAST leaves no later packet to notice the gap (only LAST asks for an ACK): the local ACK timer
+// expires and the requester resends the whole message from the oldest unacknowledged PSN
+// (IBTA §9.7.6.1.3); the responder sees the first three again as duplicates (IBTA §9.7.5.1.1).
+
+TEST_F(RcScripted, SendLostFirstPacket) {
+  auto p = make_pair(kNoTimer);
+  Faults f(*p, script({{opc::kSendFirst, 1, Action::kDrop}}));
+  Snapshot s;
+  ASSERT_NO_FATAL_FAILURE(send_message(*p, f, 1, &s));
+  EXPECT_EQ(s.b.out_of_sequence, 3u);  // MIDDLE, MIDDLE, LAST
+  EXPECT_EQ(s.b.naks_sent[0], 1u);
+  EXPECT_EQ(s.a.naks_received[0], 1u);
+  EXPECT_EQ(s.a.retransmits, kPkts);  // all four again, from the NAK's PSN
+  EXPECT_EQ(s.a.timeouts, 0u);
+  EXPECT_EQ(s.b.duplicate_requests, 0u);
+}
+
+TEST_F(RcScripted, SendLostMiddlePacket) {
+  auto p = make_pair(kNoTimer);
+  Faults f(*p, script({{opc::kSendMiddle, 1, Action::kDrop}}));
+  Snapshot s;
+  ASSERT_NO_FATAL_FAILURE(send_message(*p, f, 1, &s));
+  EXPECT_EQ(s.b.out_of_sequence, 2u);  // the second MIDDLE and the LAST
+  EXPECT_EQ(s.b.naks_sent[0], 1u);
+  EXPECT_EQ(s.a.naks_received[0], 1u);
+  EXPECT_EQ(s.a.retransmits, kPkts - 1);  // from the lost MIDDLE on; FIRST is acknowledged
+  EXPECT_EQ(s.a.timeouts, 0u);
+  EXPECT_EQ(s.b.duplicate_requests, 0u);
+}
+
+TEST_F(RcScripted, SendLostLastPacket) {
+  auto p = make_pair(kTimerRecovery);
+  Faults f(*p, script({{opc::kSendLast, 1, Action::kDrop}}));
+  Snapshot s;
+  ASSERT_NO_FATAL_FAILURE(send_message(*p, f, 1, &s));
+  EXPECT_EQ(s.a.timeouts, 1u);
+  EXPECT_EQ(s.a.retransmits, kPkts);
+  EXPECT_EQ(s.b.duplicate_requests, kPkts - 1);  // FIRST, MIDDLE, MIDDLE: not placed again
+  EXPECT_EQ(s.b.out_of_sequence, 0u);
+  EXPECT_EQ(s.a.naks_received[0], 0u);
+  EXPECT_EQ(s.b.acks_sent, 1u);  // nothing before the LAST asked for one
+}
+
+TEST_F(RcScripted, WriteLostFirstPacket) {
+  auto p = make_pair(kNoTimer);
+  Faults f(*p, script({{opc::kWriteFirst, 1, Action::kDrop}}));
+  Snapshot s;
+  ASSERT_NO_FATAL_FAILURE(write_message(*p, f, 1, &s));
+  EXPECT_EQ(s.b.out_of_sequence, 3u);
+  EXPECT_EQ(s.b.naks_sent[0], 1u);
+  EXPECT_EQ(s.a.naks_received[0], 1u);
+  EXPECT_EQ(s.a.retransmits, kPkts);
+  EXPECT_EQ(s.a.timeouts, 0u);
+  EXPECT_EQ(s.b.duplicate_requests, 0u);
+}
+
+TEST_F(RcScripted, WriteLostMiddlePacket) {
+  auto p = make_pair(kNoTimer);
+  Faults f(*p, script({{opc::kWriteMiddle, 2, Action::kDrop}}));  // the second MIDDLE
+  Snapshot s;
+  ASSERT_NO_FATAL_FAILURE(write_message(*p, f, 1, &s));
+  EXPECT_EQ(s.b.out_of_sequence, 1u);  // the LAST
+  EXPECT_EQ(s.b.naks_sent[0], 1u);
+  EXPECT_EQ(s.a.naks_received[0], 1u);
+  EXPECT_EQ(s.a.retransmits, 2u);  // the second MIDDLE and the LAST
+  EXPECT_EQ(s.a.timeouts, 0u);
+  EXPECT_EQ(s.b.duplicate_requests, 0u);
+}
+
+TEST_F(RcScripted, WriteLostLastPacket) {
+  auto p = make_pair(kTimerRecovery);
+  Faults f(*p, script({{opc::kWriteLast, 1, Action::kDrop}}));
+  Snapshot s;
+  ASSERT_NO_FATAL_FAILURE(write_message(*p, f, 1, &s));
+  EXPECT_EQ(s.a.timeouts, 1u);
+  EXPECT_EQ(s.a.retransmits, kPkts);
+  EXPECT_EQ(s.b.duplicate_requests, kPkts - 1);
+  EXPECT_EQ(s.b.out_of_sequence, 0u);
+  EXPECT_EQ(s.a.naks_received[0], 0u);
+  EXPECT_EQ(s.b.acks_sent, 1u);
+}
+
+// ---- 2. Duplicated and reordered frames ---------------------------------------------------
+
+TEST_F(RcScripted, SendFirstPacketDuplicated) {
+  // The copy arrives first and is placed; the original is a duplicate (C9-105 via rocev2.md
+  // §3.5): re-ACKed, not placed again, and the receive is not consumed twice.
+  auto p = make_pair(kNoTimer);
+  Faults f(*p, script({{opc::kSendFirst, 1, Action::kDuplicate}}));
+  Snapshot s;
+  ASSERT_NO_FATAL_FAILURE(send_message(*p, f, 1, &s));
+  EXPECT_EQ(f.a().duplicated, 1u);
+  EXPECT_EQ(s.b.duplicate_requests, 1u);
+  EXPECT_EQ(s.a.retransmits, 0u);
+  EXPECT_EQ(s.a.timeouts, 0u);
+  EXPECT_EQ(s.a.naks_received[0], 0u);
+}
+
+TEST_F(RcScripted, ReadResponseMiddleReordered) {
+  // Six responses p0..p5; the first MIDDLE (p1) is held back behind three later frames, so A
+  // receives p0 p2 p3 p1 p4 p5. p2 shows a gap: implied NAK, re-request from p1 (rocev2.md
+  // §3.6: answering a response gap at once is allowed). p1 then arrives and is placed; p4 shows
+  // the gap at p2: a second implied NAK, and the re-request finally sent starts at p2 (both
+  // rewinds happen within one RX burst, so only one READ request goes out).
+  auto p = make_pair(kNoTimer);
+  Faults f(*p, {}, script({{opc::kReadRespMiddle, 1, Action::kDelay}}));
+  Snapshot s;
+  ASSERT_NO_FATAL_FAILURE(read_message(*p, f, 5 * kMtu + 100, 1, &s));
+  EXPECT_EQ(f.b().reordered, 1u);
+  EXPECT_EQ(s.a.implied_naks, 2u);
+  EXPECT_EQ(s.a.retransmits, 1u);
+  EXPECT_EQ(s.b.duplicate_requests, 1u);  // the re-request, answered from the saved resource
+  EXPECT_EQ(s.a.timeouts, 0u);
+}
+
+// ---- 3. Lost ACKs: the data arrived, the retransmission must not execute again ------------
+
+TEST_F(RcScripted, SendLostAck) {
+  // B placed all four packets and completed the receive; its ACK is lost. A's timer expires and
+  // it resends the message; B sees four duplicates, re-ACKs with its last PSN (C9-105 via
+  // rocev2.md §3.5) and neither places them again nor consumes the second receive.
+  auto p = make_pair(kTimerRecovery);
+  Faults f(*p, {}, script({{opc::kAcknowledge, 1, Action::kDrop}}));
+  Snapshot s;
+  ASSERT_NO_FATAL_FAILURE(send_message(*p, f, 1, &s));
+  EXPECT_EQ(s.a.timeouts, 1u);
+  EXPECT_EQ(s.a.retransmits, kPkts);
+  EXPECT_EQ(s.b.duplicate_requests, kPkts);
+  EXPECT_EQ(s.b.acks_sent, 2u);  // the lost one and the re-ACK
+  EXPECT_EQ(s.a.acks_received, 1u);
+}
+
+TEST_F(RcScripted, WriteLostSecondAck) {
+  // WRITE 1 completes normally (ACK 1). WRITE 2 is placed, its ACK (the 2nd ACKNOWLEDGE from B)
+  // is lost. Between placement and retransmission the test changes two bytes of the target:
+  // the duplicates must not write them back (a duplicate WRITE is never re-executed, rocev2.md
+  // §3.5).
+  auto p = make_pair(kTimerRecovery);
+  Faults f(*p, {}, script({{opc::kAcknowledge, 2, Action::kDrop}}));
+  const auto src1 = pattern(256, 9), src2 = pattern(kLen, 10);
+  const uint32_t k1 = p->a.reg(src1.data(), src1.size(), 0);
+  const uint32_t k2 = p->a.reg(src2.data(), src2.size(), 0);
+  Guarded dst(kLen + 512, 11);
+  const uint32_t kdst = p->b.reg(dst.region(), dst.size(), kRemoteAll);
+  const auto before = dst.snapshot();
+
+  ASSERT_EQ(p->a.qp->post_send(
+                data_wr(WrOpcode::kWrite, ctx(1), src1.data(), 256, k1, dst.va() + kLen, kdst)),
+            Status::kSuccess);
+  ASSERT_TRUE(p->wait(1, 0));
+  ASSERT_EQ(f.scripted(), 0u);
+  const uint64_t b_rx = p->b.qp->counters.rx_packets;
+  ASSERT_EQ(
+      p->a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(2), src2.data(), kLen, k2, dst.va(), kdst)),
+      Status::kSuccess);
+  // Run until B has received (and placed) the four packets of WRITE 2.
+  ASSERT_TRUE(p->run_until([&] { return p->b.qp->counters.rx_packets == b_rx + kPkts; }));
+  ASSERT_EQ(p->a.send_done.size(), 1u);
+  auto expected = with(with(before, kLen, src1), 0, src2);
+  ASSERT_EQ(first_diff(dst.bytes, expected), -1);
+  dst.bytes[kGuard] ^= 0xFF;
+  dst.bytes[kGuard + kLen - 1] ^= 0xFF;
+  expected = dst.snapshot();
+
+  ASSERT_TRUE(p->wait(2, 0));
+  settle(*p);
+  EXPECT_EQ(f.scripted(), 1u);
+  ASSERT_EQ(p->a.send_done.size(), 2u);
+  expect_ok(p->a.send_done[0], OperationType::kWrite, ctx(1));
+  expect_ok(p->a.send_done[1], OperationType::kWrite, ctx(2));
+  EXPECT_EQ(first_diff(dst.bytes, expected), -1) << "duplicate WRITE placed again";
+  const auto& ca = p->a.qp->counters;
+  const auto& cb = p->b.qp->counters;
+  EXPECT_EQ(ca.timeouts, 1u);
+  EXPECT_EQ(ca.retransmits, kPkts);
+  EXPECT_EQ(cb.duplicate_requests, kPkts);
+  EXPECT_EQ(cb.acks_sent, 3u);
+}
+
+// ---- 4. Lost READ responses and READ requests -----------------------------------------------
+
+TEST_F(RcScripted, ReadLostFirstResponse) {
+  // MIDDLE p1 arrives while p0 is expected: implied NAK, the whole READ is requested again at
+  // p0; B finds the request in its responder resources and replays it from memory (rocev2.md
+  // §3.5), answering four more responses.
+  auto p = make_pair(kNoTimer);
+  Faults f(*p, {}, script({{opc::kReadRespFirst, 1, Action::kDrop}}));
+  Snapshot s;
+  ASSERT_NO_FATAL_FAILURE(read_message(*p, f, kLen, 1, &s));
+  EXPECT_EQ(s.a.implied_naks, 1u);
+  EXPECT_EQ(s.a.retransmits, 1u);
+  EXPECT_EQ(s.b.duplicate_requests, 1u);
+  EXPECT_EQ(s.a.timeouts, 0u);
+  EXPECT_EQ(s.b.tx_packets, 2 * kPkts);
+}
+
+TEST_F(RcScripted, ReadLostThirdMiddleResponse) {
+  // Six responses p0..p5, the third MIDDLE (p3) is lost. p0..p2 are placed; p4 shows the gap and
+  // A re-requests only the rest (PSN p3, RETH VA + 3 MTU, length - 3 MTU; rxe req_retry(),
+  // rocev2.md §3.2), which B replays as three responses.
+  auto p = make_pair(kNoTimer);
+  Faults f(*p, {}, script({{opc::kReadRespMiddle, 3, Action::kDrop}}));
+  Snapshot s;
+  ASSERT_NO_FATAL_FAILURE(read_message(*p, f, 5 * kMtu + 100, 1, &s));
+  EXPECT_EQ(s.a.implied_naks, 1u);
+  EXPECT_EQ(s.a.retransmits, 1u);
+  EXPECT_EQ(s.b.duplicate_requests, 1u);
+  EXPECT_EQ(s.a.timeouts, 0u);
+  EXPECT_EQ(s.b.tx_packets, 6u + 3u);
+}
+
+TEST_F(RcScripted, ReadLostLastResponse) {
+  // Nothing follows the lost LAST: the ACK timer expires and A re-requests the last 100 bytes,
+  // which B replays as one READ RESPONSE ONLY.
+  auto p = make_pair(kTimerRecovery);
+  Faults f(*p, {}, script({{opc::kReadRespLast, 1, Action::kDrop}}));
+  Snapshot s;
+  ASSERT_NO_FATAL_FAILURE(read_message(*p, f, kLen, 1, &s));
+  EXPECT_EQ(s.a.timeouts, 1u);
+  EXPECT_EQ(s.a.retransmits, 1u);
+  EXPECT_EQ(s.b.duplicate_requests, 1u);
+  EXPECT_EQ(s.a.implied_naks, 0u);
+  EXPECT_EQ(s.b.tx_packets, kPkts + 1);
+}
+
+TEST_F(RcScripted, ReadLostOnlyResponse) {
+  auto p = make_pair(kTimerRecovery);
+  Faults f(*p, {}, script({{opc::kReadRespOnly, 1, Action::kDrop}}));
+  Snapshot s;
+  ASSERT_NO_FATAL_FAILURE(read_message(*p, f, 512, 1, &s));
+  EXPECT_EQ(s.a.timeouts, 1u);
+  EXPECT_EQ(s.a.retransmits, 1u);
+  EXPECT_EQ(s.b.duplicate_requests, 1u);
+  EXPECT_EQ(s.a.implied_naks, 0u);
+  EXPECT_EQ(s.b.tx_packets, 2u);
+}
+
+TEST_F(RcScripted, ReadLostRequest) {
+  // B never saw the request: after the timeout the retransmitted request is new to B, executed
+  // once, not a duplicate.
+  auto p = make_pair(kTimerRecovery);
+  Faults f(*p, script({{opc::kReadRequest, 1, Action::kDrop}}));
+  Snapshot s;
+  ASSERT_NO_FATAL_FAILURE(read_message(*p, f, kLen, 1, &s));
+  EXPECT_EQ(s.a.timeouts, 1u);
+  EXPECT_EQ(s.a.retransmits, 1u);
+  EXPECT_EQ(s.b.duplicate_requests, 0u);
+  EXPECT_EQ(s.b.rx_packets, 1u);
+  EXPECT_EQ(s.b.tx_packets, kPkts);
+}
+
+TEST_F(RcScripted, ReadResponseLostFoundByLaterAck) {
+  // READ (one response) followed by a WRITE. The READ's response is lost, the WRITE's ACK
+  // arrives: it covers the READ's PSN, so the response was lost (implied NAK, rocev2.md §3.6) and
+  // A goes back to the READ without waiting for the timer, resending READ and WRITE. B replays
+  // the READ from its resources and re-ACKs the duplicate WRITE without placing it again.
+  auto p = make_pair(kNoTimer);
+  Faults f(*p, {}, script({{opc::kReadRespOnly, 1, Action::kDrop}}));
+  Guarded remote(1024, 12), sink(512, 13);
+  const uint32_t krem = p->b.reg(remote.region(), remote.size(), kRemoteAll);
+  const uint32_t ksink = p->a.reg(sink.region(), sink.size(), mr_flag::kAllowLocalWrite);
+  const auto src = pattern(256, 14);
+  const uint32_t ksrc = p->a.reg(src.data(), src.size(), 0);
+  const auto remote_before = remote.snapshot(), sink_before = sink.snapshot();
+  ASSERT_EQ(p->a.qp->post_send(
+                data_wr(WrOpcode::kRead, ctx(1), sink.region(), 512, ksink, remote.va(), krem)),
+            Status::kSuccess);
+  ASSERT_EQ(p->a.qp->post_send(
+                data_wr(WrOpcode::kWrite, ctx(2), src.data(), 256, ksrc, remote.va() + 768, krem)),
+            Status::kSuccess);
+  ASSERT_TRUE(p->wait(2, 0));
+  settle(*p);
+  EXPECT_EQ(f.scripted(), 1u);
+  ASSERT_EQ(p->a.send_done.size(), 2u);
+  expect_ok(p->a.send_done[0], OperationType::kRead, ctx(1));
+  expect_ok(p->a.send_done[1], OperationType::kWrite, ctx(2));
+  EXPECT_EQ(first_diff(sink.bytes, with(sink_before, 0, remote_before.size() ? remote.part(0, 512)
+                                                                             : remote.part(0, 0))),
+            -1);
+  EXPECT_EQ(first_diff(remote.bytes, with(remote_before, 768, src)), -1);
+  const auto& ca = p->a.qp->counters;
+  const auto& cb = p->b.qp->counters;
+  EXPECT_EQ(ca.implied_naks, 1u);
+  EXPECT_EQ(ca.retransmits, 2u);
+  EXPECT_EQ(cb.duplicate_requests, 2u);
+  EXPECT_EQ(ca.timeouts, 0u);
+}
+
+// ---- 5. Lost ATOMIC ACKs: the atomic must not execute twice ---------------------------------
+//
+// B executes the atomic, saves the original value in a responder resource and its ATOMIC
+// ACKNOWLEDGE is lost. The test then changes the target word, as another agent could. The
+// retransmitted request is a duplicate: B must answer from the saved original value and leave
+// the word alone (rocev2.md §3.5; IBTA §9.7.5.1.1). A re-execution would return and modify the
+// word the test wrote.
+
+struct AtomicCase {
+  WrOpcode op;
+  uint64_t compare_add, swap;
+  uint64_t initial, after;  // the word before and after one execution
+  uint64_t meddled;         // what the test writes after the execution
+};
+
+void atomic_lost_ack(RcPair& p, const Faults& f, const AtomicCase& c, bool with_write) {
+  Guarded remote(1024, 15);
+  const uint32_t krem = p.b.reg(remote.region(), remote.size(), kRemoteAll);
+  Guarded orig(8, 16);
+  const uint32_t korig = p.a.reg(orig.region(), 8, mr_flag::kAllowLocalWrite);
+  const auto src = pattern(128, 17);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), 0);
+  remote.set_word(64, c.initial);
+  const auto orig_before = orig.snapshot();
+  auto w = data_wr(c.op, ctx(1), orig.region(), 8, korig, remote.va() + 64, krem);
+  w.compare_add = c.compare_add;
+  w.swap = c.swap;
+  ASSERT_EQ(p.a.qp->post_send(w), Status::kSuccess);
+  uint64_t posted_pkts = 1;
+  if (with_write) {
+    ASSERT_EQ(p.a.qp->post_send(
+                  data_wr(WrOpcode::kWrite, ctx(2), src.data(), 128, ksrc, remote.va() + 512, krem)),
+              Status::kSuccess);
+    ++posted_pkts;
+  }
+  // Run until B has received (and executed) everything posted.
+  ASSERT_TRUE(p.run_until([&] { return p.b.qp->counters.rx_packets == posted_pkts; }));
+  ASSERT_EQ(p.a.send_done.size(), 0u);
+  ASSERT_EQ(remote.word(64), c.after) << "atomic not executed";
+  remote.set_word(64, c.meddled);
+  auto remote_expected = remote.snapshot();
+  if (with_write) remote_expected = with(remote_expected, 512, src);
+
+  ASSERT_TRUE(p.wait(posted_pkts, 0));
+  settle(p);
+  EXPECT_EQ(f.scripted(), 1u);
+  ASSERT_EQ(p.a.send_done.size(), posted_pkts);
+  expect_ok(p.a.send_done[0], c.op == WrOpcode::kFetchAdd ? OperationType::kFetchAdd
+                                                          : OperationType::kCompareSwap,
+            ctx(1));
+  if (with_write) expect_ok(p.a.send_done[1], OperationType::kWrite, ctx(2));
+  EXPECT_EQ(remote.word(64), c.meddled) << "atomic executed twice";
+  EXPECT_EQ(first_diff(remote.bytes, remote_expected), -1);
+  uint64_t v = c.initial;
+  std::vector<uint8_t> orig_bytes(8);
+  std::memcpy(orig_bytes.data(), &v, 8);
+  EXPECT_EQ(first_diff(orig.bytes, with(orig_before, 0, orig_bytes)), -1)
+      << "requester did not get the saved original value";
+  EXPECT_EQ(p.b.qp->counters.duplicate_requests, posted_pkts);
+  EXPECT_EQ(p.a.qp->counters.retransmits, posted_pkts);
+}
+
+constexpr AtomicCase kFetchAdd{WrOpcode::kFetchAdd, 5, 0, 1000, 1005, 7777};
+// CAS 1000 -> 2000; the test puts 1000 back, so a second execution would swap again.
+constexpr AtomicCase kCompareSwap{WrOpcode::kCompareSwap, 1000, 2000, 1000, 2000, 1000};
+
+TEST_F(RcScripted, FetchAddLostAtomicAck) {
+  auto p = make_pair(kTimerRecovery);
+  Faults f(*p, {}, script({{opc::kAtomicAcknowledge, 1, Action::kDrop}}));
+  ASSERT_NO_FATAL_FAILURE(atomic_lost_ack(*p, f, kFetchAdd, false));
+  EXPECT_EQ(p->a.qp->counters.timeouts, 1u);
+  EXPECT_EQ(p->a.qp->counters.implied_naks, 0u);
+}
+
+TEST_F(RcScripted, CompareSwapLostAtomicAck) {
+  auto p = make_pair(kTimerRecovery);
+  Faults f(*p, {}, script({{opc::kAtomicAcknowledge, 1, Action::kDrop}}));
+  ASSERT_NO_FATAL_FAILURE(atomic_lost_ack(*p, f, kCompareSwap, false));
+  EXPECT_EQ(p->a.qp->counters.timeouts, 1u);
+  EXPECT_EQ(p->a.qp->counters.implied_naks, 0u);
+}
+
+TEST_F(RcScripted, FetchAddLostAtomicAckFoundByLaterAck) {
+  // A WRITE follows the atomic: its ACK implies the ATOMIC ACK was lost (rocev2.md §3.6), and A
+  // goes back without the timer; B answers the duplicate atomic from the saved resource and
+  // re-ACKs the duplicate WRITE.
+  auto p = make_pair(kNoTimer);
+  Faults f(*p, {}, script({{opc::kAtomicAcknowledge, 1, Action::kDrop}}));
+  ASSERT_NO_FATAL_FAILURE(atomic_lost_ack(*p, f, kFetchAdd, true));
+  EXPECT_EQ(p->a.qp->counters.timeouts, 0u);
+  EXPECT_EQ(p->a.qp->counters.implied_naks, 1u);
+}
+
+// ---- 6. RNR: receive not ready ----------------------------------------------------------------
+//
+// A SEND (or the LAST of a WRITE with immediate) finding no receive WQE is refused with an RNR
+// NAK carrying B's min_rnr_timer; the PSN is not consumed (rocev2.md §3.4). A waits that long and
+// resends from the NAKed PSN, at most rnr_retry times; 7 means forever (IBTA §9.7.5.2.8).
+// Exhaustion fails the WQE with RNR_RETRY_EXC_ERR and the QP enters ERR (rocev2.md §3.7).
+
+TEST_F(RcScripted, RnrThenReceivePostedLater) {
+  // rnr_retry 3 allows exactly three retries: the receive is posted after the third RNR NAK,
+  // and the fourth attempt must be accepted. Each attempt sends all four packets; B NAKs the
+  // FIRST and drops the other three quietly.
+  auto p = make_pair(kNoTimer, 7, 3);
+  const auto src = pattern(kLen, 18);
+  const uint32_t ksrc = p->a.reg(src.data(), src.size(), 0);
+  Guarded buf(kLen, 19);
+  const uint32_t kbuf = p->b.reg(buf.region(), buf.size(), mr_flag::kAllowLocalWrite);
+  const auto before = buf.snapshot();
+  ASSERT_EQ(p->a.qp->post_send(data_wr(WrOpcode::kSend, ctx(1), src.data(), kLen, ksrc)),
+            Status::kSuccess);
+  ASSERT_TRUE(p->run_until([&] { return p->a.qp->counters.rnr_naks_received == 3; }));
+  ASSERT_EQ(p->a.send_done.size(), 0u);
+  ASSERT_EQ(p->b.qp->post_recv(recv_wr(ctx(101), buf.region(), kLen, kbuf)), Status::kSuccess);
+  ASSERT_TRUE(p->wait(1, 1));
+  settle(*p);
+  ASSERT_EQ(p->a.send_done.size(), 1u);
+  ASSERT_EQ(p->b.recv_done.size(), 1u);
+  expect_ok(p->a.send_done[0], OperationType::kSend, ctx(1));
+  expect_ok(p->b.recv_done[0], OperationType::kReceive, ctx(101));
+  EXPECT_EQ(p->b.recv_done[0].bytes_transferred, kLen);
+  EXPECT_EQ(first_diff(buf.bytes, with(before, 0, src)), -1);
+  const auto& ca = p->a.qp->counters;
+  const auto& cb = p->b.qp->counters;
+  EXPECT_EQ(ca.rnr_naks_received, 3u);
+  EXPECT_EQ(cb.rnr_naks_sent, 3u);
+  EXPECT_EQ(cb.out_of_sequence, 3 * (kPkts - 1));
+  EXPECT_EQ(cb.naks_sent[0], 0u);  // RNR silences the sequence NAK for the rest of the burst
+  EXPECT_EQ(ca.retransmits, 3 * kPkts);
+  EXPECT_EQ(ca.timeouts, 0u);
+  EXPECT_EQ(p->a.qp->public_state(), dp::QpState::kRts);
+}
+
+TEST_F(RcScripted, WriteWithImmRnrAtLastPacket) {
+  // A WRITE with immediate takes its receive at the LAST packet: FIRST and MIDDLEs are placed,
+  // the LAST is refused. The NAK acknowledges the three packets before it, so A resends only
+  // the LAST.
+  auto p = make_pair(kNoTimer);
+  const auto src = pattern(kLen, 20);
+  const uint32_t ksrc = p->a.reg(src.data(), src.size(), 0);
+  Guarded dst(kLen, 21), rbuf(64, 22);
+  const uint32_t kdst = p->b.reg(dst.region(), dst.size(), kRemoteAll);
+  const uint32_t krbuf = p->b.reg(rbuf.region(), rbuf.size(), mr_flag::kAllowLocalWrite);
+  const auto dst_before = dst.snapshot(), rbuf_before = rbuf.snapshot();
+  auto w = data_wr(WrOpcode::kWriteWithImm, ctx(1), src.data(), kLen, ksrc, dst.va(), kdst);
+  w.imm_or_inv = 0xC0DE;
+  ASSERT_EQ(p->a.qp->post_send(w), Status::kSuccess);
+  ASSERT_TRUE(p->run_until([&] { return p->a.qp->counters.rnr_naks_received == 2; }));
+  ASSERT_EQ(p->a.send_done.size(), 0u);
+  ASSERT_EQ(p->b.qp->post_recv(recv_wr(ctx(101), rbuf.region(), 64, krbuf)), Status::kSuccess);
+  ASSERT_TRUE(p->wait(1, 1));
+  settle(*p);
+  ASSERT_EQ(p->a.send_done.size(), 1u);
+  ASSERT_EQ(p->b.recv_done.size(), 1u);
+  expect_ok(p->a.send_done[0], OperationType::kWrite, ctx(1));
+  const ResultEx& r = p->b.recv_done[0];
+  expect_ok(r, OperationType::kReceive, ctx(101));
+  EXPECT_EQ(r.bytes_transferred, kLen);
+  EXPECT_TRUE(r.flags & kResultHasImmediate);
+  EXPECT_EQ(r.type_specific_completion_output, 0xC0DEu);
+  EXPECT_EQ(first_diff(dst.bytes, with(dst_before, 0, src)), -1);
+  EXPECT_EQ(first_diff(rbuf.bytes, rbuf_before), -1);  // WRITE with immediate places no data
+  const auto& ca = p->a.qp->counters;
+  EXPECT_EQ(ca.rnr_naks_received, 2u);
+  EXPECT_EQ(p->b.qp->counters.rnr_naks_sent, 2u);
+  EXPECT_EQ(ca.retransmits, 2u);
+  EXPECT_EQ(p->b.qp->counters.duplicate_requests, 0u);
+  EXPECT_EQ(ca.timeouts, 0u);
+}
+
+class RcRnrExhausted : public RcScripted, public ::testing::WithParamInterface<int> {};
+
+TEST_P(RcRnrExhausted, SendNeverReceivedFailsAfterRnrRetryRetries) {
+  // rnr_retry n: n + 1 RNR NAKs, the last one fails the SEND. The WRITE behind it (resent with
+  // it each time, dropped by B as out of sequence) is flushed and never placed; a WR posted to
+  // the QP in ERR is flushed too. B's QP is unaffected.
+  const auto n = static_cast<uint8_t>(GetParam());
+  auto p = make_pair(kNoTimer, 7, n);
+  const auto src = pattern(64, 23);
+  const uint32_t ksrc = p->a.reg(src.data(), src.size(), 0);
+  Guarded dst(256, 24);
+  const uint32_t kdst = p->b.reg(dst.region(), dst.size(), kRemoteAll);
+  const auto before = dst.snapshot();
+  ASSERT_EQ(p->a.qp->post_send(data_wr(WrOpcode::kSend, ctx(1), src.data(), 64, ksrc)),
+            Status::kSuccess);
+  ASSERT_EQ(p->a.qp->post_send(
+                data_wr(WrOpcode::kWrite, ctx(2), src.data(), 64, ksrc, dst.va() + 64, kdst)),
+            Status::kSuccess);
+  ASSERT_TRUE(p->wait(2, 0));
+  ASSERT_EQ(p->a.qp->public_state(), dp::QpState::kErr);
+  ASSERT_EQ(p->a.qp->post_send(
+                data_wr(WrOpcode::kWrite, ctx(3), src.data(), 64, ksrc, dst.va() + 64, kdst)),
+            Status::kSuccess);
+  ASSERT_TRUE(p->wait(3, 0));
+  settle(*p);
+  ASSERT_EQ(p->a.send_done.size(), 3u);
+  expect_result(p->a.send_done[0], Status::kIoTimeout, WcStatus::kRnrRetryExcErr,
+                OperationType::kSend, ctx(1));
+  expect_flushed(p->a.send_done[1], OperationType::kWrite, ctx(2));
+  expect_flushed(p->a.send_done[2], OperationType::kWrite, ctx(3));
+  EXPECT_EQ(p->b.recv_done.size() + p->b.send_done.size() + p->a.recv_done.size(), 0u);
+  EXPECT_EQ(first_diff(dst.bytes, before), -1);
+  const auto& ca = p->a.qp->counters;
+  const auto& cb = p->b.qp->counters;
+  EXPECT_EQ(ca.rnr_naks_received, n + 1u);
+  EXPECT_EQ(cb.rnr_naks_sent, n + 1u);
+  EXPECT_EQ(cb.out_of_sequence, n + 1u);  // the WRITE, every time
+  EXPECT_EQ(ca.retransmits, 2u * n);
+  EXPECT_EQ(ca.timeouts, 0u);
+  EXPECT_EQ(p->b.qp->public_state(), dp::QpState::kRts);
+}
+
+INSTANTIATE_TEST_SUITE_P(RnrRetry, RcRnrExhausted, ::testing::Range(0, 7));
+
+TEST_F(RcScripted, RnrRetrySevenRetriesForever) {
+  // rnr_retry 7: after 100 RNR NAKs the SEND is still pending and the QP in RTS; a receive
+  // posted then is used by the next attempt.
+  constexpr uint64_t kNaks = 100;
+  auto p = make_pair(kNoTimer, 7, 7);
+  const auto src = pattern(64, 25);
+  const uint32_t ksrc = p->a.reg(src.data(), src.size(), 0);
+  Guarded buf(64, 26);
+  const uint32_t kbuf = p->b.reg(buf.region(), buf.size(), mr_flag::kAllowLocalWrite);
+  const auto before = buf.snapshot();
+  ASSERT_EQ(p->a.qp->post_send(data_wr(WrOpcode::kSend, ctx(1), src.data(), 64, ksrc)),
+            Status::kSuccess);
+  ASSERT_TRUE(p->run_until([&] {
+    return p->a.qp->counters.rnr_naks_received == kNaks || !p->a.send_done.empty();
+  }));
+  ASSERT_EQ(p->a.send_done.size(), 0u);
+  ASSERT_EQ(p->a.qp->counters.rnr_naks_received, kNaks);
+  ASSERT_EQ(p->a.qp->public_state(), dp::QpState::kRts);
+  ASSERT_EQ(p->b.qp->post_recv(recv_wr(ctx(101), buf.region(), 64, kbuf)), Status::kSuccess);
+  ASSERT_TRUE(p->wait(1, 1));
+  settle(*p);
+  ASSERT_EQ(p->a.send_done.size(), 1u);
+  expect_ok(p->a.send_done[0], OperationType::kSend, ctx(1));
+  ASSERT_EQ(p->b.recv_done.size(), 1u);
+  expect_ok(p->b.recv_done[0], OperationType::kReceive, ctx(101));
+  EXPECT_EQ(first_diff(buf.bytes, with(before, 0, src)), -1);
+  EXPECT_EQ(p->a.qp->counters.rnr_naks_received, kNaks);
+  EXPECT_EQ(p->b.qp->counters.rnr_naks_sent, kNaks);
+  EXPECT_EQ(p->a.qp->counters.retransmits, kNaks);
+}
+
+// ---- 7. Transport retry exhaustion ------------------------------------------------------------
+
+TEST_F(RcScripted, RetryExhaustedWhenEveryResponseIsLost) {
+  // Everything B sends is lost. retry_cnt 3: the timer expires four times, three of them resend
+  // both outstanding WRITEs; the fourth fails the oldest with RETRY_EXC_ERR (IBTA §9.7.6.1.3,
+  // C9-142), the QP enters ERR and the rest flushes, including a WR posted afterwards. B did
+  // receive and place both WRITEs (once); it saw every resend as a duplicate.
+  constexpr uint8_t kRetry = 3;
+  auto p = make_pair(kTimerRecovery, kRetry);
+  dp::FaultConfig all;
+  all.drop_ppm = 1'000'000;
+  Faults f(*p, {}, all);
+  const auto src1 = pattern(kLen, 27), src2 = pattern(64, 28);
+  const uint32_t k1 = p->a.reg(src1.data(), src1.size(), 0);
+  const uint32_t k2 = p->a.reg(src2.data(), src2.size(), 0);
+  Guarded dst(kLen + 256, 29);
+  const uint32_t kdst = p->b.reg(dst.region(), dst.size(), kRemoteAll);
+  const auto before = dst.snapshot();
+  ASSERT_EQ(
+      p->a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(1), src1.data(), kLen, k1, dst.va(), kdst)),
+      Status::kSuccess);
+  ASSERT_EQ(p->a.qp->post_send(
+                data_wr(WrOpcode::kWrite, ctx(2), src2.data(), 64, k2, dst.va() + kLen, kdst)),
+            Status::kSuccess);
+  ASSERT_TRUE(p->wait(2, 0));
+  ASSERT_EQ(p->a.qp->public_state(), dp::QpState::kErr);
+  ASSERT_EQ(p->a.qp->post_send(
+                data_wr(WrOpcode::kWrite, ctx(3), src2.data(), 64, k2, dst.va() + kLen, kdst)),
+            Status::kSuccess);
+  ASSERT_TRUE(p->wait(3, 0));
+  settle(*p);
+  ASSERT_EQ(p->a.send_done.size(), 3u);
+  expect_result(p->a.send_done[0], Status::kIoTimeout, WcStatus::kRetryExcErr,
+                OperationType::kWrite, ctx(1));
+  expect_flushed(p->a.send_done[1], OperationType::kWrite, ctx(2));
+  expect_flushed(p->a.send_done[2], OperationType::kWrite, ctx(3));
+  EXPECT_EQ(first_diff(dst.bytes, with(with(before, 0, src1), kLen, src2)), -1);
+  const auto& ca = p->a.qp->counters;
+  const auto& cb = p->b.qp->counters;
+  EXPECT_EQ(ca.timeouts, kRetry + 1u);
+  EXPECT_EQ(ca.retransmits, kRetry * (kPkts + 1));
+  EXPECT_EQ(cb.duplicate_requests, kRetry * (kPkts + 1));
+  EXPECT_EQ(ca.acks_received, 0u);
+  EXPECT_GT(cb.tx_packets, 0u);
+  EXPECT_EQ(f.b().dropped, cb.tx_packets);  // every frame B sent was lost
+  EXPECT_EQ(p->b.qp->public_state(), dp::QpState::kRts);
+}
+
+// ---- 8. Peer failure ------------------------------------------------------------------------
+
+// Upper bound on the time from post to RETRY_EXC_ERR for a peer that never answers: retry_cnt + 1
+// expiries of the local ACK timer, each at most 4x its nominal 4.096 us * 2^timeout (the spec's
+// allowance, rocev2.md §3.2), plus scheduling slack for a loaded test machine.
+constexpr auto kSchedulingSlack = std::chrono::milliseconds(20);
+
+TEST_F(RcScripted, PeerStopsAnsweringRetryExceededWithinBound) {
+  // B's QP is destroyed: its frames hit "no QP" at B and are dropped, nothing comes back.
+  constexpr uint8_t kTimeout = 10;  // 4.19 ms
+  constexpr uint8_t kRetry = 3;
+  auto p = make_pair(kTimeout, kRetry);
+  const auto src = pattern(kLen, 30);
+  const uint32_t ksrc = p->a.reg(src.data(), src.size(), 0);
+  Guarded dst(kLen, 31);
+  const uint32_t kdst = p->b.reg(dst.region(), dst.size(), kRemoteAll);
+  const auto before = dst.snapshot();
+  ASSERT_EQ(p->b.adapter->destroy_qp(p->b.qp), Status::kSuccess);
+  p->b.qp = nullptr;
+
+  const auto nominal = std::chrono::nanoseconds(dp::ack_timeout_ns(kTimeout)) * (kRetry + 1);
+  const auto bound = 4 * nominal + kSchedulingSlack;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(
+      p->a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(1), src.data(), kLen, ksrc, dst.va(), kdst)),
+      Status::kSuccess);
+  ASSERT_EQ(p->a.qp->post_send(data_wr(WrOpcode::kSend, ctx(2), src.data(), 64, ksrc)),
+            Status::kSuccess);
+  ASSERT_TRUE(p->run_until([&] { return !p->a.send_done.empty(); }));
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(p->wait(2, 0));
+  settle(*p);
+
+  ASSERT_EQ(p->a.send_done.size(), 2u);
+  expect_result(p->a.send_done[0], Status::kIoTimeout, WcStatus::kRetryExcErr,
+                OperationType::kWrite, ctx(1));
+  expect_flushed(p->a.send_done[1], OperationType::kSend, ctx(2));
+  EXPECT_EQ(p->a.qp->public_state(), dp::QpState::kErr);
+  const auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  EXPECT_LE(elapsed, bound) << ms(elapsed) << " ms, bound " << ms(bound) << " ms";
+  // And not before the retries were spent: the timer never expires early (5% for the TSC
+  // frequency estimate).
+  EXPECT_GE(elapsed, nominal * 95 / 100) << ms(elapsed) << " ms, nominal " << ms(nominal) << " ms";
+  const auto& ca = p->a.qp->counters;
+  EXPECT_EQ(ca.timeouts, kRetry + 1u);
+  EXPECT_EQ(ca.retransmits, kRetry * (kPkts + 1));
+  EXPECT_EQ(ca.acks_received, 0u);
+  EXPECT_EQ(p->b.adapter->endpoint_counters().rx_drops[static_cast<size_t>(dp::RxDrop::kNoQp)],
+            ca.tx_packets);
+  EXPECT_EQ(first_diff(dst.bytes, before), -1);
+}
+
+TEST_F(RcScripted, PeerRestartsWithNewQpOldQpFailsMemoryIntact) {
+  // B "restarts": its QP is destroyed and a new one created (a new QPN), connected to a new QP
+  // on A. A's old QP still has a WRITE outstanding to B's old QPN and keeps resending it into
+  // B's region, whose R_Key is still valid. The new connection deliberately starts at the PSN the
+  // old QP is resending, so only the QPN keeps the two apart (IBTA §9.6: the BTH DestQP
+  // selects the QP): the old QP must fail with RETRY_EXC_ERR, not one byte of the old WRITE may
+  // land, and the new pair must work.
+  constexpr uint8_t kRetry = 3;
+  auto p = make_pair(kTimerRecovery, kRetry);
+  const auto src0 = pattern(256, 32), src_old = pattern(kLen, 33), src_new = pattern(kLen, 34);
+  const uint32_t k0 = p->a.reg(src0.data(), src0.size(), 0);
+  const uint32_t kold = p->a.reg(src_old.data(), src_old.size(), 0);
+  const uint32_t knew = p->a.reg(src_new.data(), src_new.size(), 0);
+  Guarded dst(2 * kLen + 256, 35);
+  const uint32_t kdst = p->b.reg(dst.region(), dst.size(), kRemoteAll);
+  const auto initial = dst.snapshot();
+
+  // The old connection works: WRITE 0 lands at the end of the region.
+  ASSERT_EQ(p->a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(1), src0.data(), 256, k0,
+                                       dst.va() + 2 * kLen, kdst)),
+            Status::kSuccess);
+  ASSERT_TRUE(p->wait(1, 0));
+  expect_ok(p->a.send_done[0], OperationType::kWrite, ctx(1));
+  const auto before = with(initial, 2 * kLen, src0);
+  ASSERT_EQ(first_diff(dst.bytes, before), -1);
+
+  // The old QP's next request PSN: 0x10000 (RcPair::connect) + WRITE 0's one packet.
+  constexpr uint32_t kOldNextPsn = 0x10000 + 1;
+  dp::Qp* const old_a = p->a.qp;
+  const uint32_t old_b_qpn = p->b.qp->qpn();
+  ASSERT_EQ(p->a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(2), src_old.data(), kLen, kold,
+                                       dst.va(), kdst)),
+            Status::kSuccess);
+  // B restarts before the WRITE reaches it.
+  ASSERT_EQ(p->b.adapter->destroy_qp(p->b.qp), Status::kSuccess);
+  for (Side* s : {&p->a, &p->b}) {
+    ctl::QpInit qi;
+    qi.pd = s->pd;
+    qi.send_cq = s->scq.get();
+    qi.recv_cq = s->rcq.get();
+    qi.context = s;
+    ASSERT_EQ(s->adapter->create_qp(qi, &s->qp), Status::kSuccess);
+  }
+  ASSERT_NE(p->b.qp->qpn(), old_b_qpn);
+  const uint32_t access =
+      dp::access::kRemoteRead | dp::access::kRemoteWrite | dp::access::kRemoteAtomic;
+  p->bring_up(p->a, p->b, kMtu, false, access, kOldNextPsn, 0x20000);
+  p->bring_up(p->b, p->a, kMtu, false, access, 0x20000, kOldNextPsn);
+  ASSERT_FALSE(HasFatalFailure());
+
+  ASSERT_EQ(p->a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(3), src_new.data(), kLen, knew,
+                                       dst.va() + kLen, kdst)),
+            Status::kSuccess);
+  ASSERT_TRUE(p->wait(3, 0));
+  settle(*p);
+
+  ASSERT_EQ(p->a.send_done.size(), 3u);
+  // The new pair's WRITE completes within a few steps, long before the old QP gives up.
+  expect_ok(p->a.send_done[1], OperationType::kWrite, ctx(3));
+  EXPECT_EQ(p->a.send_done[1].qpn, p->a.qp->qpn());
+  expect_result(p->a.send_done[2], Status::kIoTimeout, WcStatus::kRetryExcErr,
+                OperationType::kWrite, ctx(2));
+  EXPECT_EQ(p->a.send_done[2].qpn, old_a->qpn());
+  EXPECT_EQ(old_a->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p->a.qp->public_state(), dp::QpState::kRts);
+  EXPECT_EQ(p->b.qp->public_state(), dp::QpState::kRts);
+  // Exactly the new WRITE landed; the old one left no byte anywhere.
+  EXPECT_EQ(first_diff(dst.bytes, with(before, kLen, src_new)), -1);
+  const auto& old_c = old_a->counters;
+  EXPECT_EQ(old_c.timeouts, kRetry + 1u);
+  EXPECT_EQ(old_c.retransmits, kRetry * kPkts);
+  // Every frame the old QP sent after the restart was dropped at B for naming no QP.
+  EXPECT_EQ(p->b.adapter->endpoint_counters().rx_drops[static_cast<size_t>(dp::RxDrop::kNoQp)],
+            (kRetry + 1u) * kPkts);
+  // The new responder never saw them (no duplicates, no sequence errors).
+  EXPECT_EQ(p->b.qp->counters.rx_packets, kPkts);
+  EXPECT_EQ(p->b.qp->counters.duplicate_requests, 0u);
+  EXPECT_EQ(p->b.qp->counters.out_of_sequence, 0u);
+
+  // The new connection keeps working after the old QP is gone.
+  ASSERT_EQ(p->a.qp->post_send(
+                data_wr(WrOpcode::kWrite, ctx(4), src0.data(), 256, k0, dst.va() + kLen, kdst)),
+            Status::kSuccess);
+  ASSERT_TRUE(p->wait(4, 0));
+  expect_ok(p->a.send_done[3], OperationType::kWrite, ctx(4));
+  EXPECT_EQ(first_diff(dst.bytes, with(with(before, kLen, src_new), kLen, src0)), -1);
+}
+
+}  // namespace
+}  // namespace urnic::test

@@ -1,0 +1,124 @@
+// Control plane over the loopback pair: ARP and IPv6 neighbour discovery between two adapters,
+// resolution failure, the GID table, and management datagrams on QP1 (Q_Key check).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "rc_fixture.h"
+
+namespace urnic::test {
+namespace {
+
+class ControlPlaneTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { eal_up_once(); }
+  void SetUp() override {
+    dp::EngineConfig ec;
+    ec.idle_yield_after = 256;
+    static int n = 0;  // ring names are short (DPDK limits them)
+    p = std::make_unique<RcPair>("cp" + std::to_string(n++), ec);
+    ASSERT_TRUE(p->engine().launch(1));
+  }
+  void TearDown() override { p.reset(); }
+  std::unique_ptr<RcPair> p;
+};
+
+TEST_F(ControlPlaneTest, ArpResolvesBothWaysAndAnswersForOwnAddressOnly) {
+  auto& ca = p->a.adapter->control();
+  auto& cb = p->b.adapter->control();
+  wire::MacAddr mac{};
+  ASSERT_EQ(ca.resolve(ctl::gid_from_ipv4(p->b.adapter->ipv4()), &mac), Status::kSuccess);
+  EXPECT_EQ(mac, p->b.adapter->mac());
+  // B learns A from the request that targeted it (RFC 826 merge rule). A may have learnt B
+  // from B's gratuitous ARP before its own request reached B, so wait for B (bounded).
+  const auto ga = ctl::gid_from_ipv4(p->a.adapter->ipv4());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!cb.lookup(ga) && std::chrono::steady_clock::now() < deadline) {
+  }
+  ASSERT_TRUE(cb.lookup(ga).has_value());
+  EXPECT_EQ(*cb.lookup(ctl::gid_from_ipv4(p->a.adapter->ipv4())), p->a.adapter->mac());
+  EXPECT_GE(cb.counters().arp_replies_out, 1u);
+  EXPECT_GE(cb.counters().arp_requests_in, 1u);
+  // Our own address is not a neighbour.
+  EXPECT_EQ(ca.resolve(ctl::gid_from_ipv4(p->a.adapter->ipv4()), &mac), Status::kInvalidAddress);
+}
+
+TEST_F(ControlPlaneTest, UnansweredResolutionTimesOutAfterRetries) {
+  auto& ca = p->a.adapter->control();
+  wire::MacAddr mac{};
+  const auto before = ca.counters().arp_requests_out;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(ca.resolve(ctl::gid_from_ipv4(0xC0000263), &mac, std::chrono::milliseconds(1500)),
+            Status::kHostUnreachable);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1500));
+  // One request per retry interval: at least 5 within 1.5 s at 200 ms apart.
+  EXPECT_GE(ca.counters().arp_requests_out - before, 5u);
+}
+
+TEST_F(ControlPlaneTest, NeighbourDiscoveryForIpv6Gids) {
+  auto& ca = p->a.adapter->control();
+  wire::MacAddr mac{};
+  ASSERT_EQ(ca.resolve(*p->b.adapter->ipv6(), &mac), Status::kSuccess);
+  EXPECT_EQ(mac, p->b.adapter->mac());
+  EXPECT_GE(p->b.adapter->control().counters().nd_adverts_out, 1u);
+  // Link-local GID (derived from the MAC) resolves too.
+  ASSERT_EQ(ca.resolve(ctl::link_local_gid(p->b.adapter->mac()), &mac), Status::kSuccess);
+  EXPECT_EQ(mac, p->b.adapter->mac());
+}
+
+TEST_F(ControlPlaneTest, GidTableHasLinkLocalIpv4MappedAndIpv6) {
+  const auto g = p->a.adapter->control().gids();
+  ASSERT_EQ(g.size(), 3u);
+  EXPECT_EQ(g[0], ctl::link_local_gid(p->a.adapter->mac()));
+  EXPECT_EQ(g[1], ctl::gid_from_ipv4(0xC0000201));
+  EXPECT_TRUE(ctl::gid_is_ipv4(g[1]));
+  EXPECT_EQ(ctl::gid_to_ipv4(g[1]), 0xC0000201u);
+  EXPECT_EQ(g[2], *p->a.adapter->ipv6());
+  // fe80::ff:fe00:1 with the U/L bit flipped: 02:00:00:.. -> 00:00:00:ff:fe:..
+  EXPECT_EQ(g[0][8], 0x00);
+  EXPECT_EQ(g[0][11], 0xFF);
+  EXPECT_EQ(g[0][12], 0xFE);
+}
+
+TEST_F(ControlPlaneTest, MadsReachQp1AndWrongQkeyIsDropped) {
+  auto& ca = p->a.adapter->control();
+  auto& cb = p->b.adapter->control();
+  std::mutex mu;
+  std::vector<std::vector<uint8_t>> got;
+  std::vector<ctl::MadIn> meta;
+  cb.set_mad_handler([&](const ctl::MadIn& in) {
+    std::lock_guard lock(mu);
+    got.emplace_back(in.mad.begin(), in.mad.end());
+    meta.push_back(in);
+  });
+  wire::MacAddr mac{};
+  const auto gb = ctl::gid_from_ipv4(p->b.adapter->ipv4());
+  ASSERT_EQ(ca.resolve(gb, &mac), Status::kSuccess);
+  std::vector<uint8_t> mad(256);
+  for (size_t i = 0; i < mad.size(); ++i) mad[i] = static_cast<uint8_t>(i ^ 0x5A);
+  ASSERT_EQ(ca.send_mad(gb, 1, ctl::ControlPlane::kGsiQkey, mad), Status::kSuccess);
+  ASSERT_EQ(ca.send_mad(gb, 1, 0x12345678, mad), Status::kSuccess);                   // wrong Q_Key
+  ASSERT_EQ(ca.send_mad(gb, 7, ctl::ControlPlane::kGsiQkey, mad), Status::kSuccess);  // not QP1
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto c = cb.counters();
+    if (c.mads_in + c.mads_bad_qkey + c.mads_not_qp1 >= 3) break;
+  }
+  const auto c = cb.counters();
+  EXPECT_EQ(c.mads_in, 1u);
+  EXPECT_EQ(c.mads_bad_qkey, 1u);
+  EXPECT_EQ(c.mads_not_qp1, 1u);
+  std::lock_guard lock(mu);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], mad);
+  EXPECT_EQ(meta[0].src_gid, ctl::gid_from_ipv4(p->a.adapter->ipv4()));
+  EXPECT_EQ(meta[0].src_qp, 1u);
+  EXPECT_EQ(meta[0].src_mac, p->a.adapter->mac());
+  // Unresolved destination: refused, nothing sent.
+  EXPECT_EQ(ca.send_mad(ctl::gid_from_ipv4(0xC0000299), 1, ctl::ControlPlane::kGsiQkey, mad),
+            Status::kHostUnreachable);
+}
+
+}  // namespace
+}  // namespace urnic::test
