@@ -115,9 +115,17 @@ void ControlPlane::stop() {
 }
 
 void ControlPlane::loop() {
+  // The control thread is not a polling lcore: it naps when idle, longer the longer it stays
+  // idle (50 us up to 1 ms), so that on small machines it does not compete with engines and
+  // application threads, while a burst of slow-path work is still served promptly.
+  auto nap = std::chrono::microseconds(50);
   while (!stop_.load(std::memory_order_relaxed)) {
-    // The control thread is not a polling lcore: it naps when idle (slow path only).
-    if (!poll_once()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (poll_once()) {
+      nap = std::chrono::microseconds(50);
+    } else {
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(1000));
+    }
   }
 }
 

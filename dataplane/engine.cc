@@ -94,6 +94,13 @@ Status Engine::call(MailboxMsg& m) noexcept {
   return m.result;
 }
 
+bool Engine::submit(MailboxMsg& m) noexcept {
+  m.done.store(false, std::memory_order_relaxed);
+  // The push publishes the message (release in MpscPtrRing::push); the engine's apply() ends
+  // with the release store of `done` that the submitter's acquire load pairs with.
+  return mailbox_.push(&m);
+}
+
 void Engine::apply(MailboxMsg& m) noexcept {
   Status st = Status::kSuccess;
   switch (m.kind) {
@@ -125,6 +132,15 @@ void Engine::apply(MailboxMsg& m) noexcept {
         }
       }
       m.ep->set_qp_lc(m.qp->qpn(), nullptr);
+      break;
+    case MailboxMsg::Kind::kRemoveEndpoint:
+      for (uint32_t i = 0; i < nep_; ++i) {
+        if (eps_[i] == m.ep) {
+          for (uint32_t j = i + 1; j < nep_; ++j) eps_[j - 1] = eps_[j];
+          eps_[--nep_] = nullptr;
+          break;
+        }
+      }
       break;
   }
   m.result = st;

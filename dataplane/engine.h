@@ -140,7 +140,8 @@ class Endpoint {
 
 // A control-plane request applied by the engine between bursts.
 struct MailboxMsg {
-  enum class Kind : uint8_t { kAddQp, kModifyQp, kDestroyQp, kFlushQp };
+  // kRemoveEndpoint: the engine stops serving `ep` (its adapter is closing; no QP of it left).
+  enum class Kind : uint8_t { kAddQp, kModifyQp, kDestroyQp, kFlushQp, kRemoveEndpoint };
   Kind kind = Kind::kAddQp;
   Endpoint* ep = nullptr;
   Qp* qp = nullptr;
@@ -171,6 +172,10 @@ class Engine {
   // Control side: applies `m` on the engine's lcore and waits for it (or applies it inline when
   // the engine is not running on an lcore: then the caller is the engine's only thread).
   Status call(MailboxMsg& m) noexcept;
+  // Control side, non-blocking: queues `m` (which the caller keeps alive until m.done reads
+  // true with acquire, then reads m.result). The engine applies it at the top of its next step,
+  // whether it runs on an lcore or is driven with run_once(). False when the mailbox is full.
+  bool submit(MailboxMsg& m) noexcept;
 
   // One loop step. Only the engine's owner thread calls it. Returns whether any work was done.
   bool run_once() noexcept;

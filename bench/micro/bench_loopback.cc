@@ -75,7 +75,8 @@ struct Pair {
   std::vector<uint8_t> src, dst;
   uint32_t lkey = 0, rkey = 0;
 
-  bool open(const std::string& name, uint32_t mtu, size_t buf) {
+  // `timeout`: the QPs' local ACK timeout attribute (4.096 us * 2^timeout; 14 = 67 ms).
+  bool open(const std::string& name, uint32_t mtu, size_t buf, uint8_t timeout = 14) {
     uint16_t pa = 0, pb = 0;
     if (ctl::create_ring_pair(name, 1, &pa, &pb) != Status::kSuccess) return false;
     ctl::AdapterConfig ca, cb;
@@ -105,9 +106,10 @@ struct Pair {
     dst.assign(buf, 0);
     (void)a->register_mr(pda, src.data(), buf, 0, &lkey);
     (void)b->register_mr(pdb, dst.data(), buf, mr_flag::kAllowRemoteWrite, &rkey);
-    return connect(*a, *b, qa, qb, mtu) && connect(*b, *a, qb, qa, mtu);
+    return connect(*a, *b, qa, qb, mtu, timeout) && connect(*b, *a, qb, qa, mtu, timeout);
   }
-  static bool connect(ctl::Adapter& self, ctl::Adapter& peer, dp::Qp* q, dp::Qp* pq, uint32_t mtu) {
+  static bool connect(ctl::Adapter& self, ctl::Adapter& peer, dp::Qp* q, dp::Qp* pq, uint32_t mtu,
+                      uint8_t timeout) {
     using namespace dp::qp_attr;
     dp::QpAttr at;
     at.state = dp::QpState::kInit;
@@ -127,6 +129,7 @@ struct Pair {
     at.state = dp::QpState::kRts;
     at.sq_psn = 0;
     at.max_rd_atomic = 16;
+    at.timeout = timeout;
     return self.modify_qp(q, at,
                           kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic) ==
            Status::kSuccess;

@@ -64,8 +64,10 @@ uint8_t byte_of(uint32_t msg, uint32_t off) {
 TEST_P(RcSoak, EveryByteEveryCompletionExactlyOnce) {
   const auto [kind, sc] = GetParam();
   RcPair p(std::string("soak") + std::to_string(static_cast<int>(kind)) + sc.name);
-  // Short ACK timeout (4.096 us * 2^6 = 262 us) so that tail losses recover quickly.
-  p.timeout = 6;
+  // Short ACK timeout (4.096 us * 2^8 = 1.05 ms) so that tail losses recover quickly, but
+  // long enough that a test process descheduled on a loaded 2-core machine does not see a run
+  // of spurious timeouts (which would exhaust retry_cnt without any real loss).
+  p.timeout = 8;
   p.connect(1024, false, 256, 1024);
   dp::FaultConfig fc;
   fc.drop_ppm = sc.drop_ppm;
