@@ -80,18 +80,8 @@ Status Adapter::create_qp(const QpInit& init, dp::Qp** out) {
       init.max_inline > dp::kMaxInline)
     return Status::kInvalidParameter;
   std::lock_guard lock(mu_);
-  // QPNs are handed out from 2 up and reused only after destroy.
-  uint32_t qpn = 0;
-  for (uint32_t i = 0; i + 2 < cfg_.max_qps; ++i) {
-    const uint32_t cand = 2 + (next_qpn_ - 2 + i) % (cfg_.max_qps - 2);
-    if (ep_->qp(cand) == nullptr &&
-        std::none_of(qps_.begin(), qps_.end(), [&](const auto& q) { return q->qpn() == cand; })) {
-      qpn = cand;
-      break;
-    }
-  }
+  const uint32_t qpn = next_free_qpn();
   if (qpn == 0) return Status::kInsufficientResources;
-  next_qpn_ = qpn + 1;
   dp::QpConfig qc;
   qc.qpn = qpn;
   qc.pd = init.pd;
@@ -112,6 +102,32 @@ Status Adapter::create_qp(const QpInit& init, dp::Qp** out) {
   *out = qp.get();
   qps_.push_back(std::move(qp));
   return Status::kSuccess;
+}
+
+uint32_t Adapter::next_free_qpn() {
+  // QPNs are handed out from 2 up and reused only after destroy.
+  for (uint32_t i = 0; i + 2 < cfg_.max_qps; ++i) {
+    const uint32_t cand = 2 + (next_qpn_ - 2 + i) % (cfg_.max_qps - 2);
+    if (ep_->qp(cand) == nullptr &&
+        std::none_of(qps_.begin(), qps_.end(), [&](const auto& q) { return q->qpn() == cand; }) &&
+        std::find(reserved_qpns_.begin(), reserved_qpns_.end(), cand) == reserved_qpns_.end()) {
+      next_qpn_ = cand + 1;
+      return cand;
+    }
+  }
+  return 0;
+}
+
+uint32_t Adapter::reserve_qpn() {
+  std::lock_guard lock(mu_);
+  const uint32_t qpn = next_free_qpn();
+  if (qpn != 0) reserved_qpns_.push_back(qpn);
+  return qpn;
+}
+
+void Adapter::release_qpn(uint32_t qpn) {
+  std::lock_guard lock(mu_);
+  std::erase(reserved_qpns_, qpn);
 }
 
 Status Adapter::modify_qp(dp::Qp* qp, const dp::QpAttr& attr, uint32_t mask) {

@@ -83,6 +83,11 @@ class Adapter {
   // Creates a QP in RESET, owned by the adapter. kInvalidParameter when a limit is exceeded,
   // kInsufficientResources when no QPN is free.
   Status create_qp(const QpInit& init, dp::Qp** out);
+  // For QPs the NDK layer builds and installs on the engine itself (control/ndk_*.cc): a QP
+  // number that neither create_qp nor another reservation hands out until release_qpn(). 0
+  // when none is free.
+  uint32_t reserve_qpn();
+  void release_qpn(uint32_t qpn);
   // Applies a transition on the engine (IBTA §10.3.1 table; see dp::validate_modify).
   Status modify_qp(dp::Qp* qp, const dp::QpAttr& attr, uint32_t mask);
   // NdkFlush: every pending request completes with STATUS_CANCELLED; the QP enters ERR.
@@ -100,6 +105,7 @@ class Adapter {
 
  private:
   explicit Adapter(const AdapterConfig& cfg) : cfg_(cfg) {}
+  uint32_t next_free_qpn();  // must hold mu_; 0 when none is free
   AdapterConfig cfg_;
   dp::Port port_;
   wire::MacAddr mac_{};
@@ -109,6 +115,7 @@ class Adapter {
   dp::Engine* engine_ = nullptr;
   std::mutex mu_;  // control-side bookkeeping only; never on the post/poll path
   std::vector<std::unique_ptr<dp::Qp>> qps_;
+  std::vector<uint32_t> reserved_qpns_;  // reserve_qpn()
   uint32_t next_qpn_ = 2;
   std::atomic<uint32_t> next_pd_{1};
 };

@@ -59,7 +59,8 @@ class Cq {
     const bool error = r.status != Status::kSuccess;
     if (error || (r.flags & kResultSolicited) != 0)
       solicited_.store(solicited_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    if (error) errors_.store(errors_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (error)
+      errors_.store(errors_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     // Dekker with arm(): our counter stores before our load of the arm (see the file comment).
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (arm_.load(std::memory_order_relaxed) != kArmNone) [[unlikely]]
@@ -80,9 +81,8 @@ class Cq {
   // matching completion arrived since the CQ last fired.
   void arm(uint32_t level) noexcept {
     uint32_t cur = arm_.load(std::memory_order_relaxed);
-    while (cur < level &&
-           !arm_.compare_exchange_weak(cur, level, std::memory_order_relaxed,
-                                       std::memory_order_relaxed)) {
+    while (cur < level && !arm_.compare_exchange_weak(cur, level, std::memory_order_relaxed,
+                                                      std::memory_order_relaxed)) {
     }
     // Dekker with push(): our arm store before our loads of the counters.
     std::atomic_thread_fence(std::memory_order_seq_cst);

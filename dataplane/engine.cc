@@ -252,6 +252,8 @@ int Engine::lcore_main(void* arg) {
       rte_pause();
     }
   }
+  // Pairs with the acquire load in stop(): see there.
+  e->stop_.store(true, std::memory_order_release);
   return 0;
 }
 
@@ -273,6 +275,12 @@ void Engine::stop() {
   if (!running()) return;
   stop_.store(true, std::memory_order_relaxed);
   rte_eal_wait_lcore(lcore_);
+  // rte_eal_wait_lcore() already orders the lcore's last step before everything the control
+  // thread does next (the worker releases its lcore state, the wait acquires it), but inside
+  // librte_eal, where ThreadSanitizer cannot see it. This acquire of the worker's final release
+  // store of stop_ (lcore_main) states the same edge in our code, so that TSan checks teardown
+  // (QP destruction after stop) against the engine's last step instead of reporting a race.
+  (void)stop_.load(std::memory_order_acquire);
   running_.store(false, std::memory_order_release);
 }
 

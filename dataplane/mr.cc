@@ -2,13 +2,15 @@
 // FRMR translation (contract in mr.h; architecture.md §4).
 //
 // Who calls what:
-//  - register_region, alloc_fast_register, deregister: the control thread, one call at a time.
+//  - register_region, alloc_fast_register, alloc_window, deregister: the control thread, one call
+//    at a time.
 //    They are the only code that turns a free entry into a live one and back, and the only code
 //    that replaces an entry's page-list storage.
 //  - next_fast_register_key: any thread, at any time (touches only the draw counter and the
 //    entry's `issued_tag`, both atomic).
-//  - fast_register, invalidate: engines (writers of an existing entry); everything else: engines
-//    (readers).
+//  - fast_register, invalidate, bind_window: engines (writers of an existing entry); everything
+//    else: engines (readers). bind_window and the unbinding in invalidate/deregister hold the
+//    window's lock and then the region's (always in that order).
 //
 // Sequence lock, after Boehm, "Can seqlocks get along with programming language memory models?"
 // (MSPC 2012). Every field a reader looks at is a std::atomic accessed with memory_order_relaxed,
@@ -51,7 +53,23 @@
 namespace urnic::dp {
 namespace {
 
-enum class Kind : uint8_t { kFree = 0, kRegistered, kFrmrInvalid, kFrmrValid };
+enum class Kind : uint8_t {
+  kFree = 0,
+  kRegistered,
+  kFrmrInvalid,
+  kFrmrValid,
+  kWindowInvalid,
+  kWindowValid
+};
+
+// Kinds whose host address is the va itself (no page list): registered regions, and windows,
+// which only exist over registered regions.
+constexpr bool identity_mapped(Kind k) noexcept {
+  return k == Kind::kRegistered || k == Kind::kWindowValid;
+}
+constexpr bool is_window(Kind k) noexcept {
+  return k == Kind::kWindowInvalid || k == Kind::kWindowValid;
+}
 
 // Remote rights a FRMR allocated without remote access may never be given (NDK
 // InitializeFastRegisterMr with RemoteAccess FALSE).
@@ -80,6 +98,22 @@ constexpr uint64_t splitmix64(uint64_t z) noexcept {
   return z ^ (z >> 31);
 }
 
+// Copies into registered memory write their last bytes last (NDK_ADAPTER_FLAG_IN_ORDER_DMA_
+// SUPPORTED: a consumer polling the last byte of a buffer sees every earlier byte once it sees
+// that one). memcpy may store in any order (glibc stores the head of a large copy last), so the
+// final kInOrderTail bytes are stored after the rest, behind a release fence (a compiler barrier
+// on x86, whose stores become visible in program order; a store barrier elsewhere).
+constexpr uint64_t kInOrderTail = 8;
+void copy_in_order(uint8_t* dst, const uint8_t* src, uint64_t len) noexcept {
+  if (len <= kInOrderTail) {
+    std::memcpy(dst, src, len);
+    return;
+  }
+  std::memcpy(dst, src, len - kInOrderTail);
+  std::atomic_thread_fence(std::memory_order_release);
+  std::memcpy(dst + len - kInOrderTail, src + len - kInOrderTail, kInOrderTail);
+}
+
 constexpr std::array<const char*, static_cast<size_t>(MrCheck::kCount)> kMrCheckNames = {
     "ok",          "invalid_key",   "stale_key",     "invalidated",
     "pd_mismatch", "access_denied", "out_of_bounds", "bad_state",
@@ -97,6 +131,7 @@ struct MrTable::View {
   uint32_t pd;
   uint32_t access;
   uint32_t fbo;
+  uint32_t qpn;  // a bound window: its QP
   Kind kind;
   uint8_t tag;
 
@@ -121,6 +156,7 @@ struct alignas(64) MrTable::Entry {
   std::atomic<uint32_t> pd{0};
   std::atomic<uint32_t> access{0};
   std::atomic<uint32_t> fbo{0};
+  std::atomic<uint32_t> qpn{0};  // a bound window: the QP remote accesses must arrive on
   std::atomic<Kind> kind{Kind::kFree};
   std::atomic<uint8_t> tag{0};  // kept after deregister, so the next tag can differ from it
 
@@ -129,8 +165,10 @@ struct alignas(64) MrTable::Entry {
   std::atomic<uint8_t> issued_tag{0};
 
   // ---- Lock holder only (plain fields: the lock's acquire/release orders them).
-  uint32_t max_pages = 0;
   bool remote_ok = false;
+  // Meaning by kind (one field, so that an entry stays one cache line): a FRMR's page capacity;
+  // a registered region's count of windows bound to it; a bound window's region index.
+  uint32_t max_pages = 0;
   // Replaced only by the control thread (under the lock); engines reach the array via `pages`.
   std::unique_ptr<PageStore> store;
 
@@ -173,6 +211,7 @@ struct alignas(64) MrTable::Entry {
       v->pd = pd.load(std::memory_order_relaxed);
       v->access = access.load(std::memory_order_relaxed);
       v->fbo = fbo.load(std::memory_order_relaxed);
+      v->qpn = qpn.load(std::memory_order_relaxed);
       v->kind = kind.load(std::memory_order_relaxed);
       v->tag = tag.load(std::memory_order_relaxed);
       if (unchanged(s1)) {
@@ -388,14 +427,53 @@ Status MrTable::deregister(uint32_t key) {
   if (idx == 0 || idx >= capacity_) return Status::kInvalidParameter;
   Entry& e = entries_[idx];
   const uint64_t odd = e.lock();
-  const bool was_live = e.kind.load(std::memory_order_relaxed) != Kind::kFree;
+  const Kind kind = e.kind.load(std::memory_order_relaxed);
+  if (kind == Kind::kRegistered && e.max_pages != 0) {
+    e.unlock(odd);  // windows still bound to it (ND2 NdMRDeregister: ND_DEVICE_BUSY)
+    return Status::kDeviceBusy;
+  }
+  if (kind == Kind::kWindowValid) release_region(e.max_pages);  // nested: window, then region
   // The tag stays, so the next registration of this index draws a different one; the page
   // array stays too (an engine may be reading it).
   e.kind.store(Kind::kFree, std::memory_order_relaxed);
   e.unlock(odd);
-  if (!was_live) return Status::kInvalidParameter;
+  if (kind == Kind::kFree) return Status::kInvalidParameter;
   live_.fetch_sub(1, std::memory_order_relaxed);
   return Status::kSuccess;
+}
+
+Status MrTable::alloc_window(uint32_t pd, uint32_t* key) {
+  if (key == nullptr) return Status::kInvalidParameter;
+  const uint32_t idx = find_free();
+  if (idx == 0) return Status::kInsufficientResources;
+  Entry& e = entries_[idx];
+  const uint64_t odd = e.lock();
+  const uint8_t t =
+      draw_tag(e.tag.load(std::memory_order_relaxed), e.issued_tag.load(std::memory_order_relaxed));
+  e.base.store(0, std::memory_order_relaxed);
+  e.length.store(0, std::memory_order_relaxed);
+  e.pd.store(pd, std::memory_order_relaxed);
+  e.access.store(0, std::memory_order_relaxed);
+  e.fbo.store(0, std::memory_order_relaxed);
+  e.qpn.store(0, std::memory_order_relaxed);
+  e.tag.store(t, std::memory_order_relaxed);
+  e.kind.store(Kind::kWindowInvalid, std::memory_order_relaxed);
+  e.max_pages = 0;
+  e.remote_ok = false;
+  e.unlock(odd);
+  e.issued_tag.store(t, std::memory_order_relaxed);
+  live_.fetch_add(1, std::memory_order_relaxed);
+  *key = make_key(idx, t);
+  return Status::kSuccess;
+}
+
+void MrTable::release_region(uint32_t region) noexcept {
+  if (region == 0 || region >= capacity_) return;
+  Entry& r = entries_[region];
+  const uint64_t odd = r.lock();
+  if (r.kind.load(std::memory_order_relaxed) == Kind::kRegistered && r.max_pages != 0)
+    --r.max_pages;
+  r.unlock(odd);
 }
 
 // ---- Engine side: writers ---------------------------------------------------------------------
@@ -415,7 +493,7 @@ MrCheck MrTable::fast_register(uint32_t new_key, uint32_t pd, const uint64_t* pa
   const uint64_t mapped = uint64_t{npages} * kMrPageSize;  // <= 2^30 once npages is checked
   if (kind == Kind::kFree) {
     r = MrCheck::kInvalidKey;
-  } else if (kind == Kind::kRegistered) {
+  } else if (kind == Kind::kRegistered || is_window(kind)) {
     r = MrCheck::kBadState;
   } else if (e.pd.load(std::memory_order_relaxed) != pd) {
     r = MrCheck::kPdMismatch;
@@ -459,7 +537,7 @@ MrCheck MrTable::fast_register(uint32_t new_key, uint32_t pd, const uint64_t* pa
   return r;
 }
 
-MrCheck MrTable::invalidate(uint32_t key, uint32_t pd) noexcept {
+MrCheck MrTable::invalidate(uint32_t key, uint32_t pd, uint32_t qpn) noexcept {
   const uint32_t idx = key_index(key);
   if (idx == 0 || idx >= capacity_) return MrCheck::kInvalidKey;
   Entry& e = entries_[idx];
@@ -470,12 +548,21 @@ MrCheck MrTable::invalidate(uint32_t key, uint32_t pd) noexcept {
     r = MrCheck::kInvalidKey;
   } else if (key_tag(key) != e.tag.load(std::memory_order_relaxed)) {
     r = MrCheck::kStaleKey;
-  } else if (kind == Kind::kFrmrInvalid) {
+  } else if (kind == Kind::kFrmrInvalid || kind == Kind::kWindowInvalid) {
     r = MrCheck::kInvalidated;
   } else if (e.pd.load(std::memory_order_relaxed) != pd) {
     r = MrCheck::kPdMismatch;
   } else if (kind == Kind::kRegistered) {
     r = MrCheck::kBadState;
+  } else if (kind == Kind::kWindowValid) {
+    // IBTA §10.6.7.2.4: a type 2 window is invalidated remotely only through its own QP.
+    if (qpn != 0 && e.qpn.load(std::memory_order_relaxed) != qpn) {
+      r = MrCheck::kAccessDenied;
+    } else {
+      release_region(e.max_pages);  // nested: window, then region
+      e.max_pages = 0;
+      e.kind.store(Kind::kWindowInvalid, std::memory_order_relaxed);
+    }
   } else {
     // IBTA §10.6.6: Valid -> Free. The tag stays; the next FastRegister must bring a new one.
     e.kind.store(Kind::kFrmrInvalid, std::memory_order_relaxed);
@@ -484,10 +571,72 @@ MrCheck MrTable::invalidate(uint32_t key, uint32_t pd) noexcept {
   return r;
 }
 
+MrCheck MrTable::bind_window(uint32_t new_key, uint32_t pd, uint32_t qpn, uint32_t region_key,
+                             uint64_t va, uint64_t len, uint32_t acc) noexcept {
+  const uint32_t idx = key_index(new_key);
+  const uint32_t ridx = key_index(region_key);
+  if (idx == 0 || idx >= capacity_) return MrCheck::kInvalidKey;
+  if (ridx == 0 || ridx >= capacity_ || ridx == idx) return MrCheck::kInvalidKey;
+  acc &= access::kRemoteRead | access::kRemoteWrite | access::kRemoteAtomic;
+  Entry& w = entries_[idx];
+  // Lock order: window, then region (release_region() nests the same way), so two binds over
+  // one region, or a bind racing a deregister, never deadlock.
+  const uint64_t odd = w.lock();
+  MrCheck r = MrCheck::kOk;
+  const Kind kind = w.kind.load(std::memory_order_relaxed);
+  if (kind == Kind::kFree) {
+    r = MrCheck::kInvalidKey;
+  } else if (!is_window(kind)) {
+    r = MrCheck::kBadState;
+  } else if (w.pd.load(std::memory_order_relaxed) != pd) {
+    r = MrCheck::kPdMismatch;
+  } else if (kind == Kind::kWindowValid) {
+    r = MrCheck::kBadState;  // rebinding needs an invalidate first (ndkpi.md §4.5)
+  } else if (key_tag(new_key) == w.tag.load(std::memory_order_relaxed)) {
+    r = MrCheck::kStaleKey;  // a bind must bring a fresh tag, as a FastRegister does
+  }
+  if (r == MrCheck::kOk) {
+    Entry& g = entries_[ridx];
+    const uint64_t rodd = g.lock();
+    const Kind rk = g.kind.load(std::memory_order_relaxed);
+    const uint64_t base = g.base.load(std::memory_order_relaxed);
+    const uint64_t length = g.length.load(std::memory_order_relaxed);
+    const uint32_t racc = g.access.load(std::memory_order_relaxed);
+    if (rk == Kind::kFree) {
+      r = MrCheck::kInvalidKey;
+    } else if (key_tag(region_key) != g.tag.load(std::memory_order_relaxed)) {
+      r = MrCheck::kStaleKey;
+    } else if (rk != Kind::kRegistered) {
+      r = MrCheck::kBadState;  // windows over FRMRs or other windows are not supported
+    } else if (g.pd.load(std::memory_order_relaxed) != pd) {
+      r = MrCheck::kPdMismatch;
+    } else if ((acc & (access::kRemoteWrite | access::kRemoteAtomic)) != 0 &&
+               (racc & access::kLocalWrite) == 0) {
+      r = MrCheck::kAccessDenied;  // NdkBind: a writable window needs a locally writable MR
+    } else if (va < base || va - base > length || len > length - (va - base)) {
+      r = MrCheck::kOutOfBounds;
+    } else {
+      ++g.max_pages;  // windows bound to the region
+    }
+    g.unlock(rodd);
+  }
+  if (r == MrCheck::kOk) {
+    w.base.store(va, std::memory_order_relaxed);
+    w.length.store(len, std::memory_order_relaxed);
+    w.access.store(acc, std::memory_order_relaxed);
+    w.qpn.store(qpn, std::memory_order_relaxed);
+    w.tag.store(key_tag(new_key), std::memory_order_relaxed);
+    w.kind.store(Kind::kWindowValid, std::memory_order_relaxed);
+    w.max_pages = ridx;
+  }
+  w.unlock(odd);
+  return r;
+}
+
 // ---- Engine side: readers ---------------------------------------------------------------------
 
 MrCheck MrTable::lookup(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t acc,
-                        View* v) const noexcept {
+                        uint32_t qpn, View* v) const noexcept {
   const uint32_t idx = key_index(key);
   if (idx == 0 || idx >= capacity_) return MrCheck::kInvalidKey;
   entries_[idx].read(v);
@@ -495,8 +644,12 @@ MrCheck MrTable::lookup(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, ui
   // (IBTA §9.4.1.1).
   if (v->kind == Kind::kFree) return MrCheck::kInvalidKey;
   if (v->tag != key_tag(key)) return MrCheck::kStaleKey;
-  if (v->kind == Kind::kFrmrInvalid) return MrCheck::kInvalidated;
+  if (v->kind == Kind::kFrmrInvalid || v->kind == Kind::kWindowInvalid)
+    return MrCheck::kInvalidated;
   if (v->pd != pd) return MrCheck::kPdMismatch;
+  // IBTA §10.6.7.2.3 (C10-xx): a type 2 window is accessible only through the QP it is bound
+  // to; local accesses (qpn 0) never pass through a window.
+  if (v->kind == Kind::kWindowValid && v->qpn != qpn) return MrCheck::kAccessDenied;
   if ((v->access & acc) != acc) return MrCheck::kAccessDenied;
   // [va, va + len) inside [base, base + length) without computing va + len (which may wrap):
   // off <= length, then len <= length - off.
@@ -506,20 +659,21 @@ MrCheck MrTable::lookup(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, ui
   return MrCheck::kOk;
 }
 
-MrCheck MrTable::check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len,
-                       uint32_t acc) const noexcept {
+MrCheck MrTable::check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t acc,
+                       uint32_t qpn) const noexcept {
   View v;
-  return lookup(key, pd, va, len, acc, &v);
+  return lookup(key, pd, va, len, acc, qpn, &v);
 }
 
 MrCheck MrTable::resolve(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t acc,
-                         MrSegment* segs, uint32_t max_segs, uint32_t* nsegs) const noexcept {
+                         MrSegment* segs, uint32_t max_segs, uint32_t* nsegs,
+                         uint32_t qpn) const noexcept {
   for (;;) {
     View v;
-    const MrCheck r = lookup(key, pd, va, len, acc, &v);
+    const MrCheck r = lookup(key, pd, va, len, acc, qpn, &v);
     if (r != MrCheck::kOk) return r;
     const uint64_t off = va - v.base;
-    if (v.kind == Kind::kRegistered) {
+    if (identity_mapped(v.kind)) {
       // The validated view is the whole translation: host address == va.
       const uint64_t need = len / kMaxSegLen + (len % kMaxSegLen != 0);
       if (need > max_segs) return MrCheck::kTooLarge;
@@ -546,17 +700,17 @@ MrCheck MrTable::resolve(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, u
 }
 
 MrCheck MrTable::copy(uint32_t key, uint32_t pd, uint64_t va, const uint8_t* src, uint8_t* dst,
-                      uint64_t len, uint32_t acc) const noexcept {
+                      uint64_t len, uint32_t acc, uint32_t qpn) const noexcept {
   for (;;) {
     View v;
-    const MrCheck r = lookup(key, pd, va, len, acc, &v);
+    const MrCheck r = lookup(key, pd, va, len, acc, qpn, &v);
     if (r != MrCheck::kOk) return r;  // nothing touched yet
     if (len == 0) return MrCheck::kOk;
     const uint64_t off = va - v.base;
-    if (v.kind == Kind::kRegistered) {
+    if (identity_mapped(v.kind)) {
       auto* host = reinterpret_cast<uint8_t*>(va);
       if (src != nullptr) {
-        std::memcpy(host, src, len);
+        copy_in_order(host, src, len);
       } else {
         std::memcpy(dst, host, len);
       }
@@ -576,7 +730,7 @@ MrCheck MrTable::copy(uint32_t key, uint32_t pd, uint64_t va, const uint8_t* src
       }
       for (uint32_t i = 0; i < n; ++i) {
         if (src != nullptr) {
-          std::memcpy(segs[i].ptr, src + done, segs[i].len);
+          copy_in_order(segs[i].ptr, src + done, segs[i].len);
         } else {
           std::memcpy(dst + done, segs[i].ptr, segs[i].len);
         }
@@ -591,28 +745,28 @@ MrCheck MrTable::copy(uint32_t key, uint32_t pd, uint64_t va, const uint8_t* src
 }
 
 MrCheck MrTable::copy_in(uint32_t key, uint32_t pd, uint64_t va, const void* src, uint64_t len,
-                         uint32_t acc) const noexcept {
-  return copy(key, pd, va, static_cast<const uint8_t*>(src), nullptr, len, acc);
+                         uint32_t acc, uint32_t qpn) const noexcept {
+  return copy(key, pd, va, static_cast<const uint8_t*>(src), nullptr, len, acc, qpn);
 }
 
 MrCheck MrTable::copy_out(uint32_t key, uint32_t pd, uint64_t va, void* dst, uint64_t len,
-                          uint32_t acc) const noexcept {
-  return copy(key, pd, va, nullptr, static_cast<uint8_t*>(dst), len, acc);
+                          uint32_t acc, uint32_t qpn) const noexcept {
+  return copy(key, pd, va, nullptr, static_cast<uint8_t*>(dst), len, acc, qpn);
 }
 
-MrCheck MrTable::atomic_target(uint32_t key, uint32_t pd, uint64_t va,
-                               uint64_t** word) const noexcept {
+MrCheck MrTable::atomic_target(uint32_t key, uint32_t pd, uint64_t va, uint64_t** word,
+                               uint32_t qpn) const noexcept {
   constexpr uint64_t kAtomicLen = sizeof(uint64_t);
   for (;;) {
     View v;
-    const MrCheck r = lookup(key, pd, va, kAtomicLen, access::kRemoteAtomic, &v);
+    const MrCheck r = lookup(key, pd, va, kAtomicLen, access::kRemoteAtomic, qpn, &v);
     if (r != MrCheck::kOk) return r;
     // Atomic operands are naturally aligned 64-bit words (IBTA §9.4.1.1 remote access checks;
     // rxe RESPST_ERR_MISALIGNED_ATOMIC). The host address must be aligned too (std::atomic_ref);
     // for a FRMR it differs from va by base_va and FBO, so check both.
     if ((va & (kAtomicLen - 1)) != 0) return MrCheck::kOutOfBounds;
     uint64_t host = va;
-    if (v.kind != Kind::kRegistered) {
+    if (!identity_mapped(v.kind)) {
       MrSegment seg;
       uint64_t covered = 0;
       v.map_frmr(va - v.base, kAtomicLen, &seg, 1, &covered);

@@ -17,6 +17,12 @@
 //    va -> (va - base_va + fbo) -> page[i] + offset, as a hardware MTT does. Invalidate (local
 //    work request, or remote via SEND with Invalidate) makes it unusable until the next
 //    FastRegister, which must carry a key with a new tag.
+//  - a *memory window* (IBTA §10.6.7, type 2; NDK MW): created unbound; a Bind work request
+//    executed in order on a QP makes it a remotely accessible sub-range of a registered region
+//    with its own rights and a new tag, usable only by requests arriving on that QP; invalidate
+//    (local or remote) unbinds it, and rebinding requires that first. A window translates like
+//    the registered region under it (host address == va). While a window is bound, its region
+//    cannot be deregistered (kDeviceBusy). Windows over fast-register regions are not supported.
 //
 // Concurrency: entries are read by every engine and changed by the control thread (register,
 // deregister, alloc) and by engines (fast-register, invalidate). Each entry carries a sequence
@@ -67,7 +73,8 @@ enum class MrCheck : uint8_t {
   kAccessDenied,  // the region does not grant the requested right
   kOutOfBounds,   // [va, va + len) not inside the region (or overflows)
   kBadState,      // fast_register on a region that is still valid, or on a non-FRMR entry;
-                  // invalidate of a registered (non-FRMR) region
+                  // invalidate of a registered (non-FRMR) region; bind of a window that is
+                  // still bound, or over a region that is not a registered one
   kTooLarge,      // fast_register beyond the region's page capacity
   kCount,
 };
@@ -98,8 +105,13 @@ class MrTable {
   // forbids later fast-registers from granting remote rights (NDK InitializeFastRegisterMr).
   // kImplementationLimit if max_pages > kMaxFrmrPages.
   Status alloc_fast_register(uint32_t pd, uint32_t max_pages, bool remote_access, uint32_t* key);
+  // Creates an unbound memory window in protection domain `pd` (NDK CreateMw); its key names it
+  // for bind_window(). kInsufficientResources when the table is full.
+  Status alloc_window(uint32_t pd, uint32_t* key);
   // Frees the entry; every key of it fails afterwards. kInvalidParameter for a key that does not
   // name a live entry (any tag of a live entry is accepted, so a FRMR can be freed after use).
+  // kDeviceBusy for a registered region with a window bound to it (ND2 NdMRDeregister); freeing
+  // a bound window unbinds it first.
   Status deregister(uint32_t key);
 
   // A key for the next FastRegister of the FRMR named by `key`: same index, a fresh random tag
@@ -120,33 +132,46 @@ class MrTable {
   // carries the region's current tag (the FastRegister must bring a new one).
   MrCheck fast_register(uint32_t new_key, uint32_t pd, const uint64_t* pages, uint32_t npages,
                         uint32_t fbo, uint64_t length, uint64_t base_va, uint32_t access) noexcept;
-  // Local or remote invalidate of a FRMR (IBTA §10.6.6): `key` must be its current key and `pd`
-  // its PD. A registered (non-FRMR) region cannot be invalidated (kBadState).
-  MrCheck invalidate(uint32_t key, uint32_t pd) noexcept;
+  // Local or remote invalidate of a FRMR or a bound window (IBTA §10.6.6, §10.6.7.2.4): `key`
+  // must be its current key and `pd` its PD; a window invalidated with `qpn` != 0 (remote
+  // invalidate) must be bound to that QP (kAccessDenied otherwise). A registered (non-FRMR)
+  // region cannot be invalidated (kBadState); an unbound window or invalid FRMR gives
+  // kInvalidated.
+  MrCheck invalidate(uint32_t key, uint32_t pd, uint32_t qpn = 0) noexcept;
+  // Bind work request (IBTA §10.6.7.2.2, type 2 window): the window named by `new_key`'s index
+  // must be unbound, in `pd`, and new_key must carry a new tag; `region_key` must name a
+  // registered region of `pd` containing [va, va + len). The window then grants `access`
+  // (remote bits only) through new_key, for requests arriving on QP `qpn`. kAccessDenied if the
+  // window grants remote write or atomics and the region lacks local write (NdkBind rule).
+  MrCheck bind_window(uint32_t new_key, uint32_t pd, uint32_t qpn, uint32_t region_key, uint64_t va,
+                      uint64_t len, uint32_t access) noexcept;
 
   // Checks that `key` is valid, belongs to `pd`, grants every bit of `access`, and that
   // [va, va + len) lies inside the region. len 0 passes the bounds check at any va inside or at
-  // the end of the region.
-  MrCheck check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len,
-                uint32_t access) const noexcept;
+  // the end of the region. `qpn` is the QP a remote request arrived on: a window key passes only
+  // with the QP the window is bound to, so local accesses (qpn 0) never pass through a window.
+  MrCheck check(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access,
+                uint32_t qpn = 0) const noexcept;
 
   // check() + translation of [va, va + len) into at most `max_segs` host segments (a registered
   // region gives one; a FRMR one per page crossed). On success *nsegs is set. kTooLarge if the
   // range needs more than max_segs segments.
   MrCheck resolve(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access,
-                  MrSegment* segs, uint32_t max_segs, uint32_t* nsegs) const noexcept;
+                  MrSegment* segs, uint32_t max_segs, uint32_t* nsegs,
+                  uint32_t qpn = 0) const noexcept;
 
   // check() + copy `len` bytes from `src` into the region at va (needs `access`, e.g.
   // kRemoteWrite or kLocalWrite). Nothing is written unless every check passes.
   MrCheck copy_in(uint32_t key, uint32_t pd, uint64_t va, const void* src, uint64_t len,
-                  uint32_t access) const noexcept;
+                  uint32_t access, uint32_t qpn = 0) const noexcept;
   // check() + copy `len` bytes of the region at va into `dst`.
-  MrCheck copy_out(uint32_t key, uint32_t pd, uint64_t va, void* dst, uint64_t len,
-                   uint32_t access) const noexcept;
+  MrCheck copy_out(uint32_t key, uint32_t pd, uint64_t va, void* dst, uint64_t len, uint32_t access,
+                   uint32_t qpn = 0) const noexcept;
 
   // check() of 8 bytes at an 8-byte aligned va with kRemoteAtomic, and the host address of the
   // 64-bit word (atomics execute on it with std::atomic_ref). kOutOfBounds if misaligned.
-  MrCheck atomic_target(uint32_t key, uint32_t pd, uint64_t va, uint64_t** word) const noexcept;
+  MrCheck atomic_target(uint32_t key, uint32_t pd, uint64_t va, uint64_t** word,
+                        uint32_t qpn = 0) const noexcept;
 
   uint32_t capacity() const noexcept { return capacity_; }
   // Number of live entries (registered or allocated).
@@ -159,10 +184,13 @@ class MrTable {
   struct View;
   // Seqlock-validated lookup shared by every engine-side reader; fills *v on kOk.
   MrCheck lookup(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access,
-                 View* v) const noexcept;
+                 uint32_t qpn, View* v) const noexcept;
   // copy_in (src set, dst null) and copy_out (dst set, src null).
   MrCheck copy(uint32_t key, uint32_t pd, uint64_t va, const uint8_t* src, uint8_t* dst,
-               uint64_t len, uint32_t access) const noexcept;
+               uint64_t len, uint32_t access, uint32_t qpn) const noexcept;
+  // Drops one from the bound-window count of region `region` (a window bound to it was
+  // invalidated or freed). Called with the window's lock held (lock order: window, region).
+  void release_region(uint32_t region) noexcept;
   // A random tag that is neither `a`, `b`, nor their successors.
   uint8_t draw_tag(uint8_t a, uint8_t b) noexcept;
   uint32_t find_free() noexcept;  // 0 when the table is full

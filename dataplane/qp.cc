@@ -19,7 +19,8 @@ const char* to_string(QpState s) noexcept {
 const char* to_string(WrOpcode op) noexcept {
   static constexpr std::array<const char*, static_cast<size_t>(WrOpcode::kCount)> kNames = {
       "SEND",      "SEND_WITH_IMM", "SEND_WITH_INV", "RDMA_WRITE",       "RDMA_WRITE_WITH_IMM",
-      "RDMA_READ", "COMPARE_SWAP",  "FETCH_ADD",     "LOCAL_INVALIDATE", "FAST_REGISTER"};
+      "RDMA_READ", "COMPARE_SWAP",  "FETCH_ADD",     "LOCAL_INVALIDATE", "FAST_REGISTER",
+      "BIND"};
   const auto i = static_cast<size_t>(op);
   return i < kNames.size() ? kNames[i] : "?";
 }
@@ -220,7 +221,12 @@ Status Qp::post_send(const SendWqe& wqe) noexcept {
   }
   if (wqe.opcode == WrOpcode::kFastRegister && (wqe.pages == nullptr || wqe.npages == 0))
     return fail(Status::kInvalidParameter);
+  // Acquire pairs with the engine's release of sq_retired_ (qp_datapath.cc).
+  if (cfg_.sq_limit != 0 &&
+      posted_.sq - sq_retired_.load(std::memory_order_acquire) >= cfg_.sq_limit)
+    return fail(Status::kNoMoreEntries);
   if (!sq.stage(wqe)) return fail(Status::kNoMoreEntries);
+  ++posted_.sq;
   if (!(wqe.flags & op_flag::kDefer)) sq.publish();
   return Status::kSuccess;
 }
@@ -228,11 +234,18 @@ Status Qp::post_send(const SendWqe& wqe) noexcept {
 Status Qp::post_recv(const RecvWqe& wqe) noexcept {
   // Receives may be posted from INIT on (IBTA §10.3.1); in ERR they are flushed.
   if (public_state() == QpState::kReset) return Status::kInvalidDeviceState;
+  // A QP with a shared receive queue takes its receives from there (post to the SRQ).
+  if (cfg_.srq != nullptr) return Status::kInvalidDeviceRequest;
   if (wqe.num_sge > cfg_.max_recv_sge || wqe.num_sge > kMaxSge) return Status::kDataOverrun;
   uint64_t total = 0;
   for (uint32_t i = 0; i < wqe.num_sge; ++i) total += wqe.sge[i].length;
   if (total != wqe.length) return Status::kInvalidParameter;
+  // Acquire pairs with the engine's release of rq_retired_ (qp_datapath.cc).
+  if (cfg_.rq_limit != 0 &&
+      posted_.rq - rq_retired_.load(std::memory_order_acquire) >= cfg_.rq_limit)
+    return Status::kNoMoreEntries;
   if (!rq.push(wqe)) return Status::kNoMoreEntries;
+  ++posted_.rq;
   return Status::kSuccess;
 }
 

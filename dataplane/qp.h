@@ -19,6 +19,7 @@ namespace urnic::dp {
 
 class Cq;
 class MrTable;
+class Srq;
 
 // IBTA §10.3.1 QP states (values of enum ibv_qp_state).
 enum class QpState : uint8_t { kReset = 0, kInit, kRtr, kRts, kSqd, kSqe, kErr, kCount };
@@ -149,6 +150,14 @@ struct QpConfig {
   uint32_t max_recv_sge = kMaxSge;
   uint32_t max_inline = kMaxInline;
   uint32_t max_unacked_psns = 256;  // requester send window (rxe uses 128)
+  // Receives come from this shared receive queue instead of the QP's own ring (null: none).
+  // Every QP sharing it must run on the SRQ's engine.
+  Srq* srq = nullptr;
+  // Work requests that may be outstanding (posted and not yet retired by a completion), send
+  // and receive side (NDK queue depths, ndkpi.md §2.4). 0: bounded only by the ring, which lets
+  // up to twice the depth be outstanding (the ring plus the requester's slots).
+  uint32_t sq_limit = 0;
+  uint32_t rq_limit = 0;
 };
 
 // Largest max_rd_atomic / max_dest_rd_atomic accepted (validate_modify).
@@ -175,6 +184,17 @@ class Qp {
 
   SpscRing<SendWqe> sq;  // producer: application; consumer: engine
   SpscRing<RecvWqe> rq;
+
+  // Outstanding-request accounting for QpConfig::sq_limit / rq_limit: the posters count what
+  // they posted, the engine what it retired (completions, silent ones included, and requests a
+  // reset dropped). The engine publishes with release stores, the posters load with acquire.
+  struct alignas(kCacheLine) PostCounts {
+    uint64_t sq = 0;  // send poster only
+    uint64_t rq = 0;  // receive poster only
+  };
+  PostCounts posted_;
+  alignas(kCacheLine) std::atomic<uint64_t> sq_retired_{0};  // engine only writes
+  std::atomic<uint64_t> rq_retired_{0};                      // engine only writes (no SRQ)
 
   // ---- engine-owned --------------------------------------------------------------------------
   QpState state = QpState::kReset;

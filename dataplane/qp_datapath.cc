@@ -8,6 +8,7 @@
 
 #include "dataplane/cq.h"
 #include "dataplane/internal.h"
+#include "dataplane/srq.h"
 
 namespace urnic::dp {
 
@@ -36,6 +37,8 @@ OperationType op_type_of(WrOpcode op) noexcept {
       return OperationType::kInvalidate;
     case WrOpcode::kFastRegister:
       return OperationType::kFastRegister;
+    case WrOpcode::kBind:
+      return OperationType::kBind;
     default:
       return OperationType::kSend;
   }
@@ -52,7 +55,25 @@ void count_completion(Qp& qp, WcStatus wc) noexcept {
     ++qp.counters.completions_error;
 }
 
+// One send WQE retired (QpConfig::sq_limit accounting). Release pairs with the poster's acquire
+// in Qp::post_send; the engine is the only writer.
+void retire_send(Qp& qp, uint64_t n = 1) noexcept {
+  qp.sq_retired_.store(qp.sq_retired_.load(std::memory_order_relaxed) + n,
+                       std::memory_order_release);
+}
+
+// One receive retired: counted on the SRQ it came from, else on the QP (rq_limit).
+void retire_recv(Qp& qp, uint64_t n = 1) noexcept {
+  if (Srq* srq = qp.config().srq) {
+    for (uint64_t i = 0; i < n; ++i) srq->retire_lc();
+    return;
+  }
+  qp.rq_retired_.store(qp.rq_retired_.load(std::memory_order_relaxed) + n,
+                       std::memory_order_release);
+}
+
 void complete_send(Qp& qp, const SendWqe& wqe, WcStatus wc) noexcept {
+  retire_send(qp);
   count_completion(qp, wc);
   // IBTA §10.7.3.1: an unsignaled (silent) request completes without a CQE unless it fails.
   if (wc == WcStatus::kSuccess && (wqe.flags & op_flag::kSilentSuccess)) return;
@@ -95,6 +116,7 @@ void reset_responder(Qp& qp) noexcept {
 void qp_complete_recv_lc(Qp& qp, const RecvWqe& wqe, WcStatus wc, uint32_t bytes,
                          OperationType type, uint32_t imm, uint32_t flags,
                          uint64_t type_specific) noexcept {
+  retire_recv(qp);
   count_completion(qp, wc);
   ResultEx r;
   r.status = status_of(wc);
@@ -163,11 +185,20 @@ Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexce
     return Status::kSuccess;
   }
   if (next == QpState::kReset) {
-    // RESET empties the queues without completions (IBTA §10.3.1).
+    // RESET empties the queues without completions (IBTA §10.3.1); what it drops still counts
+    // as retired for the posting limits.
+    retire_send(qp, qp.req.tail - qp.req.head);
+    if (qp.resp.have_recv) retire_recv(qp);
     reset_requester(qp);
     reset_responder(qp);
-    while (qp.sq.front() != nullptr) qp.sq.pop();
-    while (qp.rq.front() != nullptr) qp.rq.pop();
+    while (qp.sq.front() != nullptr) {
+      qp.sq.pop();
+      retire_send(qp);
+    }
+    while (qp.rq.front() != nullptr) {
+      qp.rq.pop();
+      retire_recv(qp);
+    }
     qp.attr = QpAttr{};
     qp.state = QpState::kReset;
     qp.public_state_.store(QpState::kReset, std::memory_order_release);

@@ -25,7 +25,7 @@ constexpr bool is_read_or_atomic(WrOpcode op) noexcept {
   return op == WrOpcode::kRead || op == WrOpcode::kCompareSwap || op == WrOpcode::kFetchAdd;
 }
 constexpr bool is_local(WrOpcode op) noexcept {
-  return op == WrOpcode::kLocalInvalidate || op == WrOpcode::kFastRegister;
+  return op == WrOpcode::kLocalInvalidate || op == WrOpcode::kFastRegister || op == WrOpcode::kBind;
 }
 
 uint32_t packets_for(uint32_t length, uint32_t mtu) noexcept {
@@ -38,6 +38,11 @@ WcStatus execute_local_lc(Endpoint& ep, Qp& qp, const SendWqe& w) noexcept {
   if (w.opcode == WrOpcode::kFastRegister) {
     c = ep.mrs().fast_register(w.mr_key, qp.config().pd, w.pages, w.npages, w.fbo, w.fr_length,
                                w.base_va, w.access);
+  } else if (w.opcode == WrOpcode::kBind) {
+    // IBTA §10.6.7.2.2: a type 2 window is bound to this QP.
+    c = ep.mrs().bind_window(w.mr_key, qp.config().pd, qp.qpn(), w.rkey, w.base_va, w.fr_length,
+                             w.access);
+    if (c == MrCheck::kAccessDenied) return WcStatus::kMwBindErr;
   } else {
     c = ep.mrs().invalidate(w.mr_key, qp.config().pd);
   }

@@ -14,6 +14,7 @@
 #include <atomic>
 
 #include "dataplane/internal.h"
+#include "dataplane/srq.h"
 
 namespace urnic::dp {
 namespace {
@@ -244,7 +245,9 @@ void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t)
   //    immediate (taken at its last packet). None posted: RNR NAK, PSN not consumed (C9-xx).
   const bool needs_recv = ((m & op::kSend) && starts) || ((m & op::kWrite) && (m & op::kImmDt));
   if (needs_recv && !s.have_recv) {
-    if (!qp.rq.pop(s.recv)) {
+    // A QP with a shared receive queue takes from it (same engine: the SRQ's only consumer).
+    Srq* srq = qp.config().srq;
+    if (!(srq != nullptr ? srq->pop_lc(&s.recv) : qp.rq.pop(s.recv))) {
       ++qp.counters.rnr_naks_sent;
       if (RespJob* j = push_job(qp, Kind::kRnrNak, p))
         j->syndrome = static_cast<uint8_t>(aeth::kRnrNak | (qp.attr.min_rnr_timer & 0x1f));
@@ -272,7 +275,7 @@ void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t)
     const uint32_t rkey = f.reth().rkey.get();
     const uint32_t len = f.reth().dma_length.get();
     // A zero-length READ checks no R_Key (IBTA §9.4.4: nothing is accessed).
-    if (len != 0 && mrs.check(rkey, pd, va, len, access::kRemoteRead) != MrCheck::kOk) {
+    if (len != 0 && mrs.check(rkey, pd, va, len, access::kRemoteRead, qp.qpn()) != MrCheck::kOk) {
       fatal_nak_lc(ep, qp, p, aeth::kNakRemoteAccessError);
       return;
     }
@@ -296,7 +299,7 @@ void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t)
       return;
     }
     uint64_t* word = nullptr;
-    if (mrs.atomic_target(a.rkey.get(), pd, va, &word) != MrCheck::kOk) {
+    if (mrs.atomic_target(a.rkey.get(), pd, va, &word, qp.qpn()) != MrCheck::kOk) {
       fatal_nak_lc(ep, qp, p, aeth::kNakRemoteAccessError);
       return;
     }
@@ -326,14 +329,14 @@ void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t)
       // The whole range is checked at the first packet so that a bad WRITE writes nothing; a
       // zero-length WRITE accesses nothing and checks no R_Key (IBTA §9.4.3).
       if (s.write_len != 0 && mrs.check(s.write_rkey, pd, s.write_va, s.write_len,
-                                        access::kRemoteWrite) != MrCheck::kOk) {
+                                        access::kRemoteWrite, qp.qpn()) != MrCheck::kOk) {
         fatal_nak_lc(ep, qp, p, aeth::kNakRemoteAccessError);
         return;
       }
     }
     // Re-checked per packet: an invalidation takes effect before the next packet.
     if (plen != 0 && mrs.copy_in(s.write_rkey, pd, s.write_va, f.payload().data(), plen,
-                                 access::kRemoteWrite) != MrCheck::kOk) {
+                                 access::kRemoteWrite, qp.qpn()) != MrCheck::kOk) {
       fatal_nak_lc(ep, qp, p, aeth::kNakRemoteAccessError);
       return;
     }
@@ -372,7 +375,7 @@ void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t)
         // Remote invalidate (IBTA §9.3.8 / §10.6.6.2): the key must be valid here; a bad one
         // aborts the connection (NDK SendAndInvalidate rule), as rxe does with invalid request.
         const uint32_t key = f.ieth().rkey.get();
-        if (mrs.invalidate(key, pd) != MrCheck::kOk) {
+        if (mrs.invalidate(key, pd, qp.qpn()) != MrCheck::kOk) {
           fail_recv_lc(qp, WcStatus::kLocQpOpErr);
           fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
           return;
@@ -421,7 +424,7 @@ uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget) noexcept {
         if (m == nullptr) return built;
         // Re-validated per packet, so an invalidation or deregistration stops the stream.
         if (len != 0 && ep.mrs().copy_out(j.rkey, qp.config().pd, j.va + off, payload, len,
-                                          access::kRemoteRead) != MrCheck::kOk) {
+                                          access::kRemoteRead, qp.qpn()) != MrCheck::kOk) {
           rte_pktmbuf_free(m);
           // This READ is the oldest response owed: nothing must precede the NAK.
           fatal_nak_now_lc(ep, qp, psn, aeth::kNakRemoteAccessError);

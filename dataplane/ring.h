@@ -152,7 +152,11 @@ class SpscRing {
       avail = c_.prod_cache - c;
     }
     const size_t n = avail < out.size() ? avail : out.size();
-    for (size_t i = 0; i < n; ++i) out[i] = slots_[(c + i) & mask_];
+    // Locals: the stores into `out` could alias the ring's members as far as the compiler
+    // knows, which would reload them per element (measured 1.28 -> 0.72 ns/element, 8 B slots).
+    const T* const slots = slots_.get();
+    const size_t mask = mask_;
+    for (size_t i = 0; i < n; ++i) out[i] = slots[(c + i) & mask];
     if (n != 0) cons_.v.store(c + n, std::memory_order_release);  // pairs with producer acquire
     return n;
   }

@@ -21,6 +21,7 @@ enum class WrOpcode : uint8_t {
   kFetchAdd,
   kLocalInvalidate,
   kFastRegister,
+  kBind,  // memory window bind (IBTA §10.6.7.2.2, type 2); executed in order like kFastRegister
   kCount,
 };
 const char* to_string(WrOpcode op) noexcept;
@@ -38,7 +39,10 @@ struct SendWqe {
   uint32_t imm_or_inv = 0;  // immediate data (host order) or the rkey to invalidate (SEND_INV)
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
-  uint32_t mr_key = 0;  // kLocalInvalidate: key to invalidate; kFastRegister: the key to install
+  // kLocalInvalidate: key to invalidate; kFastRegister / kBind: the key to install (kBind: the
+  // window's, with `rkey` the region's key, `base_va` / `fr_length` the window, `access` its
+  // remote rights).
+  uint32_t mr_key = 0;
   uint64_t compare_add = 0;  // atomics: compare (CAS) or add (FETCH_ADD) operand
   uint64_t swap = 0;         // CAS swap operand
   // kFastRegister: page list (must stay valid until the work request completes), FBO, length,

@@ -3,6 +3,7 @@
 // Names and numeric values follow NDK so that NDK documentation applies as written.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "urnic/status.h"
@@ -118,5 +119,85 @@ struct ResultEx {
 inline constexpr uint32_t kResultHasImmediate = 1u << 0;
 inline constexpr uint32_t kResultSolicited = 1u << 1;
 inline constexpr uint32_t kResultInvalidated = 1u << 2;
+
+// NDK_VERSION (ndkinfo.h): an NDKPI version, or an extension interface version.
+struct Version {
+  uint16_t major = 0;
+  uint16_t minor = 0;
+};
+static_assert(sizeof(Version) == 4);
+
+// NDK_OBJECT_TYPE (values from ndkpi.h; ndkpi.md §1.1).
+enum class ObjectType : uint32_t {
+  kUndefined = 0,
+  kAdapter = 1,
+  kQp = 2,
+  kCq = 3,
+  kMr = 4,
+  kMw = 5,
+  kPd = 6,
+  kSharedEndpoint = 7,
+  kConnector = 8,
+  kListener = 9,
+  kSrq = 10,
+};
+
+// NDK_RDMA_TECHNOLOGY (ndkinfo.h).
+enum class RdmaTechnology : uint32_t {
+  kUndefined = 0,
+  kIwarp = 1,
+  kInfiniBand = 2,
+  kRoce = 3,
+  kRocev2 = 4,
+};
+
+// NDK_ADAPTER_FLAG_* (exact values from ndkinfo.h; ndkpi.md §6.1).
+namespace adapter_flag {
+inline constexpr uint32_t kInOrderDmaSupported = 0x00000001;
+inline constexpr uint32_t kRdmaReadSinkNotRequired = 0x00000002;
+inline constexpr uint32_t kCqInterruptModerationSupported = 0x00000004;
+inline constexpr uint32_t kMultiEngineSupported = 0x00000008;
+inline constexpr uint32_t kRdmaReadLocalInvalidateSupported = 0x00000010;
+inline constexpr uint32_t kCqResizeSupported = 0x00000100;
+inline constexpr uint32_t kLoopbackConnectionsSupported = 0x00010000;
+}  // namespace adapter_flag
+
+// NDK_ADAPTER_INFO, field for field with the x64 layout of ndkinfo.h (ndkpi.md §6.1). Filled by
+// Adapter::query_adapter_info(); every limit in it is enforced (docs/api.md lists where).
+struct AdapterInfo {
+  Version version;                   // NDKPI version the adapter implements
+  uint32_t vendor_id = 0;            // OUI
+  uint32_t device_id = 0;            //
+  size_t max_registration_size = 0;  // bytes per RegisterMr
+  size_t max_window_size = 0;        // bytes per Bind
+  uint32_t frmr_page_count = 0;      // pages per InitializeFastRegisterMr (>= 16)
+  uint32_t max_initiator_request_sge = 0;
+  uint32_t max_receive_request_sge = 0;
+  uint32_t max_read_request_sge = 0;     // overrides max_initiator_request_sge for Read
+  uint32_t max_transfer_length = 0;      // bytes per send/receive/read/write, all SGEs together
+  uint32_t max_inline_data_size = 0;     // bytes per INLINE send/write
+  uint32_t max_inbound_read_limit = 0;   // IRD per QP
+  uint32_t max_outbound_read_limit = 0;  // ORD per QP
+  uint32_t max_receive_queue_depth = 0;
+  uint32_t max_initiator_queue_depth = 0;
+  uint32_t max_srq_depth = 0;  // 0 would mean: no SRQ
+  uint32_t max_cq_depth = 0;
+  uint32_t large_request_threshold = 0;  // a hint: above it, read/write beats send/receive
+  uint32_t max_caller_data = 0;          // private data bytes on Connect (the CM's)
+  uint32_t max_callee_data = 0;          // private data bytes on Accept / Reject (the CM's)
+  uint32_t adapter_flags = 0;            // adapter_flag::*
+  RdmaTechnology rdma_technology = RdmaTechnology::kUndefined;
+};
+static_assert(sizeof(AdapterInfo) == 0x68, "NDK_ADAPTER_INFO x64 size");
+static_assert(offsetof(AdapterInfo, max_registration_size) == 0x10);
+static_assert(offsetof(AdapterInfo, frmr_page_count) == 0x20);
+static_assert(offsetof(AdapterInfo, max_transfer_length) == 0x30);
+static_assert(offsetof(AdapterInfo, max_receive_queue_depth) == 0x40);
+static_assert(offsetof(AdapterInfo, large_request_threshold) == 0x50);
+static_assert(offsetof(AdapterInfo, adapter_flags) == 0x5C);
+static_assert(offsetof(AdapterInfo, rdma_technology) == 0x60);
+
+// PAGE_SIZE of FastRegister page arrays and logical address mappings (NDK: the host page size).
+inline constexpr uint32_t kPageSize = 4096;
 
 }  // namespace urnic

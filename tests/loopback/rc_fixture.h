@@ -72,6 +72,11 @@ class RcPair {
   }
   ~RcPair() {
     engine_.stop();
+    // Frames cross over net_ring, so each adapter's control thread handles mbufs of the other
+    // adapter's pool: both threads stop (join) before either pool goes (TSan found b's control
+    // thread racing the destruction of a's pool).
+    for (Side* s : {&a, &b})
+      if (s->adapter) s->adapter->control().stop();
     a.adapter.reset();
     b.adapter.reset();
   }

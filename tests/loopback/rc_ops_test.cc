@@ -63,8 +63,9 @@ TEST_P(RcOps, SizeByMtuBySgeMatrix) {
       std::vector<uint8_t> payload(size);
       fill(payload, iter);
       const bool read = op == WrOpcode::kRead;
-      // The data source: local for SEND/WRITE, remote for READ.
-      std::memcpy((read ? remote : local).data() + kGuard, payload.data(), size);
+      // The data source: local for SEND/WRITE, remote for READ. (An empty payload has no
+      // data(): memcpy from a null pointer is undefined even for 0 bytes.)
+      if (size != 0) std::memcpy((read ? remote : local).data() + kGuard, payload.data(), size);
       const uint32_t rw =
           mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite | mr_flag::kAllowRemoteRead;
       const uint32_t lkey = p.a.reg(local.data(), local.size(), mr_flag::kAllowLocalWrite);

@@ -1,0 +1,803 @@
+// urnic-perf: perftest for urnic (issue 6).
+//
+// Loopback (no SERVER, --vdev or --port): two adapters in this process over a net_ring pair,
+// one engine on lcore 1 (or driven by this thread when EAL has one lcore); the client's side of
+// each run is printed the way perftest's client prints it.
+//
+// Real port: a perftest server (no SERVER argument) or client, speaking perftest 4.5's TCP
+// exchange. The choreography of each tool, as captured between two Linux rxe guests running
+// perftest 4.5 (see /work/shared/captures and docs/performance.md), with N QPs:
+//   write_bw read_bw atomic_bw  N records, (RTR/RTS), N records, 1 record; the client runs;
+//                               1 record, the client's report (5 x 8 bytes), close
+//   send_bw                     N records, (RTR/RTS), 1 record, N records; per size: the server
+//                               posts receives, 1 record, both run, and with -a 1 more record;
+//                               close
+//   send_lat                    as send_bw (one QP; no record after a size)
+//   write_lat                   1 + 1 records, (RTR/RTS), 1 + 1 records; both run; TCP closed
+//                               without a close exchange
+//   read_lat atomic_lat         as write_lat; the server closes at once (its close record waits
+//                               for the client's), the client runs and then closes
+// where "close" is one more record each way and "done" each way (ctx_close_connection).
+#include <arpa/inet.h>
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/perf/oob.h"
+#include "bench/perf/output.h"
+#include "bench/perf/perf.h"
+#include "bench/perf/runners.h"
+#include "bench/perf/side.h"
+#include "control/adapter.h"
+#include "control/control_plane.h"
+#include "control/eal.h"
+#include "dataplane/port.h"
+
+namespace urnic::perf {
+namespace {
+
+// A run that makes no progress for this long has failed (a peer that vanished, say; RNR
+// retries are infinite with rnr_retry 7).
+constexpr double kStallSeconds = 30;
+
+// af_packet ring geometry for frames with a 4 KiB payload (tests/loopback/port_vdev_test.cc):
+// slots of 4352 bytes (4206-byte frame + the 66-byte TPACKET_V2 header offset, rounded to
+// 256), whole slots per block, blocks of whole pages, 512 slots.
+constexpr uint32_t kAfpFrameSize = 4352;
+constexpr uint32_t kAfpFrames = 512;
+
+std::string with_af_packet_defaults(const std::string& devargs) {
+  if (devargs.rfind("net_af_packet", 0) != 0) return devargs;
+  std::string d = devargs;
+  if (d.find("qpairs=") == std::string::npos) d += ",qpairs=1";
+  if (d.find("framesz=") == std::string::npos && d.find("blocksz=") == std::string::npos) {
+    const uint32_t page = static_cast<uint32_t>(::getpagesize());
+    const uint32_t block = std::lcm(kAfpFrameSize, page);
+    const uint32_t per_block = block / kAfpFrameSize;
+    const uint32_t frames = (kAfpFrames + per_block - 1) / per_block * per_block;
+    d += ",framesz=" + std::to_string(kAfpFrameSize) + ",blocksz=" + std::to_string(block) +
+         ",framecnt=" + std::to_string(frames);
+  }
+  return d;
+}
+
+std::string devarg_value(const std::string& devargs, const std::string& key) {
+  const std::string k = "," + key + "=";
+  const auto p = devargs.find(k);
+  if (p == std::string::npos) return "";
+  const auto e = devargs.find(',', p + k.size());
+  return devargs.substr(p + k.size(),
+                        e == std::string::npos ? std::string::npos : e - p - k.size());
+}
+
+// The largest IBTA path MTU whose packets fit an Ethernet MTU, the way rxe derives its port's
+// active MTU (eth_mtu_int_to_enum(): the MTU minus RXE_MAX_HDR_LENGTH = 80, rounded down).
+uint32_t ib_mtu_for(uint32_t eth_mtu) {
+  const uint32_t avail = eth_mtu > 80 ? eth_mtu - 80 : 0;
+  for (uint32_t m = 4096; m > 256; m /= 2)
+    if (avail >= m) return m;
+  return 256;
+}
+
+uint32_t port_eth_mtu(uint16_t port, const std::string& devargs) {
+  uint32_t mtu = 0;
+  const std::string iface = devarg_value(devargs, "iface");
+  if (!iface.empty()) {
+    std::ifstream f("/sys/class/net/" + iface + "/mtu");
+    f >> mtu;
+  }
+  rte_eth_dev_info info{};
+  (void)rte_eth_dev_info_get(port, &info);
+  if (mtu == 0) {
+    uint16_t m = 0;
+    if (rte_eth_dev_get_mtu(port, &m) == 0) mtu = m;
+  }
+  // net_tap in DPDK 22.11 cannot send frames above its ethdev MTU cap (1504).
+  if (info.driver_name != nullptr && std::strstr(info.driver_name, "tap") != nullptr &&
+      info.max_mtu != 0 && info.max_mtu < mtu)
+    mtu = info.max_mtu;
+  return mtu == 0 ? 1500 : mtu;
+}
+
+bool parse_mac(const std::string& s, wire::MacAddr* m) {
+  unsigned b[6];
+  if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5]) != 6)
+    return false;
+  for (int i = 0; i < 6; ++i) (*m)[i] = static_cast<uint8_t>(b[i]);
+  return true;
+}
+
+// ---- Environment: EAL, ports, adapters, engine --------------------------------------------------
+
+class Env {
+ public:
+  ~Env() {
+    engine_.stop();
+    b_.reset();
+    a_.reset();
+  }
+
+  bool open_loopback(const Options& o) {
+    if (!eal(o)) return false;
+    uint16_t pa = 0, pb = 0;
+    if (ctl::create_ring_pair("perf", 1, &pa, &pb) != Status::kSuccess)
+      return error("cannot create the net_ring pair");
+    ctl::AdapterConfig ca, cb;
+    ca.port_id = pa;
+    cb.port_id = pb;
+    ca.ipv4 = 0xC0000201;  // 192.0.2.1 and .2 (documentation range)
+    cb.ipv4 = 0xC0000202;
+    ca.ipv6 = wire::Ipv6Addr{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    cb.ipv6 = wire::Ipv6Addr{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+    ca.mac = wire::MacAddr{2, 0, 0, 0, 0, 1};
+    cb.mac = wire::MacAddr{2, 0, 0, 0, 0, 2};
+    ca.start_control = cb.start_control = false;  // addresses are known: no ARP needed
+    if (Status s = ctl::Adapter::open(ca, &engine_, &a_); s != Status::kSuccess)
+      return error("cannot open adapter A: " + std::string(to_string(s)));
+    if (Status s = ctl::Adapter::open(cb, &engine_, &b_); s != Status::kSuccess)
+      return error("cannot open adapter B: " + std::string(to_string(s)));
+    mtu_ = 4096;  // net_ring has no MTU
+    device_ = "urnic0";
+    return start(o);
+  }
+
+  bool open_port(const Options& o) {
+    devargs_.clear();
+    for (const auto& v : o.vdevs) devargs_.push_back(with_af_packet_defaults(v));
+    if (!eal(o)) return false;
+    uint16_t port = 0;
+    std::string name, args;
+    if (!devargs_.empty()) {
+      args = devargs_.front();
+      name = args.substr(0, args.find(','));
+    } else {
+      name = o.pci;
+    }
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &port) != 0) {
+      bool found = false;
+      uint16_t p = 0;
+      RTE_ETH_FOREACH_DEV(p) {
+        if (!found) port = p;
+        found = true;
+      }
+      if (!found) return error("no ethdev port for '" + name + "'");
+    }
+    ctl::AdapterConfig c;
+    c.port_id = port;
+    if (!o.ip.empty()) {
+      in_addr a{};
+      if (::inet_pton(AF_INET, o.ip.c_str(), &a) != 1) return error("bad --ip " + o.ip);
+      c.ipv4 = ntohl(a.s_addr);
+    }
+    if (!o.ipv6.empty()) {
+      wire::Ipv6Addr v6{};
+      if (::inet_pton(AF_INET6, o.ipv6.c_str(), v6.data()) != 1)
+        return error("bad --ipv6 " + o.ipv6);
+      c.ipv6 = v6;
+    }
+    if (!o.mac.empty()) {
+      wire::MacAddr m{};
+      if (!parse_mac(o.mac, &m)) return error("bad --mac " + o.mac);
+      c.mac = m;
+    }
+    if (Status s = ctl::Adapter::open(c, &engine_, &a_); s != Status::kSuccess)
+      return error("cannot open port " + name + ": " + std::string(to_string(s)));
+    mtu_ = ib_mtu_for(port_eth_mtu(port, args));
+    device_ = "urnic0 (" + name + ")";
+    return start(o);
+  }
+
+  ctl::Adapter& a() { return *a_; }
+  ctl::Adapter& b() { return *b_; }
+  Driver& driver() { return *driver_; }
+  uint32_t mtu() const { return mtu_; }
+  const std::string& device() const { return device_; }
+  const std::string& error_text() const { return err_; }
+  bool engine_on_lcore() const { return !driver_->manual(); }
+
+ private:
+  bool eal(const Options& o) {
+    ctl::EalOptions eo;
+    eo.program = "urnic-perf";
+    eo.lcores = o.lcores;
+    if (eo.lcores.empty()) eo.lcores = ::sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? "0-1" : "0";
+    eo.vdevs = devargs_;
+    if (!o.pci.empty()) {
+      eo.no_pci = false;
+      eo.pci_allow.push_back(o.pci);
+    }
+    eo.memory_mb = 512;
+    if (Status s = ctl::eal_init(eo); s != Status::kSuccess)
+      return error("EAL bring-up failed: " + std::string(to_string(s)));
+    return true;
+  }
+
+  bool start(const Options& o) {
+    const unsigned worker = rte_get_next_lcore(-1, 1, 0);
+    bool manual = true;
+    if (worker < RTE_MAX_LCORE) {
+      if (!engine_.launch(worker))
+        return error("cannot launch the engine on lcore " + std::to_string(worker));
+      manual = false;
+    }
+    driver_ = std::make_unique<Driver>(engine_, manual, o.idle_yield);
+    return true;
+  }
+
+  bool error(const std::string& e) {
+    err_ = e;
+    return false;
+  }
+
+  dp::Engine engine_;
+  std::unique_ptr<ctl::Adapter> a_, b_;
+  std::unique_ptr<Driver> driver_;
+  std::vector<std::string> devargs_;
+  uint32_t mtu_ = 1024;
+  std::string device_;
+  std::string err_;
+};
+
+// ---- Running ----------------------------------------------------------------------------------
+
+// Steps `runners` (and the engine, when this thread drives it) until all are done. `on_step`
+// runs every iteration (stop conditions). Prints a progress line once a second on long runs.
+bool run_all(Driver& d, const std::vector<Runner*>& runners, const Options& o, Kind kind,
+             uint64_t size, const std::function<void()>& on_step) {
+  const uint64_t hz = rte_get_tsc_hz();
+  const uint64_t t0 = rte_rdtsc();
+  uint64_t next_print = t0 + hz, last_progress_tsc = t0, last_progress = 0, last_printed = 0;
+  uint64_t last_print_tsc = t0;
+  for (uint64_t it = 0;; ++it) {
+    d.poll();
+    bool all = true;
+    for (Runner* r : runners) all &= r->step();
+    if (on_step) on_step();
+    for (Runner* r : runners)
+      if (r->failed()) return false;
+    if (all) return true;
+    if ((it & 255) != 0) continue;
+    const uint64_t now = rte_rdtsc();
+    uint64_t p = 0;
+    for (Runner* r : runners) p += r->progress();
+    if (p != last_progress) {
+      last_progress = p;
+      last_progress_tsc = now;
+    } else if (now - last_progress_tsc > static_cast<uint64_t>(kStallSeconds * hz)) {
+      std::fprintf(stderr, " urnic-perf: no progress for %.0f s\n", kStallSeconds);
+      return false;
+    }
+    if (o.progress && now >= next_print) {
+      const double dt = tsc_to_s(now - last_print_tsc);
+      const uint64_t msgs = runners.front()->progress();
+      if (kind == Kind::kBw) {
+        const double rate = static_cast<double>(msgs - last_printed) / dt;
+        std::fprintf(stderr, " [%5.1f s] %12llu msgs  %9.3f Gb/s  %8.4f Mpps\n", tsc_to_s(now - t0),
+                     static_cast<unsigned long long>(msgs),
+                     rate * static_cast<double>(size) * 8 / 1e9, rate / 1e6);
+      } else {
+        std::fprintf(stderr, " [%5.1f s] %12llu messages  %9.0f per second\n", tsc_to_s(now - t0),
+                     static_cast<unsigned long long>(msgs),
+                     static_cast<double>(msgs - last_printed) / dt);
+      }
+      last_printed = msgs;
+      last_print_tsc = now;
+      next_print = now + hz;
+    }
+  }
+}
+
+struct Outcome {
+  bool ok = true;
+  std::vector<std::string> notes;
+  void fail(const std::string& e) {
+    ok = false;
+    std::fprintf(stderr, " urnic-perf: %s\n", e.c_str());
+  }
+  void data(const DataCheck& dc) {
+    if (dc.checked && !dc.ok) fail("data check failed: " + dc.note);
+    if (!dc.note.empty()) notes.push_back(dc.note);
+  }
+};
+
+RunConfig run_config(const Options& o, Test t, Role role, uint64_t size, bool peer_urnic) {
+  RunConfig c;
+  c.test = t;
+  c.role = role;
+  c.size = size;
+  c.iters = o.effective_iters();
+  c.duration = o.duration;
+  c.tx_depth = o.effective_tx_depth();
+  c.rx_depth = o.effective_rx_depth();
+  c.cq_mod = o.cq_mod != 0 ? o.cq_mod : kDefaultCqMod;
+  if (c.cq_mod > c.tx_depth) c.cq_mod = c.tx_depth;
+  // perftest signals every RDMA READ (its read_bw prints "CQ Moderation : 1").
+  if (t.verb == Verb::kRead && o.cq_mod == 0) c.cq_mod = 1;
+  c.peer_urnic = peer_urnic;
+  return c;
+}
+
+double rtt_factor(Test t) { return t.verb == Verb::kWrite || t.verb == Verb::kSend ? 2.0 : 1.0; }
+
+void print_lat_result(const Options& o, Test t, uint64_t size, Runner& r) {
+  if (o.duration > 0)
+    print_lat_duration_row(size, r.iterations(), r.tsc_start, r.tsc_end, rtt_factor(t));
+  else
+    print_lat_row(size, r.iterations(), lat_stats(r.tposted, rtt_factor(t)));
+}
+
+BwReport bw_of(const Options& o, uint64_t size, Runner& r) {
+  return bw_report(size, r.iterations(), r.messages, r.tsc_start, r.tsc_end, r.events, o.gbits);
+}
+
+void print_summary(const Outcome& out, uint64_t completions, const dp::QpCounters& c,
+                   const std::vector<ctl::Adapter*>& verbose) {
+  print_result_line();
+  std::printf(" urnic: %llu completions, %llu with errors, %llu retransmitted packets\n",
+              static_cast<unsigned long long>(completions),
+              static_cast<unsigned long long>(c.completions_error),
+              static_cast<unsigned long long>(c.retransmits));
+  auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
+  if (!verbose.empty()) {
+    std::printf(
+        " qp: tx %llu rx %llu pkts, acks %llu/%llu, timeouts %llu, naks %llu/%llu, rnr %llu/%llu,"
+        " dup %llu, ooo %llu, implied %llu, stale %llu\n",
+        u(c.tx_packets), u(c.rx_packets), u(c.acks_sent), u(c.acks_received), u(c.timeouts),
+        u(c.naks_sent[0] + c.naks_sent[1] + c.naks_sent[2] + c.naks_sent[3]),
+        u(c.naks_received[0] + c.naks_received[1] + c.naks_received[2] + c.naks_received[3]),
+        u(c.rnr_naks_sent), u(c.rnr_naks_received), u(c.duplicate_requests), u(c.out_of_sequence),
+        u(c.implied_naks), u(c.dropped_stale));
+    for (ctl::Adapter* a : verbose) {
+      const dp::EngineCounters& e = a->endpoint_counters();
+      uint64_t drops = 0;
+      for (uint64_t d : e.rx_drops) drops += d;
+      std::printf(
+          " endpoint: steps %llu busy %llu, rx %llu tx %llu pkts, rx drops %llu, "
+          "tx ring full %llu, mbuf alloc failures %llu\n",
+          u(e.steps), u(e.busy_steps), u(e.rx_packets), u(e.tx_packets), u(drops),
+          u(e.tx_ring_full), u(e.mbuf_alloc_failures));
+    }
+  }
+  // One line per distinct note (an -a run checks every size).
+  std::vector<std::string> uniq;
+  for (const auto& n : out.notes)
+    if (std::find(uniq.begin(), uniq.end(), n) == uniq.end()) uniq.push_back(n);
+  if (uniq.size() > 3) {
+    std::printf(" data: %zu checks, the last: %s\n", out.notes.size(), uniq.back().c_str());
+  } else {
+    for (const auto& n : uniq) std::printf(" data: %s\n", n.c_str());
+  }
+  std::printf(" result: %s\n", out.ok ? "PASS" : "FAIL");
+  std::fflush(stdout);
+}
+
+std::array<uint8_t, 16> pick_gid(ctl::Adapter& a, int index, std::string* err) {
+  const auto gids = a.control().gids();
+  if (index < 0 || static_cast<size_t>(index) >= gids.size()) {
+    *err = "GID index " + std::to_string(index) + " does not exist (this adapter has " +
+           std::to_string(gids.size()) + ": 0 link-local, then --ip, then --ipv6)";
+    return {};
+  }
+  return gids[static_cast<size_t>(index)];
+}
+
+// ---- Loopback -------------------------------------------------------------------------------
+
+bool run_loopback_test(Env& env, const Options& o, Test t, const std::vector<uint64_t>& sizes) {
+  Outcome out;
+  std::string err;
+  Geometry geo;
+  geo.max_size = *std::max_element(sizes.begin(), sizes.end());
+  const uint32_t nqps = t.kind == Kind::kLat ? 1 : o.qps;
+  const uint32_t tx = o.effective_tx_depth();
+  const uint32_t rx = t.verb == Verb::kSend ? o.effective_rx_depth() : 16;
+  const bool ipv6 = o.gid_index != 1;
+  const auto gid_a = pick_gid(env.a(), ipv6 ? 2 : 1, &err);
+  const auto gid_b = pick_gid(env.b(), ipv6 ? 2 : 1, &err);
+  auto a = std::make_unique<Side>(env.a());
+  auto b = std::make_unique<Side>(env.b());
+  // (Re)creates both sides and connects them back to back.
+  auto setup = [&]() {
+    a = std::make_unique<Side>(env.a());
+    b = std::make_unique<Side>(env.b());
+    if (!a->create(t, nqps, std::max(tx, 16u), rx, geo, gid_a, &err) ||
+        !b->create(t, nqps, std::max(tx, 16u), rx, geo, gid_b, &err))
+      return false;
+    for (uint32_t i = 0; i < nqps; ++i) {
+      if (!a->connect(i, b->qp(i).local, env.mtu(), env.a().address_to(env.b(), ipv6), &err) ||
+          !b->connect(i, a->qp(i).local, env.mtu(), env.b().address_to(env.a(), ipv6), &err))
+        return false;
+    }
+    return true;
+  };
+  if (!setup()) {
+    std::fprintf(stderr, " urnic-perf: %s\n", err.c_str());
+    return false;
+  }
+  const RunConfig base = run_config(o, t, Role::kClient, sizes.front(), true);
+  TestInfo info;
+  info.test = t;
+  info.device = env.device();
+  info.exchange = "loopback (net_ring, one process)";
+  info.qps = nqps;
+  info.mtu = env.mtu();
+  info.tx_depth = base.tx_depth;
+  info.rx_depth = base.rx_depth;
+  info.cq_mod = base.cq_mod;
+  info.out_reads = a->qp(0).local.out_reads;
+  info.gid_index = ipv6 ? 2 : 1;
+  print_test_info(info);
+  for (uint32_t i = 0; i < nqps; ++i) print_dest("local", t, a->qp(i).local);
+  for (uint32_t i = 0; i < nqps; ++i) print_dest("remote", t, b->qp(i).local);
+  if (t.kind == Kind::kBw)
+    print_bw_header(o.gbits);
+  else
+    print_lat_header(o.duration > 0);
+
+  uint64_t completions = 0;
+  for (uint64_t size : sizes) {
+    // A SEND duration run leaves receives posted that the next size must not consume: give it
+    // fresh QPs.
+    if (size != sizes.front() && t.verb == Verb::kSend && o.duration > 0 && !setup()) {
+      out.fail(err);
+      break;
+    }
+    RunConfig cc = run_config(o, t, Role::kClient, size, true);
+    RunConfig sc = cc;
+    sc.role = Role::kServer;
+    std::unique_ptr<Runner> client, server;
+    if (t.kind == Kind::kBw) {
+      client = make_bw_sender(*a, cc);
+      if (t.verb == Verb::kSend) server = make_bw_receiver(*b, sc);
+    } else {
+      client = make_lat(*a, cc);
+      if (t.verb == Verb::kWrite || t.verb == Verb::kSend) server = make_lat(*b, sc);
+    }
+    std::vector<Runner*> rs{client.get()};
+    if (server) rs.push_back(server.get());
+    bool stopped = false;
+    const bool ok = run_all(env.driver(), rs, o, t.kind, size, [&] {
+      // The side that only answers learns that the other is done the way a remote one would
+      // (its next TCP message); here it is told directly, with the total it must have received.
+      if (server && !stopped && (client->done() || server->done())) {
+        Runner* waiting = client->done() ? server.get() : client.get();
+        waiting->stop(client->done() ? client->messages : server->messages);
+        stopped = true;
+      }
+    });
+    if (!ok) {
+      for (Runner* r : rs)
+        if (r->failed()) out.fail(r->error());
+      if (out.ok) out.fail("the run did not finish");
+      break;
+    }
+    completions += client->messages + (server ? server->messages : 0);
+    if (t.kind == Kind::kBw)
+      print_bw_row(bw_of(o, size, *client));
+    else
+      print_lat_result(o, t, size, *client);
+    out.data(client->check_data());
+    if (server) out.data(server->check_data());
+    if (t.kind == Kind::kBw && (t.verb == Verb::kWrite || t.verb == Verb::kAtomic)) {
+      const uint64_t per_qp = o.duration > 0 ? 0 : cc.iters;
+      out.data(check_passive_target(*b, cc, per_qp, client->messages));
+    }
+    if (!out.ok) break;
+  }
+  dp::QpCounters c = env.a().qp_counter_totals();
+  c.add(env.b().qp_counter_totals());
+  if (c.completions_error != 0) out.fail("the QPs counted completions with errors");
+  std::vector<ctl::Adapter*> v;
+  if (o.verbose) v = {&env.a(), &env.b()};
+  print_summary(out, completions, c, v);
+  return out.ok;
+}
+
+int run_loopback(const Options& o) {
+  Env env;
+  if (!env.open_loopback(o)) {
+    std::fprintf(stderr, "urnic-perf: %s\n", env.error_text().c_str());
+    return 1;
+  }
+  std::printf(" urnic-perf loopback: engine %s\n",
+              env.engine_on_lcore() ? "on its own lcore" : "driven by this thread");
+  if (!o.sweep) return run_loopback_test(env, o, o.test, o.sizes()) ? 0 : 1;
+
+  // The sweep: every test over a few sizes, short runs (the README's main command).
+  struct Row {
+    Test test;
+    std::vector<uint64_t> sizes;
+  };
+  const std::vector<uint64_t> bw_sizes{64, 4096, 65536};
+  const std::vector<Row> rows{
+      {{Verb::kWrite, Kind::kBw}, bw_sizes},   {{Verb::kRead, Kind::kBw}, bw_sizes},
+      {{Verb::kSend, Kind::kBw}, bw_sizes},    {{Verb::kAtomic, Kind::kBw}, {8}},
+      {{Verb::kWrite, Kind::kLat}, {8, 4096}}, {{Verb::kRead, Kind::kLat}, {8, 4096}},
+      {{Verb::kSend, Kind::kLat}, {8, 4096}},  {{Verb::kAtomic, Kind::kLat}, {8}},
+  };
+  int failures = 0;
+  std::vector<std::string> summary;
+  for (const Row& r : rows) {
+    Options ro = o;
+    ro.test = r.test;
+    ro.all_sizes = false;
+    if (r.test.kind == Kind::kBw) {
+      if (ro.duration == 0) ro.duration = 1.0;
+      ro.iters = 0;
+    } else {
+      ro.duration = 0;
+      if (ro.iters == 0) ro.iters = 10000;
+    }
+    const bool ok = run_loopback_test(env, ro, r.test, r.sizes);
+    summary.push_back(std::string(ok ? "PASS " : "FAIL ") + test_name(r.test));
+    if (!ok) ++failures;
+    std::printf("\n");
+  }
+  std::printf("urnic-perf sweep (loopback): ");
+  for (const auto& s : summary) std::printf("%s%s", s.c_str(), &s == &summary.back() ? "\n" : ", ");
+  std::printf("%zu passed, %d failed\n", summary.size() - failures, failures);
+  return failures == 0 ? 0 : 1;
+}
+
+// ---- Real port ----------------------------------------------------------------------------------
+
+bool resolve_mac(ctl::Adapter& a, Driver& d, const ctl::Gid& gid, wire::MacAddr* mac) {
+  auto& cp = a.control();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  cp.request(gid);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto m = cp.lookup(gid)) {
+      *mac = *m;
+      return true;
+    }
+    d.poll();
+    if (!d.manual()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return false;
+}
+
+std::string gid_text(const ctl::Gid& g) {
+  char b[INET6_ADDRSTRLEN] = {};
+  if (ctl::gid_is_ipv4(g)) {
+    in_addr a{};
+    a.s_addr = htonl(ctl::gid_to_ipv4(g));
+    ::inet_ntop(AF_INET, &a, b, sizeof(b));
+  } else {
+    ::inet_ntop(AF_INET6, g.data(), b, sizeof(b));
+  }
+  return b;
+}
+
+int run_remote(const Options& o) {
+  Env env;
+  if (!env.open_port(o)) {
+    std::fprintf(stderr, "urnic-perf: %s\n", env.error_text().c_str());
+    return 1;
+  }
+  const Test t = o.test;
+  const Role role = o.role();
+  Driver& drv = env.driver();
+  Outcome out;
+  Oob oob(role, drv.idle_fn());
+  auto oob_fail = [&](const char* step) {
+    std::fprintf(stderr, "urnic-perf: out-of-band exchange failed (%s): %s\n", step,
+                 oob.error().c_str());
+    return 1;
+  };
+  if (role == Role::kServer) {
+    print_waiting();
+    if (!oob.accept_one(o.tcp_port)) return oob_fail("accept");
+  } else if (!oob.connect_to(o.server, o.tcp_port, 10.0)) {
+    return oob_fail("connect");
+  }
+  if (!oob.exchange_versions()) return oob_fail("versions");
+  Geometry geo;
+  if (!oob.check_sys_data(&geo.cycle, &geo.cache_line)) return oob_fail("system data");
+  uint32_t mtu = o.mtu != 0 ? std::min(o.mtu, env.mtu()) : env.mtu();
+  if (!oob.check_mtu(mtu, &mtu)) return oob_fail("MTU");
+  const bool urnic_peer = oob.peer_is_urnic();
+
+  const auto sizes = o.sizes();
+  geo.max_size = *std::max_element(sizes.begin(), sizes.end());
+  const uint32_t nqps = t.kind == Kind::kLat ? 1 : o.qps;
+  const RunConfig base = run_config(o, t, role, sizes.front(), urnic_peer);
+  std::string err;
+  const auto gid = pick_gid(env.a(), o.gid_index, &err);
+  if (!err.empty()) {
+    std::fprintf(stderr, "urnic-perf: %s\n", err.c_str());
+    return 1;
+  }
+  Side side(env.a());
+  const uint32_t rq = t.verb == Verb::kSend ? base.rx_depth : 16;
+  if (!side.create(t, nqps, std::max(base.tx_depth, 16u), rq, geo, gid, &err)) {
+    std::fprintf(stderr, "urnic-perf: %s\n", err.c_str());
+    return 1;
+  }
+  TestInfo info;
+  info.test = t;
+  info.role = role;
+  info.device = env.device();
+  info.qps = nqps;
+  info.mtu = mtu;
+  info.tx_depth = base.tx_depth;
+  info.rx_depth = base.rx_depth;
+  info.cq_mod = base.cq_mod;
+  info.out_reads = side.qp(0).local.out_reads;
+  info.gid_index = o.gid_index;
+  print_test_info(info);
+  for (uint32_t i = 0; i < nqps; ++i) print_dest("local", t, side.qp(i).local);
+
+  // The connection records, in the order the perftest tool sends them (see the file comment).
+  std::vector<uint32_t> seq;
+  const bool lat_rw = t.kind == Kind::kLat && t.verb != Verb::kSend;
+  if (lat_rw) seq.push_back(0);
+  for (uint32_t i = 0; i < nqps; ++i) seq.push_back(i);
+  const size_t connect_after = seq.size();
+  if (t.verb == Verb::kSend) {
+    seq.push_back(0);
+    for (uint32_t i = 0; i < nqps; ++i) seq.push_back(i);
+  } else {
+    for (uint32_t i = 0; i < nqps; ++i) seq.push_back(i);
+    seq.push_back(0);
+  }
+  std::vector<Dest> remote(nqps);
+  for (size_t k = 0; k < seq.size(); ++k) {
+    Dest d;
+    if (!oob.hand_shake(side.qp(seq[k]).local, &d)) return oob_fail("connection records");
+    if (k < connect_after) remote[seq[k]] = d;
+    if (k + 1 != connect_after) continue;
+    // Every peer QP is known: resolve the peer and bring the QPs up before the next record
+    // (the peer starts sending after the last one).
+    const ctl::Gid peer_gid = remote[0].gid;
+    if (ctl::gid_is_ipv4(peer_gid) != ctl::gid_is_ipv4(gid)) {
+      std::fprintf(stderr, "urnic-perf: the peer's GID %s and ours (%s) differ in IP version\n",
+                   gid_text(peer_gid).c_str(), gid_text(gid).c_str());
+      return 1;
+    }
+    wire::NetHeaders av;
+    av.src_mac = env.a().mac();
+    if (!resolve_mac(env.a(), drv, peer_gid, &av.dst_mac)) {
+      std::fprintf(stderr, "urnic-perf: no ARP/ND answer from %s\n", gid_text(peer_gid).c_str());
+      return 1;
+    }
+    av.ipv6 = !ctl::gid_is_ipv4(peer_gid);
+    if (av.ipv6) {
+      av.src_ip6 = gid;
+      av.dst_ip6 = peer_gid;
+    } else {
+      av.src_ip4 = ctl::gid_to_ipv4(gid);
+      av.dst_ip4 = ctl::gid_to_ipv4(peer_gid);
+    }
+    for (uint32_t i = 0; i < nqps; ++i) {
+      if (!side.connect(i, remote[i], mtu, av, &err)) {
+        std::fprintf(stderr, "urnic-perf: %s\n", err.c_str());
+        return 1;
+      }
+    }
+  }
+  for (uint32_t i = 0; i < nqps; ++i) print_dest("remote", t, remote[i]);
+  if (t.kind == Kind::kBw)
+    print_bw_header(o.gbits);
+  else if (!(lat_rw && role == Role::kServer && t.verb != Verb::kWrite))
+    print_lat_header(o.duration > 0);
+
+  uint64_t completions = 0;
+  const Dest& me = side.qp(0).local;
+  // Whether this side only answers (receives SENDs, or replies in a latency ping-pong): in a
+  // duration run it stops when the other side's next TCP message (a record, or the connection
+  // closing) shows up.
+  const bool answers = t.kind == Kind::kBw ? role == Role::kServer : !initiator(t, role);
+  auto run_one = [&](Runner& r, uint64_t size, bool server_waits) {
+    std::vector<Runner*> rs{&r};
+    bool stopped = false;
+    const bool ok = run_all(drv, rs, o, t.kind, size, [&] {
+      if (server_waits && !stopped && o.duration > 0 && oob.readable()) {
+        r.stop(0);
+        stopped = true;
+      }
+    });
+    if (!ok) out.fail(r.failed() ? r.error() : "the run did not finish");
+    completions += r.messages;
+    return ok;
+  };
+
+  if (t.kind == Kind::kBw && t.verb != Verb::kSend) {
+    BwReport mine, theirs;
+    if (role == Role::kClient) {
+      for (uint64_t size : sizes) {
+        auto r = make_bw_sender(side, run_config(o, t, role, size, urnic_peer));
+        if (!run_one(*r, size, false)) break;
+        mine = bw_of(o, size, *r);
+        print_bw_row(mine);
+        out.data(r->check_data());
+      }
+      if (!out.ok) return 1;
+      if (!oob.hand_shake(me, nullptr) || !oob.xchg_reports(mine, &theirs))
+        return oob_fail("reports");
+    } else {
+      // The client runs; this side only serves (the responder runs on the engine).
+      if (!oob.hand_shake(me, nullptr) || !oob.xchg_reports(mine, &theirs))
+        return oob_fail("reports");
+      print_bw_row(theirs);
+      if (theirs.size <= geo.max_size && theirs.size != 0) {
+        const RunConfig rc = run_config(o, t, role, theirs.size, urnic_peer);
+        const uint64_t per_qp = o.duration > 0 || nqps == 0 ? 0 : theirs.iters / nqps;
+        out.data(check_passive_target(side, rc, per_qp, theirs.iters));
+      }
+    }
+    if (!oob.close_connection(me)) return oob_fail("close");
+  } else if (t.verb == Verb::kSend) {
+    for (uint64_t size : sizes) {
+      const RunConfig rc = run_config(o, t, role, size, urnic_peer);
+      std::unique_ptr<Runner> r;
+      if (t.kind == Kind::kBw)
+        r = role == Role::kClient ? make_bw_sender(side, rc) : make_bw_receiver(side, rc);
+      else
+        r = make_lat(side, rc);  // posts its receives
+      // Receives are posted: the sync record lets the client start.
+      if (!oob.hand_shake(me, nullptr)) return oob_fail("sync");
+      if (!run_one(*r, size, answers)) break;
+      if (t.kind == Kind::kBw)
+        print_bw_row(bw_of(o, size, *r));
+      else
+        print_lat_result(o, t, size, *r);
+      out.data(r->check_data());
+      if (t.kind == Kind::kBw && o.all_sizes && !oob.hand_shake(me, nullptr))
+        return oob_fail("sync");
+    }
+    if (!out.ok) return 1;
+    if (!oob.close_connection(me)) return oob_fail("close");
+  } else if (t.verb == Verb::kWrite) {  // write_lat
+    for (uint64_t size : sizes) {
+      auto r = make_lat(side, run_config(o, t, role, size, urnic_peer));
+      if (!run_one(*r, size, answers)) break;
+      print_lat_result(o, t, size, *r);
+      out.data(r->check_data());
+    }
+    oob.close();  // ib_write_lat just closes the socket
+  } else {        // read_lat, atomic_lat
+    if (role == Role::kClient) {
+      for (uint64_t size : sizes) {
+        auto r = make_lat(side, run_config(o, t, role, size, urnic_peer));
+        if (!run_one(*r, size, false)) break;
+        print_lat_result(o, t, size, *r);
+        out.data(r->check_data());
+      }
+      if (!out.ok) return 1;
+    }
+    if (!oob.close_connection(me)) return oob_fail("close");
+  }
+  std::vector<ctl::Adapter*> v;
+  if (o.verbose) v = {&env.a()};
+  print_summary(out, completions, env.a().qp_counter_totals(), v);
+  return out.ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace urnic::perf
+
+int main(int argc, char** argv) {
+  using namespace urnic::perf;
+  std::signal(SIGPIPE, SIG_IGN);
+  Options o;
+  bool exit_ok = false;
+  if (!parse_options(argc, argv, &o, &exit_ok)) return exit_ok ? 0 : 2;
+  if (o.all_sizes && o.duration > 0 && o.test.verb == Verb::kSend) {
+    std::fprintf(stderr, "urnic-perf: -a with -D is not supported for send tests\n");
+    return 2;
+  }
+  return o.loopback() ? run_loopback(o) : run_remote(o);
+}

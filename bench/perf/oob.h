@@ -1,0 +1,72 @@
+// perftest's out-of-band exchange over TCP (src/perftest_communication.c of perftest 4.5), so
+// that ib_write_bw & co. can be the other side. Every step is a blind fixed-size exchange in
+// which the client writes first and then reads, and the server reads first and then writes
+// (ctx_xchg_data_ethernet): versions (16 bytes), the cycle buffer and cache line size (4 + 4
+// bytes, big-endian, peers >= 5.32), the MTU as an ibv_mtu digit (2 bytes, peers >= 5.31), then
+// 108-byte connection records (ctx_hand_shake) as often as the test's choreography says, the
+// bandwidth report (5 x 8 bytes) and "done".
+//
+// Waiting never blocks an engine that this thread drives: every wait polls the socket without
+// blocking and calls `idle` in between (see Driver in side.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "bench/perf/perf.h"
+
+namespace urnic::perf {
+
+class Oob {
+ public:
+  // `idle` runs between polls of the socket; null: block in poll().
+  Oob(Role role, std::function<void()> idle) : role_(role), idle_(std::move(idle)) {}
+  ~Oob() { close(); }
+  Oob(const Oob&) = delete;
+  Oob& operator=(const Oob&) = delete;
+
+  // Server: listens on `port` and accepts one client.
+  bool accept_one(uint16_t port);
+  // Client: connects, retrying for up to `retry_s` seconds while the server is not listening.
+  bool connect_to(const std::string& host, uint16_t port, double retry_s);
+
+  // The version exchange. Our 16 bytes are "6.06" (perftest 4.5) and, after the NUL that ends
+  // the string perftest parses, "urnic-perf": a peer that carries it verifies our data.
+  bool exchange_versions();
+  const std::string& peer_version() const { return peer_version_; }
+  bool peer_is_urnic() const { return peer_urnic_; }
+  // check_sys_data(): both sides use the larger cycle buffer and cache line.
+  bool check_sys_data(uint32_t* cycle_buffer, uint32_t* cache_line);
+  // check_mtu(): both sides use the smaller path MTU (bytes in, bytes out).
+  bool check_mtu(uint32_t mine, uint32_t* agreed);
+  // ctx_hand_shake(): one 108-byte record each way.
+  bool hand_shake(const Dest& mine, Dest* theirs);
+  // xchg_bw_reports() for a 6.06 peer.
+  bool xchg_reports(const BwReport& mine, BwReport* theirs);
+  // ctx_close_connection(): a hand shake, then "done" each way, then close.
+  bool close_connection(const Dest& mine);
+  // True when the peer sent data we have not read, or closed the connection.
+  bool readable();
+  void close();
+
+  const std::string& error() const { return err_; }
+
+ private:
+  bool xchg(const void* mine, void* theirs, size_t n);
+  bool write_all(const void* p, size_t n);
+  bool read_exact(void* p, size_t n);
+  bool wait_fd(short events);
+  bool fail(const std::string& what);
+
+  Role role_;
+  std::function<void()> idle_;
+  int fd_ = -1;
+  std::string peer_version_;
+  double peer_version_num_ = 0;
+  bool peer_urnic_ = false;
+  std::string err_;
+};
+
+}  // namespace urnic::perf

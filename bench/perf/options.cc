@@ -1,0 +1,314 @@
+// urnic-perf command line: perftest's common options plus the DPDK ones.
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "bench/perf/perf.h"
+
+namespace urnic::perf {
+namespace {
+
+struct NamedTest {
+  const char* name;
+  Test test;
+};
+constexpr NamedTest kTests[] = {
+    {"write_bw", {Verb::kWrite, Kind::kBw}},   {"write_lat", {Verb::kWrite, Kind::kLat}},
+    {"read_bw", {Verb::kRead, Kind::kBw}},     {"read_lat", {Verb::kRead, Kind::kLat}},
+    {"send_bw", {Verb::kSend, Kind::kBw}},     {"send_lat", {Verb::kSend, Kind::kLat}},
+    {"atomic_bw", {Verb::kAtomic, Kind::kBw}}, {"atomic_lat", {Verb::kAtomic, Kind::kLat}},
+};
+
+bool parse_u64(const std::string& s, uint64_t* out) {
+  if (s.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 0);
+  if (errno != 0 || end == s.c_str()) return false;
+  uint64_t mult = 1;
+  if (*end == 'K' || *end == 'k') {
+    mult = 1024;
+    ++end;
+  } else if (*end == 'M' || *end == 'm') {
+    mult = 1024 * 1024;
+    ++end;
+  }
+  if (*end != '\0') return false;
+  *out = v * mult;
+  return true;
+}
+
+bool parse_double(const std::string& s, double* out) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (errno != 0 || end == s.c_str() || *end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+std::optional<Test> test_from_name(std::string_view name) {
+  if (name.substr(0, 3) == "ib_") name.remove_prefix(3);
+  for (const auto& t : kTests)
+    if (name == t.name) return t.test;
+  return std::nullopt;
+}
+
+std::string test_name(Test t) {
+  for (const auto& n : kTests)
+    if (n.test == t) return n.name;
+  return "?";
+}
+
+uint64_t Options::default_size() const {
+  if (test.verb == Verb::kAtomic) return kAtomicSize;
+  return test.kind == Kind::kBw ? kDefaultSizeBw : kDefaultSizeLat;
+}
+
+uint64_t Options::effective_iters() const {
+  if (iters != 0) return iters;
+  return test.kind == Kind::kBw ? kDefaultItersBw : kDefaultItersLat;
+}
+
+uint32_t Options::effective_tx_depth() const {
+  if (test.kind == Kind::kLat) return kDefaultTxLat;
+  uint32_t t = tx_depth != 0 ? tx_depth : kDefaultTxBw;
+  // perftest: "TX depth" never exceeds the iteration count (the capture of -n 5 shows 5).
+  if (duration == 0 && t > effective_iters()) t = static_cast<uint32_t>(effective_iters());
+  return t;
+}
+
+uint32_t Options::effective_rx_depth() const {
+  uint32_t r = rx_depth != 0 ? rx_depth : kDefaultRxSend;
+  if (duration == 0 && r > effective_iters() + 1) r = static_cast<uint32_t>(effective_iters() + 1);
+  return r;
+}
+
+std::vector<uint64_t> Options::sizes() const {
+  if (test.verb == Verb::kAtomic) return {kAtomicSize};
+  if (!all_sizes) return {size != 0 ? size : default_size()};
+  std::vector<uint64_t> v;
+  for (uint64_t s = 2; s <= kMaxSize; s <<= 1) v.push_back(s);
+  return v;
+}
+
+void print_usage(const char* prog) {
+  std::printf(
+      "Usage: %s [TEST] [options] [SERVER]\n"
+      "A perftest-compatible benchmark for urnic. TEST is one of write_bw write_lat read_bw\n"
+      "read_lat send_bw send_lat atomic_bw atomic_lat (default write_bw; or --test=TEST).\n"
+      "Without SERVER, --vdev or --port it runs in loopback: two adapters in this process over a\n"
+      "net_ring pair. With --vdev/--port it is a perftest server, or a client of SERVER; the\n"
+      "other side may be urnic-perf or perftest 4.5 (ib_write_bw ... -x <RoCEv2 GID index>).\n"
+      "\n"
+      "perftest options:\n"
+      "  -s, --size=BYTES        message size (default 65536 for BW, 2 for latency, 8 atomics)\n"
+      "  -a, --all               all sizes from 2 B to 8 MiB (powers of two)\n"
+      "  -n, --iters=N           iterations (default 5000 for BW, 1000 for latency)\n"
+      "  -D, --duration=SEC      run for SEC seconds instead of -n (fractions allowed)\n"
+      "  -q, --qp=N              number of QPs (BW tests)\n"
+      "  -t, --tx-depth=N        send queue depth (default 128 for BW)\n"
+      "  -r, --rx-depth=N        receive queue depth (default 512, send tests)\n"
+      "  -Q, --cq-mod=N          signal one send in N (default 100)\n"
+      "  -m, --mtu=BYTES         path MTU 256..4096 (default: the port's active MTU)\n"
+      "      --report_gbits      report Gb/s instead of MB/s\n"
+      "  -p  PORT                TCP port of the out-of-band exchange (default 18515)\n"
+      "  -x, --gid-index=N       GID to use: 0 link-local IPv6, 1 IPv4-mapped (default), 2 IPv6\n"
+      "  -F                      accepted (no CPU frequency check applies)\n"
+      "  -d DEV, -i PORT         accepted and ignored (perftest device selection)\n"
+      "DPDK options:\n"
+      "      --vdev=DEVARGS      e.g. net_af_packet0,iface=veth0 (af_packet ring sizes that fit\n"
+      "                          4 KiB frames are added when not given) or net_tap0,iface=t0\n"
+      "      --port=PCI          a PCI NIC bound to a DPDK driver (EAL -a PCI)\n"
+      "      --lcores=LIST       EAL lcores (default 0-1 when 2 CPUs exist: the engine runs on\n"
+      "                          the second; with one lcore this thread drives the engine)\n"
+      "      --ip=A.B.C.D        this adapter's IPv4 address (required on a real port)\n"
+      "      --ipv6=ADDR         this adapter's IPv6 address (GID index 2)\n"
+      "      --mac=MAC           source MAC (default: the port's)\n"
+      "      --idle-yield=N      yield the CPU after N idle polls (cores shared with others)\n"
+      "Other:\n"
+      "      --sweep             loopback write/read/send/atomic sweep over a few sizes\n"
+      "      --no-progress       no once-a-second progress line on stderr\n"
+      "  -v, --verbose           print engine counters at the end\n"
+      "  -h, --help\n",
+      prog);
+}
+
+bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
+  *exit_ok = false;
+  std::vector<std::string> positional;
+  bool test_given = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::string key = a, val;
+    bool has_val = false;
+    if (a.rfind("--", 0) == 0) {
+      const auto eq = a.find('=');
+      if (eq != std::string::npos) {
+        key = a.substr(0, eq);
+        val = a.substr(eq + 1);
+        has_val = true;
+      }
+    } else if (a.size() > 2 && a[0] == '-' && a[1] != '-') {
+      // -s64 style.
+      key = a.substr(0, 2);
+      val = a.substr(2);
+      has_val = true;
+    }
+    auto value = [&](std::string* out) {
+      if (has_val) {
+        *out = val;
+        return true;
+      }
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "urnic-perf: %s needs a value\n", key.c_str());
+        return false;
+      }
+      *out = argv[++i];
+      return true;
+    };
+    auto num = [&](uint64_t* out, uint64_t lo, uint64_t hi) {
+      std::string s;
+      if (!value(&s)) return false;
+      if (!parse_u64(s, out) || *out < lo || *out > hi) {
+        std::fprintf(stderr, "urnic-perf: bad value '%s' for %s (%llu..%llu)\n", s.c_str(),
+                     key.c_str(), static_cast<unsigned long long>(lo),
+                     static_cast<unsigned long long>(hi));
+        return false;
+      }
+      return true;
+    };
+    uint64_t v = 0;
+    std::string s;
+    if (key == "-h" || key == "--help") {
+      print_usage(argv[0]);
+      *exit_ok = true;
+      return false;
+    } else if (key == "--test") {
+      if (!value(&s)) return false;
+      const auto t = test_from_name(s);
+      if (!t) {
+        std::fprintf(stderr, "urnic-perf: unknown test '%s'\n", s.c_str());
+        return false;
+      }
+      o->test = *t;
+      test_given = true;
+    } else if (key == "-s" || key == "--size") {
+      if (!num(&v, 1, kMaxSize)) return false;
+      o->size = v;
+    } else if (key == "-a" || key == "--all") {
+      if (has_val && key == "-a") {
+        std::fprintf(stderr, "urnic-perf: -a takes no value\n");
+        return false;
+      }
+      o->all_sizes = true;
+    } else if (key == "-n" || key == "--iters") {
+      if (!num(&v, 5, 1'000'000'000'000ull)) return false;
+      o->iters = v;
+    } else if (key == "-D" || key == "--duration") {
+      if (!value(&s)) return false;
+      if (!parse_double(s, &o->duration) || o->duration <= 0 || o->duration > 86400) {
+        std::fprintf(stderr, "urnic-perf: bad duration '%s'\n", s.c_str());
+        return false;
+      }
+    } else if (key == "-q" || key == "--qp") {
+      if (!num(&v, 1, 64)) return false;
+      o->qps = static_cast<uint32_t>(v);
+    } else if (key == "-t" || key == "--tx-depth") {
+      if (!num(&v, 1, 16384)) return false;
+      o->tx_depth = static_cast<uint32_t>(v);
+    } else if (key == "-r" || key == "--rx-depth") {
+      if (!num(&v, 1, 16384)) return false;
+      o->rx_depth = static_cast<uint32_t>(v);
+    } else if (key == "-Q" || key == "--cq-mod") {
+      if (!num(&v, 1, 1024)) return false;
+      o->cq_mod = static_cast<uint32_t>(v);
+    } else if (key == "-m" || key == "--mtu") {
+      if (!num(&v, 256, 4096)) return false;
+      if ((v & (v - 1)) != 0) {
+        std::fprintf(stderr, "urnic-perf: MTU must be 256, 512, 1024, 2048 or 4096\n");
+        return false;
+      }
+      o->mtu = static_cast<uint32_t>(v);
+    } else if (key == "--report_gbits" || key == "--report-gbits") {
+      o->gbits = true;
+    } else if (key == "-p") {
+      if (!num(&v, 1, 65535)) return false;
+      o->tcp_port = static_cast<uint16_t>(v);
+    } else if (key == "-x" || key == "--gid-index") {
+      if (!num(&v, 0, 2)) return false;
+      o->gid_index = static_cast<int>(v);
+    } else if (key == "-F" || key == "--CPU-freq") {
+    } else if (key == "-d" || key == "--ib-dev" || key == "-i" || key == "--ib-port") {
+      if (!value(&s)) return false;
+    } else if (key == "-A" || key == "--atomic_type") {
+      if (!value(&s)) return false;
+      if (s != "FETCH_AND_ADD") {
+        std::fprintf(stderr, "urnic-perf: only FETCH_AND_ADD atomics are supported\n");
+        return false;
+      }
+    } else if (key == "-R" || key == "--rdma_cm") {
+      std::fprintf(stderr, "urnic-perf: -R (rdma_cm) is not supported; the TCP exchange is\n");
+      return false;
+    } else if (key == "--vdev") {
+      if (!value(&s)) return false;
+      o->vdevs.push_back(s);
+    } else if (key == "--port") {
+      if (!value(&o->pci)) return false;
+    } else if (key == "--lcores") {
+      if (!value(&o->lcores)) return false;
+    } else if (key == "--ip") {
+      if (!value(&o->ip)) return false;
+    } else if (key == "--ipv6") {
+      if (!value(&o->ipv6)) return false;
+    } else if (key == "--mac") {
+      if (!value(&o->mac)) return false;
+    } else if (key == "--idle-yield") {
+      if (!num(&v, 0, 1u << 30)) return false;
+      o->idle_yield = static_cast<uint32_t>(v);
+    } else if (key == "--sweep") {
+      o->sweep = true;
+    } else if (key == "--no-progress") {
+      o->progress = false;
+    } else if (key == "-v" || key == "--verbose") {
+      o->verbose = true;
+    } else if (a.size() > 1 && a[0] == '-') {
+      std::fprintf(stderr, "urnic-perf: unknown option '%s' (see --help)\n", a.c_str());
+      return false;
+    } else {
+      positional.push_back(a);
+    }
+  }
+  // First positional: the test (when it names one); the last: the server address.
+  size_t first = 0;
+  if (!positional.empty() && !test_given) {
+    if (const auto t = test_from_name(positional[0])) {
+      o->test = *t;
+      first = 1;
+    }
+  }
+  if (positional.size() > first + 1) {
+    std::fprintf(stderr, "urnic-perf: unexpected argument '%s'\n", positional[first].c_str());
+    return false;
+  }
+  if (positional.size() == first + 1) o->server = positional[first];
+  if (o->test.kind == Kind::kLat && o->qps != 1) {
+    std::fprintf(stderr, "urnic-perf: latency tests use one QP\n");
+    return false;
+  }
+  if (o->sweep && !o->loopback()) {
+    std::fprintf(stderr, "urnic-perf: --sweep runs in loopback only\n");
+    return false;
+  }
+  if (!o->loopback() && o->ip.empty() && o->ipv6.empty()) {
+    std::fprintf(stderr, "urnic-perf: a real port needs this adapter's address (--ip)\n");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace urnic::perf

@@ -1,0 +1,156 @@
+// urnic-perf: a perftest-compatible benchmark for urnic (issue 6). Shared types: the tests, the
+// command-line options, perftest's connection record and bandwidth report, and the data patterns
+// that let an urnic-perf receiver verify the bytes it got.
+//
+// The numbers and names mirror perftest 4.5 (Debian 12's perftest 4.5+0.17, version string
+// "6.06"; src/perftest_parameters.h), so that `ib_write_bw` users find the same defaults.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace urnic::perf {
+
+// perftest's VerbType and TestType.
+enum class Verb : uint8_t { kSend, kWrite, kRead, kAtomic };
+enum class Kind : uint8_t { kBw, kLat };
+
+struct Test {
+  Verb verb = Verb::kWrite;
+  Kind kind = Kind::kBw;
+  friend bool operator==(const Test&, const Test&) = default;
+};
+
+// "write_bw", "send_lat", ... (also accepts the tool names "ib_write_bw", ...).
+std::optional<Test> test_from_name(std::string_view name);
+std::string test_name(Test t);
+
+enum class Role : uint8_t { kClient, kServer };
+
+// perftest defaults (perftest_parameters.h).
+inline constexpr uint16_t kDefaultTcpPort = 18515;  // DEF_PORT
+inline constexpr uint64_t kDefaultSizeBw = 65536;   // DEF_SIZE_BW
+inline constexpr uint64_t kDefaultSizeLat = 2;      // DEF_SIZE_LAT
+inline constexpr uint64_t kAtomicSize = 8;          // atomics always move 8 bytes
+inline constexpr uint64_t kDefaultItersBw = 5000;   // DEF_ITERS_BW
+inline constexpr uint64_t kDefaultItersLat = 1000;  // DEF_ITERS
+inline constexpr uint32_t kDefaultTxBw = 128;       // DEF_TX_BW
+inline constexpr uint32_t kDefaultTxLat = 1;        // DEF_TX_LAT
+inline constexpr uint32_t kDefaultRxSend = 512;     // DEF_RX_SEND
+inline constexpr uint32_t kDefaultCqMod = 100;      // DEF_CQ_MOD
+inline constexpr uint64_t kMaxSize = 8u << 20;      // MAX_SIZE: -a runs 2 B .. 8 MiB
+inline constexpr uint32_t kMinRnrTimer = 12;        // MIN_RNR_TIMER (0.64 ms)
+inline constexpr uint32_t kQpTimeout = 14;          // DEF_QP_TIME (67 ms local ACK timeout)
+inline constexpr uint32_t kMaxOutReads = 128;       // what rxe reports as max_qp_rd_atom
+inline constexpr uint32_t kCycleBuffer = 4096;      // sysconf(_SC_PAGESIZE) on x86-64 Linux
+inline constexpr uint32_t kCacheLine = 64;
+inline constexpr uint32_t kLatMeasureTail = 2;  // LAT_MEASURE_TAIL: largest samples dropped
+
+struct Options {
+  Test test;
+  uint64_t size = 0;  // 0: the test's default
+  bool all_sizes = false;
+  uint64_t iters = 0;     // 0: the test's default
+  double duration = 0;    // -D seconds; 0: iteration mode
+  uint32_t qps = 1;       // -q
+  uint32_t tx_depth = 0;  // -t; 0: default
+  uint32_t rx_depth = 0;  // -r; 0: default
+  uint32_t cq_mod = 0;    // -Q; 0: default
+  uint32_t mtu = 0;       // -m; 0: the port's active MTU
+  bool gbits = false;     // --report_gbits
+  uint16_t tcp_port = kDefaultTcpPort;
+  int gid_index = 1;   // -x: index in the adapter's GID table (1 = IPv4-mapped)
+  std::string server;  // client mode when set
+  // DPDK side.
+  std::vector<std::string> vdevs;  // --vdev
+  std::string pci;                 // --port=<PCI address>
+  std::string lcores;              // --lcores (EAL -l)
+  std::string ip, mac, ipv6;       // --ip, --mac, --ipv6
+  uint32_t idle_yield = 0;         // --idle-yield: sched_yield after N idle polls (shared cores)
+  bool sweep = false;              // --sweep: loopback write/read/send/atomic sweep
+  bool progress = true;            // --no-progress turns the once-a-second line off
+  bool verbose = false;
+
+  bool loopback() const { return server.empty() && vdevs.empty() && pci.empty(); }
+  Role role() const { return server.empty() ? Role::kServer : Role::kClient; }
+  uint64_t default_size() const;
+  uint64_t effective_iters() const;
+  uint32_t effective_tx_depth() const;
+  uint32_t effective_rx_depth() const;
+  std::vector<uint64_t> sizes() const;
+};
+
+// Parses argv like perftest does; returns false (after printing why) on a usage error.
+// `exit_ok` is set when the caller should exit 0 (--help).
+bool parse_options(int argc, char** argv, Options* o, bool* exit_ok);
+void print_usage(const char* prog);
+
+// perftest's pingpong_dest as carried by the 108-byte KEY_PRINT_FMT_GID record
+// (src/perftest_communication.c): LID, outstanding reads, QPN, PSN, R_Key, VA, GID, SRQN.
+struct Dest {
+  uint32_t lid = 0;
+  uint32_t out_reads = 1;
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  uint32_t rkey = 0;
+  uint64_t vaddr = 0;
+  std::array<uint8_t, 16> gid{};
+  uint32_t srqn = 0;
+};
+inline constexpr size_t kRecordSize = 108;  // KEY_MSG_SIZE_GID, NUL included
+std::array<char, kRecordSize> format_record(const Dest& d);
+bool parse_record(const char* rec, size_t n, Dest* d);
+
+// struct bw_report_data as xchg_bw_reports() sends it to a 6.06 peer: five 8-byte big-endian
+// fields (size, iterations, peak, average, message rate).
+struct BwReport {
+  uint64_t size = 0;
+  uint64_t iters = 0;
+  double bw_peak = 0;
+  double bw_avg = 0;
+  double msg_rate = 0;  // Mpps
+};
+
+// Deterministic data: byte `off` of the stream named `seed`. Senders fill their buffers with a
+// stream; an urnic-perf receiver knows the sender's seed (derived from its PSN) and checks.
+void fill_pattern(uint8_t* p, uint64_t n, uint64_t seed, uint64_t off0) noexcept;
+// Returns the index of the first byte that differs, or n when all match.
+uint64_t check_pattern(const uint8_t* p, uint64_t n, uint64_t seed, uint64_t off0) noexcept;
+// Seeds: a QP's region contents (what a READ returns), its bulk send data, and its last message
+// of a given size (distinct from every earlier message, so that the last one is what is checked).
+uint64_t region_seed(uint32_t psn) noexcept;
+uint64_t bulk_seed(uint32_t psn) noexcept;
+uint64_t last_seed(uint32_t psn, uint64_t size) noexcept;
+
+// perftest's INC(size, cache_line): the stride of the cycling addresses of small messages.
+constexpr uint64_t round_up(uint64_t v, uint64_t a) noexcept { return (v + a - 1) / a * a; }
+
+// perftest cycles the local and remote addresses of consecutive messages through the first
+// cycle_buffer bytes of a region when the message is at most half of it (increase_rem_addr()).
+struct Cycler {
+  uint64_t stride = 0;  // 0: every message at offset 0
+  uint64_t slots = 1;
+  uint64_t off = 0;
+  uint64_t count = 0;
+  Cycler() = default;
+  Cycler(uint64_t size, uint32_t cycle, uint32_t cache_line) {
+    if (size <= cycle / 2) {
+      stride = round_up(size == 0 ? 1 : size, cache_line);
+      slots = cycle / stride;
+    }
+  }
+  // Offset of the next message, then advance.
+  uint64_t next() noexcept {
+    const uint64_t o = off;
+    ++count;
+    off = stride == 0 || count % slots == 0 ? 0 : off + stride;
+    return o;
+  }
+  uint64_t offset_of(uint64_t index) const noexcept { return stride * (index % slots); }
+};
+
+}  // namespace urnic::perf

@@ -1,0 +1,716 @@
+#include "bench/perf/runners.h"
+
+#include <rte_cycles.h>
+
+#include <atomic>
+#include <cstring>
+#include <limits>
+
+#include "urnic/types.h"
+
+namespace urnic::perf {
+namespace {
+
+constexpr uint64_t kUnbounded = std::numeric_limits<uint64_t>::max();
+
+// Peak-rate history: points at least 50 us apart (20000 per second of run), preallocated for a
+// minute; later points overwrite the last one rather than allocate in the timed loop.
+constexpr double kEventSpacingUs = 50;
+constexpr size_t kMaxEvents = 60 * 20000;
+
+// Work-request contexts: the QP index and a number (messages a signaled send covers, or the
+// offset of a receive buffer in its region).
+void* encode(size_t qi, uint64_t v) {
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(qi) << 32 | (v & 0xFFFFFFFFu));
+}
+size_t ctx_qp(void* c) { return static_cast<size_t>(reinterpret_cast<uintptr_t>(c) >> 32); }
+uint64_t ctx_val(void* c) { return reinterpret_cast<uintptr_t>(c) & 0xFFFFFFFFu; }
+
+// ibv_wc_status_str() names.
+const char* wc_name(uint32_t wc) {
+  static constexpr const char* kNames[] = {"success",
+                                           "local length error",
+                                           "local QP operation error",
+                                           "local EE context operation error",
+                                           "local protection error",
+                                           "Work Request Flushed Error",
+                                           "memory management operation error",
+                                           "bad response error",
+                                           "local access error",
+                                           "remote invalid request error",
+                                           "remote access error",
+                                           "remote operation error",
+                                           "transport retry counter exceeded",
+                                           "RNR retry counter exceeded",
+                                           "local RDD violation error",
+                                           "remote invalid RD request",
+                                           "operation aborted",
+                                           "invalid EE context number",
+                                           "invalid EE context state",
+                                           "fatal error",
+                                           "response timeout error",
+                                           "general error"};
+  return wc < std::size(kNames) ? kNames[wc] : "unknown";
+}
+
+dp::WrOpcode opcode_of(Verb v) {
+  switch (v) {
+    case Verb::kSend:
+      return dp::WrOpcode::kSend;
+    case Verb::kWrite:
+      return dp::WrOpcode::kWrite;
+    case Verb::kRead:
+      return dp::WrOpcode::kRead;
+    case Verb::kAtomic:
+      return dp::WrOpcode::kFetchAdd;
+  }
+  return dp::WrOpcode::kSend;
+}
+
+// The request template of one QP (remote fields from its peer record).
+dp::SendWqe request_template(Side& side, size_t i, const RunConfig& c) {
+  const QpRes& q = side.qp(i);
+  dp::SendWqe w;
+  w.opcode = opcode_of(c.test.verb);
+  w.num_sge = 1;
+  w.length = static_cast<uint32_t>(c.test.verb == Verb::kAtomic ? kAtomicSize : c.size);
+  w.sge[0].length = w.length;
+  w.sge[0].token = side.key();
+  w.rkey = q.remote.rkey;
+  w.remote_addr = q.remote.vaddr;
+  w.compare_add = 1;  // FETCH_ADD operand
+  return w;
+}
+
+// The last message's source (WRITE/SEND: a stream only it carries) or sink (READ/ATOMIC: zeroed
+// so that a stale value cannot pass the check).
+void prepare_last(Side& side, const RunConfig& c) {
+  for (auto& q : side.qps()) {
+    if (c.test.verb == Verb::kWrite || c.test.verb == Verb::kSend)
+      fill_pattern(q.last, c.size, last_seed(q.local.psn, c.size), 0);
+    else
+      std::memset(q.last, 0, c.test.verb == Verb::kAtomic ? kAtomicSize : c.size);
+  }
+}
+
+uint64_t duration_tsc(double s) {
+  return static_cast<uint64_t>(s * static_cast<double>(rte_get_tsc_hz()));
+}
+
+std::string hex(uint64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%#llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+// ---- BwSender -------------------------------------------------------------------------------
+
+class BwSender final : public Runner {
+ public:
+  BwSender(Side& side, const RunConfig& cfg) : Runner(side, cfg) {
+    const Geometry& g = side.geo();
+    for (size_t i = 0; i < side.qps().size(); ++i) {
+      PerQp p;
+      p.loc = Cycler(cfg.size, g.cycle, g.cache_line);
+      p.rem = p.loc;
+      p.w = request_template(side, i, cfg);
+      per_.push_back(p);
+    }
+    prepare_last(side, cfg);
+    events.reserve(kMaxEvents);
+  }
+
+  bool step() noexcept override {
+    if (done_) return true;
+    const uint64_t now = rte_rdtsc();
+    if (tsc_start == 0) {
+      tsc_start = now;
+      if (cfg_.duration > 0) end_tsc_ = now + duration_tsc(cfg_.duration);
+    }
+    if (end_tsc_ != 0 && now >= end_tsc_) time_up_ = true;
+    for (size_t i = 0; i < per_.size() && !failed(); ++i) post_some(i);
+    if (!failed()) poll();
+    bool all = true;
+    for (const auto& p : per_) all &= p.final_posted && p.completed == p.posted;
+    if (all || failed()) {
+      done_ = true;
+      iterations_ = messages;
+    }
+    return done_;
+  }
+
+  uint64_t progress() const noexcept override { return messages; }
+
+  DataCheck check_data() override {
+    DataCheck dc;
+    if (cfg_.test.verb != Verb::kRead && cfg_.test.verb != Verb::kAtomic) return dc;
+    if (!cfg_.peer_urnic) {
+      dc.note = "contents not checked: the peer is perftest (random data)";
+      return dc;
+    }
+    for (size_t i = 0; i < per_.size(); ++i) {
+      const QpRes& q = side_.qp(i);
+      const PerQp& p = per_[i];
+      if (cfg_.test.verb == Verb::kRead) {
+        const uint64_t bad =
+            check_pattern(q.last, cfg_.size, region_seed(q.remote.psn), p.last_rem);
+        if (bad != cfg_.size) {
+          dc.fail("READ data mismatch on QP " + std::to_string(i) + " at byte " +
+                  std::to_string(bad) + " of the last message");
+          return dc;
+        }
+      } else {
+        // FETCH_ADD of 1 into a zeroed slot: the last one returns how many earlier adds hit
+        // the same slot.
+        uint64_t got = 0;
+        std::memcpy(&got, q.last, 8);
+        const uint64_t want = (p.posted - 1) / p.rem.slots;
+        if (got != want) {
+          dc.fail("FETCH_ADD on QP " + std::to_string(i) + " returned " + std::to_string(got) +
+                  ", expected " + std::to_string(want));
+          return dc;
+        }
+      }
+    }
+    dc.pass(cfg_.test.verb == Verb::kRead
+                ? "last READ of each QP verified (" + std::to_string(cfg_.size) + " B)"
+                : "last FETCH_ADD result of each QP verified");
+    return dc;
+  }
+
+ private:
+  struct PerQp {
+    uint64_t posted = 0, completed = 0, unsignaled = 0;
+    uint64_t last_rem = 0;
+    bool final_posted = false;
+    Cycler loc, rem;
+    dp::SendWqe w;
+  };
+
+  void post_some(size_t i) noexcept {
+    PerQp& p = per_[i];
+    QpRes& q = side_.qp(i);
+    while (!p.final_posted && p.posted - p.completed < cfg_.tx_depth) {
+      const bool last = cfg_.duration > 0 ? time_up_ : p.posted + 1 >= cfg_.iters;
+      const bool signaled = last || p.unsignaled + 1 >= cfg_.cq_mod;
+      const Cycler loc = p.loc, rem = p.rem;
+      const uint64_t lo = p.loc.next(), ro = p.rem.next();
+      p.w.sge[0].addr = reinterpret_cast<uint64_t>(last ? q.last : q.src + lo);
+      p.w.remote_addr = q.remote.vaddr + ro;
+      p.w.flags = signaled ? 0 : op_flag::kSilentSuccess;
+      p.w.request_context = encode(i, p.unsignaled + 1);
+      const Status s = q.qp->post_send(p.w);
+      if (s == Status::kNoMoreEntries) {
+        p.loc = loc;
+        p.rem = rem;
+        return;
+      }
+      if (s != Status::kSuccess) {
+        fail("post_send failed: " + std::string(to_string(s)));
+        return;
+      }
+      ++p.posted;
+      p.unsignaled = signaled ? 0 : p.unsignaled + 1;
+      if (last) {
+        p.final_posted = true;
+        p.last_rem = ro;
+      }
+    }
+  }
+
+  void poll() noexcept {
+    ResultEx r[64];
+    const size_t n = side_.scq().poll(r);
+    if (n == 0) return;
+    const uint64_t now = rte_rdtsc();
+    for (size_t k = 0; k < n; ++k) {
+      if (!check_completion(r[k])) return;
+      const size_t qi = ctx_qp(r[k].request_context);
+      const uint64_t covered = ctx_val(r[k].request_context);
+      if (qi >= per_.size()) {
+        fail("completion with an unknown context");
+        return;
+      }
+      per_[qi].completed += covered;
+      messages += covered;
+    }
+    tsc_end = now;
+    record_event(now);
+  }
+
+  std::vector<PerQp> per_;
+  bool time_up_ = false;
+};
+
+// ---- BwReceiver (send_bw server) --------------------------------------------------------------
+
+class BwReceiver final : public Runner {
+ public:
+  BwReceiver(Side& side, const RunConfig& cfg) : Runner(side, cfg) {
+    const Geometry& g = side.geo();
+    per_qp_ = cfg.duration > 0 ? kUnbounded : cfg.iters;
+    per_.resize(side.qps().size());
+    for (size_t i = 0; i < per_.size(); ++i) {
+      per_[i].loc = Cycler(cfg.size, g.cycle, g.cache_line);
+      for (uint32_t k = 0; k < cfg.rx_depth && per_[i].posted < per_qp_ && !failed(); ++k)
+        post_recv(i);
+    }
+    events.reserve(kMaxEvents);
+  }
+
+  bool step() noexcept override {
+    if (done_) return true;
+    poll();
+    bool all = per_qp_ != kUnbounded;
+    for (const auto& p : per_) all &= p.received >= per_qp_;
+    if (stopping_) {
+      // The sender is done: every message it sent was acknowledged, so its completion is in
+      // our CQ already (the responder completes a receive before it acknowledges it).
+      if (stop_expected_ != 0) {
+        all = messages >= stop_expected_;
+      } else if (idle_polls_ >= 1000) {
+        all = true;
+      }
+    }
+    if (all || failed()) {
+      done_ = true;
+      iterations_ = messages;
+    }
+    return done_;
+  }
+
+  void stop(uint64_t expected) noexcept override {
+    stopping_ = true;
+    stop_expected_ = expected;
+  }
+
+  uint64_t progress() const noexcept override { return messages; }
+
+  DataCheck check_data() override {
+    DataCheck dc;
+    if (!cfg_.peer_urnic) {
+      dc.note = "lengths checked, contents not: the peer is perftest (random data)";
+      dc.checked = true;
+      return dc;
+    }
+    for (size_t i = 0; i < per_.size(); ++i) {
+      if (per_[i].last_buf == nullptr) {
+        dc.fail("QP " + std::to_string(i) + " received nothing");
+        return dc;
+      }
+      const uint64_t bad = check_pattern(per_[i].last_buf, cfg_.size,
+                                         last_seed(side_.qp(i).remote.psn, cfg_.size), 0);
+      if (bad != cfg_.size) {
+        dc.fail("SEND data mismatch on QP " + std::to_string(i) + " at byte " +
+                std::to_string(bad) + " of the last message");
+        return dc;
+      }
+    }
+    dc.pass("last SEND of each QP verified (" + std::to_string(cfg_.size) + " B)");
+    return dc;
+  }
+
+ private:
+  struct PerQp {
+    uint64_t posted = 0, received = 0;
+    Cycler loc;
+    const uint8_t* last_buf = nullptr;
+  };
+
+  void post_recv(size_t i) noexcept {
+    QpRes& q = side_.qp(i);
+    const uint64_t off = per_[i].loc.next();
+    dp::RecvWqe w;
+    w.num_sge = 1;
+    w.length = static_cast<uint32_t>(cfg_.size);
+    w.sge[0] = {reinterpret_cast<uint64_t>(q.target + off), w.length, side_.key()};
+    w.request_context = encode(i, off);
+    if (const Status s = q.qp->post_recv(w); s != Status::kSuccess) {
+      fail("post_recv failed: " + std::string(to_string(s)));
+      return;
+    }
+    ++per_[i].posted;
+  }
+
+  void poll() noexcept {
+    ResultEx r[64];
+    const size_t n = side_.rcq().poll(r);
+    if (n == 0) {
+      if (stopping_) ++idle_polls_;
+      return;
+    }
+    idle_polls_ = 0;
+    const uint64_t now = rte_rdtsc();
+    if (tsc_start == 0) tsc_start = now;
+    for (size_t k = 0; k < n; ++k) {
+      if (!check_completion(r[k])) return;
+      const size_t qi = ctx_qp(r[k].request_context);
+      if (qi >= per_.size()) {
+        fail("receive completion with an unknown context");
+        return;
+      }
+      if (r[k].bytes_transferred != cfg_.size) {
+        fail("received " + std::to_string(r[k].bytes_transferred) + " bytes, expected " +
+             std::to_string(cfg_.size));
+        return;
+      }
+      PerQp& p = per_[qi];
+      ++p.received;
+      ++messages;
+      p.last_buf = side_.qp(qi).target + ctx_val(r[k].request_context);
+      if (p.posted < per_qp_ && !stopping_) post_recv(qi);
+    }
+    tsc_end = now;
+    record_event(now);
+  }
+
+  std::vector<PerQp> per_;
+  uint64_t per_qp_ = 0;
+  bool stopping_ = false;
+  uint64_t stop_expected_ = 0;
+  uint64_t idle_polls_ = 0;
+};
+
+// ---- Latency --------------------------------------------------------------------------------
+
+class Lat final : public Runner {
+ public:
+  Lat(Side& side, const RunConfig& cfg) : Runner(side, cfg), q_(side.qp(0)) {
+    n_ = cfg.duration > 0 ? kUnbounded : cfg.iters;
+    tposted.reserve(cfg.duration > 0 ? (1u << 20) : cfg.iters);
+    w_ = request_template(side, 0, cfg);
+    w_.request_context = encode(0, 1);
+    prepare_last(side, cfg);
+    poll_byte_ = q_.target + cfg.size - 1;
+    if (cfg.test.verb == Verb::kSend) {
+      const uint64_t depth = std::min<uint64_t>(cfg.rx_depth, n_);
+      for (uint64_t k = 0; k < depth && !failed(); ++k) post_recv();
+    }
+    initiator_ = initiator(cfg.test, cfg.role);
+    phase_ = initiator_ ? Phase::kPost : Phase::kWaitRecv;
+  }
+
+  bool step() noexcept override {
+    const uint64_t now = rte_rdtsc();
+    if (tsc_start == 0) {
+      tsc_start = now;
+      if (cfg_.duration > 0) end_tsc_ = now + duration_tsc(cfg_.duration);
+    }
+    if (cfg_.test.verb == Verb::kSend) reap_sends();
+    switch (phase_) {
+      case Phase::kPost:
+        post(now);
+        break;
+      case Phase::kWaitComp:
+        wait_comp();
+        break;
+      case Phase::kWaitRecv:
+        wait_recv();
+        break;
+      case Phase::kDrain:
+        if (sends_done_ >= scnt_) finish();
+        break;
+      case Phase::kDone:
+        break;
+    }
+    if (failed()) phase_ = Phase::kDone;
+    done_ = phase_ == Phase::kDone;
+    return done_;
+  }
+
+  void stop(uint64_t) noexcept override { stopping_ = true; }
+  uint64_t progress() const noexcept override { return scnt_ + rcnt_; }
+
+  DataCheck check_data() override {
+    DataCheck dc;
+    const Verb v = cfg_.test.verb;
+    if (!cfg_.peer_urnic) {
+      dc.note = v == Verb::kSend
+                    ? "lengths checked, contents not: the peer is perftest (random data)"
+                    : "contents not checked: the peer is perftest (random data)";
+      dc.checked = v == Verb::kSend;
+      return dc;
+    }
+    if (v == Verb::kRead || v == Verb::kAtomic) {
+      if (v == Verb::kRead) {
+        const uint64_t bad = check_pattern(q_.last, cfg_.size, region_seed(q_.remote.psn), 0);
+        if (bad != cfg_.size)
+          dc.fail("READ data mismatch at byte " + std::to_string(bad) + " of the last message");
+        else
+          dc.pass("last READ verified (" + std::to_string(cfg_.size) + " B)");
+      } else {
+        uint64_t got = 0;
+        std::memcpy(&got, q_.last, 8);
+        if (got != scnt_ - 1)
+          dc.fail("last FETCH_ADD returned " + std::to_string(got) + ", expected " +
+                  std::to_string(scnt_ - 1));
+        else
+          dc.pass("last FETCH_ADD result verified");
+      }
+      return dc;
+    }
+    // WRITE / SEND receivers: the peer's last message is its `last` stream (the initiator of a
+    // duration run is the only side that knows which message is last).
+    if (cfg_.duration > 0 && initiator_) {
+      dc.note = "checked by the other side (duration mode)";
+      return dc;
+    }
+    if (rcnt_ == 0) {
+      dc.fail("nothing received");
+      return dc;
+    }
+    const uint64_t body = v == Verb::kWrite ? cfg_.size - 1 : cfg_.size;
+    const uint64_t bad = check_pattern(q_.target, body, last_seed(q_.remote.psn, cfg_.size), 0);
+    if (bad != body) {
+      dc.fail(std::string(v == Verb::kWrite ? "WRITE" : "SEND") + " data mismatch at byte " +
+              std::to_string(bad) + " of the last message");
+    } else if (v == Verb::kWrite && *poll_byte_ != static_cast<uint8_t>(rcnt_)) {
+      dc.fail("last WRITE carries counter " + hex(*poll_byte_) + ", expected " +
+              hex(static_cast<uint8_t>(rcnt_)));
+    } else {
+      dc.pass(std::string("last ") + (v == Verb::kWrite ? "WRITE" : "SEND") + " verified (" +
+              std::to_string(cfg_.size) + " B)");
+    }
+    return dc;
+  }
+
+ private:
+  enum class Phase : uint8_t { kPost, kWaitComp, kWaitRecv, kDrain, kDone };
+
+  void post(uint64_t now) noexcept {
+    // In a duration run only the initiator decides which message is the last one; the
+    // responding side answers until the initiator stops.
+    const bool last = cfg_.duration > 0 ? initiator_ && now >= end_tsc_ : scnt_ + 1 >= n_;
+    uint8_t* buf = last ? q_.last : q_.src;
+    if (cfg_.test.verb == Verb::kWrite) {
+      // The peer polls the last byte of its buffer for this counter (run_iter_lat_write).
+      buf[cfg_.size - 1] = static_cast<uint8_t>(scnt_ + 1);
+    }
+    w_.sge[0].addr = reinterpret_cast<uint64_t>(buf);
+    tposted.push_back(now);
+    if (const Status s = q_.qp->post_send(w_); s != Status::kSuccess) {
+      fail("post_send failed: " + std::string(to_string(s)));
+      return;
+    }
+    ++scnt_;
+    if (last) n_ = scnt_;
+    switch (cfg_.test.verb) {
+      case Verb::kWrite:
+      case Verb::kRead:
+      case Verb::kAtomic:
+        phase_ = Phase::kWaitComp;
+        break;
+      case Verb::kSend:
+        after_send();
+        break;
+    }
+  }
+
+  // What follows our message k: the reply to it (initiator), the next request (responder
+  // side), or the end.
+  void after_send() noexcept {
+    if (rcnt_ < scnt_ || scnt_ < n_)
+      phase_ = Phase::kWaitRecv;
+    else
+      phase_ = cfg_.test.verb == Verb::kSend ? Phase::kDrain : Phase::kDone;
+    if (phase_ == Phase::kDone) finish();
+  }
+
+  void wait_comp() noexcept {
+    ResultEx r[4];
+    const size_t n = side_.scq().poll(r);
+    if (n == 0) return;
+    for (size_t k = 0; k < n; ++k)
+      if (!check_completion(r[k])) return;
+    ++comps_;
+    if (cfg_.test.verb == Verb::kRead || cfg_.test.verb == Verb::kAtomic) {
+      if (scnt_ < n_) {
+        phase_ = Phase::kPost;
+      } else {
+        phase_ = Phase::kDone;
+        finish();
+      }
+      return;
+    }
+    after_send();
+  }
+
+  void wait_recv() noexcept {
+    bool got = false;
+    if (cfg_.test.verb == Verb::kWrite) {
+      const uint8_t b = std::atomic_ref<uint8_t>(*poll_byte_).load(std::memory_order_acquire);
+      got = b == static_cast<uint8_t>(rcnt_ + 1);
+    } else {
+      ResultEx r[4];
+      const size_t n = side_.rcq().poll(r);
+      for (size_t k = 0; k < n; ++k) {
+        if (!check_completion(r[k])) return;
+        if (r[k].bytes_transferred != cfg_.size) {
+          fail("received " + std::to_string(r[k].bytes_transferred) + " bytes, expected " +
+               std::to_string(cfg_.size));
+          return;
+        }
+      }
+      if (n > 1) {
+        fail("more than one message arrived in a ping-pong");
+        return;
+      }
+      got = n == 1;
+      if (got && recvs_posted_ < n_) post_recv();
+    }
+    if (!got) {
+      if (stopping_ && rcnt_ >= scnt_) {
+        n_ = scnt_;
+        if (cfg_.test.verb == Verb::kSend)
+          phase_ = Phase::kDrain;
+        else
+          finish();
+      }
+      return;
+    }
+    ++rcnt_;
+    if (rcnt_ > scnt_ || scnt_ < n_)
+      phase_ = Phase::kPost;
+    else
+      phase_ = cfg_.test.verb == Verb::kSend ? Phase::kDrain : Phase::kDone;
+    if (phase_ == Phase::kDone) finish();
+  }
+
+  void reap_sends() noexcept {
+    if (phase_ == Phase::kDone) return;
+    ResultEx r[8];
+    const size_t n = side_.scq().poll(r);
+    for (size_t k = 0; k < n; ++k)
+      if (!check_completion(r[k])) return;
+    sends_done_ += n;
+  }
+
+  void post_recv() noexcept {
+    dp::RecvWqe w;
+    w.num_sge = 1;
+    w.length = static_cast<uint32_t>(cfg_.size);
+    w.sge[0] = {reinterpret_cast<uint64_t>(q_.target), w.length, side_.key()};
+    w.request_context = encode(0, 0);
+    if (const Status s = q_.qp->post_recv(w); s != Status::kSuccess) {
+      fail("post_recv failed: " + std::string(to_string(s)));
+      return;
+    }
+    ++recvs_posted_;
+  }
+
+  void finish() noexcept {
+    phase_ = Phase::kDone;
+    tsc_end = rte_rdtsc();
+    messages = scnt_;
+    iterations_ = scnt_;
+  }
+
+  QpRes& q_;
+  dp::SendWqe w_;
+  uint8_t* poll_byte_ = nullptr;
+  Phase phase_ = Phase::kPost;
+  uint64_t n_ = 0;
+  uint64_t scnt_ = 0, rcnt_ = 0, comps_ = 0, sends_done_ = 0, recvs_posted_ = 0;
+  bool stopping_ = false;
+  bool initiator_ = true;
+};
+
+}  // namespace
+
+bool initiator(Test t, Role r) noexcept {
+  switch (t.verb) {
+    case Verb::kWrite:
+      // run_iter_lat_write(): the server skips its first wait and writes first.
+      return r == Role::kServer;
+    case Verb::kSend:
+      // run_iter_lat_send(): "Server is polling on receive first".
+      return r == Role::kClient;
+    default:
+      return true;  // READ / ATOMIC: the client alone
+  }
+}
+
+void Runner::fail(const std::string& e) noexcept {
+  if (error_.empty()) error_ = e;
+}
+
+void Runner::record_event(uint64_t now) noexcept {
+  if (event_spacing_ == 0)
+    event_spacing_ = static_cast<uint64_t>(kEventSpacingUs * 1e-6 * rte_get_tsc_hz()) + 1;
+  if (!events.empty() &&
+      (now - events.back().first < event_spacing_ || events.size() == events.capacity())) {
+    // Merge into the last point unless it opened the window (keep the first point of a run).
+    if (events.size() > 1) {
+      events.back() = {now, messages};
+      return;
+    }
+  }
+  if (events.size() < events.capacity()) events.emplace_back(now, messages);
+}
+
+bool Runner::check_completion(const ResultEx& r) noexcept {
+  if (r.status == Status::kSuccess) return true;
+  fail("completion with error: " + std::string(to_string(r.status)) + " (" +
+       wc_name(r.provider_error_code) + ", vendor_err " + std::to_string(r.provider_error_code) +
+       ") on QP " + hex(r.qpn));
+  return false;
+}
+
+std::unique_ptr<Runner> make_bw_sender(Side& side, const RunConfig& cfg) {
+  return std::make_unique<BwSender>(side, cfg);
+}
+std::unique_ptr<Runner> make_bw_receiver(Side& side, const RunConfig& cfg) {
+  return std::make_unique<BwReceiver>(side, cfg);
+}
+std::unique_ptr<Runner> make_lat(Side& side, const RunConfig& cfg) {
+  return std::make_unique<Lat>(side, cfg);
+}
+
+DataCheck check_passive_target(Side& side, const RunConfig& cfg, uint64_t n_per_qp,
+                               uint64_t n_total) {
+  DataCheck dc;
+  if (cfg.test.verb == Verb::kRead) return dc;
+  if (!cfg.peer_urnic) {
+    dc.note = "contents not checked: the peer is perftest (random data)";
+    return dc;
+  }
+  const Geometry& g = side.geo();
+  if (cfg.test.verb == Verb::kAtomic) {
+    // Every FETCH_ADD adds 1 to one 8-byte counter at the start of a cache-line slot.
+    const Cycler c(kAtomicSize, g.cycle, g.cache_line);
+    uint64_t sum = 0;
+    for (auto& q : side.qps()) {
+      for (uint64_t s = 0; s < c.slots; ++s) {
+        uint64_t v = 0;
+        std::memcpy(&v, q.target + s * c.stride, 8);
+        sum += v;
+      }
+    }
+    if (sum != n_total)
+      dc.fail("the FETCH_ADD counters add up to " + std::to_string(sum) + ", expected " +
+              std::to_string(n_total));
+    else
+      dc.pass("FETCH_ADD counters add up to " + std::to_string(n_total));
+    return dc;
+  }
+  const Cycler c(cfg.size, g.cycle, g.cache_line);
+  for (size_t i = 0; i < side.qps().size(); ++i) {
+    const QpRes& q = side.qp(i);
+    const uint64_t seed = last_seed(q.remote.psn, cfg.size);
+    bool found = false;
+    if (n_per_qp != 0) {
+      found = check_pattern(q.target + c.offset_of(n_per_qp - 1), cfg.size, seed, 0) == cfg.size;
+    } else {
+      for (uint64_t s = 0; s < c.slots && !found; ++s)
+        found = check_pattern(q.target + s * c.stride, cfg.size, seed, 0) == cfg.size;
+    }
+    if (!found) {
+      dc.fail("the last WRITE of QP " + std::to_string(i) + " is not in its slot");
+      return dc;
+    }
+  }
+  dc.pass("last WRITE of each QP verified (" + std::to_string(cfg.size) + " B)");
+  return dc;
+}
+
+}  // namespace urnic::perf

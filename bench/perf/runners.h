@@ -1,0 +1,109 @@
+// The traffic loops of urnic-perf, as non-blocking state machines: step() does what can be done
+// without waiting and returns true when the run is over, so that one thread can drive both
+// sides of a loopback pair (and the engine, when it has no lcore of its own).
+//
+// They follow perftest's run_iter_* functions (src/perftest_resources.c):
+//   BwSender      run_iter_bw: keep up to tx_depth requests outstanding per QP, signal one in
+//                 cq_mod, cycle the addresses of small messages through the cycle buffer;
+//   BwReceiver    run_iter_bw_server (send_bw server): keep rx_depth receives posted;
+//   LatWrite      run_iter_lat_write: ping-pong of RDMA WRITEs, each side polling the last byte
+//                 of its own buffer for the peer's message counter;
+//   LatSend       run_iter_lat_send: ping-pong of SENDs;
+//   LatRequest    run_iter_lat (read_lat, atomic_lat): one READ / FETCH_ADD at a time.
+// Every completion is counted and must be successful; each run's last message carries data that
+// an urnic-perf receiver checks (see perf.h: last_seed()).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/perf/perf.h"
+#include "bench/perf/side.h"
+
+namespace urnic::perf {
+
+struct RunConfig {
+  Test test;
+  Role role = Role::kClient;  // the client sends first
+  uint64_t size = 0;
+  uint64_t iters = 0;   // per QP; ignored in duration mode
+  double duration = 0;  // seconds; 0: iteration mode
+  uint32_t tx_depth = kDefaultTxBw;
+  uint32_t rx_depth = kDefaultRxSend;
+  uint32_t cq_mod = kDefaultCqMod;
+  bool peer_urnic = false;  // the peer fills its data like we do: verify it
+};
+
+// What a data check found.
+struct DataCheck {
+  bool checked = false;
+  bool ok = true;
+  std::string note;
+  void fail(const std::string& why) {
+    checked = true;
+    ok = false;
+    if (note.empty()) note = why;
+  }
+  void pass(const std::string& what) {
+    checked = true;
+    if (ok && note.empty()) note = what;
+  }
+};
+
+class Runner {
+ public:
+  explicit Runner(Side& side, const RunConfig& cfg) : side_(side), cfg_(cfg) {}
+  virtual ~Runner() = default;
+  // Does what can be done now; true when the run is over (check failed()).
+  virtual bool step() noexcept = 0;
+  // The peer is done (loopback partner finished, or the peer's next TCP message arrived): stop
+  // waiting for more. `expected`: messages the peer sent per QP when known (else 0).
+  virtual void stop(uint64_t expected) noexcept { (void)expected; }
+  // Messages completed so far (the progress line and the stall watchdog).
+  virtual uint64_t progress() const noexcept = 0;
+  // Checks the data of the last message (after the run); receivers and READ/ATOMIC clients.
+  virtual DataCheck check_data() { return {}; }
+
+  bool done() const noexcept { return done_; }
+  bool failed() const noexcept { return !error_.empty(); }
+  const std::string& error() const noexcept { return error_; }
+
+  // Results.
+  uint64_t tsc_start = 0, tsc_end = 0;
+  uint64_t messages = 0;                                        // completed, all QPs
+  std::vector<std::pair<uint64_t, uint64_t>> events;            // (tsc, messages) per CQ poll
+  std::vector<uint64_t> tposted;                                // latency tests: post times
+  uint64_t iterations() const noexcept { return iterations_; }  // per QP (latency: exchanges)
+
+ protected:
+  void fail(const std::string& e) noexcept;
+  bool check_completion(const ResultEx& r) noexcept;
+  // Appends a (tsc, messages) point for the peak computation, merging points closer than
+  // kEventSpacingUs so that long runs keep a bounded, allocation-free history.
+  void record_event(uint64_t now) noexcept;
+
+  Side& side_;
+  RunConfig cfg_;
+  std::string error_;
+  uint64_t iterations_ = 0;
+  uint64_t end_tsc_ = 0;  // duration mode: when to stop
+  uint64_t event_spacing_ = 0;
+  bool done_ = false;
+};
+
+// Which side of a latency test sends the first message (and, in a duration run, decides the
+// last one): the other side only answers.
+bool initiator(Test t, Role r) noexcept;
+
+std::unique_ptr<Runner> make_bw_sender(Side& side, const RunConfig& cfg);
+std::unique_ptr<Runner> make_bw_receiver(Side& side, const RunConfig& cfg);
+std::unique_ptr<Runner> make_lat(Side& side, const RunConfig& cfg);
+
+// Receiver-side check of a passive WRITE / ATOMIC target after a bandwidth run: the slot the
+// last WRITE of each QP landed in holds that message (`n_per_qp` 0: any slot), or the ATOMIC
+// counters add up to `n_total`.
+DataCheck check_passive_target(Side& side, const RunConfig& cfg, uint64_t n_per_qp,
+                               uint64_t n_total);
+
+}  // namespace urnic::perf

@@ -1,0 +1,101 @@
+// One side of a urnic-perf connection: an adapter's PD, CQs, QPs and the registered buffer
+// they use, laid out the way perftest lays out its own (so a perftest peer's addressing fits),
+// and the Driver that runs the engine when no lcore does.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/perf/perf.h"
+#include "control/adapter.h"
+#include "dataplane/cq.h"
+#include "dataplane/engine.h"
+#include "dataplane/qp.h"
+
+namespace urnic::perf {
+
+// Runs the engine from this thread when it has no lcore of its own (EAL with one lcore): every
+// wait of the benchmark calls poll().
+class Driver {
+ public:
+  Driver(dp::Engine& engine, bool manual, uint32_t idle_yield)
+      : engine_(engine), manual_(manual), idle_yield_(idle_yield) {}
+  void poll() noexcept;
+  bool manual() const noexcept { return manual_; }
+  dp::Engine& engine() noexcept { return engine_; }
+  // What Oob calls between socket polls: null when the engine has its own lcore.
+  std::function<void()> idle_fn() {
+    if (!manual_) return nullptr;
+    return [this] { poll(); };
+  }
+
+ private:
+  dp::Engine& engine_;
+  bool manual_;
+  uint32_t idle_yield_;
+  uint32_t idle_ = 0;
+};
+
+// Per-QP buffer layout (perftest's: the advertised region follows the local one; messages of at
+// most half the cycle buffer move through its first cycle_buffer bytes, larger ones start at 0).
+//   src     `region` bytes: source of WRITE/SEND data, sink of READ/ATOMIC results
+//   last    `max_size` bytes: the last message's source or sink (checked by the receiver)
+//   target  `region` bytes: what the peer writes, reads, adds to or sends into (advertised VA)
+struct Geometry {
+  uint64_t max_size = 0;
+  uint32_t cycle = kCycleBuffer;
+  uint32_t cache_line = kCacheLine;
+  uint64_t region() const { return round_up(max_size > cycle ? max_size : cycle, 4096); }
+  uint64_t last_len() const { return round_up(max_size, 4096); }
+  uint64_t per_qp() const { return 2 * region() + last_len(); }
+};
+
+struct QpRes {
+  dp::Qp* qp = nullptr;
+  uint8_t* src = nullptr;
+  uint8_t* last = nullptr;
+  uint8_t* target = nullptr;
+  Dest local;
+  Dest remote;
+};
+
+class Side {
+ public:
+  explicit Side(ctl::Adapter& adapter) : adapter_(adapter) {}
+  ~Side() { destroy(); }
+  Side(const Side&) = delete;
+  Side& operator=(const Side&) = delete;
+
+  // CQs, `nqps` QPs in INIT, the buffer (registered once, all rights) and the local records
+  // (random PSNs, out_reads 128 for READ/ATOMIC tests, else 1; `gid` advertised).
+  bool create(Test test, uint32_t nqps, uint32_t sq_depth, uint32_t rq_depth, const Geometry& geo,
+              const std::array<uint8_t, 16>& gid, std::string* err);
+  // RTR and RTS against `remote` (perftest's ctx_modify_qp_to_rtr/rts attributes).
+  bool connect(size_t i, const Dest& remote, uint32_t mtu, const wire::NetHeaders& av,
+               std::string* err);
+  void destroy();
+
+  ctl::Adapter& adapter() { return adapter_; }
+  const Geometry& geo() const { return geo_; }
+  dp::Cq& scq() { return *scq_; }
+  dp::Cq& rcq() { return *rcq_; }
+  uint32_t key() const { return key_; }
+  std::vector<QpRes>& qps() { return qps_; }
+  QpRes& qp(size_t i) { return qps_[i]; }
+
+ private:
+  ctl::Adapter& adapter_;
+  Geometry geo_;
+  uint32_t pd_ = 0;
+  std::unique_ptr<dp::Cq> scq_, rcq_;
+  std::vector<QpRes> qps_;
+  uint8_t* mem_ = nullptr;
+  size_t mem_len_ = 0;
+  uint32_t key_ = 0;
+  bool registered_ = false;
+};
+
+}  // namespace urnic::perf

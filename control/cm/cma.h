@@ -1,0 +1,65 @@
+// What librdmacm / the kernel's rdma_cm add on top of the IB CM (rocev2.md §4.4; Linux
+// drivers/infiniband/core/cma.c): the service ID that carries the port, and the IP CM private
+// data header (IBTA Annex A11 "RDMA IP CM Service") at the start of every REQ's private data.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+
+#include "control/cm/mad.h"
+
+namespace urnic::ctl::cm {
+
+// rdma_cm port spaces (enum rdma_ucm_port_space): the middle byte is the IP protocol.
+inline constexpr uint16_t kPsTcp = 0x0106;
+inline constexpr uint16_t kPsUdp = 0x0111;
+inline constexpr uint16_t kPsIb = 0x013F;
+
+// cma_get_service_id(): (port space << 16) + port, i.e. Annex A11's 40-bit prefix 0x0000000001,
+// 8-bit IP protocol and 16-bit destination port. Port 18515 -> 0x0000000001064853.
+constexpr uint64_t service_id_for(uint16_t port, uint16_t port_space = kPsTcp) noexcept {
+  return (static_cast<uint64_t>(port_space) << 16) | port;
+}
+// Whether `sid` is an RDMA IP CM service ID (prefix 0x0000000001, Annex A11.2.1).
+constexpr bool is_ip_service(uint64_t sid) noexcept { return (sid >> 24) == 1; }
+constexpr uint8_t ip_protocol_of(uint64_t sid) noexcept { return static_cast<uint8_t>(sid >> 16); }
+constexpr uint16_t port_of(uint64_t sid) noexcept { return static_cast<uint16_t>(sid); }
+static_assert(service_id_for(18515) == 0x0000000001064853ull);
+
+// struct cma_hdr (36 bytes): version, IP version in the high nibble, the *source* port, and the
+// source and destination addresses. IPv4 addresses sit in the last 4 bytes of their 16-byte
+// field with 12 zero bytes before them (not ::ffff:-mapped).
+struct CmaHdrWire {
+  uint8_t cma_version;
+  Be8 ip_version;  // IPVer(4) | resv(4)
+  Be16 port;
+  std::array<uint8_t, 16> src;
+  std::array<uint8_t, 16> dst;
+
+  using IpVersion = BitField<&CmaHdrWire::ip_version, 0xf, 4>;
+};
+static_assert(sizeof(CmaHdrWire) == 36 && std::is_trivially_copyable_v<CmaHdrWire>);
+
+inline constexpr uint8_t kCmaVersion = 0x00;  // CMA_VERSION: IP CM major.minor 0.0
+inline constexpr size_t kCmaHdrSize = sizeof(CmaHdrWire);
+// The application's share of a REQ's private data (92 - 36 = 56 bytes; rdma_cm's
+// IB_CM_REQ_PRIVATE_DATA_SIZE - sizeof(struct cma_hdr)).
+inline constexpr size_t kMaxReqUserData = kReqPrivateData - kCmaHdrSize;
+
+// Host form. Addresses are GIDs: IPv4 ones IPv4-mapped (::ffff:a.b.c.d), as everywhere else.
+struct CmaHdr {
+  uint8_t version = kCmaVersion;
+  uint8_t ip_version = 4;  // 4 or 6
+  uint16_t src_port = 0;
+  Gid src{};
+  Gid dst{};
+  friend bool operator==(const CmaHdr&, const CmaHdr&) = default;
+};
+
+void encode(const CmaHdr& h, std::span<uint8_t, kCmaHdrSize> out) noexcept;
+// False if the version is not 0.0 or the IP version is neither 4 nor 6 (rdma_cm rejects those).
+bool decode(std::span<const uint8_t, kCmaHdrSize> in, CmaHdr* out) noexcept;
+
+}  // namespace urnic::ctl::cm

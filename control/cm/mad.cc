@@ -1,0 +1,411 @@
+#include "control/cm/mad.h"
+
+#include <cstring>
+
+namespace urnic::ctl::cm {
+namespace {
+
+template <typename W>
+W& body_at(std::span<uint8_t, kMadSize> out) noexcept {
+  return *reinterpret_cast<W*>(out.data() + kMadHdrSize);
+}
+template <typename W>
+const W& body_at(std::span<const uint8_t> in) noexcept {
+  return *reinterpret_cast<const W*>(in.data() + kMadHdrSize);
+}
+
+void put_path(const Path& p, PathWire& w) noexcept {
+  w.local_lid = Be16::of(p.local_lid);
+  w.remote_lid = Be16::of(p.remote_lid);
+  w.local_gid = p.local_gid;
+  w.remote_gid = p.remote_gid;
+  PathWire::FlowLabel::set(w, p.flow_label);
+  PathWire::PacketRate::set(w, p.packet_rate);
+  w.traffic_class = p.traffic_class;
+  w.hop_limit = p.hop_limit;
+  PathWire::Sl::set(w, p.sl);
+  PathWire::SubnetLocal::set(w, p.subnet_local ? 1u : 0u);
+  PathWire::LocalAckTimeout::set(w, p.local_ack_timeout);
+}
+
+Path get_path(const PathWire& w) noexcept {
+  Path p;
+  p.local_lid = w.local_lid.get();
+  p.remote_lid = w.remote_lid.get();
+  p.local_gid = w.local_gid;
+  p.remote_gid = w.remote_gid;
+  p.flow_label = PathWire::FlowLabel::get(w);
+  p.packet_rate = static_cast<uint8_t>(PathWire::PacketRate::get(w));
+  p.traffic_class = w.traffic_class;
+  p.hop_limit = w.hop_limit;
+  p.sl = PathWire::Sl::get(w);
+  p.subnet_local = PathWire::SubnetLocal::get(w) != 0;
+  p.local_ack_timeout = PathWire::LocalAckTimeout::get(w);
+  return p;
+}
+
+void put(const Req& m, ReqWire& w) noexcept {
+  w.local_comm_id = Be32::of(m.local_comm_id);
+  w.service_id = Be64::of(m.service_id);
+  w.local_ca_guid = Be64::of(m.local_ca_guid);
+  w.local_qkey = Be32::of(m.local_qkey);
+  ReqWire::LocalQpn::set(w, m.local_qpn);
+  ReqWire::ResponderResources::set(w, m.responder_resources);
+  ReqWire::LocalEecn::set(w, m.local_eecn);
+  ReqWire::InitiatorDepth::set(w, m.initiator_depth);
+  ReqWire::RemoteEecn::set(w, m.remote_eecn);
+  ReqWire::RemoteCmResponseTimeout::set(w, m.remote_cm_response_timeout);
+  ReqWire::TransportServiceType::set(w, m.transport_service_type);
+  ReqWire::E2eFlowControl::set(w, m.e2e_flow_control ? 1u : 0u);
+  ReqWire::StartingPsn::set(w, m.starting_psn);
+  ReqWire::LocalCmResponseTimeout::set(w, m.local_cm_response_timeout);
+  ReqWire::RetryCount::set(w, m.retry_count);
+  w.pkey = Be16::of(m.pkey);
+  ReqWire::PathMtu::set(w, m.path_mtu);
+  ReqWire::RdcExists::set(w, m.rdc_exists ? 1u : 0u);
+  ReqWire::RnrRetryCount::set(w, m.rnr_retry_count);
+  ReqWire::MaxCmRetries::set(w, m.max_cm_retries);
+  ReqWire::Srq::set(w, m.srq ? 1u : 0u);
+  ReqWire::ExtendedTransportType::set(w, m.extended_transport_type);
+  put_path(m.primary, w.primary);
+  put_path(m.alternate, w.alternate);
+  w.private_data = m.private_data;
+}
+
+Req get(const ReqWire& w) noexcept {
+  Req m;
+  m.local_comm_id = w.local_comm_id.get();
+  m.service_id = w.service_id.get();
+  m.local_ca_guid = w.local_ca_guid.get();
+  m.local_qkey = w.local_qkey.get();
+  m.local_qpn = ReqWire::LocalQpn::get(w);
+  m.responder_resources = static_cast<uint8_t>(ReqWire::ResponderResources::get(w));
+  m.local_eecn = ReqWire::LocalEecn::get(w);
+  m.initiator_depth = static_cast<uint8_t>(ReqWire::InitiatorDepth::get(w));
+  m.remote_eecn = ReqWire::RemoteEecn::get(w);
+  m.remote_cm_response_timeout = static_cast<uint8_t>(ReqWire::RemoteCmResponseTimeout::get(w));
+  m.transport_service_type = static_cast<uint8_t>(ReqWire::TransportServiceType::get(w));
+  m.e2e_flow_control = ReqWire::E2eFlowControl::get(w) != 0;
+  m.starting_psn = ReqWire::StartingPsn::get(w);
+  m.local_cm_response_timeout = static_cast<uint8_t>(ReqWire::LocalCmResponseTimeout::get(w));
+  m.retry_count = static_cast<uint8_t>(ReqWire::RetryCount::get(w));
+  m.pkey = w.pkey.get();
+  m.path_mtu = ReqWire::PathMtu::get(w);
+  m.rdc_exists = ReqWire::RdcExists::get(w) != 0;
+  m.rnr_retry_count = ReqWire::RnrRetryCount::get(w);
+  m.max_cm_retries = ReqWire::MaxCmRetries::get(w);
+  m.srq = ReqWire::Srq::get(w) != 0;
+  m.extended_transport_type = ReqWire::ExtendedTransportType::get(w);
+  m.primary = get_path(w.primary);
+  m.alternate = get_path(w.alternate);
+  m.private_data = w.private_data;
+  return m;
+}
+
+void put(const Mra& m, MraWire& w) noexcept {
+  w.local_comm_id = Be32::of(m.local_comm_id);
+  w.remote_comm_id = Be32::of(m.remote_comm_id);
+  MraWire::MessageMraed::set(w, static_cast<uint8_t>(m.message_mraed));
+  MraWire::ServiceTimeout::set(w, m.service_timeout);
+  w.private_data = m.private_data;
+}
+
+Mra get(const MraWire& w) noexcept {
+  Mra m;
+  m.local_comm_id = w.local_comm_id.get();
+  m.remote_comm_id = w.remote_comm_id.get();
+  m.message_mraed = static_cast<MsgResponse>(MraWire::MessageMraed::get(w));
+  m.service_timeout = MraWire::ServiceTimeout::get(w);
+  m.private_data = w.private_data;
+  return m;
+}
+
+void put(const Rej& m, RejWire& w) noexcept {
+  w.local_comm_id = Be32::of(m.local_comm_id);
+  w.remote_comm_id = Be32::of(m.remote_comm_id);
+  RejWire::MessageRejected::set(w, static_cast<uint8_t>(m.message_rejected));
+  RejWire::RejectInfoLength::set(w, m.ari_length);
+  w.reason = Be16::of(static_cast<uint16_t>(m.reason));
+  w.ari = m.ari;
+  w.private_data = m.private_data;
+}
+
+Rej get(const RejWire& w) noexcept {
+  Rej m;
+  m.local_comm_id = w.local_comm_id.get();
+  m.remote_comm_id = w.remote_comm_id.get();
+  m.message_rejected = static_cast<MsgResponse>(RejWire::MessageRejected::get(w));
+  m.ari_length = RejWire::RejectInfoLength::get(w);
+  m.reason = static_cast<RejReason>(w.reason.get());
+  m.ari = w.ari;
+  m.private_data = w.private_data;
+  return m;
+}
+
+void put(const Rep& m, RepWire& w) noexcept {
+  w.local_comm_id = Be32::of(m.local_comm_id);
+  w.remote_comm_id = Be32::of(m.remote_comm_id);
+  w.local_qkey = Be32::of(m.local_qkey);
+  RepWire::LocalQpn::set(w, m.local_qpn);
+  RepWire::LocalEecn::set(w, m.local_eecn);
+  RepWire::StartingPsn::set(w, m.starting_psn);
+  w.responder_resources = m.responder_resources;
+  w.initiator_depth = m.initiator_depth;
+  RepWire::TargetAckDelay::set(w, m.target_ack_delay);
+  RepWire::FailoverAccepted::set(w, m.failover_accepted);
+  RepWire::E2eFlowControl::set(w, m.e2e_flow_control ? 1u : 0u);
+  RepWire::RnrRetryCount::set(w, m.rnr_retry_count);
+  RepWire::Srq::set(w, m.srq ? 1u : 0u);
+  w.local_ca_guid = Be64::of(m.local_ca_guid);
+  w.private_data = m.private_data;
+}
+
+Rep get(const RepWire& w) noexcept {
+  Rep m;
+  m.local_comm_id = w.local_comm_id.get();
+  m.remote_comm_id = w.remote_comm_id.get();
+  m.local_qkey = w.local_qkey.get();
+  m.local_qpn = RepWire::LocalQpn::get(w);
+  m.local_eecn = RepWire::LocalEecn::get(w);
+  m.starting_psn = RepWire::StartingPsn::get(w);
+  m.responder_resources = w.responder_resources;
+  m.initiator_depth = w.initiator_depth;
+  m.target_ack_delay = RepWire::TargetAckDelay::get(w);
+  m.failover_accepted = RepWire::FailoverAccepted::get(w);
+  m.e2e_flow_control = RepWire::E2eFlowControl::get(w) != 0;
+  m.rnr_retry_count = RepWire::RnrRetryCount::get(w);
+  m.srq = RepWire::Srq::get(w) != 0;
+  m.local_ca_guid = w.local_ca_guid.get();
+  m.private_data = w.private_data;
+  return m;
+}
+
+void put(const Rtu& m, RtuWire& w) noexcept {
+  w.local_comm_id = Be32::of(m.local_comm_id);
+  w.remote_comm_id = Be32::of(m.remote_comm_id);
+  w.private_data = m.private_data;
+}
+
+Rtu get(const RtuWire& w) noexcept {
+  return Rtu{w.local_comm_id.get(), w.remote_comm_id.get(), w.private_data};
+}
+
+void put(const Dreq& m, DreqWire& w) noexcept {
+  w.local_comm_id = Be32::of(m.local_comm_id);
+  w.remote_comm_id = Be32::of(m.remote_comm_id);
+  DreqWire::RemoteQpn::set(w, m.remote_qpn);
+  w.private_data = m.private_data;
+}
+
+Dreq get(const DreqWire& w) noexcept {
+  return Dreq{w.local_comm_id.get(), w.remote_comm_id.get(), DreqWire::RemoteQpn::get(w),
+              w.private_data};
+}
+
+void put(const Drep& m, DrepWire& w) noexcept {
+  w.local_comm_id = Be32::of(m.local_comm_id);
+  w.remote_comm_id = Be32::of(m.remote_comm_id);
+  w.private_data = m.private_data;
+}
+
+Drep get(const DrepWire& w) noexcept {
+  return Drep{w.local_comm_id.get(), w.remote_comm_id.get(), w.private_data};
+}
+
+// The wire struct of each host message, for the variant visitors.
+template <typename M>
+struct WireOf;
+template <>
+struct WireOf<Req> {
+  using type = ReqWire;
+  static constexpr AttrId kId = AttrId::kReq;
+};
+template <>
+struct WireOf<Mra> {
+  using type = MraWire;
+  static constexpr AttrId kId = AttrId::kMra;
+};
+template <>
+struct WireOf<Rej> {
+  using type = RejWire;
+  static constexpr AttrId kId = AttrId::kRej;
+};
+template <>
+struct WireOf<Rep> {
+  using type = RepWire;
+  static constexpr AttrId kId = AttrId::kRep;
+};
+template <>
+struct WireOf<Rtu> {
+  using type = RtuWire;
+  static constexpr AttrId kId = AttrId::kRtu;
+};
+template <>
+struct WireOf<Dreq> {
+  using type = DreqWire;
+  static constexpr AttrId kId = AttrId::kDreq;
+};
+template <>
+struct WireOf<Drep> {
+  using type = DrepWire;
+  static constexpr AttrId kId = AttrId::kDrep;
+};
+
+}  // namespace
+
+const char* to_string(AttrId a) noexcept {
+  switch (a) {
+    case AttrId::kClassPortInfo:
+      return "ClassPortInfo";
+    case AttrId::kReq:
+      return "REQ";
+    case AttrId::kMra:
+      return "MRA";
+    case AttrId::kRej:
+      return "REJ";
+    case AttrId::kRep:
+      return "REP";
+    case AttrId::kRtu:
+      return "RTU";
+    case AttrId::kDreq:
+      return "DREQ";
+    case AttrId::kDrep:
+      return "DREP";
+    case AttrId::kSidrReq:
+      return "SIDR_REQ";
+    case AttrId::kSidrRep:
+      return "SIDR_REP";
+    case AttrId::kLap:
+      return "LAP";
+    case AttrId::kApr:
+      return "APR";
+    default:
+      return "?";
+  }
+}
+
+const char* to_string(RejReason r) noexcept {
+  switch (r) {
+    case RejReason::kNoQp:
+      return "no QP";
+    case RejReason::kNoResources:
+      return "no resources";
+    case RejReason::kTimeout:
+      return "timeout";
+    case RejReason::kUnsupported:
+      return "unsupported request";
+    case RejReason::kInvalidCommId:
+      return "invalid comm ID";
+    case RejReason::kInvalidServiceId:
+      return "invalid service ID";
+    case RejReason::kInvalidTransportType:
+      return "invalid transport type";
+    case RejReason::kStaleConn:
+      return "stale connection";
+    case RejReason::kInvalidGid:
+      return "invalid GID";
+    case RejReason::kInvalidMtu:
+      return "invalid MTU";
+    case RejReason::kInsufficientRespResources:
+      return "insufficient responder resources";
+    case RejReason::kConsumerDefined:
+      return "consumer defined";
+    case RejReason::kInvalidRnrRetry:
+      return "invalid RNR retry";
+    case RejReason::kDuplicateLocalCommId:
+      return "duplicate local comm ID";
+    case RejReason::kInvalidClassVersion:
+      return "invalid class version";
+    default:
+      return "other";
+  }
+}
+
+const char* to_string(MadError e) noexcept {
+  switch (e) {
+    case MadError::kOk:
+      return "ok";
+    case MadError::kTooShort:
+      return "too short";
+    case MadError::kBaseVersion:
+      return "base version";
+    case MadError::kNotCm:
+      return "not CM class";
+    case MadError::kClassVersion:
+      return "CM class version";
+    case MadError::kMethod:
+      return "method";
+    case MadError::kUnsupportedAttr:
+      return "unsupported attribute";
+    default:
+      return "?";
+  }
+}
+
+AttrId attr_id(const Message& m) noexcept {
+  return std::visit([](const auto& b) { return WireOf<std::decay_t<decltype(b)>>::kId; }, m.body);
+}
+
+void encode(const Message& m, std::span<uint8_t, kMadSize> out) noexcept {
+  std::memset(out.data(), 0, out.size());
+  auto& h = *reinterpret_cast<MadHdr*>(out.data());
+  h.base_version = kBaseVersion;
+  h.mgmt_class = kMgmtClassCm;
+  h.class_version = kCmClassVersion;
+  MadHdr::Method::set(h, kMethodSend);
+  h.tid = Be64::of(m.tid);
+  h.attr_id = Be16::of(static_cast<uint16_t>(attr_id(m)));
+  h.attr_mod = Be32::of(m.attr_mod);
+  std::visit(
+      [&](const auto& b) {
+        using W = typename WireOf<std::decay_t<decltype(b)>>::type;
+        put(b, body_at<W>(out));
+      },
+      m.body);
+}
+
+std::array<uint8_t, kMadSize> encode(const Message& m) noexcept {
+  std::array<uint8_t, kMadSize> out;
+  encode(m, std::span<uint8_t, kMadSize>(out));
+  return out;
+}
+
+MadError decode(std::span<const uint8_t> mad, Message* out) noexcept {
+  if (mad.size() < kMadSize) return MadError::kTooShort;
+  const auto& h = *reinterpret_cast<const MadHdr*>(mad.data());
+  if (h.base_version != kBaseVersion) return MadError::kBaseVersion;
+  if (h.mgmt_class != kMgmtClassCm) return MadError::kNotCm;
+  if (h.class_version != kCmClassVersion) return MadError::kClassVersion;
+  if (MadHdr::Method::get(h) != kMethodSend || MadHdr::Response::get(h) != 0)
+    return MadError::kMethod;
+  out->tid = h.tid.get();
+  out->attr_mod = h.attr_mod.get();
+  switch (static_cast<AttrId>(h.attr_id.get())) {
+    case AttrId::kReq:
+      out->body = get(body_at<ReqWire>(mad));
+      break;
+    case AttrId::kMra:
+      out->body = get(body_at<MraWire>(mad));
+      break;
+    case AttrId::kRej:
+      out->body = get(body_at<RejWire>(mad));
+      break;
+    case AttrId::kRep:
+      out->body = get(body_at<RepWire>(mad));
+      break;
+    case AttrId::kRtu:
+      out->body = get(body_at<RtuWire>(mad));
+      break;
+    case AttrId::kDreq:
+      out->body = get(body_at<DreqWire>(mad));
+      break;
+    case AttrId::kDrep:
+      out->body = get(body_at<DrepWire>(mad));
+      break;
+    default:
+      return MadError::kUnsupportedAttr;
+  }
+  return MadError::kOk;
+}
+
+}  // namespace urnic::ctl::cm

@@ -1,0 +1,486 @@
+// The adapter of the public API: opening and closing, QueryAdapterInfo, CQ and PD creation,
+// logical address mappings, and the lifetime machinery every object shares (close with
+// antecedents, the control-thread poller that runs engine operations and callbacks). See
+// control/ndk_internal.h for the design.
+#include <algorithm>
+#include <new>
+#include <thread>
+
+#include "control/ndk_internal.h"
+
+namespace urnic {
+namespace detail {
+
+AdapterInfo make_adapter_info() noexcept {
+  AdapterInfo i;
+  i.version = kNdkVersion;
+  i.vendor_id = 0;       // no IEEE OUI: a software RNIC
+  i.device_id = 0x7572;  // "ur"
+  i.max_registration_size = kMaxRegistrationSize;
+  i.max_window_size = kMaxWindowSize;
+  i.frmr_page_count = dp::MrTable::kMaxFrmrPages;
+  i.max_initiator_request_sge = dp::kMaxSge;
+  i.max_receive_request_sge = dp::kMaxSge;
+  i.max_read_request_sge = dp::kMaxSge;
+  i.max_transfer_length = kMaxTransferLength;
+  i.max_inline_data_size = dp::kMaxInline;
+  i.max_inbound_read_limit = kMaxReadLimit;
+  i.max_outbound_read_limit = kMaxReadLimit;
+  i.max_receive_queue_depth = kMaxQueueDepth;
+  i.max_initiator_queue_depth = kMaxQueueDepth;
+  i.max_srq_depth = kMaxQueueDepth;
+  i.max_cq_depth = kMaxCqDepth;
+  i.large_request_threshold = kLargeRequestThreshold;
+  i.max_caller_data = kMaxCallerData;
+  i.max_callee_data = kMaxCalleeData;
+  // In-order placement: every copy into registered memory writes its last bytes last
+  // (dp::MrTable), and packets are placed in PSN order. RDMA_READ_SINK is not required: any
+  // locally writable region may be a read target. Moderation is done by the control thread.
+  i.adapter_flags = adapter_flag::kInOrderDmaSupported | adapter_flag::kRdmaReadSinkNotRequired |
+                    adapter_flag::kCqInterruptModerationSupported |
+                    adapter_flag::kRdmaReadLocalInvalidateSupported;
+  i.rdma_technology = RdmaTechnology::kRocev2;
+  return i;
+}
+
+// ---- SyncWait ---------------------------------------------------------------------------------
+
+void SyncWait::on_create(void* ctx, Status s, Object* o) noexcept {
+  auto* w = static_cast<SyncWait*>(ctx);
+  w->status = s;
+  w->object = o;
+  w->done.store(true, std::memory_order_release);  // pairs with AdapterImpl::wait()
+}
+
+void SyncWait::on_request(void* ctx, Status s) noexcept {
+  auto* w = static_cast<SyncWait*>(ctx);
+  w->status = s;
+  w->done.store(true, std::memory_order_release);  // pairs with AdapterImpl::wait()
+}
+
+void AdapterImpl::wait(const std::atomic<bool>& done) {
+  // Acquire pairs with the completion's release store.
+  while (!done.load(std::memory_order_acquire)) {
+    if (!eng->running()) {
+      eng->run_once();  // manual mode: this thread drives the engine
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+// ---- Lifetime ---------------------------------------------------------------------------------
+
+AdapterImpl::~AdapterImpl() = default;
+
+void AdapterImpl::adopt_locked(ObjectImpl* o, std::initializer_list<ObjectImpl*> antecedents) {
+  objects.push_back(o);
+  for (ObjectImpl* a : antecedents) {
+    if (a == nullptr) continue;
+    ++a->successors;
+    o->antecedents.push_back(a);
+  }
+}
+
+Status AdapterImpl::close(ObjectImpl* o, CloseCompletion cb, void* ctx) noexcept {
+  std::unique_lock lk(mu);
+  if (o->life != Life::kLive) return Status::kSuccess;  // a second close is ignored
+  o->life = Life::kClosing;
+  o->close_cb = cb;
+  o->close_ctx = ctx;
+  o->stop_events();
+  if (o->successors == 0 && o->closes_inline()) {
+    if (guarded([&] { return o->teardown_locked(); }) == Status::kSuccess) {
+      std::erase(objects, o);
+      for (ObjectImpl* a : o->antecedents) --a->successors;
+      lk.unlock();
+      delete o;
+      return Status::kSuccess;
+    }
+  }
+  // Antecedent of live objects, engine work to do, or event callbacks that may be running:
+  // the control thread finishes the close (pump_closes_locked) and calls back.
+  o->close_pending = true;
+  closing.push_back(o);
+  return Status::kPending;
+}
+
+void AdapterImpl::finish_close_locked(ObjectImpl* o) {
+  std::erase(objects, o);
+  for (ObjectImpl* a : o->antecedents) --a->successors;
+  // The close callback is the object's last (anything deferred before it runs first: FIFO);
+  // the memory goes with it.
+  defer_locked([o] {
+    if (o->close_pending && o->close_cb != nullptr) o->close_cb(o->close_ctx);
+    delete o;
+  });
+}
+
+bool AdapterImpl::pump_closes_locked() {
+  bool any = false;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t i = 0; i < closing.size();) {
+      ObjectImpl* o = closing[i];
+      if (o->successors == 0 && guarded([&] { return o->teardown_locked(); }) == Status::kSuccess) {
+        closing.erase(closing.begin() + static_cast<std::ptrdiff_t>(i));
+        finish_close_locked(o);  // may leave an antecedent with no successors: loop again
+        progress = any = true;
+        continue;
+      }
+      ++i;
+    }
+  }
+  return any;
+}
+
+bool AdapterImpl::pump_ops_locked() {
+  bool any = false;
+  // Submit in queue order; an op that is not ready (or a full mailbox) holds back the ones
+  // behind it, so that the operations of one QP apply in the order they were asked for.
+  for (auto& op : ops) {
+    if (op->submitted) continue;
+    if (op->prepare) {
+      const Status p = op->prepare(op->msg);
+      if (p == Status::kPending) break;
+      op->prepare = nullptr;
+      if (p != Status::kSuccess) {
+        op->submitted = true;  // failed before reaching the engine
+        op->msg.result = p;
+        op->msg.done.store(true, std::memory_order_relaxed);
+        continue;
+      }
+    }
+    if (!eng->submit(op->msg)) break;
+    op->submitted = true;
+    any = true;
+  }
+  // The engine applies the mailbox in order, so completions arrive in order too.
+  // Acquire pairs with the engine's release store of `done` (Engine::apply).
+  while (!ops.empty() && ops.front()->submitted &&
+         ops.front()->msg.done.load(std::memory_order_acquire)) {
+    std::unique_ptr<EngineOp> op = std::move(ops.front());
+    ops.pop_front();
+    if (op->then) op->then(op->msg.result);
+    any = true;
+  }
+  return any;
+}
+
+bool AdapterImpl::collect_notifications_locked(Clock::time_point now) {
+  bool any = false;
+  // Acquire pairs with the release store of the engine (dp::Cq / dp::Srq ring_doorbell).
+  const bool rang = doorbell.exchange(0, std::memory_order_acquire) != 0;
+  for (CqImpl* c : cqs) {
+    bool fire = false;
+    if (rang) {
+      if (c->cq.take_notification()) {
+        if (c->cq.overrun() && !c->overrun_reported) {
+          // ndkpi.md §3.3: the CQ and every QP completing into it are dead. The QPs are moved
+          // to the error state so that nothing else waits on them.
+          c->overrun_reported = true;
+          for (ObjectImpl* o : objects) {
+            auto* q = o->type == ObjectType::kQp ? static_cast<QpImpl*>(o) : nullptr;
+            if (q == nullptr || (q->rcq != c && q->scq != c) || o->life != Life::kLive) continue;
+            auto op = std::make_unique<EngineOp>();
+            op->msg.kind = dp::MailboxMsg::Kind::kFlushQp;
+            op->msg.ep = &ctl->endpoint();
+            op->msg.qp = &q->qp;
+            enqueue_op_locked(std::move(op));
+          }
+          if (c->notify_cb != nullptr) {
+            defer_locked([c] {
+              if (c->events_.load(std::memory_order_acquire))
+                c->notify_cb(c->notify_ctx, Status::kBufferOverflow);
+            });
+          }
+          any = true;
+        } else if (!c->overrun_reported) {
+          const bool moderated = c->mod_interval_us != 0 && c->mod_count > 1;
+          if (moderated) {
+            c->mod_waiting = true;
+            c->mod_base = c->cq.produced();
+            c->mod_deadline = c->mod_interval_us == UINT32_MAX
+                                  ? Clock::time_point::max()
+                                  : now + std::chrono::microseconds(c->mod_interval_us);
+          } else {
+            fire = true;
+          }
+        }
+      }
+      if (c->cancelled_.exchange(false, std::memory_order_acq_rel) && c->notify_cb != nullptr) {
+        defer_locked([c] {
+          if (c->events_.load(std::memory_order_acquire))
+            c->notify_cb(c->notify_ctx, Status::kCancelled);
+        });
+        any = true;
+      }
+    }
+    if (c->mod_waiting) {
+      const bool count_met =
+          c->mod_count != UINT32_MAX && c->cq.produced() - c->mod_base + 1 >= c->mod_count;
+      if (now >= c->mod_deadline || count_met) {
+        c->mod_waiting = false;
+        fire = true;
+      }
+    }
+    if (fire && c->notify_cb != nullptr) {
+      defer_locked([c] {
+        if (c->events_.load(std::memory_order_acquire))
+          c->notify_cb(c->notify_ctx, Status::kSuccess);
+      });
+      any = true;
+    }
+  }
+  if (rang) {
+    for (SrqImpl* s : srqs) {
+      if (s->srq.take_notification() && s->notify_cb != nullptr) {
+        defer_locked([s] {
+          if (s->events_.load(std::memory_order_acquire))
+            s->notify_cb(s->notify_ctx, Status::kSuccess);
+        });
+        any = true;
+      }
+    }
+  }
+  return any;
+}
+
+bool AdapterImpl::poll() {
+  if (!on_control_thread()) control_id.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  std::unique_lock lk(mu);
+  bool any = pump_ops_locked();
+  any |= pump_closes_locked();
+  any |= collect_notifications_locked(Clock::now());
+  for (SrqImpl* s : srqs) s->srq.reclaim();
+  // User callbacks, one at a time, never with mu held: they may call back into the API.
+  while (!deferred.empty()) {
+    std::function<void()> fn = std::move(deferred.front());
+    deferred.pop_front();
+    lk.unlock();
+    fn();
+    lk.lock();
+    any = true;
+  }
+  return any;
+}
+
+void AdapterImpl::shutdown() {
+  if (!ctl) return;
+  {
+    std::lock_guard lk(mu);
+    shutting_down = true;
+  }
+  // NDK adapter close blocks until every object is closed and every callback returned. Objects
+  // the consumer left open are closed here (no completions).
+  for (;;) {
+    {
+      std::lock_guard lk(mu);
+      for (ObjectImpl* o : objects) {
+        if (o->life != Life::kLive) continue;
+        o->life = Life::kClosing;
+        o->stop_events();
+        closing.push_back(o);
+      }
+      if (objects.empty() && ops.empty() && deferred.empty()) break;
+    }
+    if (!eng->running()) {
+      eng->run_once();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  // Joins the control thread: a callback still running (a close completion) returns first.
+  ctl->control().stop();
+  dp::MailboxMsg m;
+  m.kind = dp::MailboxMsg::Kind::kRemoveEndpoint;
+  m.ep = &ctl->endpoint();
+  (void)eng->call(m);
+  ctl.reset();
+}
+
+void add_successor(ObjectImpl* o) noexcept {
+  std::lock_guard lk(o->adapter->mu);
+  ++o->successors;
+}
+
+void release_successor(ObjectImpl* o) noexcept {
+  std::lock_guard lk(o->adapter->mu);
+  --o->successors;  // a pending close of `o` completes on the control thread
+}
+
+// ---- CQ and PD construction (the rest of them is in ndk_cq.cc / ndk_pd.cc) -------------------
+
+CqImpl::CqImpl(AdapterImpl* a, uint32_t d, CqNotificationCallback cb, void* ctx)
+    : ObjectImpl(ObjectType::kCq, a),
+      pub_(this),
+      ext_(this),
+      cq(d),
+      depth(d),
+      notify_cb(cb),
+      notify_ctx(ctx) {
+  cq.set_doorbell(&a->doorbell);
+}
+
+PdImpl::PdImpl(AdapterImpl* a) : ObjectImpl(ObjectType::kPd, a), pub_(this) {
+  pd = a->ctl->alloc_pd();
+}
+
+}  // namespace detail
+
+// ---- Object -------------------------------------------------------------------------------------
+
+ObjectType Object::object_type() const noexcept { return impl_->type; }
+
+Status Object::close(CloseCompletion completion, void* request_context) noexcept {
+  return impl_->adapter->close(impl_, completion, request_context);
+}
+
+Status Object::query_extension(const ExtensionId& id, Version version, void** iface) noexcept {
+  if (iface == nullptr) return Status::kInvalidParameter;
+  void* p = impl_->extension(id, version);
+  if (p == nullptr) return Status::kNotSupported;
+  *iface = p;
+  return Status::kSuccess;
+}
+
+// ---- Engine -------------------------------------------------------------------------------------
+
+namespace {
+dp::EngineConfig to_dp(const EngineConfig& c) {
+  dp::EngineConfig d;
+  d.rx_burst = c.rx_burst;
+  d.max_qps = c.max_qps;
+  d.idle_yield_after = c.idle_yield_after;
+  return d;
+}
+}  // namespace
+
+Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>(to_dp(config))) {}
+Engine::~Engine() { impl_->dp.stop(); }
+bool Engine::run_once() noexcept { return impl_->dp.run_once(); }
+bool Engine::launch(unsigned lcore) noexcept { return impl_->dp.launch(lcore); }
+void Engine::stop() noexcept { impl_->dp.stop(); }
+bool Engine::running() const noexcept { return impl_->dp.running(); }
+
+// ---- Adapter ------------------------------------------------------------------------------------
+
+Status Adapter::open(const AdapterConfig& config, Engine& engine,
+                     std::unique_ptr<Adapter>* out) noexcept {
+  if (out == nullptr) return Status::kInvalidParameter;
+  // ctl::Adapter attaches its endpoint directly, which needs the engine stopped.
+  if (engine.running()) return Status::kInvalidParameter;
+  return detail::guarded([&] {
+    auto impl = std::make_unique<detail::AdapterImpl>();
+    ctl::AdapterConfig c;
+    c.port_id = config.port_id;
+    c.port.mbufs = config.mbufs;
+    c.ipv4 = config.ipv4;
+    if (config.ipv6) c.ipv6 = *config.ipv6;
+    if (config.mac) c.mac = *config.mac;
+    c.max_qps = config.max_qps;
+    c.max_mrs = config.max_mrs;
+    c.key_seed = config.key_seed;
+    c.start_control = false;  // the poller goes in first
+    if (Status s = ctl::Adapter::open(c, &engine.impl().dp, &impl->ctl); s != Status::kSuccess)
+      return s;
+    impl->engine = &engine;
+    impl->eng = &engine.impl().dp;
+    impl->info = detail::make_adapter_info();
+    std::unique_ptr<Adapter> a(new Adapter(impl.get()));
+    detail::AdapterImpl* p = impl.release();  // owned by `a` from here on
+    p->pub = a.get();
+    // The control thread starts last: from here on it may run p->poll() at any time.
+    p->ctl->control().add_poller([p] { return p->poll(); });
+    p->ctl->control().start();
+    *out = std::move(a);
+    return Status::kSuccess;
+  });
+}
+
+Adapter::~Adapter() {
+  impl_->shutdown();
+  delete impl_;
+}
+
+Status Adapter::query_adapter_info(AdapterInfo* info, uint32_t* buffer_size) const noexcept {
+  if (buffer_size == nullptr) return Status::kInvalidParameter;
+  if (info == nullptr || *buffer_size < sizeof(AdapterInfo)) {
+    *buffer_size = sizeof(AdapterInfo);
+    return Status::kBufferTooSmall;
+  }
+  *info = impl_->info;
+  *buffer_size = sizeof(AdapterInfo);
+  return Status::kSuccess;
+}
+
+AdapterInfo Adapter::adapter_info() const noexcept { return impl_->info; }
+
+Status Adapter::create_cq(uint32_t depth, CqNotificationCallback notification,
+                          void* notification_context, CreateCompletion, void*,
+                          Handle<Cq>* out) noexcept {
+  if (out == nullptr || depth == 0 || depth > impl_->info.max_cq_depth)
+    return Status::kInvalidParameter;
+  return detail::guarded([&] {
+    std::lock_guard lk(impl_->mu);
+    if (impl_->shutting_down) return Status::kInvalidDeviceState;
+    auto* c = new detail::CqImpl(impl_, depth, notification, notification_context);
+    impl_->adopt_locked(c, {});
+    impl_->cqs.push_back(c);
+    *out = Handle<Cq>(&c->pub_);
+    return Status::kSuccess;
+  });
+}
+
+Status Adapter::create_pd(CreateCompletion, void*, Handle<Pd>* out) noexcept {
+  if (out == nullptr) return Status::kInvalidParameter;
+  return detail::guarded([&] {
+    std::lock_guard lk(impl_->mu);
+    if (impl_->shutting_down) return Status::kInvalidDeviceState;
+    auto* p = new detail::PdImpl(impl_);
+    impl_->adopt_locked(p, {});
+    *out = Handle<Pd>(&p->pub_);
+    return Status::kSuccess;
+  });
+}
+
+Status Adapter::build_lam(const void* address, size_t length, std::span<uint64_t> pages,
+                          uint32_t* page_count, uint32_t* fbo) const noexcept {
+  if (address == nullptr || length == 0 || page_count == nullptr || fbo == nullptr)
+    return Status::kInvalidParameter;
+  const auto a = reinterpret_cast<uint64_t>(address);
+  if (length - 1 > UINT64_MAX - a) return Status::kInvalidParameter;
+  constexpr uint64_t kMask = kPageSize - 1;
+  const uint64_t first = a & ~kMask;
+  const uint64_t n = (((a + length - 1) & ~kMask) - first) / kPageSize + 1;
+  if (n > UINT32_MAX) return Status::kInvalidParameter;
+  *page_count = static_cast<uint32_t>(n);
+  *fbo = static_cast<uint32_t>(a & kMask);
+  if (pages.size() < n) return Status::kBufferTooSmall;
+  for (uint64_t i = 0; i < n; ++i) pages[i] = first + i * kPageSize;
+  return Status::kSuccess;
+}
+
+void Adapter::release_lam(std::span<const uint64_t>) const noexcept {}
+
+Status Adapter::query_extension(const ExtensionId& id, Version version, void** iface) noexcept {
+  if (iface == nullptr) return Status::kInvalidParameter;
+  if (id == AdapterExtension::kId && detail::version_ok(version, AdapterExtension::kVersion)) {
+    *iface = &impl_->ext;
+    return Status::kSuccess;
+  }
+  return Status::kNotSupported;
+}
+
+LocalAddress AdapterExtension::local_address() const noexcept {
+  LocalAddress l;
+  l.mac = a_->ctl->mac();
+  l.ipv4 = a_->ctl->ipv4();
+  if (a_->ctl->ipv6()) {
+    l.has_ipv6 = true;
+    l.ipv6 = *a_->ctl->ipv6();
+  }
+  return l;
+}
+
+}  // namespace urnic

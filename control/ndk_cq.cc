@@ -1,0 +1,87 @@
+// Completion queues of the public API: polling (straight from the dataplane ring), arming,
+// interrupt moderation settings and the cancel extension. Notifications are delivered by the
+// control thread (AdapterImpl::collect_notifications_locked).
+#include <algorithm>
+
+#include "control/ndk_internal.h"
+
+namespace urnic {
+namespace detail {
+
+void* CqImpl::extension(const ExtensionId& id, Version v) noexcept {
+  if (id == CqExtension::kId && version_ok(v, CqExtension::kVersion)) return &ext_;
+  return nullptr;
+}
+
+Status CqImpl::teardown_locked() {
+  // No QP completes into it any more (they were its successors); no callback can follow once it
+  // leaves the notification list.
+  std::erase(adapter->cqs, this);
+  return Status::kSuccess;
+}
+
+}  // namespace detail
+
+Cq::Cq(detail::CqImpl* impl) noexcept : Object(impl), cq_(impl) {}
+
+size_t Cq::get_results(std::span<Result> results) noexcept {
+  // Converted from the ring's NDK_RESULT_EX records in small batches on the stack.
+  constexpr size_t kBatch = 32;
+  ResultEx ex[kBatch];
+  size_t done = 0;
+  while (done < results.size()) {
+    const size_t want = std::min(kBatch, results.size() - done);
+    const size_t n = cq_->cq.poll(std::span<ResultEx>(ex, want));
+    for (size_t i = 0; i < n; ++i) {
+      Result& r = results[done + i];
+      r.status = ex[i].status;
+      r.bytes_transferred = ex[i].bytes_transferred;
+      r.qp_context = ex[i].qp_context;
+      r.request_context = ex[i].request_context;
+    }
+    done += n;
+    if (n < want) break;
+  }
+  return done;
+}
+
+size_t Cq::get_results_ex(std::span<ResultEx> results) noexcept { return cq_->cq.poll(results); }
+
+void Cq::arm(CqNotify type) noexcept {
+  switch (type) {
+    case CqNotify::kErrors:
+      cq_->cq.arm(dp::Cq::kArmErrors);
+      break;
+    case CqNotify::kAny:
+      cq_->cq.arm(dp::Cq::kArmAny);
+      break;
+    case CqNotify::kSolicited:
+      cq_->cq.arm(dp::Cq::kArmSolicited);
+      break;
+    default:
+      break;  // NdkArmCq is VOID: an unknown type is ignored
+  }
+}
+
+Status Cq::resize(uint32_t, RequestCompletion, void*) noexcept { return Status::kNotSupported; }
+
+Status Cq::control_interrupt_moderation(uint32_t interval_us, uint32_t count) noexcept {
+  constexpr uint32_t kMax = UINT32_MAX;                        // MAXULONG
+  const bool count_off = count == kMax || count > cq_->depth;  // interval only
+  // ndkpi.md §3.4: "count only" with "interval only" is a contradiction.
+  if (interval_us == kMax && count_off) return Status::kInvalidParameterMix;
+  std::lock_guard lk(cq_->adapter->mu);
+  cq_->mod_interval_us = interval_us;
+  cq_->mod_count = count_off ? kMax : count;
+  return Status::kSuccess;
+}
+
+bool CqExtension::cancel_notification() noexcept {
+  if (cq_->cq.disarm() == dp::Cq::kArmNone) return false;
+  // Release: the control thread that sees the doorbell (acquire) sees the flag.
+  cq_->cancelled_.store(true, std::memory_order_release);
+  cq_->adapter->doorbell.store(1, std::memory_order_release);
+  return true;
+}
+
+}  // namespace urnic

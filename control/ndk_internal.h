@@ -1,0 +1,333 @@
+// Internals of the NDK-style public API (include/urnic/): the provider side of every object,
+// the object lifetime rules (ndkpi.md §1.3-§1.4), and the control-thread machinery that runs
+// engine operations asynchronously and delivers every callback.
+//
+// Shape. Each public object (Cq, Pd, Qp, ...) is a member of its implementation struct (CqImpl,
+// PdImpl, QpImpl, ...), which derives from ObjectImpl; one allocation per object, freed by the
+// provider once the object's close has completed. The hot paths (post, poll, arm) go from the
+// public object straight to the dataplane object (dp::Qp::post_send, dp::Cq::poll, ...): no
+// lock, no allocation, no exception, no system call.
+//
+// Everything else is control side and serialised by AdapterImpl::mu: the object list, the
+// antecedent/successor counts, closes, the engine operations queue (mailbox messages submitted
+// without blocking and polled for completion), and the list of user callbacks to run. The
+// adapter's control thread (ctl::ControlPlane, which calls AdapterImpl::poll on every iteration)
+// is the only thread that runs user callbacks, one at a time and never with mu held, so a
+// callback may call back into the API (close included).
+//
+// For the Connector / Listener implementation (IB CM, control/cm/): qp_modify() moves a QP
+// through the RC states with the engine, and add_successor() / release_successor() make a QP
+// an antecedent of a connector (its close then pends until the connector is closed).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "control/adapter.h"
+#include "dataplane/cq.h"
+#include "dataplane/engine.h"
+#include "dataplane/qp.h"
+#include "dataplane/srq.h"
+#include "urnic/adapter.h"
+#include "urnic/cq.h"
+#include "urnic/engine.h"
+#include "urnic/extensions.h"
+#include "urnic/mr.h"
+#include "urnic/mw.h"
+#include "urnic/object.h"
+#include "urnic/pd.h"
+#include "urnic/qp.h"
+#include "urnic/srq.h"
+
+namespace urnic {
+
+struct Engine::Impl {
+  explicit Impl(const dp::EngineConfig& c) : dp(c) {}
+  dp::Engine dp;
+};
+
+namespace detail {
+
+using Clock = std::chrono::steady_clock;
+
+// The adapter's limits (NDK_ADAPTER_INFO; docs/api.md says where each is enforced).
+AdapterInfo make_adapter_info() noexcept;
+inline constexpr Version kNdkVersion{1, 2};
+inline constexpr size_t kMaxRegistrationSize = size_t{1} << 40;  // 1 TiB
+inline constexpr size_t kMaxWindowSize = kMaxRegistrationSize;
+inline constexpr uint32_t kMaxQueueDepth = 32768;  // per SQ / RQ / SRQ (ring of 2^15 slots)
+inline constexpr uint32_t kMaxCqDepth = ctl::Adapter::kMaxCqDepth;
+inline constexpr uint32_t kMaxTransferLength = 1u << 31;  // IBTA: messages up to 2^31 bytes
+inline constexpr uint32_t kMaxReadLimit = dp::kMaxRdAtomicLimit;
+// A hint only: below it send/receive, above it read/write (the copies dominate either way).
+inline constexpr uint32_t kLargeRequestThreshold = 64 * 1024;
+// IB CM private data an application may use (rdma_cm: REQ 92 - 36-byte IP CM header; REJ 148,
+// less than REP's 196). Enforced by the Connector.
+inline constexpr uint32_t kMaxCallerData = 56;
+inline constexpr uint32_t kMaxCalleeData = 148;
+
+struct AdapterImpl;
+struct PdImpl;
+
+// QueryExtension's version rule: same major, a minor up to the implemented one.
+inline bool version_ok(Version asked, Version have) noexcept {
+  return asked.major == have.major && asked.minor <= have.minor;
+}
+
+// Lifecycle (guarded by AdapterImpl::mu).
+enum class Life : uint8_t {
+  kCreating,  // a pending create: not yet handed to the consumer
+  kLive,
+  kClosing,  // close requested; waits for successors, then tears down
+};
+
+struct ObjectImpl {
+  ObjectImpl(ObjectType t, AdapterImpl* a) noexcept : type(t), adapter(a) {}
+  virtual ~ObjectImpl() = default;
+  ObjectImpl(const ObjectImpl&) = delete;
+  ObjectImpl& operator=(const ObjectImpl&) = delete;
+
+  virtual Object& pub() noexcept = 0;
+  virtual void* extension(const ExtensionId&, Version) noexcept { return nullptr; }
+  // Releases what the object holds, with mu held, on the caller's thread or the control
+  // thread. kSuccess when done; kPending to be called again by the control thread later (work
+  // in flight on the engine, or a resource still busy). Never calls user code.
+  virtual Status teardown_locked() = 0;
+  // Whether a close with no successors may complete in the caller's thread (no engine work,
+  // no event callbacks that could still be running).
+  virtual bool closes_inline() const noexcept { return false; }
+  // Stops event callbacks (CQ / SRQ notifications) once a close is requested.
+  virtual void stop_events() noexcept {}
+
+  const ObjectType type;
+  AdapterImpl* const adapter;
+  // ---- guarded by adapter->mu
+  Life life = Life::kLive;
+  uint32_t successors = 0;
+  std::vector<ObjectImpl*> antecedents;  // each holds one successor count for us
+  CloseCompletion close_cb = nullptr;
+  void* close_ctx = nullptr;
+  bool close_pending = false;  // close() returned kPending: the callback is owed
+};
+
+// A mailbox message for the engine, submitted by the control thread in queue order.
+struct EngineOp {
+  dp::MailboxMsg msg;
+  bool submitted = false;
+  // Optional, before submitting: kSuccess when the message is ready, kPending to be asked again
+  // on the next iteration, anything else to fail the op without submitting it.
+  std::function<Status(dp::MailboxMsg&)> prepare;
+  // With the engine's result (or prepare's failure), mu held, on the control thread.
+  std::function<void(Status)> then;
+};
+
+struct CqImpl final : ObjectImpl {
+  CqImpl(AdapterImpl* a, uint32_t depth, CqNotificationCallback cb, void* ctx);
+  Object& pub() noexcept override { return pub_; }
+  void* extension(const ExtensionId& id, Version v) noexcept override;
+  Status teardown_locked() override;
+  void stop_events() noexcept override { events_.store(false, std::memory_order_release); }
+
+  static CqImpl* of(Cq& o) noexcept { return o.cq_; }
+  Cq pub_;
+  CqExtension ext_;
+  dp::Cq cq;
+  const uint32_t depth;
+  const CqNotificationCallback notify_cb;
+  void* const notify_ctx;
+  std::atomic<bool> events_{true};
+  std::atomic<bool> cancelled_{false};  // an arm was cancelled: deliver kCancelled
+  // Interrupt moderation (set under mu; used by the control thread).
+  uint32_t mod_interval_us = 0;
+  uint32_t mod_count = 0;
+  bool mod_waiting = false;
+  Clock::time_point mod_deadline{};
+  uint64_t mod_base = 0;
+  bool overrun_reported = false;
+};
+
+struct PdImpl final : ObjectImpl {
+  explicit PdImpl(AdapterImpl* a);
+  Object& pub() noexcept override { return pub_; }
+  Status teardown_locked() override;
+  bool closes_inline() const noexcept override { return true; }
+
+  static PdImpl* of(Pd& o) noexcept { return o.pd_; }
+  Pd pub_;
+  uint32_t pd = 0;          // the dataplane PD number
+  uint32_t priv_token = 0;  // the privileged token's key, once asked for (under mu)
+};
+
+struct MrImpl final : ObjectImpl {
+  MrImpl(AdapterImpl* a, PdImpl* pd, bool fast);
+  Object& pub() noexcept override { return pub_; }
+  Status teardown_locked() override;
+  bool closes_inline() const noexcept override { return true; }
+
+  enum class State : uint8_t { kEmpty, kRegistered, kFrmr };
+  static MrImpl* of(Mr& o) noexcept { return o.mr_; }
+  Mr pub_;
+  PdImpl* const pd;
+  const bool fast;
+  // Written by the MR's calls (serialised by the consumer) and, for the key, by FastRegister
+  // posts; read by posts on any QP. Atomics so that concurrent readers never race.
+  std::atomic<State> state{State::kEmpty};
+  std::atomic<uint32_t> key{0};
+  std::atomic<uint64_t> base{0};
+  std::atomic<uint64_t> length{0};
+  std::atomic<uint32_t> access{0};  // dp::access bits of a registration
+  std::atomic<uint32_t> max_pages{0};
+  std::atomic<bool> remote_ok{false};
+};
+
+struct MwImpl final : ObjectImpl {
+  MwImpl(AdapterImpl* a, PdImpl* pd);
+  Object& pub() noexcept override { return pub_; }
+  Status teardown_locked() override;
+  bool closes_inline() const noexcept override { return true; }
+
+  static MwImpl* of(Mw& o) noexcept { return o.mw_; }
+  Mw pub_;
+  PdImpl* const pd;
+  std::atomic<uint32_t> key{0};  // the latest bind's key (or the unbound window's)
+};
+
+struct SrqImpl final : ObjectImpl {
+  SrqImpl(AdapterImpl* a, PdImpl* pd, uint32_t depth, uint32_t max_sge, SrqNotificationCallback cb,
+          void* ctx);
+  Object& pub() noexcept override { return pub_; }
+  Status teardown_locked() override;
+  void stop_events() noexcept override { events_.store(false, std::memory_order_release); }
+
+  static SrqImpl* of(Srq& o) noexcept { return o.srq_; }
+  Srq pub_;
+  PdImpl* const pd;
+  dp::Srq srq;
+  const SrqNotificationCallback notify_cb;
+  void* const notify_ctx;
+  std::atomic<bool> events_{true};
+};
+
+struct QpImpl final : ObjectImpl {
+  QpImpl(AdapterImpl* a, PdImpl* pd, CqImpl* rcq, CqImpl* scq, SrqImpl* srq,
+         const dp::QpConfig& cfg);
+  Object& pub() noexcept override { return pub_; }
+  void* extension(const ExtensionId& id, Version v) noexcept override;
+  Status teardown_locked() override;
+
+  static QpImpl* of(Qp& o) noexcept { return o.qp_; }
+  Qp pub_;
+  QpExtension ext_;
+  QpConnectExtension conn_;
+  PdImpl* const pd;
+  CqImpl* const rcq;
+  CqImpl* const scq;
+  SrqImpl* const srq;
+  dp::Qp qp;
+  const uint32_t pd_num;  // copies for the post path
+  const uint32_t max_send_sge;
+  const uint32_t max_read_sge;
+  const uint32_t max_recv_sge;
+  const uint32_t max_inline;
+  // Teardown progress (control thread, under mu): 0 start, 1 flushing, 2 flushed,
+  // 3 destroying, 4 destroyed.
+  int teardown_step = 0;
+};
+
+struct AdapterImpl {
+  AdapterImpl() noexcept : ext(this) {}
+  ~AdapterImpl();
+
+  // ---- Lifetime (any thread) -----------------------------------------------------------------
+  // Registers a new object (mu held) with its antecedents; each gains a successor.
+  void adopt_locked(ObjectImpl* o, std::initializer_list<ObjectImpl*> antecedents);
+  Status close(ObjectImpl* o, CloseCompletion cb, void* ctx) noexcept;
+  // Blocks until every object is gone; then stops the control thread and detaches from the
+  // engine. Not from the control thread.
+  void shutdown();
+
+  // ---- Engine operations and callbacks (mu held) ---------------------------------------------
+  void enqueue_op_locked(std::unique_ptr<EngineOp> op) { ops.push_back(std::move(op)); }
+  void defer_locked(std::function<void()> fn) { deferred.push_back(std::move(fn)); }
+  // The control thread's work (a ControlPlane poller). Returns whether it did anything.
+  bool poll();
+  bool on_control_thread() const noexcept {
+    return control_id.load(std::memory_order_relaxed) == std::this_thread::get_id();
+  }
+  // Waits for `done` (a synchronous request), running engine steps when the engine is not
+  // launched. kInvalidDeviceState when called on the control thread (it would wait for
+  // itself).
+  void wait(const std::atomic<bool>& done);
+
+  Adapter* pub = nullptr;
+  Engine* engine = nullptr;
+  dp::Engine* eng = nullptr;
+  std::unique_ptr<ctl::Adapter> ctl;
+  AdapterExtension ext;
+  AdapterInfo info{};
+  // Rung by the engine (dp::Cq / dp::Srq) when a notification is due.
+  std::atomic<uint32_t> doorbell{0};
+  std::atomic<std::thread::id> control_id{};
+
+  std::mutex mu;  // control side only; never on the post/poll path
+  // ---- guarded by mu
+  std::vector<ObjectImpl*> objects;  // every object not yet freed
+  std::vector<ObjectImpl*> closing;  // close requested, not yet finished
+  std::vector<CqImpl*> cqs;          // live CQs (notification sources)
+  std::vector<SrqImpl*> srqs;        // live SRQs
+  std::deque<std::unique_ptr<EngineOp>> ops;
+  std::deque<std::function<void()>> deferred;  // user callbacks to run, in order
+  bool shutting_down = false;
+
+ private:
+  bool pump_ops_locked();
+  bool pump_closes_locked();
+  bool collect_notifications_locked(Clock::time_point now);
+  void finish_close_locked(ObjectImpl* o);
+};
+
+// Synchronous requests (a null completion): the waiter and the completion that wakes it.
+struct SyncWait {
+  std::atomic<bool> done{false};
+  Status status = Status::kPending;
+  Object* object = nullptr;
+  static void on_create(void* ctx, Status s, Object* o) noexcept;
+  static void on_request(void* ctx, Status s) noexcept;
+};
+
+// Converts an exception escaping a control-side call into a status (exceptions never cross the
+// public API, house style rule 21).
+template <class F>
+Status guarded(F&& f) noexcept {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return Status::kInsufficientResources;
+  } catch (...) {
+    return Status::kInternalError;
+  }
+}
+
+// ---- For the Connector / Listener (control/cm/) and the QP extension ---------------------------
+
+// Queues a modify of `qp` on the engine (validated there against the QP's current state).
+// Calls `done` on the control thread with mu not held. `attr.av.dst_mac` all zero asks for
+// neighbour resolution first (kHostUnreachable after 2 s).
+Status qp_modify(QpImpl* qp, const dp::QpAttr& attr, uint32_t mask, RequestCompletion done,
+                 void* ctx) noexcept;
+// Makes `o` an antecedent of something outside this layer (a connector): its close pends until
+// release_successor(). Any thread.
+void add_successor(ObjectImpl* o) noexcept;
+void release_successor(ObjectImpl* o) noexcept;
+// The dataplane QP behind a public one.
+dp::Qp& dp_qp(Qp& q) noexcept;
+
+}  // namespace detail
+}  // namespace urnic

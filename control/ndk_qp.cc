@@ -1,0 +1,590 @@
+// Queue pairs of the public API: creation and teardown through the engine's mailbox, the
+// posting calls (each builds one dp::SendWqe / dp::RecvWqe on the stack and hands it to
+// dp::Qp::post_send / post_recv: no lock, no allocation, no system call), and the QP extensions
+// (immediate data, atomics, manual connect).
+#include <algorithm>
+#include <cstring>
+
+#include "control/ndk_internal.h"
+
+namespace urnic {
+namespace detail {
+namespace {
+
+using dp::WrOpcode;
+
+// Flags each operation accepts (ndkpi.md §2.1; the urnic extensions' own).
+constexpr uint32_t kLocalFlags = op_flag::kSilentSuccess | op_flag::kReadFence | op_flag::kDefer;
+constexpr uint32_t kSendFlags = kLocalFlags | op_flag::kSendAndSolicitEvent | op_flag::kInline;
+constexpr uint32_t kWriteFlags = kLocalFlags | op_flag::kInline;
+constexpr uint32_t kWriteImmFlags = kWriteFlags | op_flag::kSendAndSolicitEvent;
+constexpr uint32_t kReadFlags = kLocalFlags | op_flag::kRdmaReadLocalInvalidate;
+constexpr uint32_t kRemoteRightFlags =
+    op_flag::kAllowRemoteRead | op_flag::kAllowRemoteWrite | op_flag::kAllowRemoteAtomic;
+// The bits of those that grant remote rights: NDK_OP_FLAG_ALLOW_REMOTE_WRITE (0x30) includes
+// NDK_OP_FLAG_ALLOW_LOCAL_WRITE (0x10), which alone is a local right.
+constexpr uint32_t kRemoteRightBits = kRemoteRightFlags & ~op_flag::kAllowLocalWrite;
+constexpr uint32_t kFastRegisterFlags =
+    kLocalFlags | kRemoteRightFlags | op_flag::kAllowLocalWrite | op_flag::kRdmaReadSink;
+constexpr uint32_t kBindFlags = kLocalFlags | kRemoteRightFlags;
+
+static_assert(static_cast<uint32_t>(QpState::kErr) == static_cast<uint32_t>(dp::QpState::kErr));
+static_assert(qp_access::kRemoteRead == dp::access::kRemoteRead &&
+              qp_access::kRemoteWrite == dp::access::kRemoteWrite &&
+              qp_access::kRemoteAtomic == dp::access::kRemoteAtomic);
+static_assert(qp_attr_mask::kState == dp::qp_attr::kState &&
+              qp_attr_mask::kAv == dp::qp_attr::kAv &&
+              qp_attr_mask::kMinRnrTimer == dp::qp_attr::kMinRnrTimer &&
+              qp_attr_mask::kMaxRdAtomic == dp::qp_attr::kMaxRdAtomic);
+
+uint32_t round_pow2(uint32_t n) noexcept {
+  uint32_t c = 1;
+  while (c < n) c <<= 1;
+  return c;
+}
+
+// A failing post hands every earlier deferred request to the engine first (ndkpi.md §7.3,
+// provider duty), and posts nothing.
+Status fail(QpImpl* q, Status s) noexcept {
+  q->qp.sq.publish();
+  return s;
+}
+
+Status post(QpImpl* q, const dp::SendWqe& w) noexcept {
+  const Status s = q->qp.post_send(w);  // publishes deferred requests itself on failure
+  // NDK: posting to a QP that is not connected is STATUS_CONNECTION_INVALID.
+  return s == Status::kInvalidDeviceState ? Status::kConnectionInvalid : s;
+}
+
+// The data part of an initiator request: the SGE list, or (INLINE) the bytes it names, copied
+// now so that the caller may reuse them on return (their tokens are ignored).
+Status fill_data(QpImpl* q, dp::SendWqe& w, std::span<const Sge> sgl, uint32_t max_sge) noexcept {
+  uint64_t total = 0;
+  if (w.flags & op_flag::kInline) {
+    for (const Sge& s : sgl) total += s.length;
+    if (total > q->max_inline) return Status::kInvalidBufferSize;
+    uint32_t off = 0;
+    for (const Sge& s : sgl) {
+      if (s.length != 0)
+        std::memcpy(w.inline_data + off, reinterpret_cast<const void*>(s.addr), s.length);
+      off += s.length;
+    }
+    w.num_sge = 0;
+    w.length = static_cast<uint32_t>(total);
+    return Status::kSuccess;
+  }
+  if (sgl.size() > max_sge) return Status::kDataOverrun;
+  for (size_t i = 0; i < sgl.size(); ++i) {
+    w.sge[i] = sgl[i];
+    total += sgl[i].length;
+  }
+  if (total > kMaxTransferLength) return Status::kBufferOverflow;
+  w.num_sge = static_cast<uint8_t>(sgl.size());
+  w.length = static_cast<uint32_t>(total);
+  return Status::kSuccess;
+}
+
+// Send, SendAndInvalidate, Write, Read and their immediate-data forms.
+Status post_data(QpImpl* q, WrOpcode op, void* ctx, std::span<const Sge> sgl, uint32_t flags,
+                 uint32_t allowed, uint32_t max_sge, uint64_t remote_address, uint32_t remote_token,
+                 uint32_t imm_or_inv) noexcept {
+  if ((flags & ~allowed) != 0) return fail(q, Status::kInvalidParameter);
+  dp::SendWqe w;
+  w.opcode = op;
+  w.request_context = ctx;
+  w.flags = flags;
+  w.remote_addr = remote_address;
+  w.rkey = remote_token;
+  w.imm_or_inv = imm_or_inv;
+  if (Status s = fill_data(q, w, sgl, max_sge); s != Status::kSuccess) return fail(q, s);
+  return post(q, w);
+}
+
+Status post_atomic(QpImpl* q, WrOpcode op, void* ctx, const Sge& result, uint64_t remote_address,
+                   uint32_t remote_token, uint64_t compare_add, uint64_t swap,
+                   uint32_t flags) noexcept {
+  if ((flags & ~kLocalFlags) != 0 || result.length != sizeof(uint64_t) ||
+      (remote_address & (sizeof(uint64_t) - 1)) != 0)
+    return fail(q, Status::kInvalidParameter);
+  dp::SendWqe w;
+  w.opcode = op;
+  w.request_context = ctx;
+  w.flags = flags;
+  w.num_sge = 1;
+  w.sge[0] = result;
+  w.length = sizeof(uint64_t);
+  w.remote_addr = remote_address;
+  w.rkey = remote_token;
+  w.compare_add = compare_add;
+  w.swap = swap;
+  return post(q, w);
+}
+
+// A create that failed after the QP was registered (mu held): undo and report.
+void fail_create_locked(QpImpl* q, Status st, CreateCompletion done, void* ctx) {
+  AdapterImpl* a = q->adapter;
+  std::erase(a->objects, static_cast<ObjectImpl*>(q));
+  for (ObjectImpl* o : q->antecedents) --o->successors;
+  a->ctl->release_qpn(q->qp.qpn());
+  a->defer_locked([q, st, done, ctx] {
+    done(ctx, st, nullptr);
+    delete q;
+  });
+}
+
+std::unique_ptr<EngineOp> make_op(QpImpl* q, dp::MailboxMsg::Kind kind) {
+  auto op = std::make_unique<EngineOp>();
+  op->msg.kind = kind;
+  op->msg.ep = &q->adapter->ctl->endpoint();
+  op->msg.qp = &q->qp;
+  return op;
+}
+
+Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_context,
+                 uint32_t rq_depth, uint32_t sq_depth, uint32_t max_rsge, uint32_t max_ssge,
+                 uint32_t inline_size, CreateCompletion cb, void* ctx, Handle<Qp>* out) noexcept {
+  AdapterImpl* a = pd->adapter;
+  const AdapterInfo& info = a->info;
+  // A CQ has one producer engine and an SRQ one consumer engine, the QP's: every object of an
+  // adapter lives on the adapter's engine, so the CQs must be this adapter's and the SRQ this
+  // PD's (which also keeps receives in one protection domain).
+  if (r->adapter != a || s->adapter != a || (srq != nullptr && srq->pd != pd) ||
+      (srq != nullptr && srq->adapter->eng != a->eng))
+    return Status::kInvalidParameter;
+  if (sq_depth == 0 || sq_depth > info.max_initiator_queue_depth ||
+      max_ssge > info.max_initiator_request_sge || inline_size > info.max_inline_data_size)
+    return Status::kInvalidParameter;
+  if (srq == nullptr && (rq_depth == 0 || rq_depth > info.max_receive_queue_depth ||
+                         max_rsge > info.max_receive_request_sge))
+    return Status::kInvalidParameter;
+  if (cb == nullptr && (out == nullptr || a->on_control_thread()))
+    return out == nullptr ? Status::kInvalidParameter : Status::kInvalidDeviceState;
+  SyncWait sync;
+  const CreateCompletion done = cb != nullptr ? cb : &SyncWait::on_create;
+  void* const done_ctx = cb != nullptr ? ctx : &sync;
+  const Status st = guarded([&] {
+    const uint32_t qpn = a->ctl->reserve_qpn();
+    if (qpn == 0) return Status::kInsufficientResources;
+    dp::QpConfig c;
+    c.qpn = qpn;
+    c.pd = pd->pd;
+    c.send_cq = &s->cq;
+    c.recv_cq = &r->cq;
+    c.context = qp_context;
+    c.sq_depth = round_pow2(sq_depth);
+    c.rq_depth = srq != nullptr ? 1 : round_pow2(rq_depth);
+    c.max_send_sge = max_ssge;
+    c.max_recv_sge = srq != nullptr ? srq->srq.max_sge() : max_rsge;
+    c.max_inline = inline_size;
+    c.srq = srq != nullptr ? &srq->srq : nullptr;
+    c.sq_limit = sq_depth;
+    c.rq_limit = srq != nullptr ? 0 : rq_depth;
+    std::unique_ptr<QpImpl> q;
+    try {
+      q = std::make_unique<QpImpl>(a, pd, r, s, srq, c);
+    } catch (...) {
+      a->ctl->release_qpn(qpn);
+      throw;
+    }
+    std::lock_guard lk(a->mu);
+    const bool usable = !a->shutting_down && pd->life == Life::kLive && r->life == Life::kLive &&
+                        s->life == Life::kLive && (srq == nullptr || srq->life == Life::kLive);
+    if (!usable) {
+      a->ctl->release_qpn(qpn);
+      return Status::kInvalidDeviceState;
+    }
+    QpImpl* qp = q.release();
+    qp->life = Life::kCreating;
+    a->adopt_locked(qp, {pd, r, s, srq});
+    // Install on the engine, then RESET -> INIT (every remote right: NDK controls access with
+    // MRs and windows, not per QP), so that receives may be posted at once.
+    auto add = make_op(qp, dp::MailboxMsg::Kind::kAddQp);
+    add->then = [a, qp, done, done_ctx](Status r1) {
+      if (r1 != Status::kSuccess) {
+        fail_create_locked(qp, r1, done, done_ctx);
+        return;
+      }
+      auto init = make_op(qp, dp::MailboxMsg::Kind::kModifyQp);
+      init->msg.attr.state = dp::QpState::kInit;
+      init->msg.attr.access = qp_access::kAll;
+      init->msg.mask = dp::qp_attr::kState | dp::qp_attr::kAccessFlags;
+      init->then = [a, qp, done, done_ctx](Status r2) {
+        if (r2 != Status::kSuccess) {
+          // Cannot happen from RESET with valid attributes; detach before failing.
+          auto rm = make_op(qp, dp::MailboxMsg::Kind::kDestroyQp);
+          rm->then = [qp, r2, done, done_ctx](Status) {
+            fail_create_locked(qp, r2, done, done_ctx);
+          };
+          a->enqueue_op_locked(std::move(rm));
+          return;
+        }
+        qp->life = Life::kLive;
+        a->defer_locked([qp, done, done_ctx] { done(done_ctx, Status::kSuccess, &qp->pub_); });
+      };
+      a->enqueue_op_locked(std::move(init));
+    };
+    a->enqueue_op_locked(std::move(add));
+    return Status::kPending;
+  });
+  if (st != Status::kPending || cb != nullptr) return st;
+  a->wait(sync.done);
+  if (sync.status == Status::kSuccess) *out = Handle<Qp>(static_cast<Qp*>(sync.object));
+  return sync.status;
+}
+
+}  // namespace
+
+QpImpl::QpImpl(AdapterImpl* a, PdImpl* p, CqImpl* r, CqImpl* s, SrqImpl* q, const dp::QpConfig& cfg)
+    : ObjectImpl(ObjectType::kQp, a),
+      pub_(this),
+      ext_(this),
+      conn_(this),
+      pd(p),
+      rcq(r),
+      scq(s),
+      srq(q),
+      qp(cfg),
+      pd_num(cfg.pd),
+      max_send_sge(cfg.max_send_sge),
+      max_read_sge(std::min(cfg.max_send_sge, a->info.max_read_request_sge)),
+      max_recv_sge(cfg.max_recv_sge),
+      max_inline(cfg.max_inline) {}
+
+void* QpImpl::extension(const ExtensionId& id, Version v) noexcept {
+  if (id == QpExtension::kId && version_ok(v, QpExtension::kVersion)) return &ext_;
+  if (id == QpConnectExtension::kId && version_ok(v, QpConnectExtension::kVersion)) return &conn_;
+  return nullptr;
+}
+
+Status QpImpl::teardown_locked() {
+  // Close: flush (outstanding work completes with kCancelled, ndkpi.md §7.5), then detach from
+  // the engine; the QP number is free again after that.
+  switch (teardown_step) {
+    case 0: {
+      auto op = make_op(this, dp::MailboxMsg::Kind::kFlushQp);
+      op->then = [this](Status) { teardown_step = 2; };
+      adapter->enqueue_op_locked(std::move(op));
+      teardown_step = 1;
+      return Status::kPending;
+    }
+    case 2: {
+      auto op = make_op(this, dp::MailboxMsg::Kind::kDestroyQp);
+      op->then = [this](Status) { teardown_step = 4; };
+      adapter->enqueue_op_locked(std::move(op));
+      teardown_step = 3;
+      return Status::kPending;
+    }
+    case 4:
+      adapter->ctl->release_qpn(qp.qpn());
+      return Status::kSuccess;
+    default:
+      return Status::kPending;  // waiting for the engine
+  }
+}
+
+Status qp_modify(QpImpl* q, const dp::QpAttr& attr, uint32_t mask, RequestCompletion done,
+                 void* ctx) noexcept {
+  AdapterImpl* a = q->adapter;
+  return guarded([&] {
+    auto op = make_op(q, dp::MailboxMsg::Kind::kModifyQp);
+    op->msg.attr = attr;
+    op->msg.mask = mask;
+    if ((mask & dp::qp_attr::kAv) != 0 && attr.av.dst_mac == wire::MacAddr{}) {
+      // Resolve the peer's MAC first (ARP / neighbour discovery on the control thread).
+      const ctl::Gid gid = attr.av.ipv6 ? attr.av.dst_ip6 : ctl::gid_from_ipv4(attr.av.dst_ip4);
+      const auto deadline = Clock::now() + std::chrono::seconds(2);
+      op->prepare = [a, gid, deadline, asked = false](dp::MailboxMsg& m) mutable {
+        if (auto mac = a->ctl->control().lookup(gid)) {
+          m.attr.av.dst_mac = *mac;
+          return Status::kSuccess;
+        }
+        if (!asked) {
+          a->ctl->control().request(gid);
+          asked = true;
+        }
+        return Clock::now() > deadline ? Status::kHostUnreachable : Status::kPending;
+      };
+    }
+    op->then = [a, done, ctx](Status st) {
+      if (done != nullptr) a->defer_locked([done, ctx, st] { done(ctx, st); });
+    };
+    std::lock_guard lk(a->mu);
+    if (q->life != Life::kLive) return Status::kInvalidDeviceState;
+    a->enqueue_op_locked(std::move(op));
+    return Status::kPending;
+  });
+}
+
+dp::Qp& dp_qp(Qp& q) noexcept { return QpImpl::of(q)->qp; }
+
+}  // namespace detail
+
+using detail::QpImpl;
+using dp::WrOpcode;
+
+// ---- Pd: QP creation ----------------------------------------------------------------------------
+
+Status Pd::create_qp(Cq& receive_cq, Cq& initiator_cq, void* qp_context,
+                     uint32_t receive_queue_depth, uint32_t initiator_queue_depth,
+                     uint32_t max_receive_request_sge, uint32_t max_initiator_request_sge,
+                     uint32_t inline_data_size, CreateCompletion completion, void* request_context,
+                     Handle<Qp>* out) noexcept {
+  return detail::create_qp(pd_, detail::CqImpl::of(receive_cq), detail::CqImpl::of(initiator_cq),
+                           nullptr, qp_context, receive_queue_depth, initiator_queue_depth,
+                           max_receive_request_sge, max_initiator_request_sge, inline_data_size,
+                           completion, request_context, out);
+}
+
+Status Pd::create_qp_with_srq(Cq& receive_cq, Cq& initiator_cq, Srq& srq, void* qp_context,
+                              uint32_t initiator_queue_depth, uint32_t max_initiator_request_sge,
+                              uint32_t inline_data_size, CreateCompletion completion,
+                              void* request_context, Handle<Qp>* out) noexcept {
+  return detail::create_qp(pd_, detail::CqImpl::of(receive_cq), detail::CqImpl::of(initiator_cq),
+                           detail::SrqImpl::of(srq), qp_context, 0, initiator_queue_depth, 0,
+                           max_initiator_request_sge, inline_data_size, completion, request_context,
+                           out);
+}
+
+// ---- Qp: posting --------------------------------------------------------------------------------
+
+Qp::Qp(detail::QpImpl* impl) noexcept : Object(impl), qp_(impl) {}
+
+Status Qp::send(void* request_context, std::span<const Sge> sgl, uint32_t flags) noexcept {
+  return detail::post_data(qp_, WrOpcode::kSend, request_context, sgl, flags, detail::kSendFlags,
+                           qp_->max_send_sge, 0, 0, 0);
+}
+
+Status Qp::send_and_invalidate(void* request_context, std::span<const Sge> sgl, uint32_t flags,
+                               uint32_t remote_token) noexcept {
+  return detail::post_data(qp_, WrOpcode::kSendWithInv, request_context, sgl, flags,
+                           detail::kSendFlags, qp_->max_send_sge, 0, 0, remote_token);
+}
+
+Status Qp::read(void* request_context, std::span<const Sge> sgl, uint64_t remote_address,
+                uint32_t remote_token, uint32_t flags) noexcept {
+  return detail::post_data(qp_, WrOpcode::kRead, request_context, sgl, flags, detail::kReadFlags,
+                           qp_->max_read_sge, remote_address, remote_token, 0);
+}
+
+Status Qp::write(void* request_context, std::span<const Sge> sgl, uint64_t remote_address,
+                 uint32_t remote_token, uint32_t flags) noexcept {
+  return detail::post_data(qp_, WrOpcode::kWrite, request_context, sgl, flags, detail::kWriteFlags,
+                           qp_->max_send_sge, remote_address, remote_token, 0);
+}
+
+Status Qp::receive(void* request_context, std::span<const Sge> sgl) noexcept {
+  if (qp_->srq != nullptr) return Status::kInvalidDeviceRequest;
+  if (sgl.size() > qp_->max_recv_sge) return Status::kDataOverrun;
+  dp::RecvWqe w;
+  w.request_context = request_context;
+  w.num_sge = static_cast<uint32_t>(sgl.size());
+  uint64_t total = 0;
+  for (size_t i = 0; i < sgl.size(); ++i) {
+    w.sge[i] = sgl[i];
+    total += sgl[i].length;
+  }
+  if (total > detail::kMaxTransferLength) return Status::kBufferOverflow;
+  w.length = static_cast<uint32_t>(total);
+  return qp_->qp.post_recv(w);
+}
+
+Status Qp::fast_register(void* request_context, Mr& mr,
+                         std::span<const uint64_t> adapter_page_array, uint32_t fbo, size_t length,
+                         uint64_t base_virtual_address, uint32_t flags) noexcept {
+  using detail::fail;
+  detail::MrImpl* m = detail::MrImpl::of(mr);
+  if ((flags & ~detail::kFastRegisterFlags) != 0) return fail(qp_, Status::kInvalidParameter);
+  // Acquire pairs with the release store of initialize_fast_register_mr.
+  if (m->pd != qp_->pd || m->state.load(std::memory_order_acquire) != detail::MrImpl::State::kFrmr)
+    return fail(qp_, Status::kInvalidParameter);
+  // NdkFastRegister: remote rights need an MR initialised with RemoteAccess.
+  if ((flags & detail::kRemoteRightBits) != 0 && !m->remote_ok.load(std::memory_order_relaxed))
+    return fail(qp_, Status::kAccessViolation);
+  const size_t npages = adapter_page_array.size();
+  if (npages == 0 || fbo >= kPageSize) return fail(qp_, Status::kInvalidParameter);
+  if (npages > m->max_pages.load(std::memory_order_relaxed))
+    return fail(qp_, Status::kImplementationLimit);
+  if (length > npages * kPageSize - fbo) return fail(qp_, Status::kInvalidBufferSize);
+  // BaseVirtualAddress = FBO + n * PAGE_SIZE (ndkpi.md §4.3).
+  if (base_virtual_address % kPageSize != fbo) return fail(qp_, Status::kInvalidParameter);
+  for (uint64_t p : adapter_page_array) {
+    if (p == 0 || p % kPageSize != 0) return fail(qp_, Status::kInvalidParameter);
+  }
+  dp::SendWqe w;
+  w.opcode = WrOpcode::kFastRegister;
+  w.request_context = request_context;
+  w.flags = flags;
+  w.pages = adapter_page_array.data();
+  w.npages = static_cast<uint32_t>(npages);
+  w.fbo = fbo;
+  w.fr_length = length;
+  w.base_va = base_virtual_address;
+  w.access = dp::access_from_op_flags(flags);
+  // The new token is readable as soon as this call returns (ndkpi.md §4.3).
+  w.mr_key =
+      qp_->adapter->ctl->mrs().next_fast_register_key(m->key.load(std::memory_order_relaxed));
+  const Status s = detail::post(qp_, w);
+  if (s == Status::kSuccess) m->key.store(w.mr_key, std::memory_order_release);
+  return s;
+}
+
+Status Qp::invalidate(void* request_context, Object& mr_or_mw, uint32_t flags) noexcept {
+  using detail::fail;
+  if ((flags & ~detail::kLocalFlags) != 0) return fail(qp_, Status::kInvalidParameter);
+  uint32_t key = 0;
+  if (mr_or_mw.object_type() == ObjectType::kMr) {
+    detail::MrImpl* m = detail::MrImpl::of(static_cast<Mr&>(mr_or_mw));
+    // Only fast-registered MRs are invalidated; a registered one is deregistered instead.
+    if (m->pd != qp_->pd ||
+        m->state.load(std::memory_order_acquire) != detail::MrImpl::State::kFrmr)
+      return fail(qp_, Status::kInvalidParameter);
+    key = m->key.load(std::memory_order_acquire);
+  } else if (mr_or_mw.object_type() == ObjectType::kMw) {
+    detail::MwImpl* m = detail::MwImpl::of(static_cast<Mw&>(mr_or_mw));
+    if (m->pd != qp_->pd) return fail(qp_, Status::kInvalidParameter);
+    key = m->key.load(std::memory_order_acquire);
+  } else {
+    return fail(qp_, Status::kInvalidParameter);
+  }
+  dp::SendWqe w;
+  w.opcode = WrOpcode::kLocalInvalidate;
+  w.request_context = request_context;
+  w.flags = flags;
+  w.mr_key = key;
+  return detail::post(qp_, w);
+}
+
+Status Qp::bind(void* request_context, Mr& mr, Mw& mw, const void* virtual_address, size_t length,
+                uint32_t flags) noexcept {
+  using detail::fail;
+  detail::MrImpl* m = detail::MrImpl::of(mr);
+  detail::MwImpl* win = detail::MwImpl::of(mw);
+  if ((flags & ~detail::kBindFlags) != 0) return fail(qp_, Status::kInvalidParameter);
+  const auto va = reinterpret_cast<uint64_t>(virtual_address);
+  // Zero-based windows are not supported (ndkpi.md §2.2); a window lies inside its MR.
+  if (m->pd != qp_->pd || win->pd != qp_->pd || va == 0 ||
+      m->state.load(std::memory_order_acquire) != detail::MrImpl::State::kRegistered)
+    return fail(qp_, Status::kInvalidParameter);
+  if (length > qp_->adapter->info.max_window_size) return fail(qp_, Status::kInvalidBufferSize);
+  const uint64_t base = m->base.load(std::memory_order_relaxed);
+  const uint64_t mlen = m->length.load(std::memory_order_relaxed);
+  if (va < base || va - base > mlen || length > mlen - (va - base))
+    return fail(qp_, Status::kInvalidParameter);
+  // NdkBind: a window granting remote write (or atomics) needs an MR with local write.
+  const uint32_t acc =
+      dp::access_from_op_flags(flags & detail::kRemoteRightFlags) &
+      (dp::access::kRemoteRead | dp::access::kRemoteWrite | dp::access::kRemoteAtomic);
+  if ((acc & (dp::access::kRemoteWrite | dp::access::kRemoteAtomic)) != 0 &&
+      (m->access.load(std::memory_order_relaxed) & dp::access::kLocalWrite) == 0)
+    return fail(qp_, Status::kAccessViolation);
+  dp::SendWqe w;
+  w.opcode = WrOpcode::kBind;
+  w.request_context = request_context;
+  w.flags = flags;
+  w.rkey = m->key.load(std::memory_order_relaxed);
+  w.base_va = va;
+  w.fr_length = length;
+  w.access = acc;
+  // The window's new token is readable as soon as this call returns (ndkpi.md §2.2).
+  w.mr_key =
+      qp_->adapter->ctl->mrs().next_fast_register_key(win->key.load(std::memory_order_relaxed));
+  const Status s = detail::post(qp_, w);
+  if (s == Status::kSuccess) win->key.store(w.mr_key, std::memory_order_release);
+  return s;
+}
+
+void Qp::flush() noexcept {
+  detail::AdapterImpl* a = qp_->adapter;
+  (void)detail::guarded([&] {
+    auto op = detail::make_op(qp_, dp::MailboxMsg::Kind::kFlushQp);
+    std::lock_guard lk(a->mu);
+    if (qp_->life == detail::Life::kLive) a->enqueue_op_locked(std::move(op));
+    return Status::kSuccess;
+  });
+}
+
+// ---- Extensions ---------------------------------------------------------------------------------
+
+Status QpExtension::send_with_immediate(void* request_context, std::span<const Sge> sgl,
+                                        uint32_t flags, uint32_t immediate) noexcept {
+  return detail::post_data(qp_, WrOpcode::kSendWithImm, request_context, sgl, flags,
+                           detail::kSendFlags, qp_->max_send_sge, 0, 0, immediate);
+}
+
+Status QpExtension::write_with_immediate(void* request_context, std::span<const Sge> sgl,
+                                         uint64_t remote_address, uint32_t remote_token,
+                                         uint32_t flags, uint32_t immediate) noexcept {
+  return detail::post_data(qp_, WrOpcode::kWriteWithImm, request_context, sgl, flags,
+                           detail::kWriteImmFlags, qp_->max_send_sge, remote_address, remote_token,
+                           immediate);
+}
+
+Status QpExtension::compare_swap(void* request_context, const Sge& result, uint64_t remote_address,
+                                 uint32_t remote_token, uint64_t compare, uint64_t swap,
+                                 uint32_t flags) noexcept {
+  return detail::post_atomic(qp_, WrOpcode::kCompareSwap, request_context, result, remote_address,
+                             remote_token, compare, swap, flags);
+}
+
+Status QpExtension::fetch_add(void* request_context, const Sge& result, uint64_t remote_address,
+                              uint32_t remote_token, uint64_t add, uint32_t flags) noexcept {
+  return detail::post_atomic(qp_, WrOpcode::kFetchAdd, request_context, result, remote_address,
+                             remote_token, add, 0, flags);
+}
+
+uint32_t QpConnectExtension::qpn() const noexcept { return qp_->qp.qpn(); }
+
+QpState QpConnectExtension::state() const noexcept {
+  return static_cast<QpState>(qp_->qp.public_state());
+}
+
+Status QpConnectExtension::modify(const QpAttributes& at, uint32_t mask,
+                                  RequestCompletion completion, void* request_context) noexcept {
+  detail::AdapterImpl* a = qp_->adapter;
+  dp::QpAttr d;
+  d.state = static_cast<dp::QpState>(at.state);
+  d.access = at.access;
+  d.path_mtu = at.path_mtu;
+  d.dest_qpn = at.dest_qpn;
+  d.rq_psn = at.rq_psn;
+  d.sq_psn = at.sq_psn;
+  d.max_dest_rd_atomic = at.max_dest_rd_atomic;
+  d.max_rd_atomic = at.max_rd_atomic;
+  d.timeout = at.timeout;
+  d.retry_cnt = at.retry_cnt;
+  d.rnr_retry = at.rnr_retry;
+  d.min_rnr_timer = at.min_rnr_timer;
+  if (mask & qp_attr_mask::kAv) {
+    // The local half of the address vector is the adapter's own.
+    wire::NetHeaders& n = d.av;
+    n.src_mac = a->ctl->mac();
+    n.dst_mac = at.av.dst_mac;
+    n.ipv6 = at.av.ipv6;
+    if (at.av.ipv6) {
+      if (!a->ctl->ipv6()) return Status::kInvalidParameter;
+      n.src_ip6 = *a->ctl->ipv6();
+      n.dst_ip6 = at.av.dst_ipv6;
+    } else {
+      if (a->ctl->ipv4() == 0) return Status::kInvalidParameter;
+      n.src_ip4 = a->ctl->ipv4();
+      n.dst_ip4 = at.av.dst_ipv4;
+    }
+    n.traffic_class = at.av.traffic_class;
+    n.hop_limit = at.av.hop_limit;
+    n.flow_label = at.av.flow_label;
+  }
+  // Attribute errors are reported now; whether the transition is legal is decided by the
+  // engine against the state the earlier modifies leave (they may still be queued).
+  if (static_cast<uint32_t>(at.state) >= static_cast<uint32_t>(dp::QpState::kCount) ||
+      dp::validate_modify(qp_->qp.public_state(), d, mask) == Status::kInvalidParameter)
+    return Status::kInvalidParameter;
+  if (completion != nullptr) return detail::qp_modify(qp_, d, mask, completion, request_context);
+  if (a->on_control_thread()) return Status::kInvalidDeviceState;
+  detail::SyncWait sync;
+  const Status s = detail::qp_modify(qp_, d, mask, &detail::SyncWait::on_request, &sync);
+  if (s != Status::kPending) return s;
+  a->wait(sync.done);
+  return sync.status;
+}
+
+}  // namespace urnic

@@ -1,0 +1,82 @@
+// Bring-up shared by urnic's example and test tools: EAL, one virtual (or PCI) port, an engine on
+// the second lcore, an adapter with its control thread, and the options that pick them:
+//
+//   --vdev=DEVARGS     DPDK device, e.g. net_af_packet0,iface=vdpdk0 (required)
+//   --ip=A.B.C.D       the adapter's IPv4 address; its RoCEv2 GID is ::ffff:A.B.C.D (required)
+//   --mac=XX:..:XX     MAC address (default: the port's)
+//   --lcores=LIST      EAL lcores (default 0-1: the application on the first, the engine on the
+//                      second)
+//   --huge             EAL on hugepages (default: without)
+//   --tx-loss-ppm=N    drop N ppm of the RoCEv2 frames urnic sends (fault injector, testing
+//                      builds); --loss-seed=S seeds it
+//   --tx-drop=OP:N     drop the Nth frame with BTH opcode OP (hex) urnic sends (repeatable)
+//
+// Tools call take_nic_options() first, which removes these from argv, then parse their own.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/adapter.h"
+#include "dataplane/engine.h"
+#include "dataplane/fault.h"
+
+namespace urnic::tools {
+
+struct NicOptions {
+  std::string vdev;
+  uint32_t ipv4 = 0;
+  std::optional<wire::MacAddr> mac;
+  std::string lcores = "0-1";
+  bool huge = false;
+  uint32_t tx_loss_ppm = 0;
+  uint64_t loss_seed = 1;
+  std::vector<std::pair<uint16_t, uint32_t>> tx_drops;  // opcode, nth
+};
+
+// Removes urnic's options from argv (compacting it, argc updated). Returns false and prints
+// why on a malformed option.
+bool take_nic_options(int* argc, char** argv, NicOptions* opts);
+// One line per NIC option, for the tools' usage text.
+const char* nic_usage();
+
+std::string gid_string(const wire::Ipv6Addr& gid);  // inet_ntop form, e.g. ::ffff:10.99.0.2
+
+class Nic {
+ public:
+  Nic() = default;
+  ~Nic();
+  Nic(const Nic&) = delete;
+  Nic& operator=(const Nic&) = delete;
+
+  // Brings everything up; prints the reason and returns an error status on failure.
+  Status open(const NicOptions& opts);
+
+  ctl::Adapter& adapter() { return *adapter_; }
+  dp::Engine& engine() { return engine_; }
+  uint32_t pd() const { return pd_; }
+  const NicOptions& options() const { return opts_; }
+  wire::Ipv6Addr gid() const;
+
+  // One "urnic:" line with the QP and engine counters (retransmits, NAKs, drops, faults).
+  std::string counters_line();
+
+ private:
+  NicOptions opts_;
+  dp::Engine engine_{engine_config()};
+  std::unique_ptr<ctl::Adapter> adapter_;
+  std::unique_ptr<dp::FaultInjector> tx_fault_;
+  uint32_t pd_ = 0;
+  static dp::EngineConfig engine_config();
+};
+
+// Polls `cq` into `out` until it has at least `want` entries or `timeout` passes; yields the CPU
+// after a run of empty polls (small machines: the engine, the control thread and a peer share
+// the cores). Returns the number of entries in `out`.
+size_t poll_cq(dp::Cq& cq, std::vector<ResultEx>& out, size_t want,
+               std::chrono::milliseconds timeout);
+
+}  // namespace urnic::tools

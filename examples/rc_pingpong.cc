@@ -1,0 +1,390 @@
+// urnic-rc-pingpong: ibv_rc_pingpong (rdma-core libibverbs/examples/rc_pingpong.c) on urnic.
+// Same options, same out-of-band TCP exchange (control/oob/rc_pingpong.h), same traffic (SENDs of
+// -s bytes, ping-pong, -n iterations each way, one buffer for sends and receives, rx-depth
+// receives posted) and the same result lines, so it runs against the stock tool in either role:
+//
+//   server: urnic-rc-pingpong --vdev=net_af_packet0,iface=vdpdk0 --ip=10.99.0.10 -g 1
+//   client: ibv_rc_pingpong -g 1 <host running the server>
+//
+// With -c the data is checked more strictly than rc_pingpong does: the client fills its buffer
+// with a pattern and every message that comes back (the peer echoes its receive buffer) must
+// equal it; the server checks that every message equals the first. After the result lines one
+// "urnic:" line gives the completion counts and the transport counters.
+#include <getopt.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "control/oob/rc_pingpong.h"
+#include "examples/nic.h"
+
+namespace urnic::tools {
+namespace {
+
+// wr_id values, as in rc_pingpong.
+void* const kRecvWrid = reinterpret_cast<void*>(1);
+void* const kSendWrid = reinterpret_cast<void*>(2);
+constexpr int kRecvBit = 1, kSendBit = 2;
+
+void usage(const char* argv0) {
+  std::printf("Usage:\n");
+  std::printf("  %s [options]            start a server and wait for connection\n", argv0);
+  std::printf("  %s [options] <host>     connect to server at <host>\n\n", argv0);
+  std::printf("Options:\n");
+  std::printf("  -p, --port=<port>      listen on/connect to port <port> (default 18515)\n");
+  std::printf("  -d, --ib-dev=<dev>     accepted and ignored (urnic: see --vdev)\n");
+  std::printf("  -i, --ib-port=<port>   accepted and ignored\n");
+  std::printf("  -s, --size=<size>      size of message to exchange (default 4096)\n");
+  std::printf("  -m, --mtu=<size>       path MTU (default 1024)\n");
+  std::printf("  -r, --rx-depth=<dep>   number of receives to post at a time (default 500)\n");
+  std::printf("  -n, --iters=<iters>    number of exchanges (default 1000)\n");
+  std::printf("  -l, --sl=<sl>          accepted and ignored\n");
+  std::printf("  -e, --events           accepted; completions are polled\n");
+  std::printf("  -g, --gid-idx=<idx>    local GID index (accepted; the IPv4 GID is used)\n");
+  std::printf("  -c, --chk              validate received buffer\n");
+  std::printf("  --linger-ms=<ms>       keep answering the peer after the last iteration\n");
+  std::printf("urnic:\n%s", nic_usage());
+}
+
+struct Ctx {
+  Nic nic;
+  std::vector<uint8_t> storage;
+  uint8_t* buf = nullptr;
+  uint32_t size = 4096;
+  uint32_t key = 0;
+  std::unique_ptr<dp::Cq> cq;
+  dp::Qp* qp = nullptr;
+  uint32_t rx_depth = 500;
+};
+
+int post_recv(Ctx& c, int n) {
+  dp::RecvWqe w;
+  w.request_context = kRecvWrid;
+  w.num_sge = 1;
+  w.length = c.size;
+  w.sge[0] = {reinterpret_cast<uint64_t>(c.buf), c.size, c.key};
+  int i = 0;
+  for (; i < n; ++i)
+    if (c.qp->post_recv(w) != Status::kSuccess) break;
+  return i;
+}
+
+Status post_send(Ctx& c) {
+  dp::SendWqe w;
+  w.request_context = kSendWrid;
+  w.opcode = dp::WrOpcode::kSend;
+  w.num_sge = 1;
+  w.length = c.size;
+  w.sge[0] = {reinterpret_cast<uint64_t>(c.buf), c.size, c.key};
+  return c.qp->post_send(w);
+}
+
+// pp_connect_ctx(): RTR with the peer's QPN and PSN, RTS with ours. Path MTU from -m, one
+// responder resource, min RNR timer 12, timeout 14, retry_cnt 7, rnr_retry 7, hop limit 1.
+bool connect_qp(Ctx& c, uint32_t mtu, uint32_t my_psn, const ctl::oob::PingpongDest& rem) {
+  wire::MacAddr mac{};
+  if (Status s = c.nic.adapter().control().resolve(rem.gid, &mac, std::chrono::seconds(5));
+      s != Status::kSuccess) {
+    std::fprintf(stderr, "Failed to resolve %s: %s\n", gid_string(rem.gid).c_str(),
+                 std::string(to_string(s)).c_str());
+    return false;
+  }
+  using namespace dp::qp_attr;
+  dp::QpAttr at;
+  at.state = dp::QpState::kRtr;
+  at.av.src_mac = c.nic.adapter().mac();
+  at.av.dst_mac = mac;
+  if (ctl::gid_is_ipv4(rem.gid)) {
+    at.av.src_ip4 = c.nic.options().ipv4;
+    at.av.dst_ip4 = ctl::gid_to_ipv4(rem.gid);
+  } else {
+    at.av.ipv6 = true;
+    at.av.src_ip6 = ctl::link_local_gid(c.nic.adapter().mac());
+    at.av.dst_ip6 = rem.gid;
+  }
+  at.av.hop_limit = 1;
+  at.path_mtu = mtu;
+  at.dest_qpn = rem.qpn;
+  at.rq_psn = rem.psn;
+  at.max_dest_rd_atomic = 1;
+  at.min_rnr_timer = 12;
+  if (Status s = c.nic.adapter().modify_qp(
+          c.qp, at, kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer);
+      s != Status::kSuccess) {
+    std::fprintf(stderr, "Failed to modify QP to RTR: %s\n", std::string(to_string(s)).c_str());
+    return false;
+  }
+  at.state = dp::QpState::kRts;
+  at.timeout = 14;
+  at.retry_cnt = 7;
+  at.rnr_retry = 7;
+  at.sq_psn = my_psn;
+  at.max_rd_atomic = 1;
+  if (Status s = c.nic.adapter().modify_qp(
+          c.qp, at, kState | kTimeout | kRetryCnt | kRnrRetry | kSqPsn | kMaxRdAtomic);
+      s != Status::kSuccess) {
+    std::fprintf(stderr, "Failed to modify QP to RTS: %s\n", std::string(to_string(s)).c_str());
+    return false;
+  }
+  return true;
+}
+
+int run(int argc, char** argv) {
+  NicOptions nic_opts;
+  if (!take_nic_options(&argc, argv, &nic_opts)) {
+    usage(argv[0]);
+    return 1;
+  }
+  uint16_t port = ctl::oob::kPingpongPort;
+  uint32_t size = 4096, mtu = 1024, rx_depth = 500, iters = 1000;
+  bool validate = false;
+  long linger_ms = -1;
+  static const option kLong[] = {
+      {"port", required_argument, nullptr, 'p'},    {"ib-dev", required_argument, nullptr, 'd'},
+      {"ib-port", required_argument, nullptr, 'i'}, {"size", required_argument, nullptr, 's'},
+      {"mtu", required_argument, nullptr, 'm'},     {"rx-depth", required_argument, nullptr, 'r'},
+      {"iters", required_argument, nullptr, 'n'},   {"sl", required_argument, nullptr, 'l'},
+      {"events", no_argument, nullptr, 'e'},        {"gid-idx", required_argument, nullptr, 'g'},
+      {"chk", no_argument, nullptr, 'c'},           {"linger-ms", required_argument, nullptr, 'L'},
+      {"help", no_argument, nullptr, 'h'},          {nullptr, 0, nullptr, 0}};
+  for (int ch; (ch = getopt_long(argc, argv, "p:d:i:s:m:r:n:l:eg:ch", kLong, nullptr)) != -1;) {
+    switch (ch) {
+      case 'p':
+        port = static_cast<uint16_t>(std::strtoul(optarg, nullptr, 0));
+        break;
+      case 's':
+        size = static_cast<uint32_t>(std::strtoul(optarg, nullptr, 0));
+        break;
+      case 'm':
+        mtu = static_cast<uint32_t>(std::strtoul(optarg, nullptr, 0));
+        if (mtu != 256 && mtu != 512 && mtu != 1024 && mtu != 2048 && mtu != 4096) {
+          usage(argv[0]);
+          return 1;
+        }
+        break;
+      case 'r':
+        rx_depth = static_cast<uint32_t>(std::strtoul(optarg, nullptr, 0));
+        break;
+      case 'n':
+        iters = static_cast<uint32_t>(std::strtoul(optarg, nullptr, 0));
+        break;
+      case 'c':
+        validate = true;
+        break;
+      case 'L':
+        linger_ms = std::strtol(optarg, nullptr, 0);
+        break;
+      case 'd':
+      case 'i':
+      case 'l':
+      case 'e':
+      case 'g':
+        break;
+      default:
+        usage(argv[0]);
+        return 1;
+    }
+  }
+  const std::string servername = optind == argc - 1 ? argv[optind] : "";
+  if (optind < argc - 1 || size == 0 || rx_depth == 0 || iters == 0) {
+    usage(argv[0]);
+    return 1;
+  }
+  if (linger_ms < 0)
+    linger_ms = (nic_opts.tx_loss_ppm != 0 || !nic_opts.tx_drops.empty()) ? 3000 : 200;
+  srand48(static_cast<long>(getpid()) * static_cast<long>(std::time(nullptr)));
+
+  Ctx c;
+  c.size = size;
+  c.rx_depth = rx_depth;
+  if (c.nic.open(nic_opts) != Status::kSuccess) return 1;
+  const long page = sysconf(_SC_PAGESIZE);
+  c.storage.assign(size + static_cast<size_t>(page), 0);
+  c.buf = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(c.storage.data()) + page - 1) &
+                                     ~static_cast<uintptr_t>(page - 1));
+  std::memset(c.buf, 0x7b, size);  // rc_pingpong's fill
+  if (c.nic.adapter().register_mr(c.nic.pd(), c.buf, size, mr_flag::kAllowLocalWrite, &c.key) !=
+      Status::kSuccess) {
+    std::fprintf(stderr, "Couldn't register MR\n");
+    return 1;
+  }
+  if (c.nic.adapter().create_cq(rx_depth + 1, &c.cq) != Status::kSuccess) {
+    std::fprintf(stderr, "Couldn't create CQ\n");
+    return 1;
+  }
+  ctl::QpInit qi;
+  qi.pd = c.nic.pd();
+  qi.send_cq = c.cq.get();
+  qi.recv_cq = c.cq.get();
+  qi.sq_depth = 16;
+  qi.rq_depth = rx_depth;
+  qi.max_send_sge = 1;
+  qi.max_recv_sge = 1;
+  if (c.nic.adapter().create_qp(qi, &c.qp) != Status::kSuccess) {
+    std::fprintf(stderr, "Couldn't create QP\n");
+    return 1;
+  }
+  {
+    dp::QpAttr at;
+    at.state = dp::QpState::kInit;
+    at.access = 0;
+    if (c.nic.adapter().modify_qp(c.qp, at, dp::qp_attr::kState | dp::qp_attr::kAccessFlags) !=
+        Status::kSuccess) {
+      std::fprintf(stderr, "Failed to modify QP to INIT\n");
+      return 1;
+    }
+  }
+  int routs = post_recv(c, static_cast<int>(rx_depth));
+  if (routs < static_cast<int>(rx_depth)) {
+    std::fprintf(stderr, "Couldn't post receive (%d)\n", routs);
+    return 1;
+  }
+
+  ctl::oob::PingpongDest my{0, c.qp->qpn(), static_cast<uint32_t>(lrand48() & 0xffffff),
+                            c.nic.gid()};
+  std::printf("  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", my.lid, my.qpn,
+              my.psn, gid_string(my.gid).c_str());
+  std::fflush(stdout);  // a test waits for this line before starting the peer
+  ctl::oob::PingpongDest rem;
+  Status xs;
+  if (!servername.empty()) {
+    xs = ctl::oob::pingpong_client_exchange(servername, port, my, &rem);
+    if (xs == Status::kSuccess && !connect_qp(c, mtu, my.psn, rem)) return 1;
+  } else {
+    xs = ctl::oob::pingpong_server_exchange(
+        port, my, [&](const ctl::oob::PingpongDest& r) { return connect_qp(c, mtu, my.psn, r); },
+        &rem);
+  }
+  if (xs != Status::kSuccess) {
+    std::fprintf(stderr, "Couldn't exchange destinations: %s\n",
+                 std::string(to_string(xs)).c_str());
+    return 1;
+  }
+  std::printf("  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", rem.lid, rem.qpn,
+              rem.psn, gid_string(rem.gid).c_str());
+  std::fflush(stdout);
+
+  // -c: the client's pattern (the server echoes it back), or the server's first message.
+  std::vector<uint8_t> expect;
+  bool have_expect = false;
+  uint32_t bad = 0;
+  if (validate && !servername.empty()) {
+    // The first byte of each page stays 0: what a stock peer run with -c checks
+    // (rc_pingpong writes i / page_size % sizeof(char) there).
+    uint32_t x = 0x9E3779B9u ^ my.psn;
+    for (uint32_t i = 0; i < size; ++i) {
+      x = x * 1664525u + 1013904223u;
+      c.buf[i] = i % page == 0 ? 0 : static_cast<uint8_t>(x >> 24);
+    }
+    expect.assign(c.buf, c.buf + size);
+    have_expect = true;
+  }
+
+  timeval start{}, end{};
+  gettimeofday(&start, nullptr);
+  int pending = kRecvBit;
+  uint32_t scnt = 0, rcnt = 0;
+  size_t n_send = 0, n_recv = 0;
+  if (!servername.empty()) {
+    if (post_send(c) != Status::kSuccess) {
+      std::fprintf(stderr, "Couldn't post send\n");
+      return 1;
+    }
+    pending |= kSendBit;
+  }
+  auto last_progress = std::chrono::steady_clock::now();
+  ResultEx wc[16];
+  uint32_t idle = 0;
+  while (rcnt < iters || scnt < iters) {
+    const size_t ne = c.cq->poll(wc);
+    if (ne == 0) {
+      if (++idle >= 256) {
+        idle = 0;
+        std::this_thread::yield();
+        if (std::chrono::steady_clock::now() - last_progress > std::chrono::seconds(30)) {
+          std::fprintf(stderr, "urnic: no completion for 30 s (scnt=%u rcnt=%u)\n", scnt, rcnt);
+          return 1;
+        }
+      }
+      continue;
+    }
+    last_progress = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < ne; ++i) {
+      const ResultEx& r = wc[i];
+      if (r.status != Status::kSuccess) {
+        std::fprintf(stderr, "Failed status %s (%u) for wr_id %d\n",
+                     std::string(to_string(r.status)).c_str(), r.provider_error_code,
+                     static_cast<int>(reinterpret_cast<uintptr_t>(r.request_context)));
+        return 1;
+      }
+      if (r.request_context == kSendWrid) {
+        ++scnt;
+        ++n_send;
+        pending &= ~kSendBit;
+      } else if (r.request_context == kRecvWrid) {
+        ++n_recv;
+        if (--routs <= 1) {
+          routs += post_recv(c, static_cast<int>(rx_depth) - routs);
+          if (routs < static_cast<int>(rx_depth)) {
+            std::fprintf(stderr, "Couldn't post receive (%d)\n", routs);
+            return 1;
+          }
+        }
+        if (r.bytes_transferred != size) ++bad;
+        if (validate) {
+          if (!have_expect) {
+            expect.assign(c.buf, c.buf + size);
+            have_expect = true;
+          } else if (std::memcmp(expect.data(), c.buf, size) != 0) {
+            ++bad;
+          }
+        }
+        ++rcnt;
+        pending &= ~kRecvBit;
+      } else {
+        std::fprintf(stderr, "Completion for unknown wr_id %p\n", r.request_context);
+        return 1;
+      }
+      if (scnt < iters && pending == 0) {
+        if (post_send(c) != Status::kSuccess) {
+          std::fprintf(stderr, "Couldn't post send\n");
+          return 1;
+        }
+        pending = kRecvBit | kSendBit;
+      }
+    }
+  }
+  gettimeofday(&end, nullptr);
+  {
+    const float usec =
+        static_cast<float>((end.tv_sec - start.tv_sec) * 1000000 + (end.tv_usec - start.tv_usec));
+    const long long bytes = static_cast<long long>(size) * iters * 2;
+    std::printf("%lld bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, usec / 1000000.,
+                bytes * 8. / usec);
+    std::printf("%d iters in %.2f seconds = %.2f usec/iter\n", iters, usec / 1000000.,
+                usec / iters);
+    if (bad != 0) std::printf("invalid data in %u messages\n", bad);
+  }
+  std::fflush(stdout);
+  // Keep the engine answering for a while: an ACK of ours that was lost (fault injection) makes
+  // the peer send its last message again, and it must be acknowledged before we go.
+  std::this_thread::sleep_for(std::chrono::milliseconds(linger_ms));
+  std::printf("urnic: completions send=%zu recv=%zu bad=%u\n", n_send, n_recv, bad);
+  std::printf("%s\n", c.nic.counters_line().c_str());
+  std::fflush(stdout);
+  return bad == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace urnic::tools
+
+int main(int argc, char** argv) { return urnic::tools::run(argc, argv); }

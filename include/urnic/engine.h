@@ -1,0 +1,50 @@
+// A dataplane engine (architecture.md §1-§2): the software "hardware" of the RNIC. One engine
+// polls the port queues of the adapters attached to it and runs their QPs' requesters,
+// responders and completers. It either runs on its own DPDK lcore (launch()) or is driven by an
+// application thread calling run_once() (tests, benchmarks, single-threaded programs).
+//
+// Threading: construct, launch and stop from one control-side thread. run_once() only from one
+// thread at a time and only while the engine is not launched. The engine must outlive every
+// adapter attached to it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace urnic {
+
+struct EngineConfig {
+  uint32_t rx_burst = 32;   // frames per RX burst
+  uint32_t max_qps = 1024;  // QPs this engine may own, over all its adapters
+  // When > 0, the launched loop yields the CPU after this many consecutive idle steps: for
+  // machines where the engine shares cores with application threads (tests, CI). 0: pure
+  // polling (a dedicated core).
+  uint32_t idle_yield_after = 0;
+};
+
+class Engine {
+ public:
+  explicit Engine(const EngineConfig& config = {});
+  // Stops the engine if it runs.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // One loop step (mailbox, RX, timers, TX). Returns whether it did any work. Only while not
+  // launched, from the thread that drives the engine.
+  bool run_once() noexcept;
+  // Runs the loop on DPDK lcore `lcore` (which EAL must have been given). False if the lcore
+  // is not available or the engine runs already.
+  bool launch(unsigned lcore) noexcept;
+  // Stops the loop and waits for the lcore to return. Idempotent.
+  void stop() noexcept;
+  bool running() const noexcept;
+
+  struct Impl;
+  Impl& impl() noexcept { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace urnic

@@ -1,0 +1,202 @@
+// urnic extension interfaces, reached through NdkQueryExtension (Object::query_extension /
+// Adapter::query_extension; ndkpi.md §1.1, §2.3): what RoCE offers beyond NDK, kept out of the
+// NDK dispatch tables so that those stay exactly NDK's.
+//
+//   QpExtension         send / write with immediate data, compare-and-swap, fetch-and-add;
+//   QpConnectExtension  "manual connect": ibverbs-style modify_qp through RESET -> INIT -> RTR
+//                       -> RTS with explicit attributes, for peers connected out of band
+//                       (rc_pingpong, perftest) instead of through a Connector;
+//   CqExtension         cancelling an armed notification (ND2 CancelOverlappedRequests);
+//   AdapterExtension    the adapter's own addresses (what a peer needs to connect manually).
+//
+// Each interface is an object owned by the object it extends and lives as long as it; its
+// methods follow the threading rules of that object.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+
+#include "urnic/object.h"
+#include "urnic/status.h"
+#include "urnic/types.h"
+
+namespace urnic {
+
+namespace detail {
+struct QpImpl;
+struct CqImpl;
+struct AdapterImpl;
+}  // namespace detail
+
+// Operations RoCE has and NDK lacks, on a QP's send queue. Posting rules, buffer ownership and
+// the common statuses are those of Qp (qp.h).
+class QpExtension {
+ public:
+  static constexpr ExtensionId kId{0x75726E6963515045ull, 0x0000000000000001ull};  // "urnicQPE"
+  static constexpr Version kVersion{1, 0};
+
+  // SEND with immediate data: the receiver's completion has kResultHasImmediate in flags and
+  // `immediate` (host order) in type_specific_completion_output (get_results_ex). Flags as
+  // Qp::send.
+  Status send_with_immediate(void* request_context, std::span<const Sge> sgl, uint32_t flags,
+                             uint32_t immediate) noexcept;
+  // RDMA WRITE with immediate data: writes like Qp::write and consumes one receive at the peer,
+  // which completes (bytes_transferred = the write's length) with the immediate as above.
+  // Flags as Qp::write (kSendAndSolicitEvent also allowed: it solicits the peer's receive).
+  Status write_with_immediate(void* request_context, std::span<const Sge> sgl,
+                              uint64_t remote_address, uint32_t remote_token, uint32_t flags,
+                              uint32_t immediate) noexcept;
+  // Atomic compare-and-swap of the 8-byte aligned 64-bit word at remote_address (the peer's
+  // region needs mr_flag::kAllowRemoteAtomic): if it equals `compare` it becomes `swap`. The
+  // original value lands in `result` (8 bytes of local-writable memory, host order).
+  // Completion type kCompareSwap. Flags: kSilentSuccess, kReadFence, kDefer. kInvalidParameter
+  // for a misaligned address or a result SGE that is not 8 bytes.
+  Status compare_swap(void* request_context, const Sge& result, uint64_t remote_address,
+                      uint32_t remote_token, uint64_t compare, uint64_t swap,
+                      uint32_t flags) noexcept;
+  // Atomic fetch-and-add of `add` to the word; the original value lands in `result`.
+  // Completion type kFetchAdd. As compare_swap otherwise.
+  Status fetch_add(void* request_context, const Sge& result, uint64_t remote_address,
+                   uint32_t remote_token, uint64_t add, uint32_t flags) noexcept;
+
+ private:
+  friend struct detail::QpImpl;
+  explicit QpExtension(detail::QpImpl* qp) noexcept : qp_(qp) {}
+  detail::QpImpl* qp_;
+};
+
+// ---- Manual connect ---------------------------------------------------------------------------
+
+// QP states (values of enum ibv_qp_state).
+enum class QpState : uint8_t { kReset = 0, kInit, kRtr, kRts, kSqd, kSqe, kErr };
+
+// Remote rights a QP accepts (ibv_access_flags' remote bits), for QpAttributes::access.
+namespace qp_access {
+inline constexpr uint32_t kRemoteRead = 1u << 1;
+inline constexpr uint32_t kRemoteWrite = 1u << 2;
+inline constexpr uint32_t kRemoteAtomic = 1u << 3;
+inline constexpr uint32_t kAll = kRemoteRead | kRemoteWrite | kRemoteAtomic;
+}  // namespace qp_access
+
+// Which QpAttributes fields a modify carries (the IBV_QP_* masks RoCE RC uses).
+namespace qp_attr_mask {
+inline constexpr uint32_t kState = 1u << 0;
+inline constexpr uint32_t kAccessFlags = 1u << 1;
+inline constexpr uint32_t kPathMtu = 1u << 2;
+inline constexpr uint32_t kDestQpn = 1u << 3;
+inline constexpr uint32_t kRqPsn = 1u << 4;
+inline constexpr uint32_t kSqPsn = 1u << 5;
+inline constexpr uint32_t kMaxDestRdAtomic = 1u << 6;  // IRD
+inline constexpr uint32_t kMaxRdAtomic = 1u << 7;      // ORD
+inline constexpr uint32_t kTimeout = 1u << 8;
+inline constexpr uint32_t kRetryCnt = 1u << 9;
+inline constexpr uint32_t kRnrRetry = 1u << 10;
+inline constexpr uint32_t kMinRnrTimer = 1u << 11;
+inline constexpr uint32_t kAv = 1u << 12;
+}  // namespace qp_attr_mask
+
+// Where the peer is (the address vector; the local side comes from the adapter). A dst_mac of
+// all zeros asks the adapter to resolve it (ARP or IPv6 neighbour discovery, up to 2 s).
+struct AddressVector {
+  bool ipv6 = false;
+  uint32_t dst_ipv4 = 0;  // host order
+  std::array<uint8_t, 16> dst_ipv6{};
+  std::array<uint8_t, 6> dst_mac{};
+  uint8_t traffic_class = 0;
+  uint8_t hop_limit = 64;
+  uint32_t flow_label = 0;  // IPv6
+};
+
+// ibv_qp_attr, the part RoCE RC uses. Ranges as IBTA: path_mtu 256..4096 (powers of two),
+// QPN and PSNs 24 bits, timeout 0..31 (4.096 us * 2^timeout, 0 infinite), retry_cnt and
+// rnr_retry 0..7 (rnr_retry 7 infinite), min_rnr_timer 0..31, read limits 1 ..
+// max_inbound_read_limit / max_outbound_read_limit.
+struct QpAttributes {
+  QpState state = QpState::kReset;
+  uint32_t access = qp_access::kAll;
+  uint32_t path_mtu = 1024;
+  uint32_t dest_qpn = 0;
+  uint32_t rq_psn = 0;
+  uint32_t sq_psn = 0;
+  uint8_t max_dest_rd_atomic = 1;
+  uint8_t max_rd_atomic = 1;
+  uint8_t timeout = 14;
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;
+  uint8_t min_rnr_timer = 12;
+  AddressVector av;
+};
+
+class QpConnectExtension {
+ public:
+  static constexpr ExtensionId kId{0x75726E6963515043ull, 0x0000000000000001ull};  // "urnicQPC"
+  static constexpr Version kVersion{1, 0};
+
+  // The QP number the peer sends to. Any thread.
+  uint32_t qpn() const noexcept;
+  // The state as last applied by the engine. Any thread.
+  QpState state() const noexcept;
+  // ibv_modify_qp: applies the attributes in `mask` on the engine. The RC transition table of
+  // IBTA §10.3.1 decides what is required and allowed (RESET->INIT: access; INIT->RTR: av,
+  // path_mtu, dest_qpn, rq_psn, max_dest_rd_atomic, min_rnr_timer; RTR->RTS: sq_psn, timeout,
+  // retry_cnt, rnr_retry, max_rd_atomic; any state -> RESET or ERR). A new QP is already in
+  // INIT, so INIT->INIT (access only) is how to start; RESET goes back to the start.
+  // kInvalidParameter (missing, forbidden or out-of-range attribute, inline) or kPending, then
+  // the completion with kSuccess, kInvalidDeviceState (illegal transition), kInvalidParameter,
+  // or kHostUnreachable (the peer's MAC could not be resolved). With a null completion, the
+  // final status. kInvalidDeviceState, inline, for a QP being closed, or for a null completion
+  // inside a callback. Any thread; modifies of one QP are applied in call order.
+  Status modify(const QpAttributes& attributes, uint32_t mask, RequestCompletion completion,
+                void* request_context) noexcept;
+
+ private:
+  friend struct detail::QpImpl;
+  explicit QpConnectExtension(detail::QpImpl* qp) noexcept : qp_(qp) {}
+  detail::QpImpl* qp_;
+};
+
+// ---- CQ ---------------------------------------------------------------------------------------
+
+class CqExtension {
+ public:
+  static constexpr ExtensionId kId{0x75726E6963435145ull, 0x0000000000000001ull};  // "urnicCQE"
+  static constexpr Version kVersion{1, 0};
+
+  // Cancels the pending arm, if any: its notification callback is then called once with
+  // kCancelled (from the control thread) instead of firing later. Returns true if an arm was
+  // cancelled; false if none was pending (an arm that fired at the same moment delivers its
+  // kSuccess callback as usual: still exactly one callback per arm). Serialised with Cq::arm
+  // and get_results by the consumer.
+  bool cancel_notification() noexcept;
+
+ private:
+  friend struct detail::CqImpl;
+  explicit CqExtension(detail::CqImpl* cq) noexcept : cq_(cq) {}
+  detail::CqImpl* cq_;
+};
+
+// ---- Adapter ----------------------------------------------------------------------------------
+
+struct LocalAddress {
+  std::array<uint8_t, 6> mac{};
+  uint32_t ipv4 = 0;  // host order; 0: none
+  bool has_ipv6 = false;
+  std::array<uint8_t, 16> ipv6{};
+};
+
+class AdapterExtension {
+ public:
+  static constexpr ExtensionId kId{0x75726E6963414445ull, 0x0000000000000001ull};  // "urnicADE"
+  static constexpr Version kVersion{1, 0};
+
+  // The adapter's MAC and IP addresses (its GIDs are these IPs). Any thread.
+  LocalAddress local_address() const noexcept;
+
+ private:
+  friend struct detail::AdapterImpl;
+  explicit AdapterExtension(detail::AdapterImpl* a) noexcept : a_(a) {}
+  detail::AdapterImpl* a_;
+};
+
+}  // namespace urnic

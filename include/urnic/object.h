@@ -1,0 +1,135 @@
+// The common shape of every NDK-style object (ndkpi.md §1.1-§1.4): an object type, close with
+// NDK's asynchronous protocol, QueryExtension, the consumer callback types, and Handle<T>, the
+// RAII owner that closes an object when it goes out of scope.
+//
+// Objects are allocated by the provider and handed out by the create calls of their parent
+// (Adapter creates CQs and PDs; a PD creates MRs, MWs, SRQs and QPs). The provider frees an
+// object after its close has completed; the consumer never deletes one.
+//
+// Asynchronous protocol (ndkpi.md §1.3):
+//  - A create or request call returns kSuccess (done now, no callback), kPending (exactly one
+//    completion callback follows), or an error (nothing happened, no callback).
+//  - close() never fails. It returns kSuccess (the object is gone now) or kPending (the close
+//    callback, if one was given, follows and is the last callback ever made for the object).
+//    An antecedent closed before its successors (a PD before its QPs, a CQ before the QPs that
+//    complete into it, an MR before the windows bound to it) pends until the last one is
+//    closed (ndkpi.md §1.4).
+//  - Every callback (completions and CQ/SRQ notifications) runs on the adapter's control
+//    thread, one at a time, never on an application thread or an engine. A callback may call
+//    any API function, including close() of the object it is about, except the synchronous form
+//    of a create or request (a null completion) and adapter close.
+//  - A null completion makes a create or request synchronous (an urnic convenience, see
+//    docs/api.md): the call returns only when the operation is done, with its final status. When
+//    the engine is not running on an lcore, the calling thread runs engine steps while it waits,
+//    so it must be the thread that drives the engine.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "urnic/status.h"
+#include "urnic/types.h"
+
+namespace urnic {
+
+class Object;
+
+// NDK_FN_CREATE_COMPLETION: a create that returned kPending finished. On success `object` is the
+// new object (cast it to the type created); on failure it is null.
+using CreateCompletion = void (*)(void* request_context, Status status, Object* object);
+// NDK_FN_REQUEST_COMPLETION: any other request that returned kPending finished.
+using RequestCompletion = void (*)(void* request_context, Status status);
+// NDK_FN_CLOSE_COMPLETION: a close that returned kPending finished; the object is gone.
+using CloseCompletion = void (*)(void* request_context);
+// NDK_FN_CQ_NOTIFICATION_CALLBACK: an armed CQ's condition was met (kSuccess), a notification
+// request was cancelled (kCancelled, CqExtension), or the CQ overran (kBufferOverflow: the CQ
+// and every QP completing into it are dead).
+using CqNotificationCallback = void (*)(void* context, Status cq_status);
+// NDK_FN_SRQ_NOTIFICATION_CALLBACK: the SRQ's fill level dropped below the armed threshold.
+using SrqNotificationCallback = void (*)(void* context, Status srq_status);
+
+// A GUID-like extension interface id (NdkQueryExtension's ExtensionInterfaceID).
+struct ExtensionId {
+  uint64_t hi = 0;
+  uint64_t lo = 0;
+  friend constexpr bool operator==(const ExtensionId&, const ExtensionId&) = default;
+};
+
+namespace detail {
+struct ObjectImpl;
+}  // namespace detail
+
+class Object {
+ public:
+  Object(const Object&) = delete;
+  Object& operator=(const Object&) = delete;
+
+  // NDK_OBJECT_HEADER::ObjectType. Any thread.
+  ObjectType object_type() const noexcept;
+
+  // NdkCloseXxx. Returns kSuccess (closed now; `completion` is not called) or kPending
+  // (`completion`, if not null, is called once the object is gone, and is its last callback).
+  // Never fails. After close() the object must not be used again (a second close is ignored).
+  // Any thread, including from inside a callback; never concurrently with another call on the
+  // same object except as NDK allows (ndkpi.md §1.3). Closing a QP flushes its outstanding work
+  // (completions with kCancelled) before the QP goes away.
+  Status close(CloseCompletion completion = nullptr, void* request_context = nullptr) noexcept;
+
+  // NdkQueryExtension: the extension interface `id` at `version` (same major, minor up to the
+  // one implemented). kSuccess with *iface set, or kNotSupported. The interface lives as long
+  // as the object. Any thread.
+  Status query_extension(const ExtensionId& id, Version version, void** iface) noexcept;
+  // Typed form: E names its kId and kVersion (include/urnic/extensions.h). Null if unsupported.
+  template <class E>
+  E* query_extension() noexcept {
+    void* p = nullptr;
+    return query_extension(E::kId, E::kVersion, &p) == Status::kSuccess ? static_cast<E*>(p)
+                                                                        : nullptr;
+  }
+
+ protected:
+  explicit Object(detail::ObjectImpl* impl) noexcept : impl_(impl) {}
+  ~Object() = default;
+  detail::ObjectImpl* impl_;
+};
+
+// Owns one object: closes it (without a completion) when destroyed or reset. close() hands the
+// object to an explicit close with a completion. Move-only.
+template <class T>
+class Handle {
+ public:
+  Handle() noexcept = default;
+  explicit Handle(T* p) noexcept : p_(p) {}
+  Handle(Handle&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      p_ = std::exchange(o.p_, nullptr);
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle() { reset(); }
+
+  T* get() const noexcept { return p_; }
+  T* operator->() const noexcept { return p_; }
+  T& operator*() const noexcept { return *p_; }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+  // Gives up ownership without closing.
+  T* release() noexcept { return std::exchange(p_, nullptr); }
+  // Closes the object (no completion) and becomes empty.
+  void reset() noexcept {
+    if (T* p = std::exchange(p_, nullptr)) (void)p->close();
+  }
+  // Closes the object with a completion (Object::close()) and becomes empty; kSuccess if empty.
+  Status close(CloseCompletion completion, void* request_context) noexcept {
+    T* p = std::exchange(p_, nullptr);
+    return p != nullptr ? p->close(completion, request_context) : Status::kSuccess;
+  }
+
+ private:
+  T* p_ = nullptr;
+};
+
+}  // namespace urnic

@@ -1,0 +1,313 @@
+// Completion queues through the public API: ArmCq with ANY / SOLICITED / ERRORS and NDK's merge
+// rules (ndkpi.md §3.4), at most one callback per arm, arming a non-empty CQ, cancelling an arm
+// (ND2 ndcq: Notify + CancelOverlappedRequests, ordering across CQs), overrun with
+// STATUS_BUFFER_OVERFLOW, interrupt moderation, and NDK_RESULT vs NDK_RESULT_EX.
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "api_fixture.h"
+
+namespace urnic::test {
+namespace {
+
+// Records notification callbacks (they run on the adapter's control thread).
+struct Notes {
+  std::mutex mu;
+  std::vector<Status> statuses;
+  std::vector<std::thread::id> threads;
+  std::atomic<int> n{0};
+  static void cb(void* c, Status s) {
+    auto* self = static_cast<Notes*>(c);
+    {
+      std::lock_guard lk(self->mu);
+      self->statuses.push_back(s);
+      self->threads.push_back(std::this_thread::get_id());
+    }
+    self->n.fetch_add(1, std::memory_order_release);
+  }
+  int count() const { return n.load(std::memory_order_acquire); }
+  Status last() {
+    std::lock_guard lk(mu);
+    return statuses.empty() ? Status::kPending : statuses.back();
+  }
+};
+
+size_t drain(Cq& cq, std::vector<ResultEx>* out) {
+  ResultEx r[16];
+  size_t total = 0;
+  for (size_t n; (n = cq.get_results_ex(r)) != 0; total += n) out->insert(out->end(), r, r + n);
+  return total;
+}
+
+class ApiCq : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { eal_up_once(); }
+
+  // QPs on both sides whose CQs have notification callbacks: a's initiator CQ `acq` (with
+  // `an`), b's receive CQ `bcq` (with `bn`).
+  void SetUpPair(ApiPair& p, uint32_t depth = 64) {
+    ASSERT_EQ(p.a.adapter->create_cq(depth, &Notes::cb, &an, nullptr, nullptr, &acq),
+              Status::kSuccess);
+    ASSERT_EQ(p.b.adapter->create_cq(depth, &Notes::cb, &bn, nullptr, nullptr, &bcq),
+              Status::kSuccess);
+    ASSERT_EQ(p.a.pd->create_qp(*p.a.cq, *acq, nullptr, 8, 8, 1, 1, 64, nullptr, nullptr, &qa),
+              Status::kSuccess);
+    ASSERT_EQ(p.b.pd->create_qp(*bcq, *p.b.cq, nullptr, 8, 8, 1, 1, 64, nullptr, nullptr, &qb),
+              Status::kSuccess);
+    ApiPair::connect_qps(p.a, *qa, p.b, *qb);
+    dst.assign(4096, 0);
+    mr = p.b.reg(dst.data(), dst.size(), mr_flag::kAllowRemoteWrite);
+  }
+  void TearDownPair() {
+    qa.reset();
+    qb.reset();
+    acq.reset();
+    bcq.reset();
+    mr.reset();
+  }
+  Status write(void* c) {
+    uint64_t v = 1;
+    const Sge s{addr(&v), 8, 0};
+    return qa->write(c, {&s, 1}, addr(dst.data()), mr->get_remote_token(), op_flag::kInline);
+  }
+  Status send(void* c, uint32_t flags = 0) {
+    uint64_t v = 2;
+    const Sge s{addr(&v), 8, 0};
+    return qa->send(c, {&s, 1}, op_flag::kInline | flags);
+  }
+  Status recv(void* c) {
+    const Sge s{addr(dst.data()), 64, mr->get_local_token()};
+    return qb->receive(c, {&s, 1});
+  }
+
+  Notes an, bn;
+  Handle<Cq> acq, bcq;
+  Handle<Qp> qa, qb;
+  std::vector<uint8_t> dst;
+  Handle<Mr> mr;
+  std::vector<ResultEx> ares, bres;
+};
+
+constexpr auto kQuiet = std::chrono::milliseconds(30);
+
+TEST_F(ApiCq, AnyArmFiresOncePerArmOnTheControlThread) {
+  ApiPair p("cq_any");
+  SetUpPair(p);
+  acq->arm(CqNotify::kAny);
+  p.run_for(kQuiet);
+  EXPECT_EQ(an.count(), 0);  // armed, nothing arrived
+  ASSERT_EQ(write(ctx(1)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return an.count() == 1; }));
+  EXPECT_EQ(an.last(), Status::kSuccess);
+  EXPECT_NE(an.threads[0], std::this_thread::get_id());
+  ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 1; }));
+  // Not re-armed: a second completion notifies nobody.
+  ASSERT_EQ(write(ctx(2)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 1; }));
+  p.run_for(kQuiet);
+  EXPECT_EQ(an.count(), 1);
+  // Re-arming after a completion arrived since the last callback fires at once.
+  acq->arm(CqNotify::kAny);
+  ASSERT_TRUE(p.run_until([&] { return an.count() == 2; }));
+  // Re-arming with nothing new waits for the next completion.
+  acq->arm(CqNotify::kAny);
+  p.run_for(kQuiet);
+  EXPECT_EQ(an.count(), 2);
+  ASSERT_EQ(write(ctx(3)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return an.count() == 3; }));
+  p.run_for(kQuiet);
+  EXPECT_EQ(an.count(), 3);
+  TearDownPair();
+}
+
+TEST_F(ApiCq, ArmingANonEmptyCqFiresAtOnce) {
+  ApiPair p("cq_nonempty");
+  SetUpPair(p);
+  // The consumer polled 0, then the completion arrived, then it arms: not lost.
+  ASSERT_EQ(drain(*acq, &ares), 0u);
+  ASSERT_EQ(write(ctx(1)), Status::kSuccess);
+  p.run_for(kQuiet);  // the completion is in the CQ now, unread
+  EXPECT_EQ(an.count(), 0);
+  acq->arm(CqNotify::kAny);
+  ASSERT_TRUE(p.run_until([&] { return an.count() == 1; }));
+  EXPECT_EQ(drain(*acq, &ares), 1u);
+  TearDownPair();
+}
+
+TEST_F(ApiCq, SolicitedFiresForSolicitedReceivesAndMergesOverErrors) {
+  ApiPair p("cq_solicited");
+  SetUpPair(p);
+  for (int i = 0; i < 6; ++i) ASSERT_EQ(recv(ctx(10 + i)), Status::kSuccess);
+  // ERRORS ignores successful completions.
+  bcq->arm(CqNotify::kErrors);
+  ASSERT_EQ(send(ctx(1)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return drain(*bcq, &bres) == 1; }));
+  p.run_for(kQuiet);
+  EXPECT_EQ(bn.count(), 0);
+  // ERRORS + SOLICITED = SOLICITED: an unsolicited send still notifies nobody ...
+  bcq->arm(CqNotify::kSolicited);
+  ASSERT_EQ(send(ctx(2)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return drain(*bcq, &bres) == 1; }));
+  p.run_for(kQuiet);
+  EXPECT_EQ(bn.count(), 0);
+  EXPECT_FALSE(bres.back().flags & kResultSolicited);
+  // ... a solicited one does.
+  ASSERT_EQ(send(ctx(3), op_flag::kSendAndSolicitEvent), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return bn.count() == 1; }));
+  ASSERT_TRUE(p.run_until([&] { return drain(*bcq, &bres) == 1; }));
+  EXPECT_TRUE(bres.back().flags & kResultSolicited);
+  // SOLICITED + ERRORS = SOLICITED (the later ERRORS does not narrow it).
+  bcq->arm(CqNotify::kSolicited);
+  bcq->arm(CqNotify::kErrors);
+  ASSERT_EQ(send(ctx(4), op_flag::kSendAndSolicitEvent), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return bn.count() == 2; }));
+  ASSERT_TRUE(p.run_until([&] { return drain(*bcq, &bres) == 1; }));
+  // ERRORS + ANY = ANY: a plain send fires.
+  bcq->arm(CqNotify::kErrors);
+  bcq->arm(CqNotify::kAny);
+  ASSERT_EQ(send(ctx(5)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return bn.count() == 3; }));
+  ASSERT_TRUE(p.run_until([&] { return drain(*bcq, &bres) == 1; }));
+  // Error completions satisfy SOLICITED: the flushed receive fires it.
+  bcq->arm(CqNotify::kSolicited);
+  p.run_for(kQuiet);
+  EXPECT_EQ(bn.count(), 3);
+  qb->flush();
+  ASSERT_TRUE(p.run_until([&] { return bn.count() == 4; }));
+  ASSERT_TRUE(p.run_until([&] { return drain(*bcq, &bres) == 1; }));
+  EXPECT_EQ(bres.back().status, Status::kCancelled);
+  p.run_for(kQuiet);
+  EXPECT_EQ(bn.count(), 4);
+  TearDownPair();
+}
+
+TEST_F(ApiCq, ErrorsArmFiresOnAnErrorCompletion) {
+  ApiPair p("cq_errors");
+  SetUpPair(p);
+  acq->arm(CqNotify::kErrors);
+  ASSERT_EQ(write(ctx(1)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 1; }));
+  p.run_for(kQuiet);
+  EXPECT_EQ(an.count(), 0);
+  // One byte past the region: remote access error.
+  uint64_t v = 1;
+  const Sge s{addr(&v), 8, 0};
+  ASSERT_EQ(qa->write(ctx(2), {&s, 1}, addr(dst.data()) + dst.size() - 7, mr->get_remote_token(),
+                      op_flag::kInline),
+            Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return an.count() == 1; }));
+  ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 1; }));
+  EXPECT_EQ(ares.back().status, Status::kAccessViolation);
+  TearDownPair();
+}
+
+TEST_F(ApiCq, CancelDeliversCancelledOnceAndNothingAfter) {
+  ApiPair p("cq_cancel");
+  SetUpPair(p);
+  auto* ext = acq->query_extension<CqExtension>();
+  ASSERT_NE(ext, nullptr);
+  EXPECT_FALSE(ext->cancel_notification());  // nothing armed: no callback
+  acq->arm(CqNotify::kAny);
+  acq->arm(CqNotify::kAny);  // two arms merge into one
+  EXPECT_TRUE(ext->cancel_notification());
+  ASSERT_TRUE(p.run_until([&] { return an.count() == 1; }));
+  EXPECT_EQ(an.last(), Status::kCancelled);
+  ASSERT_EQ(write(ctx(1)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 1; }));
+  p.run_for(kQuiet);
+  EXPECT_EQ(an.count(), 1);
+  EXPECT_FALSE(ext->cancel_notification());
+  TearDownPair();
+}
+
+// ndcq: notifications are per CQ: with two CQs armed, a completion on the second notifies only
+// the second.
+TEST_F(ApiCq, ArmsOnTwoCqsAreIndependent) {
+  ApiPair p("cq_two");
+  SetUpPair(p);
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(recv(ctx(i)), Status::kSuccess);
+  acq->arm(CqNotify::kAny);  // a's initiator CQ
+  bcq->arm(CqNotify::kAny);  // b's receive CQ
+  // A write completes on a's initiator CQ only (it consumes no receive at b).
+  ASSERT_EQ(write(ctx(9)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return an.count() == 1; }));
+  p.run_for(kQuiet);
+  EXPECT_EQ(bn.count(), 0);
+  // Flushing b's QP completes its receives on bcq only (its initiator CQ is another one).
+  acq->arm(CqNotify::kAny);
+  qb->flush();
+  ASSERT_TRUE(p.run_until([&] { return bn.count() == 1; }));
+  p.run_for(kQuiet);
+  EXPECT_EQ(an.count(), 1);
+  TearDownPair();
+}
+
+TEST_F(ApiCq, OverrunNotifiesBufferOverflowAndKillsTheQps) {
+  ApiPair p("cq_overrun");
+  SetUpPair(p, 4);  // 4 entries
+  for (int i = 0; i < 6; ++i) ASSERT_EQ(write(ctx(i)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return an.count() == 1; }));
+  EXPECT_EQ(an.last(), Status::kBufferOverflow);
+  ASSERT_TRUE(p.run_until(
+      [&] { return qa->query_extension<QpConnectExtension>()->state() == QpState::kErr; }));
+  EXPECT_EQ(drain(*acq, &ares), 4u);
+  p.run_for(kQuiet);
+  EXPECT_EQ(an.count(), 1);
+  TearDownPair();
+}
+
+TEST_F(ApiCq, InterruptModerationByCountAndByInterval) {
+  ApiPair p("cq_moderation");
+  SetUpPair(p, 64);
+  EXPECT_EQ(acq->control_interrupt_moderation(UINT32_MAX, UINT32_MAX),
+            Status::kInvalidParameterMix);
+  EXPECT_EQ(acq->control_interrupt_moderation(UINT32_MAX, 65), Status::kInvalidParameterMix);
+  // Count only: the callback waits for the third completion.
+  ASSERT_EQ(acq->control_interrupt_moderation(UINT32_MAX, 3), Status::kSuccess);
+  acq->arm(CqNotify::kAny);
+  ASSERT_EQ(write(ctx(1)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 1; }));
+  p.run_for(kQuiet);
+  EXPECT_EQ(an.count(), 0);
+  ASSERT_EQ(write(ctx(2)), Status::kSuccess);
+  ASSERT_EQ(write(ctx(3)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return an.count() == 1; }));
+  ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 2; }));
+  // Interval only: the callback comes about 50 ms after the completion.
+  ASSERT_EQ(acq->control_interrupt_moderation(50000, UINT32_MAX), Status::kSuccess);
+  acq->arm(CqNotify::kAny);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(write(ctx(4)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return an.count() == 2; }));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(40));
+  // Off again: immediate.
+  ASSERT_EQ(acq->control_interrupt_moderation(0, 0), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 1; }));
+  acq->arm(CqNotify::kAny);
+  ASSERT_EQ(write(ctx(5)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return an.count() == 3; }));
+  EXPECT_EQ(acq->resize(128, nullptr, nullptr), Status::kNotSupported);
+  TearDownPair();
+}
+
+TEST_F(ApiCq, ResultAndResultExCarryTheSameCompletion) {
+  ApiPair p("cq_results");
+  SetUpPair(p);
+  ASSERT_EQ(recv(ctx(5)), Status::kSuccess);
+  ASSERT_EQ(send(ctx(6)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 1; }));
+  Result r[4];
+  ASSERT_TRUE(p.run_until([&] { return bcq->get_results(r) == 1; }));
+  EXPECT_EQ(r[0].status, Status::kSuccess);
+  EXPECT_EQ(r[0].bytes_transferred, 8u);
+  EXPECT_EQ(r[0].request_context, ctx(5));
+  EXPECT_EQ(r[0].qp_context, nullptr);
+  EXPECT_EQ(bcq->get_results(r), 0u);
+  EXPECT_EQ(ares[0].type, OperationType::kSend);
+  EXPECT_EQ(ares[0].request_context, ctx(6));
+  TearDownPair();
+}
+
+}  // namespace
+}  // namespace urnic::test

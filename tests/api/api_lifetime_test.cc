@@ -1,0 +1,262 @@
+// NDK's asynchronous protocol and object lifetime through the public API (ndkpi.md §1.3-§1.4):
+// kPending creates and closes complete exactly once on the control thread; an antecedent closed
+// before its successors pends until the last one is closed and its close callback comes after
+// theirs; the close callback is the last callback of an object (also when the close is called
+// from inside the object's own notification callback); adapter close cleans up what the consumer
+// left open.
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api_fixture.h"
+
+namespace urnic::test {
+namespace {
+
+class ApiLifetime : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { eal_up_once(); }
+};
+
+constexpr auto kQuiet = std::chrono::milliseconds(30);
+
+// An ordered log of callbacks ("close:cq", "notify:cq", ...).
+struct Log {
+  std::mutex mu;
+  std::vector<std::string> events;
+  std::vector<std::thread::id> threads;
+  void add(std::string e) {
+    std::lock_guard lk(mu);
+    events.push_back(std::move(e));
+    threads.push_back(std::this_thread::get_id());
+  }
+  size_t size() {
+    std::lock_guard lk(mu);
+    return events.size();
+  }
+  std::vector<std::string> snapshot() {
+    std::lock_guard lk(mu);
+    return events;
+  }
+};
+
+struct Tagged {
+  Log* log;
+  std::string tag;
+  static void on_close(void* c) {
+    auto* t = static_cast<Tagged*>(c);
+    t->log->add("close:" + t->tag);
+  }
+};
+
+TEST_F(ApiLifetime, PendingCreateCompletesExactlyOnceOnTheControlThread) {
+  ApiPair p("life_create");
+  Completion c;
+  Handle<Qp> unused;
+  ASSERT_EQ(p.a.pd->create_qp(*p.a.cq, *p.a.cq, nullptr, 4, 4, 1, 1, 0, &Completion::on_create, &c,
+                              &unused),
+            Status::kPending);
+  EXPECT_FALSE(unused);  // *out is not written when the create pends
+  ASSERT_TRUE(p.run_until([&] { return c.count() == 1; }));
+  p.run_for(kQuiet);
+  EXPECT_EQ(c.count(), 1);
+  ASSERT_EQ(c.status, Status::kSuccess);
+  ASSERT_NE(c.object, nullptr);
+  EXPECT_EQ(c.object->object_type(), ObjectType::kQp);
+  Handle<Qp> q(static_cast<Qp*>(c.object));
+  std::vector<uint8_t> buf(64);
+  auto m = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
+  const Sge s{addr(buf.data()), 8, m->get_local_token()};
+  EXPECT_EQ(q->receive(nullptr, {&s, 1}), Status::kSuccess);
+  // Object types of the others.
+  EXPECT_EQ(p.a.cq->object_type(), ObjectType::kCq);
+  EXPECT_EQ(p.a.pd->object_type(), ObjectType::kPd);
+  EXPECT_EQ(m->object_type(), ObjectType::kMr);
+}
+
+TEST_F(ApiLifetime, CloseReturnsSuccessOrPendingWithOneCallback) {
+  ApiPair p("life_close");
+  Log log;
+  Handle<Mr> mr;
+  Handle<Mw> mw;
+  Handle<Pd> pd;
+  ASSERT_EQ(p.a.adapter->create_pd(nullptr, nullptr, &pd), Status::kSuccess);
+  ASSERT_EQ(pd->create_mr(false, nullptr, nullptr, &mr), Status::kSuccess);
+  ASSERT_EQ(pd->create_mw(nullptr, nullptr, &mw), Status::kSuccess);
+  Tagged tmr{&log, "mr"}, tmw{&log, "mw"}, tpd{&log, "pd"}, tqp{&log, "qp"};
+  // No successors, nothing in flight: closed now, and the callback is not called.
+  EXPECT_EQ(mr.close(&Tagged::on_close, &tmr), Status::kSuccess);
+  EXPECT_EQ(mw.close(&Tagged::on_close, &tmw), Status::kSuccess);
+  Handle<Qp> q;
+  ASSERT_EQ(pd->create_qp(*p.a.cq, *p.a.cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &q),
+            Status::kSuccess);
+  // A QP close needs the engine: pending, one callback.
+  EXPECT_EQ(q.close(&Tagged::on_close, &tqp), Status::kPending);
+  ASSERT_TRUE(p.run_until([&] { return log.size() == 1; }));
+  EXPECT_EQ(pd.close(&Tagged::on_close, &tpd), Status::kSuccess);
+  p.run_for(kQuiet);
+  EXPECT_EQ(log.snapshot(), std::vector<std::string>{"close:qp"});
+  EXPECT_NE(log.threads[0], std::this_thread::get_id());
+  // Closing through a raw pointer twice: the second is ignored.
+  Handle<Pd> pd2;
+  ASSERT_EQ(p.a.adapter->create_pd(nullptr, nullptr, &pd2), Status::kSuccess);
+  Pd* raw = pd2.release();
+  EXPECT_EQ(raw->close(), Status::kSuccess);
+}
+
+// ndkpi.md §1.4: antecedents (PD, CQ, SRQ) closed before their successors pend; their close
+// callbacks come after the successors' and never before the last one is closed.
+TEST_F(ApiLifetime, AntecedentsClosedFirstPendUntilTheirSuccessorsAreGone) {
+  ApiPair p("life_order");
+  Log log;
+  Handle<Pd> pd;
+  Handle<Cq> cq;
+  Handle<Srq> srq;
+  Handle<Qp> q1, q2;
+  Handle<Mr> mr;
+  ASSERT_EQ(p.a.adapter->create_pd(nullptr, nullptr, &pd), Status::kSuccess);
+  ASSERT_EQ(p.a.adapter->create_cq(64, nullptr, nullptr, nullptr, nullptr, &cq), Status::kSuccess);
+  ASSERT_EQ(pd->create_srq(8, 1, 0, nullptr, nullptr, nullptr, nullptr, &srq), Status::kSuccess);
+  ASSERT_EQ(pd->create_qp(*cq, *cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &q1),
+            Status::kSuccess);
+  ASSERT_EQ(pd->create_qp_with_srq(*cq, *cq, *srq, nullptr, 4, 1, 0, nullptr, nullptr, &q2),
+            Status::kSuccess);
+  ASSERT_EQ(pd->create_mr(false, nullptr, nullptr, &mr), Status::kSuccess);
+  Tagged tpd{&log, "pd"}, tcq{&log, "cq"}, tsrq{&log, "srq"}, tq1{&log, "q1"}, tq2{&log, "q2"},
+      tmr{&log, "mr"};
+  Pd* pd_raw = pd.get();
+  Cq* cq_raw = cq.get();
+  EXPECT_EQ(pd.close(&Tagged::on_close, &tpd), Status::kPending);
+  EXPECT_EQ(cq.close(&Tagged::on_close, &tcq), Status::kPending);
+  EXPECT_EQ(srq.close(&Tagged::on_close, &tsrq), Status::kPending);
+  p.run_for(kQuiet);
+  EXPECT_EQ(log.size(), 0u);
+  // The consumer promised not to use a closed object; the provider refuses if it does.
+  Handle<Qp> late;
+  EXPECT_EQ(pd_raw->create_qp(*p.a.cq, *p.a.cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &late),
+            Status::kInvalidDeviceState);
+  EXPECT_EQ(p.a.pd->create_qp(*cq_raw, *p.a.cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &late),
+            Status::kInvalidDeviceState);
+  Handle<Mr> late_mr;
+  EXPECT_EQ(pd_raw->create_mr(false, nullptr, nullptr, &late_mr), Status::kInvalidDeviceState);
+  EXPECT_EQ(q1.close(&Tagged::on_close, &tq1), Status::kPending);
+  ASSERT_TRUE(p.run_until([&] { return log.size() == 1; }));
+  p.run_for(kQuiet);
+  EXPECT_EQ(log.snapshot(), std::vector<std::string>{"close:q1"});  // q2 still holds all three
+  EXPECT_EQ(mr.close(&Tagged::on_close, &tmr), Status::kSuccess);
+  EXPECT_EQ(q2.close(&Tagged::on_close, &tq2), Status::kPending);
+  ASSERT_TRUE(p.run_until([&] { return log.size() == 5; }));
+  const auto ev = log.snapshot();
+  EXPECT_EQ(ev[0], "close:q1");
+  EXPECT_EQ(ev[1], "close:q2");
+  // The three antecedents, after q2, in any order.
+  std::vector<std::string> rest(ev.begin() + 2, ev.end());
+  std::sort(rest.begin(), rest.end());
+  EXPECT_EQ(rest, (std::vector<std::string>{"close:cq", "close:pd", "close:srq"}));
+}
+
+struct CloseFromCallback {
+  explicit CloseFromCallback(Log* l) : log(l), tcq{l, "cq"}, tqp{l, "qp"} {}
+  Log* log;
+  Cq* cq = nullptr;
+  Qp* qp = nullptr;
+  std::atomic<int> notes{0};
+  Tagged tcq, tqp;
+  static void notify(void* c, Status) {
+    auto* self = static_cast<CloseFromCallback*>(c);
+    self->log->add("notify:cq");
+    if (self->notes.fetch_add(1) == 0) {
+      // Close the CQ from inside its own callback (it still has a QP: pending), then the QP.
+      EXPECT_EQ(self->cq->close(&Tagged::on_close, &self->tcq), Status::kPending);
+      EXPECT_EQ(self->qp->close(&Tagged::on_close, &self->tqp), Status::kPending);
+    }
+  }
+};
+
+TEST_F(ApiLifetime, CloseFromInsideANotificationIsTheLastCallback) {
+  ApiPair p("life_cb");
+  p.connect();
+  Log log;
+  CloseFromCallback cfc(&log);
+  Handle<Cq> cq;
+  ASSERT_EQ(p.a.adapter->create_cq(64, &CloseFromCallback::notify, &cfc, nullptr, nullptr, &cq),
+            Status::kSuccess);
+  Handle<Qp> q;
+  ASSERT_EQ(p.a.pd->create_qp(*cq, *cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &q),
+            Status::kSuccess);
+  std::vector<uint8_t> buf(64);
+  auto m = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
+  const Sge s{addr(buf.data()), 8, m->get_local_token()};
+  ASSERT_EQ(q->receive(ctx(1), {&s, 1}), Status::kSuccess);
+  ASSERT_EQ(q->receive(ctx(2), {&s, 1}), Status::kSuccess);
+  cfc.cq = cq.release();
+  cfc.qp = q.release();
+  cfc.cq->arm(CqNotify::kAny);
+  cfc.qp->flush();  // two flushed receives: the first satisfies the arm
+  ASSERT_TRUE(p.run_until([&] { return log.size() == 3; }));
+  p.run_for(kQuiet);
+  EXPECT_EQ(log.snapshot(), (std::vector<std::string>{"notify:cq", "close:qp", "close:cq"}));
+}
+
+TEST_F(ApiLifetime, SynchronousRequestsAreRefusedInsideCallbacks) {
+  ApiPair p("life_sync");
+  struct Ctx {
+    Pd* pd;
+    Cq* cq;
+    std::atomic<int> done{0};
+    Status create = Status::kPending;
+  } c{p.a.pd.get(), p.a.cq.get()};
+  Handle<Cq> cq;
+  ASSERT_EQ(p.a.adapter->create_cq(
+                64,
+                [](void* v, Status) {
+                  auto* x = static_cast<Ctx*>(v);
+                  Handle<Qp> q;
+                  x->create = x->pd->create_qp(*x->cq, *x->cq, nullptr, 4, 4, 1, 1, 0, nullptr,
+                                               nullptr, &q);
+                  x->done.store(1);
+                },
+                &c, nullptr, nullptr, &cq),
+            Status::kSuccess);
+  Handle<Qp> q;
+  ASSERT_EQ(p.a.pd->create_qp(*cq, *cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &q),
+            Status::kSuccess);
+  std::vector<uint8_t> buf(64);
+  auto m = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
+  const Sge s{addr(buf.data()), 8, m->get_local_token()};
+  ASSERT_EQ(q->receive(ctx(1), {&s, 1}), Status::kSuccess);
+  cq->arm(CqNotify::kAny);
+  q->flush();
+  ASSERT_TRUE(p.run_until([&] { return c.done.load() == 1; }));
+  EXPECT_EQ(c.create, Status::kInvalidDeviceState);
+}
+
+// The consumer leaves objects open (and even pending work): closing the adapter closes them.
+TEST_F(ApiLifetime, AdapterCloseCleansUpWhatTheConsumerLeftOpen) {
+  ApiPair p("life_leak");
+  p.connect();
+  std::vector<uint8_t> buf(64);
+  Handle<Mr> mr = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
+  const Sge s{addr(buf.data()), 8, mr->get_local_token()};
+  ASSERT_EQ(p.a.qp->receive(ctx(1), {&s, 1}), Status::kSuccess);
+  Handle<Mw> mw;
+  ASSERT_EQ(p.a.pd->create_mw(nullptr, nullptr, &mw), Status::kSuccess);
+  Completion pending;
+  Handle<Qp> ignored;
+  ASSERT_EQ(p.a.pd->create_qp(*p.a.cq, *p.a.cq, nullptr, 4, 4, 1, 1, 0, &Completion::on_create,
+                              &pending, &ignored),
+            Status::kPending);
+  // Forget everything of a's side; the adapter close must not hang or crash.
+  (void)mr.release();
+  (void)mw.release();
+  (void)p.a.qp.release();
+  (void)p.a.cq.release();
+  (void)p.a.pd.release();
+  p.a.adapter.reset();
+  EXPECT_EQ(pending.count(), 1);  // the pending create completed before the adapter closed
+}
+
+}  // namespace
+}  // namespace urnic::test

@@ -1,0 +1,298 @@
+// QueryAdapterInfo, and every limit it reports tested at the boundary: the limit passes, the
+// limit + 1 fails with the status the API documents (ND2 NdLargeQPDepth / NdQpMax for the queue
+// limits). LargeRequestThreshold is a hint, and MaxCallerData / MaxCalleeData belong to the
+// Connector (IB CM private data), so they are only checked for their values here.
+#include <sys/mman.h>
+
+#include <vector>
+
+#include "api_fixture.h"
+
+namespace urnic::test {
+namespace {
+
+class ApiLimits : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { eal_up_once(); }
+};
+
+// An address range reserved without memory behind it (never touched by these tests).
+struct Reserved {
+  explicit Reserved(size_t n) : len(n) {
+    void* m = mmap(nullptr, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    p = m == MAP_FAILED ? nullptr : static_cast<uint8_t*>(m);
+  }
+  ~Reserved() {
+    if (p != nullptr) munmap(p, len);
+  }
+  uint8_t* p;
+  size_t len;
+};
+
+TEST_F(ApiLimits, QueryAdapterInfo) {
+  ApiPair p("lim_info");
+  AdapterInfo info;
+  uint32_t size = 0;
+  EXPECT_EQ(p.a.adapter->query_adapter_info(&info, nullptr), Status::kInvalidParameter);
+  EXPECT_EQ(p.a.adapter->query_adapter_info(&info, &size), Status::kBufferTooSmall);
+  EXPECT_EQ(size, sizeof(AdapterInfo));
+  size = 1000;
+  EXPECT_EQ(p.a.adapter->query_adapter_info(nullptr, &size), Status::kBufferTooSmall);
+  EXPECT_EQ(size, sizeof(AdapterInfo));
+  size = sizeof(AdapterInfo) - 1;
+  EXPECT_EQ(p.a.adapter->query_adapter_info(&info, &size), Status::kBufferTooSmall);
+  size = sizeof(AdapterInfo);
+  ASSERT_EQ(p.a.adapter->query_adapter_info(&info, &size), Status::kSuccess);
+  EXPECT_EQ(info.version.major, 1);
+  EXPECT_EQ(info.version.minor, 2);
+  EXPECT_EQ(info.rdma_technology, RdmaTechnology::kRocev2);
+  EXPECT_GE(info.frmr_page_count, 16u);
+  EXPECT_GT(info.max_registration_size, 0u);
+  EXPECT_GT(info.max_window_size, 0u);
+  EXPECT_GE(info.max_initiator_request_sge, 1u);
+  EXPECT_GE(info.max_read_request_sge, 1u);
+  EXPECT_GT(info.max_srq_depth, 0u);  // SRQs supported
+  EXPECT_EQ(info.max_caller_data, 56u);
+  EXPECT_EQ(info.max_callee_data, 148u);
+  EXPECT_GT(info.large_request_threshold, 0u);
+  EXPECT_TRUE(info.adapter_flags & adapter_flag::kRdmaReadLocalInvalidateSupported);
+  EXPECT_TRUE(info.adapter_flags & adapter_flag::kCqInterruptModerationSupported);
+  EXPECT_TRUE(info.adapter_flags & adapter_flag::kRdmaReadSinkNotRequired);
+  EXPECT_TRUE(info.adapter_flags & adapter_flag::kInOrderDmaSupported);
+  EXPECT_FALSE(info.adapter_flags & adapter_flag::kCqResizeSupported);
+  const AdapterInfo again = p.a.adapter->adapter_info();
+  EXPECT_EQ(again.max_cq_depth, info.max_cq_depth);
+}
+
+TEST_F(ApiLimits, CqDepth) {
+  ApiPair p("lim_cq");
+  const uint32_t max = p.a.adapter->adapter_info().max_cq_depth;
+  Handle<Cq> cq;
+  EXPECT_EQ(p.a.adapter->create_cq(max, nullptr, nullptr, nullptr, nullptr, &cq), Status::kSuccess);
+  cq.reset();
+  EXPECT_EQ(p.a.adapter->create_cq(max + 1, nullptr, nullptr, nullptr, nullptr, &cq),
+            Status::kInvalidParameter);
+  EXPECT_EQ(p.a.adapter->create_cq(0, nullptr, nullptr, nullptr, nullptr, &cq),
+            Status::kInvalidParameter);
+}
+
+// NdQpMax (every parameter at its maximum) and NdLargeQPDepth (one above).
+TEST_F(ApiLimits, QpCreationLimits) {
+  ApiPair p("lim_qp");
+  const AdapterInfo i = p.a.adapter->adapter_info();
+  Cq& cq = *p.a.cq;
+  Pd& pd = *p.a.pd;
+  Handle<Qp> q;
+  EXPECT_EQ(pd.create_qp(cq, cq, nullptr, i.max_receive_queue_depth, i.max_initiator_queue_depth,
+                         i.max_receive_request_sge, i.max_initiator_request_sge,
+                         i.max_inline_data_size, nullptr, nullptr, &q),
+            Status::kSuccess);
+  q.reset();
+  const uint32_t rq = i.max_receive_queue_depth, sq = i.max_initiator_queue_depth;
+  const uint32_t rs = i.max_receive_request_sge, ss = i.max_initiator_request_sge;
+  const uint32_t in = i.max_inline_data_size;
+  EXPECT_EQ(pd.create_qp(cq, cq, nullptr, rq + 1, 1, 1, 1, 0, nullptr, nullptr, &q),
+            Status::kInvalidParameter);
+  EXPECT_EQ(pd.create_qp(cq, cq, nullptr, 1, sq + 1, 1, 1, 0, nullptr, nullptr, &q),
+            Status::kInvalidParameter);
+  EXPECT_EQ(pd.create_qp(cq, cq, nullptr, 1, 1, rs + 1, 1, 0, nullptr, nullptr, &q),
+            Status::kInvalidParameter);
+  EXPECT_EQ(pd.create_qp(cq, cq, nullptr, 1, 1, 1, ss + 1, 0, nullptr, nullptr, &q),
+            Status::kInvalidParameter);
+  EXPECT_EQ(pd.create_qp(cq, cq, nullptr, 1, 1, 1, 1, in + 1, nullptr, nullptr, &q),
+            Status::kInvalidParameter);
+  EXPECT_EQ(pd.create_qp(cq, cq, nullptr, 0, 1, 1, 1, 0, nullptr, nullptr, &q),
+            Status::kInvalidParameter);
+  EXPECT_EQ(pd.create_qp(cq, cq, nullptr, 1, 0, 1, 1, 0, nullptr, nullptr, &q),
+            Status::kInvalidParameter);
+  // A CQ of another adapter.
+  EXPECT_EQ(pd.create_qp(*p.b.cq, cq, nullptr, 1, 1, 1, 1, 0, nullptr, nullptr, &q),
+            Status::kInvalidParameter);
+  EXPECT_FALSE(q);
+}
+
+TEST_F(ApiLimits, SrqLimits) {
+  ApiPair p("lim_srq");
+  const AdapterInfo i = p.a.adapter->adapter_info();
+  Handle<Srq> srq;
+  EXPECT_EQ(p.a.pd->create_srq(i.max_srq_depth + 1, 1, 0, nullptr, nullptr, nullptr, nullptr, &srq),
+            Status::kInvalidParameter);
+  EXPECT_EQ(p.a.pd->create_srq(1, i.max_receive_request_sge + 1, 0, nullptr, nullptr, nullptr,
+                               nullptr, &srq),
+            Status::kInvalidParameter);
+  ASSERT_EQ(p.a.pd->create_srq(i.max_srq_depth, i.max_receive_request_sge, 0, nullptr, nullptr,
+                               nullptr, nullptr, &srq),
+            Status::kSuccess);
+  srq.reset();
+  ASSERT_EQ(p.a.pd->create_srq(1, 1, 0, nullptr, nullptr, nullptr, nullptr, &srq),
+            Status::kSuccess);
+  EXPECT_EQ(srq->modify(i.max_srq_depth, 0, nullptr, nullptr), Status::kSuccess);
+  EXPECT_EQ(srq->modify(i.max_srq_depth + 1, 0, nullptr, nullptr), Status::kInvalidParameter);
+}
+
+TEST_F(ApiLimits, SgesPerRequest) {
+  ApiPair p("lim_sge");
+  p.connect();  // QPs with the maximum SGE counts
+  const AdapterInfo i = p.a.adapter->adapter_info();
+  std::vector<uint8_t> local(64), remote(64), rbuf(64);
+  auto ml = p.a.reg(local.data(), local.size(), mr_flag::kAllowLocalWrite);
+  auto mr =
+      p.b.reg(remote.data(), remote.size(), mr_flag::kAllowRemoteWrite | mr_flag::kAllowRemoteRead);
+  auto mrb = p.b.reg(rbuf.data(), rbuf.size(), mr_flag::kAllowLocalWrite);
+  auto sges = [](std::vector<uint8_t>& b, const Handle<Mr>& m, uint32_t n) {
+    std::vector<Sge> v;
+    for (uint32_t k = 0; k < n; ++k) v.push_back({addr(b.data() + k), 1, m->get_local_token()});
+    return v;
+  };
+  const uint64_t ra = addr(remote.data());
+  const uint32_t rt = mr->get_remote_token();
+  const uint32_t ms = i.max_initiator_request_sge, mrd = i.max_read_request_sge;
+  const uint32_t mrs = i.max_receive_request_sge;
+  EXPECT_EQ(p.a.qp->write(ctx(1), sges(local, ml, ms), ra, rt, 0), Status::kSuccess);
+  EXPECT_EQ(p.a.qp->write(ctx(9), sges(local, ml, ms + 1), ra, rt, 0), Status::kDataOverrun);
+  EXPECT_EQ(p.a.qp->read(ctx(2), sges(local, ml, mrd), ra, rt, 0), Status::kSuccess);
+  EXPECT_EQ(p.a.qp->read(ctx(9), sges(local, ml, mrd + 1), ra, rt, 0), Status::kDataOverrun);
+  EXPECT_EQ(p.b.qp->receive(ctx(3), sges(rbuf, mrb, mrs)), Status::kSuccess);
+  EXPECT_EQ(p.b.qp->receive(ctx(9), sges(rbuf, mrb, mrs + 1)), Status::kDataOverrun);
+  EXPECT_EQ(p.a.qp->send(ctx(4), sges(local, ml, ms), 0), Status::kSuccess);
+  EXPECT_EQ(p.a.qp->send(ctx(9), sges(local, ml, ms + 1), 0), Status::kDataOverrun);
+  ASSERT_TRUE(p.wait_done(3, 1));
+  for (const auto& r : p.a.done) EXPECT_EQ(r.status, Status::kSuccess);
+  EXPECT_EQ(p.b.done[0].status, Status::kSuccess);
+  EXPECT_EQ(p.b.done[0].bytes_transferred, mrs);
+  // INLINE requests may have more SGEs than the QP takes (their bytes are copied).
+  std::vector<Sge> many(ms + 4, Sge{addr(local.data()), 1, 0});
+  EXPECT_EQ(p.a.qp->write(ctx(5), many, ra, rt, op_flag::kInline), Status::kSuccess);
+  ASSERT_TRUE(p.wait_done(4, 1));
+}
+
+TEST_F(ApiLimits, InlineDataSize) {
+  ApiPair p("lim_inline");
+  p.connect();  // QPs with inline_data_size = the maximum
+  const uint32_t max = p.a.adapter->adapter_info().max_inline_data_size;
+  std::vector<uint8_t> data(max + 1, 3), dst(max + 1, 0);
+  auto md = p.b.reg(dst.data(), dst.size(), mr_flag::kAllowRemoteWrite);
+  const Sge ok{addr(data.data()), max, 0}, over{addr(data.data()), max + 1, 0};
+  EXPECT_EQ(
+      p.a.qp->write(ctx(1), {&ok, 1}, addr(dst.data()), md->get_remote_token(), op_flag::kInline),
+      Status::kSuccess);
+  EXPECT_EQ(
+      p.a.qp->write(ctx(2), {&over, 1}, addr(dst.data()), md->get_remote_token(), op_flag::kInline),
+      Status::kInvalidBufferSize);
+  ASSERT_TRUE(p.wait_done(1, 0));
+  EXPECT_EQ(dst[max - 1], 3);
+  EXPECT_EQ(dst[max], 0);
+}
+
+// MaxTransferLength: posts of exactly the limit are accepted (they are flushed before any byte
+// moves), one byte more is BUFFER_OVERFLOW.
+TEST_F(ApiLimits, TransferLength) {
+  ApiPair p("lim_xfer");
+  p.connect();
+  const uint32_t max = p.a.adapter->adapter_info().max_transfer_length;
+  Reserved mem(size_t{max} + 2 * kPageSize);
+  if (mem.p == nullptr) GTEST_SKIP() << "cannot reserve the address range";
+  auto ma = p.a.reg(mem.p, size_t{max} + kPageSize, mr_flag::kAllowLocalWrite);
+  auto mb = p.b.reg(mem.p, size_t{max} + kPageSize, mr_flag::kAllowLocalWrite);
+  const Sge la{addr(mem.p), max, ma->get_local_token()};
+  const Sge lb{addr(mem.p), max, mb->get_local_token()};
+  const Sge over[2] = {la, {addr(mem.p), 1, ma->get_local_token()}};
+  const Sge overb[2] = {lb, {addr(mem.p), 1, mb->get_local_token()}};
+  EXPECT_EQ(p.b.qp->receive(ctx(1), {&lb, 1}), Status::kSuccess);
+  EXPECT_EQ(p.b.qp->receive(ctx(9), overb), Status::kBufferOverflow);
+  EXPECT_EQ(p.a.qp->write(ctx(9), over, 0x1000, 1, 0), Status::kBufferOverflow);
+  EXPECT_EQ(p.a.qp->read(ctx(9), over, 0x1000, 1, 0), Status::kBufferOverflow);
+  // Accepted but kept back (deferred), then flushed with the QP: nothing is ever transferred.
+  EXPECT_EQ(p.a.qp->write(ctx(2), {&la, 1}, 0x1000, 1, op_flag::kDefer), Status::kSuccess);
+  p.a.qp->flush();
+  p.b.qp->flush();
+  auto* ext = p.a.qp->query_extension<QpConnectExtension>();
+  ASSERT_TRUE(p.run_until([&] { return ext->state() == QpState::kErr; }));
+  uint64_t v = 0;
+  const Sge tiny{addr(&v), 8, 0};
+  ASSERT_EQ(p.a.qp->write(ctx(3), {&tiny, 1}, 0x1000, 1, op_flag::kInline), Status::kSuccess);
+  ASSERT_TRUE(p.wait_done(2, 1));
+  EXPECT_EQ(p.a.done[0].request_context, ctx(2));
+  EXPECT_EQ(p.a.done[0].status, Status::kCancelled);
+  EXPECT_EQ(p.a.done[1].status, Status::kCancelled);
+  EXPECT_EQ(p.b.done[0].request_context, ctx(1));
+  EXPECT_EQ(p.b.done[0].status, Status::kCancelled);
+}
+
+// MaxRegistrationSize and MaxWindowSize: the registration never touches the memory, so an
+// address range reserved without memory does.
+TEST_F(ApiLimits, RegistrationAndWindowSize) {
+  ApiPair p("lim_reg");
+  p.connect();
+  const AdapterInfo i = p.b.adapter->adapter_info();
+  Reserved mem(i.max_registration_size + kPageSize);
+  if (mem.p == nullptr) GTEST_SKIP() << "cannot reserve the address range";
+  Handle<Mr> mr;
+  ASSERT_EQ(p.b.pd->create_mr(false, nullptr, nullptr, &mr), Status::kSuccess);
+  EXPECT_EQ(mr->register_mr(mem.p, i.max_registration_size + 1, mr_flag::kAllowLocalWrite, nullptr,
+                            nullptr),
+            Status::kInvalidBufferSize);
+  ASSERT_EQ(
+      mr->register_mr(mem.p, i.max_registration_size, mr_flag::kAllowLocalWrite, nullptr, nullptr),
+      Status::kSuccess);
+  ASSERT_LE(i.max_window_size, i.max_registration_size);
+  Handle<Mw> mw;
+  ASSERT_EQ(p.b.pd->create_mw(nullptr, nullptr, &mw), Status::kSuccess);
+  EXPECT_EQ(
+      p.b.qp->bind(ctx(1), *mr, *mw, mem.p, i.max_window_size + 1, op_flag::kAllowRemoteWrite),
+      Status::kInvalidBufferSize);
+  ASSERT_EQ(p.b.qp->bind(ctx(2), *mr, *mw, mem.p, i.max_window_size, op_flag::kAllowRemoteWrite),
+            Status::kSuccess);
+  ASSERT_TRUE(p.wait_done(0, 1));
+  EXPECT_EQ(p.b.done[0].request_context, ctx(2));
+  EXPECT_EQ(p.b.done[0].status, Status::kSuccess);
+  ASSERT_EQ(p.b.qp->invalidate(ctx(3), *mw, 0), Status::kSuccess);
+  ASSERT_TRUE(p.wait_done(0, 2));
+  EXPECT_EQ(mr->deregister_mr(nullptr, nullptr), Status::kSuccess);
+}
+
+TEST_F(ApiLimits, FastRegisterPageCount) {
+  ApiPair p("lim_frmr");
+  const uint32_t max = p.a.adapter->adapter_info().frmr_page_count;
+  Handle<Mr> a, b;
+  ASSERT_EQ(p.a.pd->create_mr(true, nullptr, nullptr, &a), Status::kSuccess);
+  ASSERT_EQ(p.a.pd->create_mr(true, nullptr, nullptr, &b), Status::kSuccess);
+  EXPECT_EQ(a->initialize_fast_register_mr(max + 1, true, nullptr, nullptr),
+            Status::kImplementationLimit);
+  EXPECT_EQ(a->initialize_fast_register_mr(max, true, nullptr, nullptr), Status::kSuccess);
+  EXPECT_EQ(b->initialize_fast_register_mr(16, false, nullptr, nullptr), Status::kSuccess);
+}
+
+// IRD / ORD: the read limits a connection may set (manual connect; a Connector clamps).
+TEST_F(ApiLimits, ReadLimits) {
+  ApiPair p("lim_rd");
+  const AdapterInfo i = p.a.adapter->adapter_info();
+  Handle<Qp> q, peer;
+  ASSERT_EQ(p.a.pd->create_qp(*p.a.cq, *p.a.cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &q),
+            Status::kSuccess);
+  ASSERT_EQ(p.b.pd->create_qp(*p.b.cq, *p.b.cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &peer),
+            Status::kSuccess);
+  auto* ext = q->query_extension<QpConnectExtension>();
+  QpAttributes at;
+  at.state = QpState::kRtr;
+  at.av.dst_ipv4 = p.b.address().ipv4;
+  at.av.dst_mac = p.b.address().mac;
+  at.dest_qpn = peer->query_extension<QpConnectExtension>()->qpn();
+  using namespace qp_attr_mask;
+  const uint32_t rtr =
+      kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer;
+  at.max_dest_rd_atomic = static_cast<uint8_t>(i.max_inbound_read_limit + 1);
+  EXPECT_EQ(ext->modify(at, rtr, nullptr, nullptr), Status::kInvalidParameter);
+  at.max_dest_rd_atomic = static_cast<uint8_t>(i.max_inbound_read_limit);
+  EXPECT_EQ(ext->modify(at, rtr, nullptr, nullptr), Status::kSuccess);
+  at.state = QpState::kRts;
+  const uint32_t rts = kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic;
+  at.max_rd_atomic = static_cast<uint8_t>(i.max_outbound_read_limit + 1);
+  EXPECT_EQ(ext->modify(at, rts, nullptr, nullptr), Status::kInvalidParameter);
+  at.max_rd_atomic = static_cast<uint8_t>(i.max_outbound_read_limit);
+  EXPECT_EQ(ext->modify(at, rts, nullptr, nullptr), Status::kSuccess);
+  EXPECT_EQ(ext->state(), QpState::kRts);
+}
+
+}  // namespace
+}  // namespace urnic::test

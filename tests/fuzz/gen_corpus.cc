@@ -1,0 +1,234 @@
+// Writes the seed corpora of the fuzz targets: fuzz_gen_corpus <out-dir> creates
+// <out-dir>/fuzz_parse/ and <out-dir>/fuzz_adapter/ (tests/fuzz/corpus/ holds the committed
+// output). Seeds are the known-answer frames of tests/data/vectors/*.hex and frames built by
+// wire::build_frame for every valid opcode; for fuzz_adapter they are wrapped in records
+// (harness.h) addressed at the harness's QPs and regions, plus multi-frame exchanges that walk
+// the responder and the completer through their main paths.
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dataplane/wire/frame.h"
+#include "tests/fuzz/harness.h"
+
+namespace {
+
+namespace fz = urnic::fuzz;
+namespace wire = urnic::wire;
+namespace opc = wire::opc;
+namespace fs = std::filesystem;
+using Bytes = std::vector<uint8_t>;
+
+Bytes from_hex(const std::string& hex) {
+  Bytes out;
+  std::string digits;
+  for (char c : hex)
+    if (std::isxdigit(static_cast<unsigned char>(c))) digits.push_back(c);
+  for (size_t i = 0; i + 1 < digits.size(); i += 2)
+    out.push_back(static_cast<uint8_t>(std::stoul(digits.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+void write(const fs::path& dir, const std::string& name, const Bytes& b) {
+  std::ofstream out(dir / name, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+
+wire::NetHeaders peer_net(bool ipv6, bool vlan = false) {
+  wire::NetHeaders n;
+  n.src_mac = fz::kPeerMac;
+  n.dst_mac = fz::kLocalMac;
+  n.ipv6 = ipv6;
+  n.vlan = vlan;
+  n.vlan_tci = 5;
+  n.src_ip4 = fz::kPeerIp;
+  n.dst_ip4 = fz::kLocalIp;
+  n.src_ip6 = fz::kPeerIp6;
+  n.dst_ip6 = fz::kLocalIp6;
+  n.udp_sport = wire::udp_sport_for(fz::kPeerQpn, fz::kQpns[fz::kQRts]);
+  return n;
+}
+
+// A frame from the peer: opcode, PSN 0 (the records' PSN fixup sets it), payload `plen` bytes.
+// RETH / AtomicETH name offset 0 of a region (the keys fixup picks it) and `dma` bytes.
+Bytes frame(uint8_t opcode, uint32_t plen, uint32_t dma = 0, bool ipv6 = false, bool vlan = false,
+            uint8_t syndrome = wire::aeth::kAckNoCredit, size_t qp = fz::kQRts) {
+  wire::TransportHeaders th;
+  th.bth.opcode = opcode;
+  th.bth.pkey = wire::Be16::of(wire::kDefaultPkey);
+  wire::Bth::DestQp::set(th.bth, fz::kQpns[qp]);
+  wire::Bth::AckReq::set(th.bth, 1u);
+  th.reth.va = wire::Be64::of(0);
+  th.reth.rkey = wire::Be32::of(0);
+  th.reth.dma_length = wire::Be32::of(dma);
+  th.atomic_eth.swap_add = wire::Be64::of(5);
+  th.atomic_eth.compare = wire::Be64::of(0);
+  wire::Aeth::Syndrome::set(th.aeth, syndrome);
+  wire::Aeth::Msn::set(th.aeth, 1);
+  th.atomic_ack.orig = wire::Be64::of(0x1122334455667788ull);
+  th.imm.imm = wire::Be32::of(0xabcd);
+  th.deth.qkey = wire::Be32::of(0x80010000);
+  Bytes payload(plen);
+  for (uint32_t i = 0; i < plen; ++i) payload[i] = static_cast<uint8_t>(i * 7 + opcode);
+  const wire::NetHeaders net = peer_net(ipv6, vlan);
+  Bytes out(wire::frame_length(net, opcode, plen));
+  out.resize(wire::build_frame(out, net, th, payload));
+  return out;
+}
+
+// The payload a request of this opcode carries on a path MTU of `mtu` (FIRST / MIDDLE exactly
+// one MTU, LAST / ONLY less).
+uint32_t request_payload(const wire::OpcodeInfo& info, uint32_t mtu) {
+  if (!(info.mask & wire::op::kPayload)) return 0;
+  if ((info.mask & wire::op::kOnly) == wire::op::kOnly) return 100;
+  if (info.mask & wire::op::kLast) return 88;
+  return mtu;
+}
+
+constexpr uint8_t ctl(size_t qp, uint8_t psn_mode, bool keys = true) {
+  return static_cast<uint8_t>(qp | fz::kCtlFixAddr | psn_mode << fz::kCtlPsnShift |
+                              (keys ? fz::kCtlFixKeys : 0));
+}
+constexpr uint8_t kExpected = fz::kCtlPsnExpected;
+constexpr uint8_t kPlus = fz::kCtlPsnPlus;
+constexpr uint8_t kMinus = fz::kCtlPsnMinus;
+constexpr uint8_t delta(uint8_t d, uint8_t target = fz::kTRw) {
+  return static_cast<uint8_t>(d << 4 | target);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s <out-dir>\n", argv[0]);
+    return 2;
+  }
+  const fs::path root(argv[1]);
+  const fs::path parse_dir = root / "fuzz_parse", adapter_dir = root / "fuzz_adapter";
+  fs::create_directories(parse_dir);
+  fs::create_directories(adapter_dir);
+
+  // ---- Known-answer vectors: raw for fuzz_parse; for fuzz_adapter once exactly as captured
+  // (DestQP, addresses and ICRC kept) and once retargeted at the RTS QP.
+  std::vector<fs::path> vectors;
+  for (const auto& e : fs::directory_iterator(URNIC_VECTORS_DIR))
+    if (e.path().extension() == ".hex") vectors.push_back(e.path());
+  std::sort(vectors.begin(), vectors.end());
+  for (const auto& p : vectors) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const Bytes f = from_hex(ss.str());
+    const std::string stem = p.stem().string();
+    write(parse_dir, "vec_" + stem, f);
+    Bytes raw, fixed;
+    fz::append_record(raw, fz::kCtlKeepQp | fz::kCtlKeepIcrc, 0, 0, f);
+    fz::append_record(fixed, ctl(fz::kQRts, kExpected), fz::kTRw, 0, f);
+    write(adapter_dir, "vec_" + stem + "_raw", raw);
+    write(adapter_dir, "vec_" + stem + "_rts", fixed);
+  }
+
+  // ---- Every valid opcode, built by the project's builder.
+  for (unsigned op = 0; op < 256; ++op) {
+    const wire::OpcodeInfo& info = wire::kOpcodeTable[op];
+    if (!info.valid()) continue;
+    char name[32];
+    std::snprintf(name, sizeof(name), "op_%02x", op);
+    const auto o = static_cast<uint8_t>(op);
+    const uint32_t plen = (info.mask & wire::op::kPayload) ? 5 : 0;
+    write(parse_dir, std::string(name) + "_v4", frame(o, plen));
+    write(parse_dir, std::string(name) + "_v6", frame(o, plen, 0, true));
+    write(parse_dir, std::string(name) + "_vlan", frame(o, plen, 0, false, true));
+
+    // fuzz_adapter: a request in sequence at the RTS QP (MTU 256) naming the remote-write
+    // region, or a response at the oldest unacknowledged PSN.
+    const uint32_t rp = request_payload(info, fz::kMtuRts);
+    const uint32_t dma = (info.mask & wire::op::kRead)                      ? 700
+                         : (info.mask & wire::op::kOnly) == wire::op::kOnly ? rp
+                                                                            : 600;
+    Bytes rec;
+    fz::append_record(rec, ctl(fz::kQRts, kExpected), fz::kTRw, 0, frame(o, rp, dma));
+    write(adapter_dir, name, rec);
+    Bytes rec6;
+    fz::append_record(rec6, ctl(fz::kQRts6, kExpected), fz::kTRo, 0,
+                      frame(o, request_payload(info, fz::kMtuOther), dma, true, false,
+                            wire::aeth::kAckNoCredit, fz::kQRts6));
+    write(adapter_dir, std::string(name) + "_v6", rec6);
+  }
+
+  // ---- Responder exchanges at the RTS QP (ePSN kRqStartPsn, MTU 256).
+  auto seq = [&](const std::string& name, const std::vector<std::pair<uint8_t, Bytes>>& frames,
+                 uint8_t arg = fz::kTRw, uint8_t psn_mode = kExpected) {
+    Bytes in;
+    for (const auto& [a, f] : frames)
+      fz::append_record(in, ctl(fz::kQRts, psn_mode), a == 0xFF ? arg : a, 0, f);
+    write(adapter_dir, name, in);
+  };
+  seq("resp_write_multi", {{0xFF, frame(opc::kWriteFirst, 256, 600)},
+                           {0xFF, frame(opc::kWriteMiddle, 256)},
+                           {0xFF, frame(opc::kWriteLast, 88)}});
+  seq("resp_write_frmr", {{0xFF, frame(opc::kWriteOnly, 200, 200)}}, fz::kTFrmrValid);
+  seq("resp_write_ro", {{0xFF, frame(opc::kWriteOnly, 64, 64)}}, fz::kTRo);
+  seq("resp_write_other_pd", {{0xFF, frame(opc::kWriteOnly, 64, 64)}}, fz::kTOtherPd);
+  seq("resp_write_invalidated", {{0xFF, frame(opc::kWriteOnly, 64, 64)}}, fz::kTFrmrInval);
+  seq("resp_send_two", {{0xFF, frame(opc::kSendOnly, 200)}, {0xFF, frame(opc::kSendOnlyImm, 40)}});
+  seq("resp_send_multi", {{0xFF, frame(opc::kSendFirst, 256)}, {0xFF, frame(opc::kSendLast, 8)}});
+  seq("resp_send_inv_then_write", {{fz::kTFrmrValid, frame(opc::kSendOnlyInv, 16)},
+                                   {fz::kTFrmrValid, frame(opc::kWriteOnly, 32, 32)}});
+  seq("resp_read_dup",
+      {{0xFF, frame(opc::kReadRequest, 0, 700)}, {0xFF, frame(opc::kSendOnly, 10)}});
+  {
+    Bytes in;
+    fz::append_record(in, ctl(fz::kQRts, kExpected), fz::kTRw, 0, frame(opc::kReadRequest, 0, 700));
+    fz::append_record(in, ctl(fz::kQRts, kMinus), delta(3), 0, frame(opc::kReadRequest, 0, 700));
+    fz::append_record(in, ctl(fz::kQRts, kExpected), fz::kTRw, 0, frame(opc::kFetchAdd, 0));
+    fz::append_record(in, ctl(fz::kQRts, kMinus), delta(1), 0, frame(opc::kFetchAdd, 0));
+    fz::append_record(in, ctl(fz::kQRts, kExpected), fz::kTFrmrValid, 0,
+                      frame(opc::kCompareSwap, 0));
+    fz::append_record(in, ctl(fz::kQRts, kPlus), delta(2), 0, frame(opc::kSendOnly, 10));
+    write(adapter_dir, "resp_read_atomic_dup_gap", in);
+  }
+
+  // ---- Completer exchanges at the RTS QP. Its requester has sent (from kSqStartPsn): SEND 300
+  // (2 PSNs), WRITE 600 (3), READ 700 (3), FETCH_ADD, CMP_SWAP, SEND_IMM, WRITE_IMM, SEND_INV.
+  {
+    const uint8_t c = ctl(fz::kQRts, kPlus, false);
+    Bytes in;
+    fz::append_record(in, c, delta(4), 0, frame(opc::kAcknowledge, 0));  // SEND, WRITE
+    fz::append_record(in, c, delta(0), 0, frame(opc::kReadRespFirst, 256));
+    fz::append_record(in, c, delta(0), 0, frame(opc::kReadRespMiddle, 256));
+    fz::append_record(in, c, delta(0), 0, frame(opc::kReadRespLast, 188));
+    fz::append_record(in, c, delta(0), 0, frame(opc::kAtomicAcknowledge, 0));
+    fz::append_record(in, c, delta(0), 0, frame(opc::kAtomicAcknowledge, 0));
+    fz::append_record(in, c, delta(2), 0, frame(opc::kAcknowledge, 0));
+    write(adapter_dir, "comp_all_complete", in);
+  }
+  {
+    const uint8_t c = ctl(fz::kQRts, kPlus, false);
+    Bytes in;
+    fz::append_record(in, c, delta(1), 0,
+                      frame(opc::kAcknowledge, 0, 0, false, false, wire::aeth::kNak));
+    fz::append_record(in, c, delta(0), 0,
+                      frame(opc::kAcknowledge, 0, 0, false, false, wire::aeth::kRnrNak | 1));
+    fz::append_record(in, c, delta(9), 50, frame(opc::kAcknowledge, 0));  // implied NAK
+    fz::append_record(in, c, delta(0), 200, frame(opc::kReadRespOnly, 0));
+    write(adapter_dir, "comp_nak_rnr_timeout", in);
+  }
+  {
+    const uint8_t c = ctl(fz::kQRts, kPlus, false);
+    Bytes in;
+    fz::append_record(in, c, delta(5), 0, frame(opc::kReadRespLast, 188));  // gap: re-request
+    fz::append_record(in, c, delta(0), 0,
+                      frame(opc::kAcknowledge, 0, 0, false, false,
+                            wire::aeth::kNak | wire::aeth::kNakRemoteAccessError));
+    write(adapter_dir, "comp_gap_then_access_nak", in);
+  }
+  std::printf("fuzz_gen_corpus: %zu vectors, corpus written to %s\n", vectors.size(), root.c_str());
+  return 0;
+}

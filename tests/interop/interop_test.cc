@@ -1,0 +1,366 @@
+// urnic against Linux soft-RoCE (rdma_rxe, rdma-core 44, Debian bookworm's kernel) in the
+// rxe-peer QEMU guest (../shared/rxe-peer; tests/interop/rxe_guest.sh boots it in netns rxehost).
+// urnic runs in the netns on net_af_packet over vdpdk0 with address 10.99.0.10; the guest is
+// vm0, 10.99.0.2. Every case runs the stock tool in the guest and urnic's counterpart, and checks
+// both exit statuses and outputs; urnic's tools check every completion and the data themselves
+// and print the counts, which the cases check too.
+//
+//   RxeInterop1500 (guest MTU 1500, path MTU 1024):
+//     ibv_rc_pingpong with urnic-rc-pingpong as server and as client, 1 B, 4 KiB, 64 KiB;
+//     rping and ucmatose (rdma_cm) with urnic-rdmacm-peer as server and as client;
+//     loss: 3% of urnic's frames dropped (ibv_rc_pingpong), and urnic's first RTU lost
+//     (ucmatose): both ends recover and say so in their counters.
+//   RxeInterop9000 (guest MTU 9000, path MTU 4096): ibv_rc_pingpong 1 B / 64 KiB both roles,
+//     rping with 8 KiB pings both roles.
+//
+// The guest runs under TCG emulation on this kind of machine (no usable KVM), so sizes and counts
+// stay small. When the guest cannot run, every case is skipped with the reason.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/file.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "../twoproc/proc.h"
+
+namespace urnic::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* kNetns = "rxehost";
+constexpr const char* kUrnicIp = "10.99.0.10";
+constexpr const char* kGuestIp = "10.99.0.2";
+constexpr const char* kHostIp = "10.99.0.1";  // the netns kernel: the TCP side of rc_pingpong
+
+struct GuestState {
+  bool ready = false;
+  int mtu = 0;
+  std::string why;
+};
+
+GuestState read_state() {
+  GuestState s;
+  std::ifstream in(URNIC_INTEROP_STATE);
+  std::string word;
+  if (!(in >> word)) {
+    s.why = "the guest was not set up";
+    return s;
+  }
+  if (word == "ready") {
+    std::string kv;
+    in >> kv;
+    s.ready = true;
+    s.mtu = kv.rfind("mtu=", 0) == 0 ? std::stoi(kv.substr(4)) : 0;
+  } else {
+    std::getline(in, s.why);
+    if (!s.why.empty() && s.why[0] == ' ') s.why.erase(0, 1);
+  }
+  return s;
+}
+
+class RxeInterop : public ::testing::Test {
+ protected:
+  // One user of the guest at a time across processes (RESOURCE_LOCK only orders one ctest run;
+  // two runs on one machine would drive the same guest): an flock held for the whole case.
+  void lock() {
+    lock_fd_ = ::open(kLockPath, O_CREAT | O_RDWR | O_CLOEXEC, 0666);
+    ASSERT_GE(lock_fd_, 0) << kLockPath << ": " << std::strerror(errno);
+    const auto deadline = std::chrono::steady_clock::now() + 900s;
+    while (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "guest busy: " << kLockPath;
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+  void TearDown() override {
+    if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+  }
+  // The guest at `mtu`: the ctest fixture normally booted it; rxe_guest.sh checks that it still
+  // runs with that MTU (another run may have stopped it) and boots it again otherwise.
+  void require(int mtu) {
+    lock();
+    if (HasFatalFailure()) return;
+    sh(std::string("URNIC_INTEROP_LOCKED=1 ") + URNIC_RXE_GUEST_SH + " up " + std::to_string(mtu) +
+       " " + URNIC_INTEROP_STATE + " >/dev/null");
+    const GuestState st = read_state();
+    if (!st.ready) GTEST_SKIP() << st.why;
+    if (st.mtu != mtu) GTEST_SKIP() << "the guest runs with MTU " << st.mtu;
+  }
+  static constexpr const char* kLockPath = "/var/tmp/urnic-interop.lock";
+  int lock_fd_ = -1;
+
+  // A command in the guest (gx.sh waits for it and exits with its status).
+  static std::unique_ptr<Proc> guest(const std::string& cmd, int timeout_s = 150) {
+    return std::make_unique<Proc>(std::vector<std::string>{
+        "env", "RXE_PEER_DIR=/var/tmp/rxe-peer", std::string(URNIC_RXE_PEER) + "/gx.sh", "-t",
+        std::to_string(timeout_s), "0", cmd});
+  }
+  // A urnic tool in the netns, on vdpdk0.
+  static std::unique_ptr<Proc> urnic(const char* tool, std::vector<std::string> args) {
+    std::vector<std::string> a = {"ip",
+                                  "netns",
+                                  "exec",
+                                  kNetns,
+                                  tool,
+                                  "--vdev=net_af_packet0,iface=vdpdk0",
+                                  std::string("--ip=") + kUrnicIp};
+    a.insert(a.end(), args.begin(), args.end());
+    return std::make_unique<Proc>(a);
+  }
+  // Waits until `p` printed a line matching `re`.
+  static bool wait_line(const Proc& p, const std::string& re, std::chrono::seconds t = 60s) {
+    const auto deadline = std::chrono::steady_clock::now() + t;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (p.has(re)) return true;
+      std::this_thread::sleep_for(50ms);
+    }
+    return false;
+  }
+  // rxe's port counters (rdma statistic), by name.
+  static std::map<std::string, uint64_t> rxe_counters() {
+    Proc p({"env", "RXE_PEER_DIR=/var/tmp/rxe-peer", std::string(URNIC_RXE_PEER) + "/gx.sh", "-t",
+            "30", "0", "rdma statistic show link rxe0/1"});
+    p.wait(40s);
+    std::map<std::string, uint64_t> m;
+    std::istringstream in(p.output());
+    std::string prev, w;
+    while (in >> w) {
+      if (!prev.empty() && std::isdigit(static_cast<unsigned char>(w[0]))) m[prev] = std::stoull(w);
+      prev = w;
+    }
+    return m;
+  }
+  static uint64_t field(const Proc& p, const std::string& name) {
+    std::smatch m;
+    if (!p.has("\\b" + name + "=(\\d+)", &m)) return ~0ull;
+    return std::stoull(m[1]);
+  }
+
+  // Both must exit 0; their outputs go into the log on failure.
+  static void finish(Proc& urnic_side, Proc& guest_side, std::chrono::seconds t = 180s) {
+    const int ru = urnic_side.wait(t);
+    const int rg = guest_side.wait(t);
+    ::testing::Test::RecordProperty("urnic_seconds", std::to_string(urnic_side.seconds()));
+    ::testing::Test::RecordProperty("guest_seconds", std::to_string(guest_side.seconds()));
+    EXPECT_EQ(ru, 0) << urnic_side.command() << "\n" << urnic_side.output();
+    EXPECT_EQ(rg, 0) << guest_side.command() << "\n" << guest_side.output();
+    std::printf("---- urnic (%.1f s)\n%s---- guest (%.1f s)\n%s", urnic_side.seconds(),
+                urnic_side.output().c_str(), guest_side.seconds(), guest_side.output().c_str());
+  }
+
+  // ibv_rc_pingpong in the guest against urnic-rc-pingpong.
+  void rc_pingpong(bool urnic_server, uint32_t size, uint32_t mtu, uint32_t iters,
+                   std::vector<std::string> urnic_extra = {}) {
+    const std::string common = "-g 1 -c -s " + std::to_string(size) + " -m " + std::to_string(mtu) +
+                               " -n " + std::to_string(iters);
+    std::vector<std::string> args = {"-g",
+                                     "1",
+                                     "-c",
+                                     "-s",
+                                     std::to_string(size),
+                                     "-m",
+                                     std::to_string(mtu),
+                                     "-n",
+                                     std::to_string(iters)};
+    args.insert(args.end(), urnic_extra.begin(), urnic_extra.end());
+    std::unique_ptr<Proc> u, g;
+    if (urnic_server) {
+      u = urnic(URNIC_RC_PINGPONG, args);
+      ASSERT_TRUE(wait_line(*u, "local address:")) << u->output();
+      std::this_thread::sleep_for(300ms);  // the TCP listen follows the line
+      g = guest("ibv_rc_pingpong " + common + " " + kHostIp);
+    } else {
+      g = guest("ibv_rc_pingpong " + common);
+      args.push_back(kGuestIp);  // the client retries the TCP connect until the server listens
+      u = urnic(URNIC_RC_PINGPONG, args);
+    }
+    finish(*u, *g);
+    const uint64_t bytes = 2ull * size * iters;
+    for (const Proc* p : {u.get(), g.get()}) {
+      std::smatch m;
+      ASSERT_TRUE(p->has(R"(^(\d+) bytes in [0-9.]+ seconds = [0-9.]+ Mbit/sec)", &m))
+          << p->output();
+      EXPECT_EQ(std::stoull(m[1]), bytes);
+      ASSERT_TRUE(p->has(R"(^(\d+) iters in [0-9.]+ seconds = [0-9.]+ usec/iter)", &m));
+      EXPECT_EQ(std::stoul(m[1]), iters);
+      EXPECT_FALSE(p->has("invalid data|Failed|Couldn't")) << p->output();
+      // The remote address each side saw is the other's GID.
+      EXPECT_TRUE(p->has(std::string("remote address: .*GID ::ffff:") +
+                         (p == u.get() ? kGuestIp : kUrnicIp)))
+          << p->output();
+    }
+    std::smatch m;
+    ASSERT_TRUE(u->has(R"(^urnic: completions send=(\d+) recv=(\d+) bad=0)", &m));
+    EXPECT_EQ(std::stoul(m[1]), iters);
+    EXPECT_EQ(std::stoul(m[2]), iters);
+  }
+
+  // rping in the guest against urnic-rdmacm-peer.
+  void rping(bool urnic_server, int count, int size, uint32_t mtu = 1024) {
+    const std::string s = std::to_string(size), c = std::to_string(count);
+    std::unique_ptr<Proc> u, g;
+    if (urnic_server) {
+      u = urnic(URNIC_RDMACM_PEER, {"--rping-server", "--count=" + c, "-v"});
+      ASSERT_TRUE(wait_line(*u, "rping server listening")) << u->output();
+      g = guest(std::string("rping -c -a ") + kUrnicIp + " -C " + c + " -S " + s + " -v -V");
+    } else {
+      g = guest(std::string("rping -s -a ") + kGuestIp + " -C " + c + " -S " + s + " -v -V");
+      u = urnic(URNIC_RDMACM_PEER,
+                {"--rping-client", std::string("--addr=") + kGuestIp, "--count=" + c, "--size=" + s,
+                 "--mtu=" + std::to_string(mtu), "-v"});
+    }
+    finish(*u, *g);
+    // The guest printed every ping (client: "ping data", server: "server ping data").
+    for (int i = 0; i < count; ++i) {
+      const std::string line = std::string(urnic_server ? "^ping data: " : "^server ping data: ") +
+                               "rdma-ping-" + std::to_string(i) + ": ";
+      EXPECT_TRUE(g->has(line)) << line << "\n" << g->output();
+    }
+    EXPECT_FALSE(g->has("data mismatch|failed|error")) << g->output();
+    std::smatch m;
+    ASSERT_TRUE(u->has(
+        R"(rdmacm-peer: OK mode=\S+ rounds=(\d+) sends=(\d+) recvs=(\d+) reads=(\d+) writes=(\d+) bytes_checked=(\d+) completions=(\d+) errors=0)",
+        &m))
+        << u->output();
+    EXPECT_EQ(std::stoi(m[1]), count);
+    EXPECT_EQ(std::stoi(m[2]), 2 * count);  // two SENDs per ping, either side
+    EXPECT_EQ(std::stoi(m[3]), 2 * count);
+    EXPECT_EQ(std::stoi(m[4]), urnic_server ? count : 0);  // the server READs and WRITEs
+    EXPECT_EQ(std::stoi(m[5]), urnic_server ? count : 0);
+    EXPECT_EQ(std::stoull(m[6]), static_cast<uint64_t>(count) * size);
+    EXPECT_EQ(field(*u, "mtu"), mtu) << "path MTU of the connection";
+    // Disconnect: the client sends DREQ, the server answers DREP.
+    if (urnic_server) {
+      EXPECT_TRUE(u->has("server DISCONNECT EVENT")) << u->output();
+    } else {
+      EXPECT_TRUE(g->has("server DISCONNECT EVENT")) << g->output();
+    }
+  }
+
+  // ucmatose in the guest against urnic-rdmacm-peer.
+  // Returns urnic's side for further checks.
+  std::unique_ptr<Proc> ucmatose(bool urnic_server, int count,
+                                 std::vector<std::string> urnic_extra = {}) {
+    const std::string c = std::to_string(count);
+    std::unique_ptr<Proc> u, g;
+    std::vector<std::string> args;
+    if (urnic_server) {
+      args = {"--cmatose-server", "--count=" + c};
+      args.insert(args.end(), urnic_extra.begin(), urnic_extra.end());
+      u = urnic(URNIC_RDMACM_PEER, args);
+      EXPECT_TRUE(wait_line(*u, "cmatose server listening")) << u->output();
+      g = guest(std::string("ucmatose -s ") + kUrnicIp + " -C " + c);
+    } else {
+      g = guest("ucmatose -C " + c);
+      args = {"--cmatose-client", std::string("--addr=") + kGuestIp, "--count=" + c};
+      args.insert(args.end(), urnic_extra.begin(), urnic_extra.end());
+      u = urnic(URNIC_RDMACM_PEER, args);
+    }
+    finish(*u, *g);
+    for (const Proc* p : {u.get(), g.get()}) {
+      EXPECT_TRUE(p->has("^data transfers complete")) << p->output();
+      EXPECT_TRUE(p->has("^test complete")) << p->output();
+      EXPECT_TRUE(p->has("^return status 0")) << p->output();
+    }
+    EXPECT_TRUE((urnic_server ? g : u)->has("^sending replies"));
+    EXPECT_TRUE((urnic_server ? u : g)->has("^disconnected"));
+    std::smatch m;
+    EXPECT_TRUE(
+        u->has(R"(rdmacm-peer: OK mode=\S+ rounds=(\d+) sends=(\d+) recvs=(\d+) .*errors=0)", &m))
+        << u->output();
+    if (!m.empty()) {
+      EXPECT_EQ(std::stoi(m[2]), count);
+      EXPECT_EQ(std::stoi(m[3]), count);
+    }
+    return u;
+  }
+};
+
+class RxeInterop1500 : public RxeInterop {
+ protected:
+  void SetUp() override { require(1500); }
+};
+class RxeInterop9000 : public RxeInterop {
+ protected:
+  void SetUp() override { require(9000); }
+};
+
+// ---- ibv_rc_pingpong, path MTU 1024 ----
+TEST_F(RxeInterop1500, RcPingpongUrnicServer_1B_Mtu1024) { rc_pingpong(true, 1, 1024, 20); }
+TEST_F(RxeInterop1500, RcPingpongUrnicClient_1B_Mtu1024) { rc_pingpong(false, 1, 1024, 20); }
+TEST_F(RxeInterop1500, RcPingpongUrnicServer_4KiB_Mtu1024) { rc_pingpong(true, 4096, 1024, 20); }
+TEST_F(RxeInterop1500, RcPingpongUrnicClient_4KiB_Mtu1024) { rc_pingpong(false, 4096, 1024, 20); }
+TEST_F(RxeInterop1500, RcPingpongUrnicServer_64KiB_Mtu1024) { rc_pingpong(true, 65536, 1024, 10); }
+TEST_F(RxeInterop1500, RcPingpongUrnicClient_64KiB_Mtu1024) { rc_pingpong(false, 65536, 1024, 10); }
+
+// ---- rdma_cm: rping and ucmatose ----
+TEST_F(RxeInterop1500, RpingUrnicServer) { rping(true, 3, 64); }
+TEST_F(RxeInterop1500, RpingUrnicClient) { rping(false, 3, 64); }
+TEST_F(RxeInterop1500, UcmatoseUrnicServer) { ucmatose(true, 3); }
+TEST_F(RxeInterop1500, UcmatoseUrnicClient) { ucmatose(false, 3); }
+
+// ---- loss on urnic's side ----
+
+// 3% of urnic's RoCEv2 frames (its SEND packets and its ACKs) are dropped by the fault injector
+// on its endpoint. urnic retransmits what it lost; rxe sees the gaps (out-of-sequence requests,
+// NAKs) and retransmits what was not acknowledged; the data still arrives intact.
+TEST_F(RxeInterop1500, LossyRcPingpongUrnicClient_4KiB) {
+  const auto before = rxe_counters();
+  std::unique_ptr<Proc> g = guest("ibv_rc_pingpong -g 1 -c -s 4096 -n 50");
+  std::unique_ptr<Proc> u =
+      urnic(URNIC_RC_PINGPONG, {"--tx-loss-ppm=30000", "--loss-seed=11", "-g", "1", "-c", "-s",
+                                "4096", "-n", "50", kGuestIp});
+  finish(*u, *g);
+  EXPECT_TRUE(g->has(R"(^409600 bytes in)")) << g->output();
+  EXPECT_FALSE(g->has("invalid data|Failed")) << g->output();
+  EXPECT_TRUE(u->has(R"(^urnic: completions send=50 recv=50 bad=0)")) << u->output();
+  const auto after = rxe_counters();
+  auto delta = [&](const char* k) {
+    return after.count(k) && before.count(k) ? after.at(k) - before.at(k) : 0;
+  };
+  const uint64_t dropped = field(*u, "faults_dropped");
+  const uint64_t retrans = field(*u, "retransmits");
+  const uint64_t rxe_seen = delta("out_of_seq_request") + delta("duplicate_request") +
+                            delta("completer_retry_err") + delta("rcvd_seq_err");
+  std::printf(
+      "urnic: dropped %llu frames, retransmitted %llu; rxe: out_of_seq_request +%llu "
+      "duplicate_request +%llu completer_retry_err +%llu rcvd_seq_err +%llu\n",
+      static_cast<unsigned long long>(dropped), static_cast<unsigned long long>(retrans),
+      static_cast<unsigned long long>(delta("out_of_seq_request")),
+      static_cast<unsigned long long>(delta("duplicate_request")),
+      static_cast<unsigned long long>(delta("completer_retry_err")),
+      static_cast<unsigned long long>(delta("rcvd_seq_err")));
+  EXPECT_GT(dropped, 0u);
+  EXPECT_GT(retrans, 0u) << "urnic recovered its lost frames";
+  EXPECT_GT(rxe_seen, 0u) << "rxe saw (and recovered from) the loss";
+  RecordProperty("rxe_recovery_events", std::to_string(rxe_seen));
+}
+
+// urnic's first RTU is lost (CM test hook): rxe's CM retransmits its REP after the REQ's CM
+// response timeout (2^18 x 4.096 us = 1.07 s), urnic answers the duplicate with the RTU again,
+// and ucmatose's server starts its transfers only then.
+TEST_F(RxeInterop1500, LostRtuUcmatoseUrnicClient) {
+  auto u = ucmatose(false, 3, {"--drop-mad=RTU:1", "--cm-timeout=18"});
+  EXPECT_TRUE(u->has("rdmacm-peer: dropping RTU #1")) << u->output();
+  // rxe retransmitted its REP (a duplicate for urnic), urnic sent the RTU again.
+  EXPECT_GE(field(*u, "duplicates"), 1u) << u->output();
+  EXPECT_GE(field(*u, "seconds"), 0u);
+}
+
+// ---- path MTU 4096 (guest netdev MTU 9000) ----
+TEST_F(RxeInterop9000, RcPingpongUrnicServer_1B_Mtu4096) { rc_pingpong(true, 1, 4096, 20); }
+TEST_F(RxeInterop9000, RcPingpongUrnicClient_1B_Mtu4096) { rc_pingpong(false, 1, 4096, 20); }
+TEST_F(RxeInterop9000, RcPingpongUrnicServer_64KiB_Mtu4096) { rc_pingpong(true, 65536, 4096, 10); }
+TEST_F(RxeInterop9000, RcPingpongUrnicClient_64KiB_Mtu4096) { rc_pingpong(false, 65536, 4096, 10); }
+TEST_F(RxeInterop9000, RpingUrnicServer_8KiB_Mtu4096) { rping(true, 3, 8192, 4096); }
+TEST_F(RxeInterop9000, RpingUrnicClient_8KiB_Mtu4096) { rping(false, 3, 8192, 4096); }
+
+}  // namespace
+}  // namespace urnic::test

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# ctest label "perf": urnic-perf as server and client in two network namespaces.
+#
+#   urnicA<pid>: roce0 ==veth== roce1 :urnicB<pid>   RoCEv2, net_af_packet on each end, MTU 4200,
+#                                                    no kernel addresses (198.18.1.1 / .2 are
+#                                                    urnic's own, answered by its ARP)
+#                oob0  ==veth== oob1                 perftest's TCP exchange, 198.18.0.1/30 - .2
+#
+# (198.18.0.0/15 is the benchmarking range of RFC 2544.) Every test type runs briefly, plus a few
+# variants (several QPs, all sizes, a duration run); each pair must exit 0, print its result
+# rows and "result: PASS" (completions all successful, last message's data verified).
+#
+# Usage: perf_veth_test.sh path/to/urnic-perf. Exits 77 (ctest SKIP_RETURN_CODE) without root
+# or without network namespaces / veth.
+set -u
+perf=${1:?usage: perf_veth_test.sh path/to/urnic-perf}
+SKIP=77
+
+skip() {
+  echo "SKIP: $*"
+  exit $SKIP
+}
+[ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces and veth pairs"
+command -v ip >/dev/null || skip "the ip tool (iproute2) is not installed"
+[ -x "$perf" ] || {
+  echo "FAIL: $perf is not built"
+  exit 1
+}
+
+A=urnicA$$
+B=urnicB$$
+tmp=$(mktemp -d)
+cleanup() {
+  ip netns del "$A" 2>/dev/null
+  ip netns del "$B" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+ip netns add "$A" 2>"$tmp/err" || skip "ip netns add failed: $(cat "$tmp/err")"
+ip netns add "$B" 2>"$tmp/err" || skip "ip netns add failed: $(cat "$tmp/err")"
+ip link add roce0 netns "$A" type veth peer name roce1 netns "$B" 2>"$tmp/err" ||
+  skip "cannot create a veth pair: $(cat "$tmp/err")"
+ip link add oob0 netns "$A" type veth peer name oob1 netns "$B" || exit 1
+for ns in "$A" "$B"; do
+  ip -n "$ns" link set lo up
+  # No IPv6 on the links: no router solicitations or DAD frames reach the RoCE port.
+  ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
+  ip netns exec "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1 2>/dev/null
+done
+ip -n "$A" link set roce0 mtu 4200 up && ip -n "$B" link set roce1 mtu 4200 up || exit 1
+ip -n "$A" addr add 198.18.0.1/30 dev oob0 && ip -n "$B" addr add 198.18.0.2/30 dev oob1 || exit 1
+ip -n "$A" link set oob0 up && ip -n "$B" link set oob1 up || exit 1
+
+passed=0
+failed=0
+# run NAME TEST ARGS...: server in A (lcore 0), client in B (lcore 1); each drives its own engine.
+run() {
+  local name=$1 t=$2
+  shift 2
+  local common=(--no-progress --idle-yield=64 "$@")
+  timeout 90 ip netns exec "$A" "$perf" "$t" --vdev=net_af_packet0,iface=roce0 --ip=198.18.1.1 \
+    --lcores=0 "${common[@]}" >"$tmp/$name.srv" 2>&1 &
+  local spid=$!
+  timeout 90 ip netns exec "$B" "$perf" "$t" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
+    --lcores=1 "${common[@]}" 198.18.0.1 >"$tmp/$name.cli" 2>&1
+  local crc=$?
+  wait "$spid"
+  local src=$?
+  # Result rows: a size, then the iteration count (perftest's formats).
+  local rows
+  rows=$(grep -cE '^ [0-9]+ +[0-9]+ ' "$tmp/$name.cli")
+  local want_rows=1
+  case " $* " in *" -a "*) want_rows=23 ;; esac
+  local why=""
+  [ $crc -eq 0 ] || why="client exit $crc"
+  [ $src -eq 0 ] || why="$why server exit $src"
+  grep -q '#bytes' "$tmp/$name.cli" || why="$why no table header"
+  [ "$rows" -eq "$want_rows" ] || why="$why $rows result rows (want $want_rows)"
+  grep -q 'result: PASS' "$tmp/$name.cli" || why="$why client did not PASS"
+  grep -q 'result: PASS' "$tmp/$name.srv" || why="$why server did not PASS"
+  if [ -z "$why" ]; then
+    passed=$((passed + 1))
+    printf 'ok   %-22s %s\n' "$name" "$(grep -E '^ [0-9]+ +[0-9]+ ' "$tmp/$name.cli" | tail -1)"
+  else
+    failed=$((failed + 1))
+    echo "FAIL $name:$why"
+    echo "---- server ($t ${common[*]})"
+    cat "$tmp/$name.srv"
+    echo "---- client"
+    cat "$tmp/$name.cli"
+  fi
+}
+
+run write_bw write_bw -n 200
+run read_bw read_bw -n 200
+run send_bw send_bw -n 200
+run atomic_bw atomic_bw -n 200
+run write_lat write_lat -n 200
+run read_lat read_lat -n 200
+run send_lat send_lat -n 200
+run atomic_lat atomic_lat -n 200
+run write_bw_q4_s100 write_bw -q 4 -s 100 -n 500
+run send_bw_all_sizes send_bw -a -n 5
+run read_bw_q2_duration read_bw -q 2 -t 16 -D 1
+run write_lat_duration write_lat -D 1 -s 64
+
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]

@@ -1,0 +1,394 @@
+// urnic-cm-peer: one end of a two-process connection through urnic's connection manager
+// (control/cm/), for tests/twoproc. Both processes run urnic on their own port:
+//
+//   server: urnic-cm-peer --vdev=... --ip=10.0.0.1 --listen[=PORT]
+//   client: urnic-cm-peer --vdev=... --ip=10.0.0.2 --connect=10.0.0.1[:PORT]
+//
+// 1. CM: the client's REQ carries its WRITE window (address, rkey, length) in the private data,
+//    the server's REP carries its own; both check what they got. The client completes with RTU.
+// 2. Data, one round per size (--sizes): the client WRITEs a pattern into the server's window,
+//    then SENDs another pattern; the server checks both byte for byte when the SEND arrives (the
+//    WRITE landed before it: IBTA ordering), then does the same towards the client, which
+//    checks. Every completion is counted and must succeed.
+// 3. Teardown: the side named by --disconnect (client by default) calls disconnect() (DREQ);
+//    the other sees its disconnect event, then calls disconnect() too (done at once).
+// Output: "cm-peer: ..." lines; the last is "cm-peer: OK ..." with the counts, or the process
+// exits non-zero with "cm-peer: FAIL ...".
+#include <arpa/inet.h>
+#include <getopt.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "control/cm/cm.h"
+#include "control/cm/cma.h"
+#include "examples/nic.h"
+
+namespace urnic::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr uint16_t kDefaultPort = 20079;
+constexpr uint32_t kMagic = 0x75636d31;  // "ucm1"
+
+template <typename T>
+class Latch {
+ public:
+  void set(T v) {
+    std::lock_guard lock(mu_);
+    v_ = v;
+    cv_.notify_all();
+  }
+  std::optional<T> wait(std::chrono::milliseconds d) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, d, [&] { return v_.has_value(); });
+    return v_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<T> v_;
+};
+
+[[noreturn]] void fail(const std::string& why) {
+  std::printf("cm-peer: FAIL %s\n", why.c_str());
+  std::fflush(stdout);
+  std::_Exit(1);
+}
+
+void fill(uint8_t* p, uint32_t n, uint32_t seed) {
+  uint32_t x = seed * 2654435761u + 0x9E3779B9u;
+  for (uint32_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    p[i] = static_cast<uint8_t>(x);
+  }
+}
+
+bool matches(const uint8_t* p, uint32_t n, uint32_t seed) {
+  std::vector<uint8_t> want(n);
+  fill(want.data(), n, seed);
+  return std::memcmp(p, want.data(), n) == 0;
+}
+
+// The window a side advertises: magic, address, rkey, length (big-endian), 20 bytes.
+struct Window {
+  uint64_t addr = 0;
+  uint32_t rkey = 0;
+  uint32_t len = 0;
+};
+std::vector<uint8_t> encode(const Window& w) {
+  std::vector<uint8_t> v(20);
+  auto put = [&](size_t off, uint64_t x, int n) {
+    for (int i = 0; i < n; ++i) v[off + i] = static_cast<uint8_t>(x >> (8 * (n - 1 - i)));
+  };
+  put(0, kMagic, 4);
+  put(4, w.addr, 8);
+  put(12, w.rkey, 4);
+  put(16, w.len, 4);
+  return v;
+}
+std::optional<Window> decode(const uint8_t* p) {
+  auto get = [&](size_t off, int n) {
+    uint64_t x = 0;
+    for (int i = 0; i < n; ++i) x = x << 8 | p[off + i];
+    return x;
+  };
+  if (get(0, 4) != kMagic) return std::nullopt;
+  return Window{get(4, 8), static_cast<uint32_t>(get(12, 4)), static_cast<uint32_t>(get(16, 4))};
+}
+
+struct Peer {
+  Nic nic;
+  std::unique_ptr<ctl::CmAgent> cm;
+  std::unique_ptr<dp::Cq> scq, rcq;
+  dp::Qp* qp = nullptr;
+  std::vector<uint8_t> window, src, recv_area;
+  uint32_t kwin = 0, ksrc = 0, krecv = 0;
+  uint32_t max_size = 0;
+  std::vector<uint32_t> sizes;
+  std::vector<ResultEx> sends, recvs;
+  uint64_t bytes_checked = 0;
+};
+
+void post_recvs(Peer& p) {
+  for (size_t i = 0; i < p.sizes.size(); ++i) {
+    dp::RecvWqe r;
+    r.request_context = reinterpret_cast<void*>(i);
+    r.num_sge = 1;
+    r.length = p.max_size;
+    r.sge[0] = {reinterpret_cast<uint64_t>(p.recv_area.data()) + i * p.max_size, p.max_size,
+                p.krecv};
+    if (p.qp->post_recv(r) != Status::kSuccess) fail("post_recv");
+  }
+}
+
+// WRITE pattern `seed_w` into the peer's window, then SEND pattern `seed_s`; wait for both.
+void write_and_send(Peer& p, const Window& peer_win, uint32_t size, uint32_t seed_w,
+                    uint32_t seed_s) {
+  if (size > peer_win.len) fail("peer window too small");
+  fill(p.src.data(), size, seed_w);
+  fill(p.src.data() + p.max_size, size, seed_s);
+  dp::SendWqe w;
+  w.opcode = dp::WrOpcode::kWrite;
+  w.num_sge = 1;
+  w.length = size;
+  w.sge[0] = {reinterpret_cast<uint64_t>(p.src.data()), size, p.ksrc};
+  w.remote_addr = peer_win.addr;
+  w.rkey = peer_win.rkey;
+  if (p.qp->post_send(w) != Status::kSuccess) fail("post WRITE");
+  dp::SendWqe s;
+  s.opcode = dp::WrOpcode::kSend;
+  s.num_sge = 1;
+  s.length = size;
+  s.sge[0] = {reinterpret_cast<uint64_t>(p.src.data()) + p.max_size, size, p.ksrc};
+  if (p.qp->post_send(s) != Status::kSuccess) fail("post SEND");
+  const size_t want = p.sends.size() + 2;
+  if (poll_cq(*p.scq, p.sends, want, 30s) < want) fail("send completions missing");
+}
+
+// Waits for the next receive and checks it and the window.
+void receive_and_check(Peer& p, size_t round, uint32_t size, uint32_t seed_w, uint32_t seed_s) {
+  const size_t want = p.recvs.size() + 1;
+  if (poll_cq(*p.rcq, p.recvs, want, 30s) < want) fail("receive missing");
+  const ResultEx& r = p.recvs.back();
+  if (r.status != Status::kSuccess) fail("receive status " + std::string(to_string(r.status)));
+  if (reinterpret_cast<size_t>(r.request_context) != round) fail("receive out of order");
+  if (r.bytes_transferred != size) fail("receive length");
+  if (!matches(p.recv_area.data() + round * p.max_size, size, seed_s)) fail("SEND data differs");
+  if (!matches(p.window.data(), size, seed_w)) fail("WRITE data differs");
+  p.bytes_checked += 2ull * size;
+}
+
+int run(int argc, char** argv) {
+  NicOptions nic_opts;
+  if (!take_nic_options(&argc, argv, &nic_opts)) return 2;
+  bool server = false;
+  std::string connect_to;
+  uint16_t port = kDefaultPort;
+  std::string sizes = "1,64,1000,1024,1025,4096,5000,16384,65536";
+  std::string disconnect_by = "client";
+  uint32_t mtu = 1024;
+  static const option kLong[] = {
+      {"listen", optional_argument, nullptr, 'l'},     {"connect", required_argument, nullptr, 'c'},
+      {"sizes", required_argument, nullptr, 's'},      {"mtu", required_argument, nullptr, 'm'},
+      {"disconnect", required_argument, nullptr, 'd'}, {nullptr, 0, nullptr, 0}};
+  for (int ch; (ch = getopt_long(argc, argv, "", kLong, nullptr)) != -1;) {
+    switch (ch) {
+      case 'l':
+        server = true;
+        if (optarg) port = static_cast<uint16_t>(std::atoi(optarg));
+        break;
+      case 'c': {
+        connect_to = optarg;
+        if (auto c = connect_to.find(':'); c != std::string::npos) {
+          port = static_cast<uint16_t>(std::atoi(connect_to.c_str() + c + 1));
+          connect_to.resize(c);
+        }
+        break;
+      }
+      case 's':
+        sizes = optarg;
+        break;
+      case 'm':
+        mtu = static_cast<uint32_t>(std::atoi(optarg));
+        break;
+      case 'd':
+        disconnect_by = optarg;
+        break;
+      default:
+        return 2;
+    }
+  }
+  if (server == !connect_to.empty()) {
+    std::fprintf(stderr, "exactly one of --listen / --connect\n");
+    return 2;
+  }
+  Peer p;
+  {
+    std::stringstream ss(sizes);
+    for (std::string t; std::getline(ss, t, ',');) {
+      p.sizes.push_back(static_cast<uint32_t>(std::stoul(t)));
+      p.max_size = std::max(p.max_size, p.sizes.back());
+    }
+  }
+  if (p.nic.open(nic_opts) != Status::kSuccess) return 1;
+  ctl::CmConfig cfg;
+  cfg.path_mtu = mtu;
+  cfg.cm_response_timeout = 16;  // 268 ms: quick retries if a MAD is lost
+  cfg.timewait = 200ms;
+  p.cm = std::make_unique<ctl::CmAgent>(p.nic.adapter(), cfg);
+  auto& ad = p.nic.adapter();
+  const size_t nsizes = p.sizes.size();
+  if (ad.create_cq(4 * static_cast<uint32_t>(nsizes) + 8, &p.scq) != Status::kSuccess ||
+      ad.create_cq(static_cast<uint32_t>(nsizes) + 8, &p.rcq) != Status::kSuccess)
+    fail("create_cq");
+  p.window.assign(p.max_size, 0);
+  p.src.assign(2ull * p.max_size, 0);
+  p.recv_area.assign(nsizes * p.max_size, 0);
+  if (ad.register_mr(p.nic.pd(), p.window.data(), p.max_size,
+                     mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite,
+                     &p.kwin) != Status::kSuccess ||
+      ad.register_mr(p.nic.pd(), p.src.data(), p.src.size(), mr_flag::kAllowLocalWrite, &p.ksrc) !=
+          Status::kSuccess ||
+      ad.register_mr(p.nic.pd(), p.recv_area.data(), p.recv_area.size(), mr_flag::kAllowLocalWrite,
+                     &p.krecv) != Status::kSuccess)
+    fail("register_mr");
+  ctl::QpInit qi;
+  qi.pd = p.nic.pd();
+  qi.send_cq = p.scq.get();
+  qi.recv_cq = p.rcq.get();
+  qi.sq_depth = 16;
+  qi.rq_depth = static_cast<uint32_t>(nsizes) + 1;
+  if (ad.create_qp(qi, &p.qp) != Status::kSuccess) fail("create_qp");
+  // INIT now, so that every receive is posted before the peer can send (connect() and accept()
+  // take a QP in INIT).
+  {
+    dp::QpAttr at;
+    at.state = dp::QpState::kInit;
+    at.access = dp::access::kRemoteWrite | dp::access::kRemoteRead;
+    if (ad.modify_qp(p.qp, at, dp::qp_attr::kState | dp::qp_attr::kAccessFlags) != Status::kSuccess)
+      fail("QP to INIT");
+  }
+  post_recvs(p);
+  const Window mine{reinterpret_cast<uint64_t>(p.window.data()), p.kwin, p.max_size};
+
+  std::unique_ptr<ctl::CmConnector> conn;
+  std::unique_ptr<ctl::CmListener> listener;
+  Window peer_win;
+  Latch<bool> peer_disconnected;
+  auto on_disconnect = [&] {
+    std::printf("cm-peer: disconnect event\n");
+    std::fflush(stdout);
+    peer_disconnected.set(true);
+  };
+  const auto t0 = Clock::now();
+  if (server) {
+    Latch<bool> requested;
+    Latch<Status> accepted;
+    listener = p.cm->create_listener();
+    if (listener->listen(port, [&](std::unique_ptr<ctl::CmConnector> c) {
+          if (conn) {  // one connection only
+            (void)c->reject({});
+            return;
+          }
+          uint8_t pd[ctl::cm::kMaxReqUserData];
+          uint32_t len = sizeof(pd);
+          ctl::ReadLimits lim;
+          if (c->get_connection_data(&lim, pd, &len) != Status::kSuccess) fail("REQ data");
+          auto w = decode(pd);
+          if (!w) fail("REQ private data has no window");
+          peer_win = *w;
+          conn = std::move(c);
+          requested.set(true);
+        }) != Status::kSuccess)
+      fail("listen");
+    std::printf("cm-peer: listening on port %u\n", port);
+    std::fflush(stdout);
+    (void)requested.wait(120s);
+    if (!conn) fail("no connection request");
+    if (conn->accept(p.qp, {1, 1}, encode(mine), on_disconnect,
+                     [&](Status s) { accepted.set(s); }) != Status::kPending)
+      fail("accept");
+    const auto a = accepted.wait(30s);
+    if (!a || *a != Status::kSuccess)
+      fail("accept completed with " + std::string(a ? to_string(*a) : "nothing"));
+  } else {
+    in_addr ip{};
+    if (::inet_pton(AF_INET, connect_to.c_str(), &ip) != 1) fail("bad --connect address");
+    const auto dst = ctl::gid_from_ipv4(ntohl(ip.s_addr));
+    // The server may not listen yet: the connect is retried with a new connector.
+    for (;;) {
+      conn = p.cm->create_connector();
+      Latch<Status> connected;
+      const Status s = conn->connect(p.qp, dst, port, {1, 1}, encode(mine),
+                                     [&](Status st) { connected.set(st); });
+      if (s != Status::kPending) fail("connect: " + std::string(to_string(s)));
+      const auto r = connected.wait(60s);
+      if (r && *r == Status::kSuccess) break;
+      // Refused (no listener yet) or unreachable (its adapter is not up yet, so nobody
+      // answers ARP): the server is still starting.
+      if (r && (*r == Status::kConnectionRefused || *r == Status::kHostUnreachable) &&
+          Clock::now() - t0 < 60s) {
+        std::this_thread::sleep_for(100ms);
+        continue;
+      }
+      fail("connect completed with " + std::string(r ? to_string(*r) : "nothing"));
+    }
+    uint8_t pd[ctl::cm::kRepPrivateData];
+    uint32_t len = sizeof(pd);
+    ctl::ReadLimits lim;
+    if (conn->get_connection_data(&lim, pd, &len) != Status::kSuccess) fail("REP data");
+    auto w = decode(pd);
+    if (!w) fail("REP private data has no window");
+    peer_win = *w;
+    if (conn->complete_connect(on_disconnect) != Status::kSuccess) fail("complete_connect");
+  }
+  std::printf("cm-peer: established in %.1f ms: local QPN 0x%06x, remote QPN 0x%06x, MTU %u\n",
+              std::chrono::duration<double, std::milli>(Clock::now() - t0).count(),
+              conn->local_qpn(), conn->remote_qpn(), conn->mtu());
+  std::fflush(stdout);
+
+  for (size_t i = 0; i < nsizes; ++i) {
+    const uint32_t size = p.sizes[i];
+    const auto r = static_cast<uint32_t>(i);
+    if (!server) {
+      write_and_send(p, peer_win, size, 1000 + r, 2000 + r);
+      receive_and_check(p, i, size, 3000 + r, 4000 + r);
+    } else {
+      receive_and_check(p, i, size, 1000 + r, 2000 + r);
+      write_and_send(p, peer_win, size, 3000 + r, 4000 + r);
+    }
+  }
+  size_t errors = 0;
+  for (const auto& r : p.sends) errors += r.status != Status::kSuccess;
+  for (const auto& r : p.recvs) errors += r.status != Status::kSuccess;
+  if (errors != 0) fail("completions with errors: " + std::to_string(errors));
+
+  const bool me_first = disconnect_by == (server ? "server" : "client");
+  if (me_first) {
+    Latch<Status> done;
+    if (conn->disconnect([&](Status s) { done.set(s); }) != Status::kPending) fail("disconnect");
+    const auto d = done.wait(30s);
+    if (!d || *d != Status::kSuccess)
+      fail("disconnect completed with " + std::string(d ? to_string(*d) : "nothing"));
+    std::printf("cm-peer: disconnected (DREQ sent, DREP received)\n");
+  } else {
+    if (!peer_disconnected.wait(30s)) fail("no disconnect event");
+    if (conn->disconnect([](Status) {}) != Status::kSuccess) fail("disconnect after the peer's");
+    std::printf("cm-peer: disconnected by the peer (DREQ received, DREP sent)\n");
+  }
+  if (p.qp->public_state() != dp::QpState::kErr) fail("QP not flushed after disconnect");
+  const auto c = p.cm->counters();
+  std::printf(
+      "cm-peer: OK rounds=%zu sends=%zu recvs=%zu bytes_checked=%llu completions=%zu "
+      "errors=0 mads_in=%llu mads_out=%llu retransmits=%llu\n",
+      nsizes, p.sends.size(), p.recvs.size(), static_cast<unsigned long long>(p.bytes_checked),
+      p.sends.size() + p.recvs.size(), static_cast<unsigned long long>(c.mads_in),
+      static_cast<unsigned long long>(c.mads_out), static_cast<unsigned long long>(c.retransmits));
+  std::printf("%s\n", p.nic.counters_line().c_str());
+  std::fflush(stdout);
+  conn.reset();
+  listener.reset();
+  p.cm.reset();
+  return 0;
+}
+
+}  // namespace
+}  // namespace urnic::tools
+
+int main(int argc, char** argv) { return urnic::tools::run(argc, argv); }

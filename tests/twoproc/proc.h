@@ -1,0 +1,147 @@
+// Child processes for the multi-process tests (tests/twoproc, tests/interop): start a command
+// with its output in a file, wait for it with a deadline (killed when it passes), read what it
+// printed. The child inherits the caller's network namespace.
+#pragma once
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace urnic::test {
+
+class Proc {
+ public:
+  // Runs `argv` (argv[0] is a path, or a name looked up in PATH) with stdout and stderr going to
+  // a temporary file.
+  explicit Proc(std::vector<std::string> argv) : argv_(std::move(argv)) {
+    char tmpl[] = "/tmp/urnic-proc-XXXXXX";
+    const int fd = ::mkstemp(tmpl);
+    out_path_ = tmpl;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd, 1);
+    posix_spawn_file_actions_adddup2(&fa, fd, 2);
+    posix_spawn_file_actions_addclose(&fa, fd);
+    std::vector<char*> args;
+    for (auto& a : argv_) args.push_back(a.data());
+    args.push_back(nullptr);
+    if (::posix_spawnp(&pid_, args[0], &fa, nullptr, args.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(fd);
+    start_ = std::chrono::steady_clock::now();
+  }
+  ~Proc() {
+    if (pid_ > 0 && !done_) {
+      ::kill(pid_, SIGKILL);
+      int st = 0;
+      ::waitpid(pid_, &st, 0);
+    }
+    ::unlink(out_path_.c_str());
+  }
+  Proc(const Proc&) = delete;
+  Proc& operator=(const Proc&) = delete;
+
+  bool started() const { return pid_ > 0; }
+
+  // Waits until the process exits or `timeout` passes (then SIGTERM, SIGKILL). Returns the exit
+  // code, 128 + signal when killed by one, or -1 when it could not be started.
+  int wait(std::chrono::milliseconds timeout) {
+    if (pid_ <= 0) return -1;
+    if (done_) return code_;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    int st = 0;
+    for (;;) {
+      const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+      if (r == pid_) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        timed_out_ = true;
+        ::kill(pid_, SIGTERM);
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        if (::waitpid(pid_, &st, WNOHANG) != pid_) {
+          ::kill(pid_, SIGKILL);
+          ::waitpid(pid_, &st, 0);
+        }
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    done_ = true;
+    elapsed_ = std::chrono::steady_clock::now() - start_;
+    code_ = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+    return code_;
+  }
+  bool timed_out() const { return timed_out_; }
+  double seconds() const { return std::chrono::duration<double>(elapsed_).count(); }
+
+  std::string output() const {
+    std::ifstream in(out_path_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  // Whether some line of the output matches `re` (std::regex_search); the match in *m.
+  bool has(const std::string& re, std::smatch* m = nullptr) const {
+    const std::string out = output();
+    std::istringstream lines(out);
+    const std::regex r(re);
+    for (std::string line; std::getline(lines, line);) {
+      std::smatch mm;
+      if (std::regex_search(line, mm, r)) {
+        if (m != nullptr) {
+          // Keep the matched line alive in the caller's smatch: copy into a static buffer.
+          last_line_ = line;
+          std::regex_search(last_line_, *m, r);
+        }
+        return true;
+      }
+    }
+    return false;
+  }
+  std::string command() const {
+    std::string s;
+    for (const auto& a : argv_) s += (s.empty() ? "" : " ") + a;
+    return s;
+  }
+
+ private:
+  std::vector<std::string> argv_;
+  std::string out_path_;
+  pid_t pid_ = -1;
+  bool done_ = false;
+  bool timed_out_ = false;
+  int code_ = -1;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::duration elapsed_{};
+  mutable std::string last_line_;
+};
+
+// Runs a shell command and returns its exit code (-1 if it did not exit normally).
+inline int sh(const std::string& cmd) {
+  const int st = std::system(cmd.c_str());
+  return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+inline std::string sh_output(const std::string& cmd) {
+  std::string out;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[512];
+    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
+    ::pclose(p);
+  }
+  return out;
+}
+
+}  // namespace urnic::test
