@@ -24,26 +24,7 @@ Status CqImpl::teardown_locked() {
 
 Cq::Cq(detail::CqImpl* impl) noexcept : Object(impl), cq_(impl) {}
 
-size_t Cq::get_results(std::span<Result> results) noexcept {
-  // Converted from the ring's NDK_RESULT_EX records in small batches on the stack.
-  constexpr size_t kBatch = 32;
-  ResultEx ex[kBatch];
-  size_t done = 0;
-  while (done < results.size()) {
-    const size_t want = std::min(kBatch, results.size() - done);
-    const size_t n = cq_->cq.poll(std::span<ResultEx>(ex, want));
-    for (size_t i = 0; i < n; ++i) {
-      Result& r = results[done + i];
-      r.status = ex[i].status;
-      r.bytes_transferred = ex[i].bytes_transferred;
-      r.qp_context = ex[i].qp_context;
-      r.request_context = ex[i].request_context;
-    }
-    done += n;
-    if (n < want) break;
-  }
-  return done;
-}
+size_t Cq::get_results(std::span<Result> results) noexcept { return cq_->cq.poll(results); }
 
 size_t Cq::get_results_ex(std::span<ResultEx> results) noexcept { return cq_->cq.poll(results); }
 

@@ -262,8 +262,8 @@ struct AdapterImpl {
     return control_id.load(std::memory_order_relaxed) == std::this_thread::get_id();
   }
   // Waits for `done` (a synchronous request), running engine steps when the engine is not
-  // launched. kInvalidDeviceState when called on the control thread (it would wait for
-  // itself).
+  // launched. Callers refuse synchronous requests on the control thread first (it would wait
+  // for itself).
   void wait(const std::atomic<bool>& done);
 
   Adapter* pub = nullptr;

@@ -70,6 +70,18 @@ class Cq {
 
   // Application side (one poller at a time, NDK rule): copies out up to out.size() results.
   size_t poll(std::span<ResultEx> out) noexcept { return ring_.pop_burst(out); }
+  // The same into NDK_RESULT records (NdkGetCqResults), converted straight out of the ring
+  // slots: no intermediate buffer to construct, so an empty poll costs one load.
+  size_t poll(std::span<Result> out) noexcept {
+    size_t n = 0;
+    for (; n < out.size(); ++n) {
+      const ResultEx* r = ring_.front();
+      if (r == nullptr) break;
+      out[n] = Result{r->status, r->bytes_transferred, r->qp_context, r->request_context};
+      ring_.pop();
+    }
+    return n;
+  }
   bool overrun() const noexcept { return overrun_.load(std::memory_order_acquire); }
   size_t capacity() const noexcept { return ring_.capacity(); }
   uint64_t produced() const noexcept { return produced_.load(std::memory_order_relaxed); }

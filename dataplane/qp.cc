@@ -225,7 +225,10 @@ Status Qp::post_send(const SendWqe& wqe) noexcept {
   if (cfg_.sq_limit != 0 &&
       posted_.sq - sq_retired_.load(std::memory_order_acquire) >= cfg_.sq_limit)
     return fail(Status::kNoMoreEntries);
-  if (!sq.stage(wqe)) return fail(Status::kNoMoreEntries);
+  SendWqe* slot = sq.stage_slot();
+  if (slot == nullptr) return fail(Status::kNoMoreEntries);
+  copy_send_wqe(*slot, wqe);
+  sq.stage_commit();
   ++posted_.sq;
   if (!(wqe.flags & op_flag::kDefer)) sq.publish();
   return Status::kSuccess;

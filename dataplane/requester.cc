@@ -197,7 +197,7 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
       const SendWqe* w = qp.sq.front();
       if (w == nullptr) break;
       SendSlot& s = r.at(r.tail);
-      s.wqe = *w;
+      copy_send_wqe(s.wqe, *w);
       s.started = s.done = false;
       s.resp_pkts = 0;
       s.wc = WcStatus::kSuccess;

@@ -2,7 +2,9 @@
 // (architecture.md §3). Fixed-size, trivially copyable slots.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "urnic/types.h"
@@ -60,6 +62,19 @@ struct SendWqe {
   SendWqe() : sge{} {}
 };
 static_assert(std::is_trivially_copyable_v<SendWqe>);
+
+// The bytes of a send WQE that carry information: the fixed fields, then the SGEs in use or the
+// inline bytes. Posting and the requester copy only these (the rest of a slot is never read):
+// copying whole 352-byte WQEs twice per message was ~10% of the time of a 64 B RDMA WRITE in the
+// urnic-perf loopback profile.
+inline size_t send_wqe_used_bytes(const SendWqe& w) noexcept {
+  const size_t tail =
+      (w.flags & op_flag::kInline) != 0 ? size_t{w.length} : size_t{w.num_sge} * sizeof(Sge);
+  return offsetof(SendWqe, sge) + (tail < sizeof(w.sge) ? tail : sizeof(w.sge));
+}
+inline void copy_send_wqe(SendWqe& dst, const SendWqe& src) noexcept {
+  std::memcpy(static_cast<void*>(&dst), &src, send_wqe_used_bytes(src));
+}
 
 struct RecvWqe {
   void* request_context = nullptr;

@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev googletest  # tests
   libbenchmark-dev                      # micro-benchmarks
   clang-format                          # check_style
+  clang libclang-rt-14-dev llvm         # fuzz targets (-fsanitize=fuzzer); llvm-symbolizer
   iproute2 python3                      # namespaces/veth for two-process tests; scripts
 )
 

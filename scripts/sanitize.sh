@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sanitizer builds (issue 8), with gcc:
-#  1. build-asan, -DURNIC_SANITIZE=address,undefined: the whole test suite. UBSan is built with
-#     -fno-sanitize-recover (CMakeLists.txt), so any report aborts the test that caused it;
-#     LeakSanitizer runs at every test process's exit.
+#  1. build-asan, -DURNIC_SANITIZE=address,undefined: the whole test suite but the style check
+#     (the normal CI job runs it). UBSan is built with -fno-sanitize-recover (CMakeLists.txt), so
+#     any report aborts the test that caused it; LeakSanitizer runs at every test process's exit.
 #  2. build-tsan, -DURNIC_SANITIZE=thread: the ring and multi-threaded tests (test_ring,
 #     test_mr_table, RcMore.EngineOnLcoreWithConcurrentPostAndPoll in test_rc_ops).
 # Runs both, then exits non-zero if any build, test or sanitizer failed. Suppression files
@@ -34,7 +34,7 @@ if step cmake -S . -B build-asan -G Ninja -DURNIC_SANITIZE=address,undefined \
   ASAN_OPTIONS="detect_leaks=1:check_initialization_order=1:strict_init_order=1" \
     LSAN_OPTIONS="print_suppressions=0$lsan_supp" \
     UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-    step ctest --test-dir build-asan --output-on-failure -j"$jobs"
+    step ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE style
 fi
 
 # ---- TSan: the rings and the tests with several threads -------------------------------------

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 #include <limits>
+#include <span>
 
 #include "urnic/types.h"
 
@@ -219,7 +220,7 @@ class BwSender final : public Runner {
   }
 
   void poll() noexcept {
-    ResultEx r[64];
+    std::span<ResultEx> r(cqe_);
     const size_t n = side_.scq().poll(r);
     if (n == 0) return;
     const uint64_t now = rte_rdtsc();
@@ -333,7 +334,7 @@ class BwReceiver final : public Runner {
   }
 
   void poll() noexcept {
-    ResultEx r[64];
+    std::span<ResultEx> r(cqe_);
     const size_t n = side_.rcq().poll(r);
     if (n == 0) {
       if (stopping_) ++idle_polls_;
@@ -517,7 +518,7 @@ class Lat final : public Runner {
   }
 
   void wait_comp() noexcept {
-    ResultEx r[4];
+    std::span<ResultEx> r(cqe_.data(), 4);
     const size_t n = side_.scq().poll(r);
     if (n == 0) return;
     for (size_t k = 0; k < n; ++k)
@@ -541,7 +542,7 @@ class Lat final : public Runner {
       const uint8_t b = std::atomic_ref<uint8_t>(*poll_byte_).load(std::memory_order_acquire);
       got = b == static_cast<uint8_t>(rcnt_ + 1);
     } else {
-      ResultEx r[4];
+      std::span<ResultEx> r(cqe_.data(), 4);
       const size_t n = side_.rcq().poll(r);
       for (size_t k = 0; k < n; ++k) {
         if (!check_completion(r[k])) return;
@@ -578,7 +579,7 @@ class Lat final : public Runner {
 
   void reap_sends() noexcept {
     if (phase_ == Phase::kDone) return;
-    ResultEx r[8];
+    std::span<ResultEx> r(cqe_.data(), 8);
     const size_t n = side_.scq().poll(r);
     for (size_t k = 0; k < n; ++k)
       if (!check_completion(r[k])) return;

@@ -65,7 +65,7 @@ struct Listen {
 
 enum class Timer : uint8_t { kNone, kResolve, kRetransmit, kTimewait };
 
-struct Conn {
+struct Conn : std::enable_shared_from_this<Conn> {
   CmState state = CmState::kIdle;
   bool used = false;     // connect() or a REQ started it; a connector is used once
   bool active = false;   // we sent the REQ
@@ -233,14 +233,25 @@ class Core : public std::enable_shared_from_this<Core> {
     if (c.closed || !c.done) return;
     auto f = std::move(c.done);
     c.done = nullptr;
-    post([f = std::move(f), s] { f(s); });
+    post(c, [f = std::move(f), s] { f(s); });
   }
   void notify_disconnect(Conn& c) {
     c.peer_disconnected = true;
     if (c.closed || c.local_disconnect || !c.on_disconnect) return;
     auto f = std::move(c.on_disconnect);
     c.on_disconnect = nullptr;
-    post(std::move(f));
+    post(c, std::move(f));
+  }
+  // Queues a callback of `c`'s consumer; it is dropped if the connector is closed before it
+  // runs (close() promises no later callbacks).
+  void post(Conn& c, std::function<void()> f) {
+    pending_.push_back([self = this, conn = c.shared_from_this(), f = std::move(f)] {
+      {
+        std::lock_guard lock(self->mu_);
+        if (conn->closed || self->dead_) return;
+      }
+      f();
+    });
   }
   void post(std::function<void()> f) { pending_.push_back(std::move(f)); }
 

@@ -56,17 +56,19 @@ wire::NetHeaders peer_net(bool ipv6, bool vlan = false) {
 }
 
 // A frame from the peer: opcode, PSN 0 (the records' PSN fixup sets it), payload `plen` bytes.
-// RETH / AtomicETH name offset 0 of a region (the keys fixup picks it) and `dma` bytes.
+// RETH / AtomicETH carry `va` (the keys fixup turns it into an address in the region it picks,
+// see AdapterWorld::fixup) and `dma` bytes.
 Bytes frame(uint8_t opcode, uint32_t plen, uint32_t dma = 0, bool ipv6 = false, bool vlan = false,
-            uint8_t syndrome = wire::aeth::kAckNoCredit, size_t qp = fz::kQRts) {
+            uint8_t syndrome = wire::aeth::kAckNoCredit, size_t qp = fz::kQRts, uint64_t va = 0) {
   wire::TransportHeaders th;
   th.bth.opcode = opcode;
   th.bth.pkey = wire::Be16::of(wire::kDefaultPkey);
   wire::Bth::DestQp::set(th.bth, fz::kQpns[qp]);
   wire::Bth::AckReq::set(th.bth, 1u);
-  th.reth.va = wire::Be64::of(0);
+  th.reth.va = wire::Be64::of(va);
   th.reth.rkey = wire::Be32::of(0);
   th.reth.dma_length = wire::Be32::of(dma);
+  th.atomic_eth.va = wire::Be64::of(va);
   th.atomic_eth.swap_add = wire::Be64::of(5);
   th.atomic_eth.compare = wire::Be64::of(0);
   wire::Aeth::Syndrome::set(th.aeth, syndrome);
@@ -176,6 +178,30 @@ int main(int argc, char** argv) {
   seq("resp_write_frmr", {{0xFF, frame(opc::kWriteOnly, 200, 200)}}, fz::kTFrmrValid);
   seq("resp_write_ro", {{0xFF, frame(opc::kWriteOnly, 64, 64)}}, fz::kTRo);
   seq("resp_write_other_pd", {{0xFF, frame(opc::kWriteOnly, 64, 64)}}, fz::kTOtherPd);
+  // Accesses at a region's edges: ending exactly at its end (va mode 3), one byte past it, one
+  // byte short of its start (mode 2 with kNear offsets +1 / -1, see AdapterWorld::fixup).
+  // Exact ones must succeed (where the region grants the right), the others be refused.
+  constexpr uint64_t kAtEnd = 3ull << 62, kPastEnd = kAtEnd | 1, kAtStart = 2ull << 62,
+                     kBeforeStart = kAtStart | 2;
+  const auto q = fz::kQRts;
+  const uint8_t ack = wire::aeth::kAckNoCredit;
+  for (const auto& [t, tname] :
+       {std::pair{fz::kTRw, "rw"}, std::pair{fz::kTFrmrValid, "frmr"}, std::pair{fz::kTRo, "ro"}}) {
+    for (const auto& [va, where] :
+         {std::pair{kAtEnd, "end"}, std::pair{kPastEnd, "past_end"}, std::pair{kAtStart, "start"},
+          std::pair{kBeforeStart, "before_start"}}) {
+      const std::string n = std::string(where) + "_" + tname;
+      seq("edge_write_" + n, {{0xFF, frame(opc::kWriteOnly, 64, 64, false, false, ack, q, va)}}, t);
+      seq("edge_read_" + n, {{0xFF, frame(opc::kReadRequest, 0, 300, false, false, ack, q, va)}},
+          t);
+      seq("edge_atomic_" + n, {{0xFF, frame(opc::kFetchAdd, 0, 0, false, false, ack, q, va)}}, t);
+    }
+    seq(std::string("edge_write_multi_past_end_") + tname,
+        {{0xFF, frame(opc::kWriteFirst, 256, 600, false, false, ack, q, kPastEnd)},
+         {0xFF, frame(opc::kWriteMiddle, 256)},
+         {0xFF, frame(opc::kWriteLast, 88)}},
+        t);
+  }
   seq("resp_write_invalidated", {{0xFF, frame(opc::kWriteOnly, 64, 64)}}, fz::kTFrmrInval);
   seq("resp_send_two", {{0xFF, frame(opc::kSendOnly, 200)}, {0xFF, frame(opc::kSendOnlyImm, 40)}});
   seq("resp_send_multi", {{0xFF, frame(opc::kSendFirst, 256)}, {0xFF, frame(opc::kSendLast, 8)}});

@@ -10,10 +10,11 @@
 //    their size (ASan reports any read past the frame), cross-checked against the bitwise ICRC
 //    reference and against a re-build with the frame builder.
 //  - AdapterWorld: one endpoint without a port, its MR table and seven QPs in every state, fed a
-//    sequence of frames through Engine::deliver_lc(); after the input no byte outside the memory
-//    the peer may write has changed, and every mbuf is back in the pool.
+//    sequence of frames through Engine::deliver_lc(). Every frame the stages emit parses with a
+//    valid ICRC, no work request completes twice, no byte outside the memory the peer may write
+//    changes (ASan also poisons what no QP may touch), and every mbuf returns to the pool.
 //
-// CM MADs (QP1) are not parsed by the dataplane yet (another issue), so there is no MAD target.
+// CM MAD parsing is another issue's work: it gets a target once it exists (tests/fuzz/README.md).
 #pragma once
 
 #include <rte_mbuf.h>
@@ -109,8 +110,8 @@ inline std::string check_parse(const uint8_t* data, size_t size) {
 //         bits 4-5  PSN: 0 keep, 1 the one expected, 2 expected + delta, 3 expected - delta
 //                   (expected = the responder's ePSN for requests, the oldest unacknowledged
 //                   PSN for responses; delta = arg >> 4)
-//         bit 6     keys: point the RETH / AtomicETH / IETH key at a region (arg & 15), with
-//                   the address moved into (or just past) that region
+//         bit 6     keys: point the RETH / AtomicETH / IETH key at a region (arg & 15) and
+//                   the address into, at the edges of, or just past it (see fixup())
 //         bit 7     keep the ICRC as sent (else it is recomputed after the fixups)
 //   arg   region selector (bits 0-3) and PSN delta (bits 4-7)
 //   dt    time advanced before the frame, in ms (local ACK timeouts and RNR waits fire)
@@ -154,15 +155,15 @@ inline constexpr wire::Ipv6Addr kPeerIp6{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 
 inline constexpr wire::MacAddr kLocalMac{2, 0, 0, 0, 0, 1};
 inline constexpr wire::MacAddr kPeerMac{2, 0, 0, 0, 0, 2};
 inline constexpr uint32_t kPeerQpn = 0x51;
-inline constexpr uint32_t kRqStartPsn =
-    0xFFFFF0;  // responder ePSN: sequences cross the 24-bit wrap
-inline constexpr uint32_t kSqStartPsn = 0xFFFFF8;  // requester's first PSN
+// First PSNs: the responder's ePSN and the requester's first PSN; sequences cross the 24-bit wrap.
+inline constexpr uint32_t kRqStartPsn = 0xFFFFF0;
+inline constexpr uint32_t kSqStartPsn = 0xFFFFF8;
 // The RTS IPv4 QP's path MTU; the others use 1024.
 inline constexpr uint32_t kMtuRts = 256;
 inline constexpr uint32_t kMtuOther = 1024;
 
-// Arena pages (4 KiB, page aligned). Pages not listed are guards. Only kAllowed ranges (set up
-// in AdapterWorld) may change; every other byte is compared with its initial value.
+// Arena pages (4 KiB, page aligned). Pages not listed are guards. Only the ranges the peer may
+// write (AdapterWorld::allowed_) may change; every other byte is compared with its first value.
 inline constexpr uint32_t kPage = dp::kMrPageSize;
 enum ArenaPage : uint32_t {
   kPgRw = 1,          // 2 pages: registered, every right -> remote write allowed
@@ -177,8 +178,8 @@ enum ArenaPage : uint32_t {
   kPgSink = 22,       // requester's READ / atomic sinks (local write)
   kArenaPages = 24,
 };
-// Registered sub-ranges start and end inside their pages, so an off-by-one write at either end
-// lands on shadowed bytes.
+// Registered sub-ranges start and end inside their pages, so an off-by-one access at either end
+// lands on shadowed (and, under ASan, poisoned) bytes.
 inline constexpr uint32_t kRwHead = 16, kRwTail = 24;
 inline constexpr uint32_t kFrmrFbo = 104, kFrmrTail = 40;
 inline constexpr uint64_t kFrmrValidIova = 0x7e0000000000;  // base_va the peer uses
@@ -584,20 +585,38 @@ class AdapterWorld {
     }
     if (ctl & kCtlFixKeys) {
       const uint32_t t = (arg & 15u) % kNumTargets;
-      // The frame's own address bits choose where in (or just past) the region.
-      auto place = [&](wire::Be64& va, wire::Be32& rkey) {
+      // The frame's own address bits choose where: the top two select anywhere in (or just
+      // past) the region, at its start, or with the access of `len` bytes ending at the region's
+      // end; the low four bits then pick a small offset from there, so that a boundary case is
+      // one likely mutation away.
+      static constexpr std::array<int64_t, 16> kNear = {0,  1, -1, 2,  -2,  3,   -3,   4,
+                                                        -4, 8, -8, 16, -16, 256, -256, 4096};
+      auto place = [&](wire::Be64& va, wire::Be32& rkey, uint64_t len) {
         rkey = wire::Be32::of(keys_[t]);
-        va = wire::Be64::of(base_[t] + va.get() % (len_[t] + 64));
+        const uint64_t raw = va.get();
+        const auto near = static_cast<uint64_t>(kNear[raw & 15]);
+        switch (raw >> 62) {
+          case 0:
+          case 1:
+            va = wire::Be64::of(base_[t] + raw % (len_[t] + 64));
+            break;
+          case 2:
+            va = wire::Be64::of(base_[t] + near);
+            break;
+          default:
+            va = wire::Be64::of(base_[t] + len_[t] - len + near);
+            break;
+        }
       };
       uint8_t* b = buf + f.l.bth_off;
       const wire::OpcodeInfo& info = f.info();
       if (f.mask & wire::op::kReth) {
         auto& r = *reinterpret_cast<wire::Reth*>(b + info.off(wire::Hdr::kReth));
-        place(r.va, r.rkey);
+        place(r.va, r.rkey, r.dma_length.get());
       }
       if (f.mask & wire::op::kAtomicEth) {
         auto& a = *reinterpret_cast<wire::AtomicEth*>(b + info.off(wire::Hdr::kAtomicEth));
-        place(a.va, a.rkey);
+        place(a.va, a.rkey, sizeof(uint64_t));
       }
       if (f.mask & wire::op::kIeth) {
         auto& ie = *reinterpret_cast<wire::Ieth*>(b + info.off(wire::Hdr::kIeth));

@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -85,8 +86,14 @@ class RxeInterop : public ::testing::Test {
   // The guest at `mtu`: the ctest fixture normally booted it; rxe_guest.sh checks that it still
   // runs with that MTU (another run may have stopped it) and boots it again otherwise.
   void require(int mtu) {
+    if (::geteuid() != 0)
+      GTEST_SKIP() << "not root: the guest needs a network namespace, tap devices and raw sockets";
     lock();
     if (HasFatalFailure()) return;
+    // The fixture's setup found that the guest cannot run here: say why, do not try again.
+    if (const GuestState st = read_state();
+        !st.ready && !st.why.empty() && st.why != "the guest was not set up")
+      GTEST_SKIP() << st.why;
     sh(std::string("URNIC_INTEROP_LOCKED=1 ") + URNIC_RXE_GUEST_SH + " up " + std::to_string(mtu) +
        " " + URNIC_INTEROP_STATE + " >/dev/null");
     const GuestState st = read_state();

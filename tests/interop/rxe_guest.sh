@@ -30,6 +30,8 @@ if [ -z "${URNIC_INTEROP_LOCKED:-}" ]; then
   exec 9> "$LOCK"
   flock -w 900 9 || { echo "interop guest: could not get $LOCK"; exit 0; }
 fi
+# Children must not inherit the lock's descriptor: qemu daemonizes and would hold it for life.
+peer() { "$PEER/$1" "${@:2}" 9>&-; }
 
 skip() {
   echo "skip $*" > "$STATE"
@@ -39,7 +41,7 @@ skip() {
 
 if [ "$cmd" = down ]; then
   if [ -x "$PEER/run.sh" ] && [ "$(id -u)" = 0 ]; then
-    "$PEER/run.sh" down >> "$LOG" 2>&1 || true
+    peer run.sh down >> "$LOG" 2>&1 || true
   fi
   rm -f "$STATE"
   echo "interop guest: down"
@@ -55,7 +57,7 @@ ip netns list > /dev/null 2>&1 || skip "network namespaces are not available"
 
 # The image: build.sh installs qemu with apt when it is missing, and fails when it cannot.
 if [ ! -s "$RXE_PEER_DIR/vmlinuz" ] || [ ! -s "$RXE_PEER_DIR/initrd.img" ]; then
-  if ! "$PEER/build.sh" >> "$LOG" 2>&1; then
+  if ! peer build.sh >> "$LOG" 2>&1; then
     command -v qemu-system-x86_64 > /dev/null ||
       skip "no qemu-system-x86_64 and build.sh could not install it (see $LOG)"
     skip "rxe-peer build.sh failed: $(tail -1 "$LOG")"
@@ -67,18 +69,18 @@ command -v qemu-system-x86_64 > /dev/null || skip "no qemu-system-x86_64"
 pidf=$RXE_PEER_DIR/run/vm0/qemu.pid
 if [ -s "$pidf" ] && kill -0 "$(cat "$pidf")" 2> /dev/null; then
   if tr '\0' ' ' < "/proc/$(cat "$pidf")/cmdline" | grep -q "rxe.mtu=$MTU "; then
-    if "$PEER/gx.sh" -t 20 0 'rdma link' 2>> "$LOG" | grep -q 'state ACTIVE'; then
+    if peer gx.sh -t 20 0 'rdma link' 2>> "$LOG" | grep -q 'state ACTIVE'; then
       echo "ready mtu=$MTU" > "$STATE"
       echo "interop guest: vm0 already up with MTU $MTU"
       exit 0
     fi
   fi
-  "$PEER/run.sh" stop 0 >> "$LOG" 2>&1 || true
+  peer run.sh stop 0 >> "$LOG" 2>&1 || true
 fi
-if ! RXE_MTU=$MTU "$PEER/run.sh" start 0 >> "$LOG" 2>&1; then
+if ! RXE_MTU=$MTU peer run.sh start 0 >> "$LOG" 2>&1; then
   skip "the guest did not boot: $(grep -v '^ ' "$LOG" | tail -2 | tr '\n' ' ')"
 fi
-out=$("$PEER/gx.sh" -t 60 0 'rdma link; ip -br addr show eth0' 2>&1) ||
+out=$(peer gx.sh -t 60 0 'rdma link; ip -br addr show eth0' 2>&1) ||
   skip "the guest does not run commands: $out"
 echo "$out" | grep -q 'state ACTIVE' || skip "rxe0 is not ACTIVE in the guest: $out"
 echo "ready mtu=$MTU" > "$STATE"

@@ -6,6 +6,7 @@
 // engine running on its own lcore follow.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <thread>
@@ -103,11 +104,11 @@ TEST_P(RcOps, SizeByMtuBySgeMatrix) {
                                  : OperationType::kWrite);
       // The destination holds exactly the payload; the guards are untouched.
       const std::vector<uint8_t>& dst = read ? local : remote;
-      EXPECT_EQ(std::memcmp(dst.data() + kGuard, payload.data(), size), 0);
+      EXPECT_TRUE(std::equal(payload.begin(), payload.end(), dst.begin() + kGuard));
       EXPECT_TRUE(guards_intact(dst, kGuard, kGuard + size));
       // The source is unchanged.
       const std::vector<uint8_t>& src = read ? remote : local;
-      EXPECT_EQ(std::memcmp(src.data() + kGuard, payload.data(), size), 0);
+      EXPECT_TRUE(std::equal(payload.begin(), payload.end(), src.begin() + kGuard));
       if (uses_recv) {
         const ResultEx& rc = p.b.recv_done.back();
         EXPECT_EQ(rc.status, Status::kSuccess);

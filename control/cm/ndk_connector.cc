@@ -1,0 +1,476 @@
+// The public Connector and Listener (include/urnic/connector.h, listener.h) over the connection
+// manager (control/cm/cm.h), with the object model of control/ndk_internal.h:
+//   - one ctl::CmAgent per adapter, shared by its connectors and listeners (created with the
+//     first, destroyed with the last; the adapter's close waits for all of them);
+//   - the CM's callbacks run on the adapter's control thread; each one takes the adapter's lock
+//     and defers the consumer's callback (AdapterImpl::defer_locked), so that consumer callbacks
+//     run one at a time, in order, and before the object's close callback;
+//   - a QP named in connect / accept is an antecedent of the connector;
+//   - closes finish on the control thread (closes_inline() is false): the CM is told first, so
+//     no CM callback for the object can come after it is gone.
+// Lock order: AdapterImpl::mu before the CM's lock; CM callbacks run without the CM's lock.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <rte_ethdev.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "control/cm/cm.h"
+#include "control/cm/cma.h"
+#include "control/ndk_internal.h"
+#include "urnic/connector.h"
+#include "urnic/listener.h"
+
+namespace urnic {
+namespace detail {
+namespace {
+
+struct AgentEntry {
+  std::unique_ptr<ctl::CmAgent> agent;
+  int users = 0;
+};
+std::mutex g_agents_mu;
+std::map<AdapterImpl*, AgentEntry> g_agents;
+
+// The path MTU our REQs offer: the largest IB MTU whose frames fit the port's MTU (rdma_cm does
+// the same from the netdev MTU: 1500 -> 1024, 9000 -> 4096).
+uint32_t path_mtu_for(AdapterImpl* a) {
+  uint16_t mtu = 0;
+  if (rte_eth_dev_get_mtu(a->ctl->port().id(), &mtu) != 0) return 1024;
+  // IPv6 + UDP + BTH + RETH + ICRC: 40 + 8 + 12 + 16 + 4 = 80 bytes of headers.
+  for (uint32_t m : {4096u, 2048u}) {
+    if (mtu >= m + 80) return m;
+  }
+  return 1024;
+}
+
+ctl::CmAgent* acquire_agent(AdapterImpl* a) {
+  std::lock_guard lk(g_agents_mu);
+  AgentEntry& e = g_agents[a];
+  if (!e.agent) {
+    ctl::CmConfig cfg;
+    cfg.path_mtu = path_mtu_for(a);
+    cfg.max_read_limit = kMaxReadLimit;
+    e.agent = std::make_unique<ctl::CmAgent>(*a->ctl, cfg);
+  }
+  ++e.users;
+  return e.agent.get();
+}
+
+void release_agent(AdapterImpl* a) {
+  std::unique_ptr<ctl::CmAgent> last;
+  {
+    std::lock_guard lk(g_agents_mu);
+    auto it = g_agents.find(a);
+    if (it == g_agents.end()) return;
+    if (--it->second.users == 0) {
+      last = std::move(it->second.agent);
+      g_agents.erase(it);
+    }
+  }
+  // ~CmAgent (outside g_agents_mu) unhooks QP1 from the control plane.
+}
+
+// sockaddr <-> GID + port. IPv4 (and IPv4-mapped IPv6) addresses are ::ffff:a.b.c.d GIDs.
+bool from_sockaddr(const sockaddr* sa, uint32_t len, ctl::cm::Gid* gid, uint16_t* port) {
+  if (sa == nullptr) return false;
+  if (sa->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
+    const auto* s = reinterpret_cast<const sockaddr_in*>(sa);
+    *gid = ctl::gid_from_ipv4(ntohl(s->sin_addr.s_addr));
+    *port = ntohs(s->sin_port);
+    return true;
+  }
+  if (sa->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
+    const auto* s = reinterpret_cast<const sockaddr_in6*>(sa);
+    std::memcpy(gid->data(), &s->sin6_addr, 16);
+    *port = ntohs(s->sin6_port);
+    return true;
+  }
+  return false;
+}
+
+Status to_sockaddr(const ctl::cm::Gid& gid, uint16_t port, sockaddr* sa, uint32_t* len) {
+  if (len == nullptr) return Status::kInvalidParameter;
+  if (ctl::gid_is_ipv4(gid)) {
+    const uint32_t need = sizeof(sockaddr_in);
+    if (sa == nullptr || *len < need) {
+      *len = need;
+      return Status::kBufferTooSmall;
+    }
+    sockaddr_in s{};
+    s.sin_family = AF_INET;
+    s.sin_port = htons(port);
+    s.sin_addr.s_addr = htonl(ctl::gid_to_ipv4(gid));
+    std::memcpy(sa, &s, need);
+    *len = need;
+    return Status::kSuccess;
+  }
+  const uint32_t need = sizeof(sockaddr_in6);
+  if (sa == nullptr || *len < need) {
+    *len = need;
+    return Status::kBufferTooSmall;
+  }
+  sockaddr_in6 s{};
+  s.sin6_family = AF_INET6;
+  s.sin6_port = htons(port);
+  std::memcpy(&s.sin6_addr, gid.data(), 16);
+  std::memcpy(sa, &s, need);
+  *len = need;
+  return Status::kSuccess;
+}
+
+bool is_wildcard(const ctl::cm::Gid& g) {
+  return g == ctl::cm::Gid{} || g == ctl::gid_from_ipv4(0);
+}
+
+}  // namespace
+
+struct ConnectorImpl final : ObjectImpl {
+  ConnectorImpl(AdapterImpl* a, std::unique_ptr<ctl::CmConnector> from_listener)
+      : ObjectImpl(ObjectType::kConnector, a), pub_(this), agent(acquire_agent(a)) {
+    cm = from_listener ? std::move(from_listener) : agent->create_connector();
+  }
+  ~ConnectorImpl() override {
+    cm.reset();
+    release_agent(adapter);
+  }
+  Object& pub() noexcept override { return pub_; }
+  Status teardown_locked() override {
+    // No CM callback for this connector after this (ctl::CmConnector::close), and the request
+    // still outstanding completes before the close callback (both deferred, in order).
+    if (cm) cm->close();
+    if (req_pending) {
+      req_pending = false;
+      adapter->defer_locked([cb = req_cb, ctx = req_ctx] {
+        if (cb != nullptr) cb(ctx, Status::kCancelled);
+      });
+    }
+    if (qp != nullptr) {
+      --qp->successors;  // mu held: release_successor() without taking it again
+      qp = nullptr;
+    }
+    return Status::kSuccess;
+  }
+
+  // Ends the outstanding request (control thread, from a CM completion).
+  void finish(Status s) {
+    std::lock_guard lk(adapter->mu);
+    if (!req_pending) return;
+    req_pending = false;
+    adapter->defer_locked([cb = req_cb, ctx = req_ctx, s] {
+      if (cb != nullptr) cb(ctx, s);
+    });
+  }
+  void peer_disconnected() {
+    std::lock_guard lk(adapter->mu);
+    if (disc_cb == nullptr || life != Life::kLive) return;
+    adapter->defer_locked([cb = disc_cb, ctx = disc_ctx] { cb(ctx); });
+    disc_cb = nullptr;
+  }
+  // Starts a request; kConnectionActive when one is outstanding. `q` becomes an antecedent.
+  Status begin(RequestCompletion cb, void* ctx, QpImpl* q) {
+    std::lock_guard lk(adapter->mu);
+    if (life != Life::kLive || adapter->shutting_down) return Status::kInvalidDeviceState;
+    if (req_pending) return Status::kConnectionActive;
+    req_pending = true;
+    req_cb = cb;
+    req_ctx = ctx;
+    if (q != nullptr && qp == nullptr) {
+      qp = q;
+      ++q->successors;
+    }
+    return Status::kSuccess;
+  }
+  void abort_request() {
+    std::lock_guard lk(adapter->mu);
+    req_pending = false;
+  }
+
+  Connector pub_;
+  ctl::CmAgent* const agent;
+  std::unique_ptr<ctl::CmConnector> cm;
+  // ---- guarded by adapter->mu
+  QpImpl* qp = nullptr;
+  bool req_pending = false;
+  RequestCompletion req_cb = nullptr;
+  void* req_ctx = nullptr;
+  DisconnectEventCallback disc_cb = nullptr;
+  void* disc_ctx = nullptr;
+};
+
+struct ListenerImpl final : ObjectImpl {
+  ListenerImpl(AdapterImpl* a, ConnectEventCallback cb, void* ctx)
+      : ObjectImpl(ObjectType::kListener, a),
+        pub_(this),
+        agent(acquire_agent(a)),
+        cm(agent->create_listener()),
+        event_cb(cb),
+        event_ctx(ctx) {}
+  ~ListenerImpl() override {
+    cm.reset();
+    release_agent(adapter);
+  }
+  Object& pub() noexcept override { return pub_; }
+  // A close refuses new requests at once (ndkpi.md §5.4).
+  void stop_events() noexcept override { cm->pause(true); }
+  Status teardown_locked() override {
+    cm->close();
+    return Status::kSuccess;
+  }
+
+  // A request reached the CM listener (control thread, no CM lock held).
+  void on_request(std::unique_ptr<ctl::CmConnector> c) {
+    std::unique_lock lk(adapter->mu);
+    if (life != Life::kLive || adapter->shutting_down ||
+        (!is_wildcard(address) && c->local_gid() != address)) {
+      lk.unlock();
+      (void)c->reject({});
+      return;
+    }
+    auto* ci = new ConnectorImpl(adapter, std::move(c));
+    adapter->adopt_locked(ci, {});
+    adapter->defer_locked([cb = event_cb, ctx = event_ctx, ci] { cb(ctx, &ci->pub_); });
+  }
+
+  Listener pub_;
+  ctl::CmAgent* const agent;
+  std::unique_ptr<ctl::CmListener> cm;
+  const ConnectEventCallback event_cb;
+  void* const event_ctx;
+  // ---- guarded by adapter->mu
+  ctl::cm::Gid address{};
+  bool listening = false;
+};
+
+}  // namespace detail
+
+// ---- Connector
+// ------------------------------------------------------------------------------------
+
+Connector::Connector(detail::ConnectorImpl* impl) noexcept : Object(impl), c_(impl) {}
+
+Status Connector::connect(Qp& qp, const sockaddr* src, uint32_t src_length, const sockaddr* dst,
+                          uint32_t dst_length, uint32_t inbound_read_limit,
+                          uint32_t outbound_read_limit, const void* private_data,
+                          uint32_t private_data_length, RequestCompletion completion,
+                          void* request_context) noexcept {
+  detail::AdapterImpl* a = c_->adapter;
+  detail::QpImpl* q = detail::QpImpl::of(qp);
+  ctl::cm::Gid dgid{}, sgid{};
+  uint16_t dport = 0, sport = 0;
+  if (q->adapter != a || !detail::from_sockaddr(dst, dst_length, &dgid, &dport) || dport == 0 ||
+      (private_data == nullptr && private_data_length != 0))
+    return Status::kInvalidParameter;
+  if (private_data_length > detail::kMaxCallerData) return Status::kInvalidBufferSize;
+  if (src != nullptr) {
+    if (!detail::from_sockaddr(src, src_length, &sgid, &sport)) return Status::kInvalidParameter;
+    if (!detail::is_wildcard(sgid) &&
+        (!a->ctl->control().is_local(sgid) || ctl::local_gid_for(*a->ctl, dgid) != sgid))
+      return Status::kInvalidAddress;
+  }
+  if (!a->eng->running()) return Status::kInvalidDeviceState;
+  if (completion == nullptr && a->on_control_thread()) return Status::kInvalidDeviceState;
+  detail::SyncWait sync;
+  const RequestCompletion cb = completion != nullptr ? completion : &detail::SyncWait::on_request;
+  void* const ctx = completion != nullptr ? request_context : &sync;
+  return detail::guarded([&] {
+    if (Status s = c_->begin(cb, ctx, q); s != Status::kSuccess) return s;
+    const Status s =
+        c_->cm->connect(&q->qp, dgid, dport, {inbound_read_limit, outbound_read_limit},
+                        {static_cast<const uint8_t*>(private_data), private_data_length},
+                        [c = c_](Status st) { c->finish(st); });
+    if (s != Status::kPending) {
+      c_->abort_request();
+      return s;
+    }
+    if (completion != nullptr) return Status::kPending;
+    a->wait(sync.done);
+    return sync.status;
+  });
+}
+
+Status Connector::complete_connect(DisconnectEventCallback disconnect_event,
+                                   void* disconnect_context, RequestCompletion, void*) noexcept {
+  detail::AdapterImpl* a = c_->adapter;
+  if (!a->eng->running()) return Status::kInvalidDeviceState;
+  return detail::guarded([&] {
+    {
+      std::lock_guard lk(a->mu);
+      c_->disc_cb = disconnect_event;
+      c_->disc_ctx = disconnect_context;
+    }
+    return c_->cm->complete_connect([c = c_] { c->peer_disconnected(); });
+  });
+}
+
+Status Connector::accept(Qp& qp, uint32_t inbound_read_limit, uint32_t outbound_read_limit,
+                         const void* private_data, uint32_t private_data_length,
+                         DisconnectEventCallback disconnect_event, void* disconnect_context,
+                         RequestCompletion completion, void* request_context) noexcept {
+  detail::AdapterImpl* a = c_->adapter;
+  detail::QpImpl* q = detail::QpImpl::of(qp);
+  if (q->adapter != a || (private_data == nullptr && private_data_length != 0))
+    return Status::kInvalidParameter;
+  if (private_data_length > detail::kMaxCalleeData) return Status::kInvalidBufferSize;
+  if (!a->eng->running()) return Status::kInvalidDeviceState;
+  if (completion == nullptr && a->on_control_thread()) return Status::kInvalidDeviceState;
+  detail::SyncWait sync;
+  const RequestCompletion cb = completion != nullptr ? completion : &detail::SyncWait::on_request;
+  void* const ctx = completion != nullptr ? request_context : &sync;
+  return detail::guarded([&] {
+    if (Status s = c_->begin(cb, ctx, q); s != Status::kSuccess) return s;
+    {
+      std::lock_guard lk(a->mu);
+      c_->disc_cb = disconnect_event;
+      c_->disc_ctx = disconnect_context;
+    }
+    const Status s = c_->cm->accept(
+        &q->qp, {inbound_read_limit, outbound_read_limit},
+        {static_cast<const uint8_t*>(private_data), private_data_length},
+        [c = c_] { c->peer_disconnected(); }, [c = c_](Status st) { c->finish(st); });
+    if (s != Status::kPending) {
+      c_->abort_request();
+      return s;
+    }
+    if (completion != nullptr) return Status::kPending;
+    a->wait(sync.done);
+    return sync.status;
+  });
+}
+
+Status Connector::reject(const void* private_data, uint32_t private_data_length) noexcept {
+  if (private_data == nullptr && private_data_length != 0) return Status::kInvalidParameter;
+  if (private_data_length > detail::kMaxCalleeData) return Status::kInvalidBufferSize;
+  return detail::guarded([&] {
+    return c_->cm->reject({static_cast<const uint8_t*>(private_data), private_data_length});
+  });
+}
+
+Status Connector::get_connection_data(uint32_t* inbound_read_limit, uint32_t* outbound_read_limit,
+                                      void* private_data, uint32_t* private_data_length) noexcept {
+  return detail::guarded([&] {
+    ctl::ReadLimits lim;
+    const Status s = c_->cm->get_connection_data(&lim, private_data, private_data_length);
+    if (s == Status::kSuccess || s == Status::kBufferTooSmall) {
+      if (inbound_read_limit != nullptr) *inbound_read_limit = lim.inbound;
+      if (outbound_read_limit != nullptr) *outbound_read_limit = lim.outbound;
+    }
+    return s;
+  });
+}
+
+Status Connector::get_local_address(sockaddr* address, uint32_t* length) noexcept {
+  const ctl::cm::Gid g = c_->cm->local_gid();
+  if (g == ctl::cm::Gid{}) return Status::kConnectionInvalid;
+  return detail::to_sockaddr(g, c_->cm->local_port(), address, length);
+}
+
+Status Connector::get_peer_address(sockaddr* address, uint32_t* length) noexcept {
+  const ctl::cm::Gid g = c_->cm->peer_gid();
+  if (g == ctl::cm::Gid{}) return Status::kConnectionInvalid;
+  return detail::to_sockaddr(g, c_->cm->peer_port(), address, length);
+}
+
+Status Connector::disconnect(RequestCompletion completion, void* request_context) noexcept {
+  detail::AdapterImpl* a = c_->adapter;
+  if (!a->eng->running()) return Status::kInvalidDeviceState;
+  if (completion == nullptr && a->on_control_thread()) return Status::kInvalidDeviceState;
+  detail::SyncWait sync;
+  const RequestCompletion cb = completion != nullptr ? completion : &detail::SyncWait::on_request;
+  void* const ctx = completion != nullptr ? request_context : &sync;
+  return detail::guarded([&] {
+    if (Status s = c_->begin(cb, ctx, nullptr); s != Status::kSuccess) return s;
+    const Status s = c_->cm->disconnect([c = c_](Status st) { c->finish(st); });
+    if (s != Status::kPending) {
+      c_->abort_request();
+      return s;
+    }
+    if (completion != nullptr) return Status::kPending;
+    a->wait(sync.done);
+    return sync.status;
+  });
+}
+
+Status create_connector(Adapter& adapter, CreateCompletion, void*,
+                        Handle<Connector>* out) noexcept {
+  if (out == nullptr) return Status::kInvalidParameter;
+  detail::AdapterImpl* a = &adapter.impl();
+  return detail::guarded([&] {
+    auto* c = new detail::ConnectorImpl(a, nullptr);
+    std::lock_guard lk(a->mu);
+    if (a->shutting_down) {
+      delete c;
+      return Status::kInvalidDeviceState;
+    }
+    a->adopt_locked(c, {});
+    *out = Handle<Connector>(&c->pub_);
+    return Status::kSuccess;
+  });
+}
+
+// ---- Listener
+// -------------------------------------------------------------------------------------
+
+Listener::Listener(detail::ListenerImpl* impl) noexcept : Object(impl), l_(impl) {}
+
+Status Listener::listen(const sockaddr* address, uint32_t address_length, RequestCompletion,
+                        void*) noexcept {
+  detail::AdapterImpl* a = l_->adapter;
+  ctl::cm::Gid g{};
+  uint16_t port = 0;
+  if (!detail::from_sockaddr(address, address_length, &g, &port)) return Status::kInvalidParameter;
+  if (!detail::is_wildcard(g) && !a->ctl->control().is_local(g)) return Status::kInvalidAddress;
+  return detail::guarded([&] {
+    {
+      std::lock_guard lk(a->mu);
+      if (l_->life != detail::Life::kLive) return Status::kInvalidDeviceState;
+      if (l_->listening) return Status::kInvalidParameter;
+      l_->address = g;
+    }
+    const Status s = l_->cm->listen(
+        port, [l = l_](std::unique_ptr<ctl::CmConnector> c) { l->on_request(std::move(c)); });
+    if (s == Status::kSuccess) {
+      std::lock_guard lk(a->mu);
+      l_->listening = true;
+    }
+    return s;
+  });
+}
+
+Status Listener::get_local_address(sockaddr* address, uint32_t* length) noexcept {
+  ctl::cm::Gid g;
+  {
+    std::lock_guard lk(l_->adapter->mu);
+    if (!l_->listening) return Status::kInvalidDeviceState;
+    g = l_->address;
+  }
+  if (detail::is_wildcard(g)) {
+    // The wildcard: report the adapter's own address of that family.
+    if (const auto lg = ctl::local_gid_for(*l_->adapter->ctl, ctl::gid_from_ipv4(1))) g = *lg;
+  }
+  return detail::to_sockaddr(g, l_->cm->port(), address, length);
+}
+
+void Listener::control_connect_events(bool pause) noexcept { l_->cm->pause(pause); }
+
+Status create_listener(Adapter& adapter, ConnectEventCallback connect_event,
+                       void* connect_event_context, CreateCompletion, void*,
+                       Handle<Listener>* out) noexcept {
+  if (out == nullptr || connect_event == nullptr) return Status::kInvalidParameter;
+  detail::AdapterImpl* a = &adapter.impl();
+  return detail::guarded([&] {
+    auto* l = new detail::ListenerImpl(a, connect_event, connect_event_context);
+    std::lock_guard lk(a->mu);
+    if (a->shutting_down) {
+      delete l;
+      return Status::kInvalidDeviceState;
+    }
+    a->adopt_locked(l, {});
+    *out = Handle<Listener>(&l->pub_);
+    return Status::kSuccess;
+  });
+}
+
+}  // namespace urnic

@@ -1,0 +1,108 @@
+// NDK_CONNECTOR (ndkpi.md §5): one connection, over the IB CM the way Linux's rdma_cm speaks it
+// (REQ / REP / RTU, REJ, DREQ / DREP, MRA on QP1; rocev2.md §4.3-4.4), so a Connector reaches
+// rdma_cm peers (rping, ucmatose, ib_write_bw -R) as well as other urnic adapters.
+//
+// Active side:  create_connector -> connect (completes when the peer accepts: kSuccess, or
+//               kConnectionRefused / kIoTimeout / kHostUnreachable) -> get_connection_data ->
+//               complete_connect (or reject).
+// Passive side: a Listener's connect event hands over a new Connector -> get_connection_data ->
+//               accept (completes when the active side completed the connection) or reject.
+// Either side:  disconnect; the peer's disconnect arrives through the disconnect event.
+//
+// Threading and callbacks follow object.h: any thread may call; every callback runs on the
+// adapter's control thread, one at a time. Requests that return kPending call their completion
+// exactly once (a close of the connector completes them with kCancelled first). The QP given to
+// connect / accept becomes an antecedent of the connector: its close pends until the connector
+// is closed (ndkpi.md §1.4).
+//
+// Limits: private data up to 56 bytes on connect (92 minus rdma_cm's 36-byte IP CM header),
+// 148 on accept and reject (AdapterInfo max_caller_data / max_callee_data; larger is
+// kInvalidBufferSize). Read limits are clamped to the adapter's and the peer's (ndkpi.md §5.3).
+// The adapter's engine must run on its own lcore (Engine::launch): the connection manager applies
+// QP transitions synchronously from the control thread; otherwise the requests below return
+// kInvalidDeviceState.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+
+#include "urnic/adapter.h"
+#include "urnic/object.h"
+#include "urnic/qp.h"
+#include "urnic/status.h"
+
+namespace urnic {
+
+class Connector;
+
+// NDK_FN_CONNECT_EVENT_CALLBACK: a connection request reached a listener; `connector` (a new
+// object, owned by the consumer, who closes it) carries it: accept or reject it.
+using ConnectEventCallback = void (*)(void* context, Connector* connector);
+// NDK_FN_DISCONNECT_EVENT_CALLBACK: the peer disconnected (or the connection broke). Called at
+// most once, and not after the consumer itself called disconnect().
+using DisconnectEventCallback = void (*)(void* context);
+
+namespace detail {
+struct ConnectorImpl;
+}  // namespace detail
+
+class Connector final : public Object {
+ public:
+  // NdkConnect. `src` (may be null) must be one of the adapter's addresses (its port is not
+  // used: the IP CM source port is ephemeral); `dst` is AF_INET or AF_INET6 with a non-zero
+  // port. `qp` must be new (INIT) and of this adapter. kPending, then the completion with
+  // kSuccess (the peer accepted), kConnectionRefused (no listener, or rejected; retryable),
+  // kIoTimeout (no answer; retryable), kHostUnreachable (no ARP / ND answer; retryable) or
+  // kCancelled (connector closed). Inline: kInvalidParameter, kInvalidBufferSize (private data),
+  // kInvalidAddress (src not ours, or no address of dst's family), kConnectionActive (the
+  // connector was used before), kInvalidDeviceState.
+  Status connect(Qp& qp, const sockaddr* src, uint32_t src_length, const sockaddr* dst,
+                 uint32_t dst_length, uint32_t inbound_read_limit, uint32_t outbound_read_limit,
+                 const void* private_data, uint32_t private_data_length,
+                 RequestCompletion completion, void* request_context) noexcept;
+  // NdkCompleteConnect: after connect() succeeded; moves the QP to RTS and sends the RTU. Done
+  // at once: kSuccess (no completion call), kConnectionInvalid (not in that state),
+  // kConnectionAborted (the peer gave up meanwhile), kInvalidDeviceState. `disconnect_event`
+  // (may be null) reports the peer's disconnect.
+  Status complete_connect(DisconnectEventCallback disconnect_event, void* disconnect_context,
+                          RequestCompletion completion, void* request_context) noexcept;
+  // NdkAccept: for a connector from a connect event. kPending, then the completion with
+  // kSuccess (the active side completed), kConnectionRefused (it rejected) or kIoTimeout (it
+  // never answered), or kCancelled. Inline: kConnectionInvalid, kConnectionAborted (the active
+  // side gave up), kInvalidParameter, kInvalidBufferSize, kInvalidDeviceState.
+  Status accept(Qp& qp, uint32_t inbound_read_limit, uint32_t outbound_read_limit,
+                const void* private_data, uint32_t private_data_length,
+                DisconnectEventCallback disconnect_event, void* disconnect_context,
+                RequestCompletion completion, void* request_context) noexcept;
+  // NdkReject (synchronous): kSuccess, kConnectionInvalid, kConnectionAborted,
+  // kInvalidBufferSize.
+  Status reject(const void* private_data, uint32_t private_data_length) noexcept;
+  // NdkGetConnectionData: the read limits and the peer's private data (REQ: 56 bytes, REP: 196,
+  // REJ: 148; the consumer encodes its own lengths). `*length` is set to that size;
+  // private_data == null with *length == 0 asks for it; kBufferTooSmall when *length was
+  // smaller (a prefix is copied). kConnectionInvalid before any peer data.
+  Status get_connection_data(uint32_t* inbound_read_limit, uint32_t* outbound_read_limit,
+                             void* private_data, uint32_t* private_data_length) noexcept;
+  // NdkGetLocalAddress / NdkGetPeerAddress: kSuccess, or kBufferTooSmall with *length set.
+  // kConnectionInvalid before the connection has addresses.
+  Status get_local_address(sockaddr* address, uint32_t* length) noexcept;
+  Status get_peer_address(sockaddr* address, uint32_t* length) noexcept;
+  // NdkDisconnect: kPending, then the completion with kSuccess (the peer answered) or
+  // kIoTimeout; the QP is flushed before it runs. kSuccess at once when the peer disconnected
+  // first (the QP is flushed). kConnectionInvalid when not connected.
+  Status disconnect(RequestCompletion completion, void* request_context) noexcept;
+
+ private:
+  friend struct detail::ConnectorImpl;
+  explicit Connector(detail::ConnectorImpl* impl) noexcept;
+  detail::ConnectorImpl* c_;
+};
+
+// NdkCreateConnector (an NDK_ADAPTER dispatch slot; a free function here so that the adapter's
+// header stays independent of the connection manager). kSuccess with *out set (never pends);
+// kInvalidParameter; kInvalidDeviceState when the adapter is closing.
+Status create_connector(Adapter& adapter, CreateCompletion completion, void* request_context,
+                        Handle<Connector>* out) noexcept;
+
+}  // namespace urnic

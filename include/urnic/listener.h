@@ -1,0 +1,52 @@
+// NDK_LISTENER (ndkpi.md §5.1, §5.4): listens on an IP CM port (rdma_cm's RDMA_PS_TCP service
+// ID 0x0000000001060000 + port) of the adapter's addresses and hands each connection request to
+// its connect event callback as a new Connector (connector.h).
+//
+// Threading and callbacks follow object.h. While connect events are paused, and from the moment
+// the listener's close is requested, requests are refused (REJ, as if nobody listened).
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+
+#include "urnic/adapter.h"
+#include "urnic/connector.h"
+#include "urnic/object.h"
+#include "urnic/status.h"
+
+namespace urnic {
+
+namespace detail {
+struct ListenerImpl;
+}  // namespace detail
+
+class Listener final : public Object {
+ public:
+  // NdkListen on `address`: AF_INET / AF_INET6, the adapter's address or the wildcard; port 0
+  // picks one from 49152-65535 (get_local_address tells which). Done at once: kSuccess (no
+  // completion call); kInvalidAddress (not an address of the adapter);
+  // kAddressAlreadyAssociated (another listener has the port); kInvalidParameter (bad address,
+  // or already listening); kTooManyAddresses (no free ephemeral port).
+  Status listen(const sockaddr* address, uint32_t address_length, RequestCompletion completion,
+                void* request_context) noexcept;
+  // NdkGetLocalAddress: the address and port listened on. kSuccess; kBufferTooSmall with
+  // *length set; kInvalidDeviceState before listen().
+  Status get_local_address(sockaddr* address, uint32_t* length) noexcept;
+  // NdkControlConnectEvents: pause (true) refuses new requests; false resumes.
+  void control_connect_events(bool pause) noexcept;
+
+ private:
+  friend struct detail::ListenerImpl;
+  explicit Listener(detail::ListenerImpl* impl) noexcept;
+  detail::ListenerImpl* l_;
+};
+
+// NdkCreateListener: `connect_event` (not null) is called with `connect_event_context` for every
+// connection request once listen() succeeded. kSuccess with *out set (never pends);
+// kInvalidParameter; kInvalidDeviceState when the adapter is closing.
+Status create_listener(Adapter& adapter, ConnectEventCallback connect_event,
+                       void* connect_event_context, CreateCompletion completion,
+                       void* request_context, Handle<Listener>* out) noexcept;
+
+}  // namespace urnic
