@@ -159,11 +159,27 @@ bool Engine::phase_mailbox() noexcept {
 }
 
 bool Engine::phase_timers(uint64_t now) noexcept {
+  // A timer that expires while the engine itself was not running says nothing about the peer:
+  // its answers may be sitting unread in our RX queue. So (1) while an RX queue still has a
+  // backlog (the last burst came back full) no timer fires, and (2) when the engine was stalled
+  // (descheduled, or a long step) for more than kStallNs, every deadline moves out by the stall.
+  // Without this, a loaded machine turns scheduling delays into transport retries and, in the
+  // end, RETRY_EXC_ERR on a healthy link.
+  constexpr uint64_t kStallNs = 200'000;
+  const uint64_t gap = last_step_tsc_ != 0 ? now - last_step_tsc_ : 0;
+  last_step_tsc_ = now;
+  const bool stalled = gap > tsc_from_ns(kStallNs);
   bool any = false;
   for (uint32_t i = 0; i < nactive_; ++i) {
     Qp& qp = *active_[i];
     if (qp.req.ack_deadline == 0 && qp.req.rnr_deadline == 0) [[likely]]
       continue;
+    if (stalled) [[unlikely]] {
+      if (qp.req.ack_deadline != 0) qp.req.ack_deadline += gap;
+      if (qp.req.rnr_deadline != 0) qp.req.rnr_deadline += gap;
+      continue;
+    }
+    if (rx_backlog_) continue;
     any |= requester_timers_lc(*active_ep_[i], qp, now);
   }
   return any;
@@ -230,6 +246,7 @@ bool Engine::phase_tx_flush(Endpoint& ep) noexcept {
 bool Engine::run_once() noexcept {
   const uint64_t now = rte_get_tsc_cycles();
   bool busy = phase_mailbox();
+  rx_backlog_ = false;
   for (uint32_t i = 0; i < nep_; ++i) busy |= phase_rx(*eps_[i], now);
   busy |= phase_timers(now);
   busy |= phase_tx_build(now);

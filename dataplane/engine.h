@@ -214,6 +214,8 @@ class Engine {
   std::unique_ptr<Endpoint*[]> active_ep_;
   uint32_t nactive_ = 0;
   MpscPtrRing<MailboxMsg> mailbox_{64};
+  uint64_t last_step_tsc_ = 0;  // TSC of the previous timer phase (stall detection)
+  bool rx_backlog_ = false;     // an RX burst this step came back full
   std::atomic<bool> stop_{false};
   std::atomic<bool> running_{false};
   unsigned lcore_ = 0;

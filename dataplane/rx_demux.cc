@@ -33,6 +33,7 @@ bool Engine::phase_rx(Endpoint& ep, uint64_t now) noexcept {
   rte_mbuf* pkts[64];
   const uint16_t n = ep.port()->rx_burst(
       ep.queue(), pkts, static_cast<uint16_t>(cfg_.rx_burst > 64 ? 64 : cfg_.rx_burst));
+  const uint16_t received = n;  // before the fault injector adds or removes frames
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     ++ep.counters().rx_packets;
@@ -44,6 +45,8 @@ bool Engine::phase_rx(Endpoint& ep, uint64_t now) noexcept {
     }
     deliver_lc(ep, m, now);
   }
+  // A full burst means more may be waiting: timers hold off this step (phase_timers).
+  if (received == (cfg_.rx_burst > 64 ? 64 : cfg_.rx_burst)) rx_backlog_ = true;
   return n != 0;
 }
 

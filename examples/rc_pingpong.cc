@@ -311,7 +311,8 @@ int run(int argc, char** argv) {
         idle = 0;
         std::this_thread::yield();
         if (std::chrono::steady_clock::now() - last_progress > std::chrono::seconds(30)) {
-          std::fprintf(stderr, "urnic: no completion for 30 s (scnt=%u rcnt=%u)\n", scnt, rcnt);
+          std::fprintf(stderr, "urnic: no completion for 30 s (scnt=%u rcnt=%u)\n%s\n", scnt, rcnt,
+                       c.nic.counters_line().c_str());
           return 1;
         }
       }
@@ -321,9 +322,10 @@ int run(int argc, char** argv) {
     for (size_t i = 0; i < ne; ++i) {
       const ResultEx& r = wc[i];
       if (r.status != Status::kSuccess) {
-        std::fprintf(stderr, "Failed status %s (%u) for wr_id %d\n",
+        std::fprintf(stderr, "Failed status %s (%u) for wr_id %d\n%s\n",
                      std::string(to_string(r.status)).c_str(), r.provider_error_code,
-                     static_cast<int>(reinterpret_cast<uintptr_t>(r.request_context)));
+                     static_cast<int>(reinterpret_cast<uintptr_t>(r.request_context)),
+                     c.nic.counters_line().c_str());
         return 1;
       }
       if (r.request_context == kSendWrid) {

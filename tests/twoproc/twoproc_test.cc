@@ -16,6 +16,7 @@
 #include <fstream>
 
 #include "proc.h"
+#include "urnic/config.h"
 
 namespace urnic::test {
 namespace {
@@ -190,6 +191,7 @@ TEST_F(TwoProcess, RcPingpongCloneAgainstClone) {
 // data, the server answers duplicates and retransmits the data whose ACK was lost; every byte
 // still arrives.
 TEST_F(TwoProcess, RcPingpongCloneRecoversFromLoss) {
+  if (!kTesting) GTEST_SKIP() << "fault injection needs a URNIC_TESTING build";
   const std::vector<std::string> args = {"-s", "8192", "-m", "1024", "-n", "200", "-c"};
   Proc server(cat({URNIC_RC_PINGPONG}, cat(nic("tpa", "10.0.0.1"), args)));
   Proc client(cat({URNIC_RC_PINGPONG},
