@@ -3,9 +3,11 @@
 #pragma once
 
 #include "urnic/adapter.h"     // IWYU pragma: export
+#include "urnic/connector.h"   // IWYU pragma: export
 #include "urnic/cq.h"          // IWYU pragma: export
 #include "urnic/engine.h"      // IWYU pragma: export
 #include "urnic/extensions.h"  // IWYU pragma: export
+#include "urnic/listener.h"    // IWYU pragma: export
 #include "urnic/mr.h"          // IWYU pragma: export
 #include "urnic/mw.h"          // IWYU pragma: export
 #include "urnic/object.h"      // IWYU pragma: export
