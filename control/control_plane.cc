@@ -138,18 +138,25 @@ bool ControlPlane::poll_once() {
     any = true;
   }
   run_timers();
-  std::vector<std::function<bool()>> pollers;
+  std::vector<std::pair<uint64_t, std::function<bool()>>> pollers;
   {
     std::lock_guard lock(mu_);
     pollers = pollers_;
   }
-  for (auto& p : pollers) any |= p();
+  for (auto& p : pollers) any |= p.second();
   return any;
 }
 
-void ControlPlane::add_poller(std::function<bool()> p) {
+uint64_t ControlPlane::add_poller(std::function<bool()> p) {
   std::lock_guard lock(mu_);
-  pollers_.push_back(std::move(p));
+  const uint64_t id = next_poller_id_++;
+  pollers_.emplace_back(id, std::move(p));
+  return id;
+}
+
+void ControlPlane::remove_poller(uint64_t id) {
+  std::lock_guard lock(mu_);
+  std::erase_if(pollers_, [id](const auto& p) { return p.first == id; });
 }
 
 void ControlPlane::set_mad_handler(std::function<void(const MadIn&)> h) {

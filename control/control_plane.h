@@ -110,7 +110,11 @@ class ControlPlane : public dp::ControlSink {
 
   // Work the control thread runs every iteration (CM timers, CQ notifications...). Returns
   // whether it did anything. Added before start() or from the control thread.
-  void add_poller(std::function<bool()> p);
+  // Returns an id for remove_poller().
+  uint64_t add_poller(std::function<bool()> p);
+  // Removes a poller (an object that installed one, e.g. a CM agent, goes away before the
+  // adapter). An iteration already under way on the control thread may still call it once.
+  void remove_poller(uint64_t id);
 
   ControlCounters counters() const;
 
@@ -148,7 +152,8 @@ class ControlPlane : public dp::ControlSink {
   };
   std::map<Gid, Neighbour> neigh_;
   std::function<void(const MadIn&)> mad_handler_;
-  std::vector<std::function<bool()>> pollers_;
+  std::vector<std::pair<uint64_t, std::function<bool()>>> pollers_;
+  uint64_t next_poller_id_ = 1;
   ControlCounters counters_;
   uint32_t ud_psn_ = 0;
 };

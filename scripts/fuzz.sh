@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzing (issue 8): builds the libFuzzer targets of tests/fuzz/ with clang into build-fuzz
 # (-DURNIC_FUZZ=ON: coverage + ASan + UBSan everywhere) and runs each for $FUZZ_SECONDS seconds
-# (default 60), both targets at once (one per core). Starts from the seed corpora in
+# (default 60), all targets at once (they share the cores). Starts from the seed corpora in
 # tests/fuzz/corpus/<target>/ (read only); new inputs go to build-fuzz/fuzz-out/<target>/corpus
 # and crashing inputs to build-fuzz/fuzz-out/<target>/artifacts. Prints each target's number of
 # executions and exits non-zero on any crash, leak, timeout or sanitizer report.
@@ -12,7 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 build="build-fuzz"
-targets=(fuzz_parse fuzz_adapter)
+targets=(fuzz_parse fuzz_adapter fuzz_cm)
 
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DURNIC_FUZZ=ON -DURNIC_BUILD_TESTS=OFF \
   -DURNIC_BUILD_BENCH=OFF >/dev/null || exit 1

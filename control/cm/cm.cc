@@ -1387,11 +1387,13 @@ CmAgent::CmAgent(Adapter& adapter, const CmConfig& cfg)
     : core_(std::make_shared<Core>(adapter, cfg)) {
   // The handler and the poller keep the core alive; after ~CmAgent they find it dead.
   adapter.control().set_mad_handler([core = core_](const MadIn& in) { core->on_mad(in); });
-  adapter.control().add_poller([core = core_] { return core->poll(); });
+  poller_ = adapter.control().add_poller([core = core_] { return core->poll(); });
 }
 
 CmAgent::~CmAgent() {
   core_->adapter_.control().set_mad_handler(nullptr);
+  // Without this an adapter that outlives several agents would keep every dead core alive.
+  core_->adapter_.control().remove_poller(poller_);
   core_->shutdown();
 }
 

@@ -246,6 +246,7 @@ class CmAgent {
 
  private:
   std::shared_ptr<cm_detail::Core> core_;
+  uint64_t poller_ = 0;  // ControlPlane::add_poller id
 };
 
 // The adapter's GID for talking to `peer`: its IPv4-mapped GID for an IPv4 peer, else its IPv6

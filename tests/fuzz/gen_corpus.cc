@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dataplane/wire/frame.h"
+#include "tests/fuzz/cm_harness.h"
 #include "tests/fuzz/harness.h"
 
 namespace {
@@ -105,6 +106,120 @@ constexpr uint8_t delta(uint8_t d, uint8_t target = fz::kTRw) {
 }
 
 }  // namespace
+
+// ---- fuzz_cm: records of cm_harness.h. Each seed is a handshake the CM completes (or refuses)
+// with the fixups pointing the peer's MADs at the listener and at the CM's own comm IDs.
+namespace cmseed {
+namespace cm = urnic::ctl::cm;
+enum Op : uint8_t { kMad, kConnect, kComplete, kAccept, kReject, kDisconnect, kClose, kPoll };
+constexpr uint8_t kFixHdr = 0x01, kFixOurId = 0x02, kFixReq = 0x04, kFixV6 = 0x08;
+
+void mad(Bytes& out, uint8_t fix, const cm::Message& m) {
+  const auto b = cm::encode(m);
+  out.insert(out.end(), {kMad, fix, 0});
+  out.insert(out.end(), b.begin(), b.end());
+}
+void op(Bytes& out, Op o, uint8_t arg) { out.insert(out.end(), {o, arg}); }
+
+cm::Message req(uint32_t id) {
+  cm::Req r;
+  r.local_comm_id = id;
+  r.local_ca_guid = 0x0200'00ff'fe00'0012;
+  r.local_qpn = 0x51;
+  r.responder_resources = 2;
+  r.initiator_depth = 2;
+  r.remote_cm_response_timeout = 20;
+  r.starting_psn = 0x123456;
+  r.local_cm_response_timeout = 20;
+  r.retry_count = 7;
+  r.path_mtu = cm::mtu_code(1024);
+  r.rnr_retry_count = 7;
+  r.max_cm_retries = 15;
+  r.primary.hop_limit = 64;
+  r.primary.local_ack_timeout = 14;
+  return {0x1000 + id, 0, r};
+}
+template <typename T>
+cm::Message with_ids(uint32_t local, T body) {
+  body.local_comm_id = local;
+  return {0x2000 + local, 0, body};
+}
+}  // namespace cmseed
+
+void write_cm_corpus(const fs::path& dir) {
+  using namespace cmseed;
+  fs::create_directories(dir);
+  const uint8_t ours = kFixHdr | kFixOurId;
+  {  // Passive: REQ, accept, RTU, then the peer disconnects.
+    Bytes in;
+    mad(in, kFixHdr | kFixReq, req(7));
+    op(in, kAccept, 0);
+    mad(in, ours, with_ids(7, cm::Rtu{}));
+    cm::Dreq d;
+    d.remote_qpn = 2;
+    mad(in, ours, with_ids(7, d));
+    in.push_back(kPoll);
+    write(dir, "passive_accept_rtu_dreq", in);
+  }
+  {  // Passive over IPv6: REQ, duplicate REQ (MRA), reject.
+    Bytes in;
+    mad(in, kFixHdr | kFixReq | kFixV6, req(8));
+    mad(in, kFixHdr | kFixReq | kFixV6, req(8));
+    op(in, kReject, 0);
+    write(dir, "passive_dup_req_reject_v6", in);
+  }
+  {  // Passive: the peer rejects our REP, then a stale RTU.
+    Bytes in;
+    mad(in, kFixHdr | kFixReq, req(9));
+    op(in, kAccept, 0);
+    cm::Rej rj;
+    rj.message_rejected = cm::MsgResponse::kRep;
+    mad(in, ours, with_ids(9, rj));
+    mad(in, ours, with_ids(9, cm::Rtu{}));
+    write(dir, "passive_rep_rejected", in);
+  }
+  {  // Active: REQ, REP, complete (RTU), we disconnect, DREP.
+    Bytes in;
+    op(in, kConnect, 0);
+    cm::Rep rp;
+    rp.local_qpn = 0x52;
+    rp.starting_psn = 0x654321;
+    rp.responder_resources = 2;
+    rp.initiator_depth = 2;
+    rp.rnr_retry_count = 7;
+    rp.local_ca_guid = 0x0200'00ff'fe00'0012;
+    mad(in, ours, with_ids(21, rp));
+    op(in, kComplete, 0);
+    op(in, kDisconnect, 0);
+    mad(in, ours, with_ids(21, cm::Drep{}));
+    write(dir, "active_rep_rtu_dreq_drep", in);
+  }
+  {  // Active: MRA, then REJ "no listener"; then a second connect closed at once.
+    Bytes in;
+    op(in, kConnect, 1);
+    cm::Mra ma;
+    ma.service_timeout = 10;
+    mad(in, ours, with_ids(22, ma));
+    cm::Rej rj;
+    rj.reason = cm::RejReason::kInvalidServiceId;
+    mad(in, ours, with_ids(22, rj));
+    op(in, kConnect, 0x80);
+    op(in, kClose, 1);
+    write(dir, "active_mra_rej_close", in);
+  }
+  {  // Unmatched messages: DREQ and REP for no connection, a MAD of another class, a short one.
+    Bytes in;
+    mad(in, kFixHdr, with_ids(30, cm::Dreq{}));
+    mad(in, kFixHdr, with_ids(31, cm::Rep{}));
+    auto b = cm::encode(with_ids(32, cm::Rtu{}));
+    b[1] = 0x81;  // management class
+    in.insert(in.end(), {kMad, 0, 0});
+    in.insert(in.end(), b.begin(), b.end());
+    in.insert(in.end(), {kMad, 0, 100});
+    in.insert(in.end(), b.begin(), b.begin() + 100);
+    write(dir, "unmatched_and_malformed", in);
+  }
+}
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -255,6 +370,7 @@ int main(int argc, char** argv) {
                             wire::aeth::kNak | wire::aeth::kNakRemoteAccessError));
     write(adapter_dir, "comp_gap_then_access_nak", in);
   }
+  write_cm_corpus(root / "fuzz_cm");
   std::printf("fuzz_gen_corpus: %zu vectors, corpus written to %s\n", vectors.size(), root.c_str());
   return 0;
 }

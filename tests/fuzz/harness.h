@@ -14,7 +14,7 @@
 //    valid ICRC, no work request completes twice, no byte outside the memory the peer may write
 //    changes (ASan also poisons what no QP may touch), and every mbuf returns to the pool.
 //
-// CM MAD parsing is another issue's work: it gets a target once it exists (tests/fuzz/README.md).
+// The CM has a harness of its own: tests/fuzz/cm_harness.h (fuzz_cm).
 #pragma once
 
 #include <rte_mbuf.h>

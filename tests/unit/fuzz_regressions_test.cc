@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/fuzz/cm_harness.h"
 #include "tests/fuzz/harness.h"
 
 namespace urnic::test {
@@ -55,6 +56,11 @@ TEST(FuzzRegressions, ParseInputs) { replay("fuzz_parse", fuzz::check_parse); }
 TEST(FuzzRegressions, AdapterInputs) {
   ASSERT_NE(fuzz::adapter_pool(), nullptr);
   replay("fuzz_adapter", fuzz::check_adapter);
+}
+
+TEST(FuzzRegressions, CmInputs) {
+  ASSERT_NE(fuzz::cmf::cm_static(), nullptr);
+  replay("fuzz_cm", fuzz::check_cm);
 }
 
 }  // namespace
