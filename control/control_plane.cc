@@ -205,13 +205,39 @@ void ControlPlane::handle(rte_mbuf* m) {
 
 void ControlPlane::learn(const Gid& ip, const wire::MacAddr& mac) {
   std::lock_guard lock(mu_);
-  Neighbour& n = neigh_[ip];
+  auto it = neigh_.find(ip);
+  if (it == neigh_.end()) {
+    if (neigh_.size() >= kMaxLearnt && !evict_one_locked()) {
+      ++counters_.neighbours_refused;
+      return;
+    }
+    it = neigh_.emplace(ip, Neighbour{}).first;
+  }
+  Neighbour& n = it->second;
   if (n.is_static) return;
   n.mac = mac;
   n.resolved = true;
   n.expires = Clock::now() + kNeighbourTtl;
   n.tries = 0;
   cv_.notify_all();
+}
+
+bool ControlPlane::evict_one_locked() {
+  const auto now = Clock::now();
+  for (auto it = neigh_.begin(); it != neigh_.end(); ++it) {
+    const Neighbour& n = it->second;
+    // A resolution under way (tries > 0, unresolved) has a waiter: keep it.
+    if (!n.is_static && ((n.resolved && now > n.expires) || (!n.resolved && n.tries == 0))) {
+      neigh_.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+size_t ControlPlane::neighbours() const {
+  std::lock_guard lock(mu_);
+  return neigh_.size();
 }
 
 void ControlPlane::handle_arp(const uint8_t* d, uint32_t len) {

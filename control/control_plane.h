@@ -60,6 +60,7 @@ struct ControlCounters {
   uint64_t nd_solicits_in = 0, nd_adverts_in = 0, nd_solicits_out = 0, nd_adverts_out = 0;
   uint64_t mads_in = 0, mads_out = 0, mads_bad_qkey = 0, mads_not_qp1 = 0;
   uint64_t resolve_timeouts = 0;
+  uint64_t neighbours_refused = 0;  // not learnt: the table was full of live entries
 };
 
 class ControlPlane : public dp::ControlSink {
@@ -70,6 +71,11 @@ class ControlPlane : public dp::ControlSink {
   static constexpr auto kArpRetry = std::chrono::milliseconds(200);
   static constexpr int kArpTries = 5;
   static constexpr auto kNeighbourTtl = std::chrono::seconds(60);
+  // Entries learnt from the wire (ARP requests for us, ND, MAD senders) stop being added at this
+  // size unless an expired or unused one can go: a peer flooding from many addresses must not
+  // grow the table without bound. Resolutions we start ourselves always get an entry, so the
+  // flood cannot keep us from reaching a peer.
+  static constexpr size_t kMaxLearnt = 4096;
   // GSI Q_Key (IBTA §13.5.1; rxe GSI_QKEY).
   static constexpr uint32_t kGsiQkey = 0x80010000;
 
@@ -98,6 +104,8 @@ class ControlPlane : public dp::ControlSink {
   Status resolve(const Gid& ip, wire::MacAddr* mac,
                  std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
   void request(const Gid& ip);
+  // Entries in the neighbour table (static, resolved, and being resolved).
+  size_t neighbours() const;
   // Installs a static entry (never expires), e.g. for peers that do not answer ARP.
   void add_static(const Gid& ip, const wire::MacAddr& mac);
 
@@ -128,6 +136,7 @@ class ControlPlane : public dp::ControlSink {
   void handle_icmpv6(const uint8_t* d, uint32_t len);
   void handle_ud(rte_mbuf* m);
   void learn(const Gid& ip, const wire::MacAddr& mac);
+  bool evict_one_locked();  // drops an expired or unused learnt entry; false if none
   void send_arp(uint16_t oper, const wire::MacAddr& dst_mac, const wire::MacAddr& tha,
                 uint32_t tpa);
   void send_ns(const Gid& target);

@@ -2,8 +2,11 @@
 // resolution failure, the GID table, and management datagrams on QP1 (Q_Key check).
 #include <gtest/gtest.h>
 
+#include <rte_mbuf.h>
+
 #include <atomic>
 #include <mutex>
+#include <thread>
 
 #include "rc_fixture.h"
 
@@ -118,6 +121,72 @@ TEST_F(ControlPlaneTest, MadsReachQp1AndWrongQkeyIsDropped) {
   // Unresolved destination: refused, nothing sent.
   EXPECT_EQ(ca.send_mad(ctl::gid_from_ipv4(0xC0000299), 1, ctl::ControlPlane::kGsiQkey, mad),
             Status::kHostUnreachable);
+}
+
+// A peer flooding ARP requests for our address from thousands of source addresses (each one a
+// neighbour the RFC 826 merge rule would learn): the table stops at ControlPlane::kMaxLearnt, the
+// refusals are counted, every request is still answered, and a resolution of our own still
+// succeeds afterwards. The engine is not running while the test thread plays the wire (it is
+// then the only producer of the control plane's ring); it is launched for the resolution.
+TEST(ControlPlaneFlood, LearntNeighboursAreBoundedAndResolutionStillWorks) {
+  eal_up_once();
+  RcPair p("cpflood");
+  auto& cb = p.b.adapter->control();
+  rte_mempool* pool =
+      rte_pktmbuf_pool_create("cpflood_pool", 1023, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  ASSERT_NE(pool, nullptr);
+  constexpr uint32_t kFlood = ctl::ControlPlane::kMaxLearnt + 2000;
+  const size_t before = cb.neighbours();
+  const uint64_t req_before = cb.counters().arp_requests_in;
+  for (uint32_t i = 0; i < kFlood; ++i) {
+    rte_mbuf* m = nullptr;
+    while ((m = rte_pktmbuf_alloc(pool)) == nullptr) std::this_thread::yield();
+    auto* d = rte_pktmbuf_mtod(m, uint8_t*);
+    auto& eth = *reinterpret_cast<wire::EthHdr*>(d);
+    auto& arp = *reinterpret_cast<wire::ArpHdr*>(d + sizeof(wire::EthHdr));
+    const wire::MacAddr sha{2,
+                            0x66,
+                            0,
+                            static_cast<uint8_t>(i >> 16),
+                            static_cast<uint8_t>(i >> 8),
+                            static_cast<uint8_t>(i)};
+    eth.dst = wire::MacAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    eth.src = sha;
+    eth.ether_type = wire::Be16::of(wire::kEtherTypeArp);
+    arp.htype = wire::Be16::of(1);
+    arp.ptype = wire::Be16::of(wire::kEtherTypeIpv4);
+    arp.hlen = 6;
+    arp.plen = 4;
+    arp.oper = wire::Be16::of(wire::kArpRequest);
+    arp.sha = sha;
+    arp.spa = wire::Be32::of(0x0A400000u + i);  // 10.64.x.y
+    arp.tha = wire::MacAddr{};
+    arp.tpa = wire::Be32::of(p.b.adapter->ipv4());
+    m->data_len = m->pkt_len = sizeof(wire::EthHdr) + sizeof(wire::ArpHdr);
+    while (!cb.take(m)) std::this_thread::yield();  // ring full: the control thread drains it
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (cb.counters().arp_requests_in - req_before < kFlood &&
+         std::chrono::steady_clock::now() < deadline) {
+  }
+  const auto c = cb.counters();
+  ASSERT_EQ(c.arp_requests_in - req_before, kFlood);
+  const size_t after = cb.neighbours();
+  EXPECT_LE(after, ctl::ControlPlane::kMaxLearnt);
+  EXPECT_EQ(c.neighbours_refused + (after - before), kFlood);
+  EXPECT_GE(c.neighbours_refused, kFlood - ctl::ControlPlane::kMaxLearnt);
+  // Every mbuf comes back to the test's pool (the control plane frees each frame after
+  // handling it, so the last one may still be on its way).
+  while (rte_mempool_avail_count(pool) != 1023u && std::chrono::steady_clock::now() < deadline) {
+  }
+  EXPECT_EQ(rte_mempool_avail_count(pool), 1023u);
+  rte_mempool_free(pool);
+
+  // Our own resolution gets an entry although the table is full of live learnt ones.
+  ASSERT_TRUE(p.engine().launch(1));
+  wire::MacAddr mac{};
+  ASSERT_EQ(cb.resolve(ctl::gid_from_ipv4(p.a.adapter->ipv4()), &mac), Status::kSuccess);
+  EXPECT_EQ(mac, p.a.adapter->mac());
 }
 
 }  // namespace
