@@ -199,6 +199,14 @@ class Core : public std::enable_shared_from_this<Core> {
     return static_cast<uint16_t>(kEphemeralFirst + rng_() % (65536 - kEphemeralFirst));
   }
   void register_conn(const std::shared_ptr<Conn>& c) { by_local_[c->local_id] = c; }
+  // Passive connections on `port` whose request the consumer has not decided yet.
+  size_t pending_requests(uint16_t port) const {
+    size_t n = 0;
+    for (const auto& [id, c] : by_local_)
+      n += !c->active && c->local_port == port &&
+           (c->state == CmState::kReqRcvd || c->state == CmState::kMraReqSent);
+    return n;
+  }
   void register_remote(const std::shared_ptr<Conn>& c);
   void unregister(Conn& c);
   bool stale_qpn(const cm::Gid& gid, uint32_t qpn, const Conn* except) const;
@@ -797,6 +805,11 @@ void Core::handle_req(const MadIn& in, const Message& m) {
       !adapter_.control().is_local(hdr.dst)) {
     ++counters_.no_listener;
     rej_unmatched(in, m, req.local_comm_id, MsgResponse::kReq, RejReason::kInvalidServiceId);
+    return;
+  }
+  if (pending_requests(li->second->port) >= cfg_.max_pending_requests) {
+    ++counters_.backlog_full;
+    rej_unmatched(in, m, req.local_comm_id, MsgResponse::kReq, RejReason::kNoResources);
     return;
   }
   if (stale_qpn(in.src_gid, req.local_qpn, nullptr)) {

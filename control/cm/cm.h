@@ -95,6 +95,10 @@ struct CmConfig {
   uint8_t min_rnr_timer = 12;      // our QPs' RNR NAK timer code (0.64 ms)
   uint8_t target_ack_delay = 15;   // REP (rxe advertises 15)
   uint8_t hop_limit = 64;
+  // Requests a listener may hold undecided (handed to the consumer, not yet accepted or
+  // rejected): the listen backlog. A REQ beyond it is refused with REJ "no resources" (IBTA
+  // table 195, reason 3), so a peer flooding REQs cannot make the CM hold unbounded state.
+  uint32_t max_pending_requests = 1024;
   uint32_t max_read_limit = 16;  // adapter MaxInboundReadLimit / MaxOutboundReadLimit
   // Remote rights our QPs accept (the MRs still check every access).
   uint32_t qp_access =
@@ -120,6 +124,7 @@ struct CmCounters {
   uint64_t stale = 0;          // REQ / REP for a remote QP already connected (REJ 10)
   uint64_t no_listener = 0;    // REQ for a port nobody listens on (REJ 8)
   uint64_t send_failures = 0;  // neighbour unknown or TX ring full (the retry timer resends)
+  uint64_t backlog_full = 0;   // REQs refused because the listener's backlog was full (REJ 3)
 };
 
 class CmAgent;

@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "control/cm/cm.h"
 #include "control/cm/cma.h"
@@ -815,6 +816,59 @@ TEST_F(CmScripted, HandshakeTimeoutsSendRejTimeout) {
   EXPECT_EQ(rej2.message_rejected, cm::MsgResponse::kRep);
   EXPECT_EQ(accepted.wait(), Status::kIoTimeout);
   EXPECT_EQ(q2->public_state(), dp::QpState::kErr);  // flushed
+}
+
+// A peer flooding REQs (distinct comm IDs) at a listener whose consumer decides nothing: the
+// first max_pending_requests reach the consumer, every one beyond is refused with REJ "no
+// resources" (reason 3) and counted; once the consumer rejects one, a new REQ gets through.
+TEST_F(CmScripted, RequestsBeyondTheBacklogAreRejectedNoResources) {
+  auto cfg = scripted_config();
+  cfg.max_pending_requests = 8;
+  start(cfg);
+  std::mutex mu;
+  std::vector<std::unique_ptr<ctl::CmConnector>> held;
+  auto listener = ca->create_listener();
+  ASSERT_EQ(listener->listen(18515,
+                             [&](std::unique_ptr<ctl::CmConnector> c) {
+                               std::lock_guard lock(mu);
+                               held.push_back(std::move(c));
+                             }),
+            Status::kSuccess);
+  constexpr uint32_t kFlood = 20;
+  for (uint32_t i = 0; i < kFlood; ++i)
+    send(cm::Message{0x900 + i, 0, make_req(0xF000 + i, 0x100 + i, 0x10 + i, 18515)});
+  // Every REQ beyond the backlog is answered at once with REJ(REQ) "no resources".
+  std::set<uint32_t> rejected;
+  for (uint32_t i = 0; i < kFlood - cfg.max_pending_requests; ++i) {
+    const auto rej = expect<cm::Rej>();
+    EXPECT_EQ(rej.reason, cm::RejReason::kNoResources);
+    EXPECT_EQ(rej.message_rejected, cm::MsgResponse::kReq);
+    rejected.insert(rej.remote_comm_id);
+  }
+  EXPECT_EQ(rejected.size(), kFlood - cfg.max_pending_requests);
+  EXPECT_EQ(ca->counters().backlog_full, kFlood - cfg.max_pending_requests);
+  const auto deadline = Clock::now() + 10s;
+  while (Clock::now() < deadline) {
+    std::lock_guard lock(mu);
+    if (held.size() == cfg.max_pending_requests) break;
+  }
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(held.size(), cfg.max_pending_requests);
+    // The consumer refuses one: its slot frees up.
+    ASSERT_EQ(held[0]->reject({}), Status::kSuccess);
+  }
+  EXPECT_EQ(expect<cm::Rej>().reason, cm::RejReason::kConsumerDefined);
+  send(cm::Message{0x999, 0, make_req(0xF999, 0x199, 0x99, 18515)});
+  const auto until = Clock::now() + 10s;
+  while (Clock::now() < until) {
+    std::lock_guard lock(mu);
+    if (held.size() == cfg.max_pending_requests + 1) break;
+  }
+  std::lock_guard lock(mu);
+  EXPECT_EQ(held.size(), cfg.max_pending_requests + 1);
+  EXPECT_EQ(ca->counters().backlog_full, kFlood - cfg.max_pending_requests);
+  held.clear();  // dropping undecided connectors rejects them
 }
 
 // A REJ while the consumer is still deciding aborts its accept / complete_connect.
