@@ -86,6 +86,9 @@ Status AdapterImpl::close(ObjectImpl* o, CloseCompletion cb, void* ctx) noexcept
   std::unique_lock lk(mu);
   if (o->life != Life::kLive) return Status::kSuccess;  // a second close is ignored
   o->life = Life::kClosing;
+  // From here on the object refuses new work (kInvalidDeviceState), also while its close
+  // pends. Release pairs with is_closing()'s acquire on a posting / polling thread.
+  o->closing.store(true, std::memory_order_release);
   o->close_cb = cb;
   o->close_ctx = ctx;
   o->stop_events();
@@ -279,6 +282,7 @@ void AdapterImpl::shutdown() {
       for (ObjectImpl* o : objects) {
         if (o->life != Life::kLive) continue;
         o->life = Life::kClosing;
+        o->closing.store(true, std::memory_order_release);  // as in close()
         o->stop_events();
         closing.push_back(o);
       }
@@ -446,7 +450,10 @@ Status Adapter::create_pd(CreateCompletion, void*, Handle<Pd>* out) noexcept {
 
 Status Adapter::build_lam(const void* address, size_t length, std::span<uint64_t> pages,
                           uint32_t* page_count, uint32_t* fbo) const noexcept {
-  if (address == nullptr || length == 0 || page_count == nullptr || fbo == nullptr)
+  // A null page array with a non-zero size would be written through (NdkBuildLAM's buffer is
+  // the consumer's): refused like the other malformed arguments.
+  if (address == nullptr || length == 0 || page_count == nullptr || fbo == nullptr ||
+      (pages.data() == nullptr && !pages.empty()))
     return Status::kInvalidParameter;
   const auto a = reinterpret_cast<uint64_t>(address);
   if (length - 1 > UINT64_MAX - a) return Status::kInvalidParameter;

@@ -24,11 +24,21 @@ Status CqImpl::teardown_locked() {
 
 Cq::Cq(detail::CqImpl* impl) noexcept : Object(impl), cq_(impl) {}
 
-size_t Cq::get_results(std::span<Result> results) noexcept { return cq_->cq.poll(results); }
+// A closing CQ (its close pends until its QPs are closed) returns nothing and ignores arms: the
+// consumer gave it up (ndkpi.md §1.4), and its notifications have stopped. A null result array
+// with a non-zero size cannot be written: nothing is taken from the ring.
+size_t Cq::get_results(std::span<Result> results) noexcept {
+  if (results.data() == nullptr || detail::is_closing(cq_)) return 0;
+  return cq_->cq.poll(results);
+}
 
-size_t Cq::get_results_ex(std::span<ResultEx> results) noexcept { return cq_->cq.poll(results); }
+size_t Cq::get_results_ex(std::span<ResultEx> results) noexcept {
+  if (results.data() == nullptr || detail::is_closing(cq_)) return 0;
+  return cq_->cq.poll(results);
+}
 
 void Cq::arm(CqNotify type) noexcept {
+  if (detail::is_closing(cq_)) return;
   switch (type) {
     case CqNotify::kErrors:
       cq_->cq.arm(dp::Cq::kArmErrors);
@@ -47,6 +57,7 @@ void Cq::arm(CqNotify type) noexcept {
 Status Cq::resize(uint32_t, RequestCompletion, void*) noexcept { return Status::kNotSupported; }
 
 Status Cq::control_interrupt_moderation(uint32_t interval_us, uint32_t count) noexcept {
+  if (detail::is_closing(cq_)) return Status::kInvalidDeviceState;
   constexpr uint32_t kMax = UINT32_MAX;                        // MAXULONG
   const bool count_off = count == kMax || count > cq_->depth;  // interval only
   // ndkpi.md §3.4: "count only" with "interval only" is a contradiction.
@@ -58,7 +69,8 @@ Status Cq::control_interrupt_moderation(uint32_t interval_us, uint32_t count) no
 }
 
 bool CqExtension::cancel_notification() noexcept {
-  if (cq_->cq.disarm() == dp::Cq::kArmNone) return false;
+  // A closing CQ delivers no notification, hence has none to cancel.
+  if (detail::is_closing(cq_) || cq_->cq.disarm() == dp::Cq::kArmNone) return false;
   // Release: the control thread that sees the doorbell (acquire) sees the flag.
   cq_->cancelled_.store(true, std::memory_order_release);
   cq_->adapter->doorbell.store(1, std::memory_order_release);

@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -108,6 +109,12 @@ struct ObjectImpl {
 
   const ObjectType type;
   AdapterImpl* const adapter;
+  // Set (release) once close() was requested, before the object may still wait for its
+  // successors or its engine work; read (acquire) without the mutex by the post / poll / arm
+  // paths, so that an object whose close is pending refuses new work with kInvalidDeviceState
+  // (ndkpi.md §1.4: the provider may fail calls on a closed antecedent; docs/api.md "Bad
+  // input"). Never cleared: the object is freed when its close completes.
+  std::atomic<bool> closing{false};
   // ---- guarded by adapter->mu
   Life life = Life::kLive;
   uint32_t successors = 0;
@@ -301,6 +308,17 @@ struct SyncWait {
   static void on_create(void* ctx, Status s, Object* o) noexcept;
   static void on_request(void* ctx, Status s) noexcept;
 };
+
+// Whether close() was requested for `o` (lock-free; see ObjectImpl::closing).
+inline bool is_closing(const ObjectImpl* o) noexcept {
+  return o->closing.load(std::memory_order_acquire);
+}
+
+// Copies a receive's SGE list into `w` (Qp::receive, Srq::receive): kInvalidParameter for a
+// null list with a non-zero count or an SGE whose address + length passes 2^64; kDataOverrun
+// above `max_sge`; kBufferOverflow above max_transfer_length (ndkpi.md §2.4). Post path: no
+// lock, no allocation.
+Status fill_recv(dp::RecvWqe& w, std::span<const Sge> sgl, uint32_t max_sge) noexcept;
 
 // Converts an exception escaping a control-side call into a status (exceptions never cross the
 // public API, house style rule 21).

@@ -139,6 +139,9 @@ Status Pd::create_srq(uint32_t depth, uint32_t max_receive_request_sge, uint32_t
 Status Pd::get_privileged_memory_region_token(uint32_t* token) noexcept {
   if (token == nullptr) return Status::kInvalidParameter;
   std::lock_guard lk(pd_->adapter->mu);
+  // A PD whose close pends (it still has successors) hands out nothing new, like its creates.
+  if (pd_->adapter->shutting_down || pd_->life != detail::Life::kLive)
+    return Status::kInvalidDeviceState;
   if (pd_->priv_token == 0) {
     // The whole address space but page 0, local read and write, never remote (ndkpi.md §4.4):
     // logical addresses are virtual addresses here.
@@ -158,6 +161,8 @@ Mr::Mr(detail::MrImpl* impl) noexcept : Object(impl), mr_(impl) {}
 
 Status Mr::register_mr(const void* address, size_t length, uint32_t flags, RequestCompletion,
                        void*) noexcept {
+  // An MR whose close pends (a window is still bound to it) takes no new registration.
+  if (detail::is_closing(mr_)) return Status::kInvalidDeviceState;
   const auto va = reinterpret_cast<uint64_t>(address);
   if (va == 0 || length == 0 || (flags & ~detail::kMrFlags) != 0 || length - 1 > UINT64_MAX - va)
     return Status::kInvalidParameter;
@@ -182,6 +187,9 @@ Status Mr::register_mr(const void* address, size_t length, uint32_t flags, Reque
 }
 
 Status Mr::deregister_mr(RequestCompletion, void*) noexcept {
+  // The close already deregisters (once the bound windows are gone): kInvalidDeviceState, not
+  // kDeviceBusy, so that the consumer does not retry on an object it has given up.
+  if (detail::is_closing(mr_)) return Status::kInvalidDeviceState;
   std::lock_guard lk(mr_->adapter->mu);
   if (mr_->state.load(std::memory_order_relaxed) != detail::MrImpl::State::kRegistered)
     return Status::kInvalidDeviceState;
@@ -195,6 +203,7 @@ Status Mr::deregister_mr(RequestCompletion, void*) noexcept {
 
 Status Mr::initialize_fast_register_mr(uint32_t adapter_page_count, bool remote_access,
                                        RequestCompletion, void*) noexcept {
+  if (detail::is_closing(mr_)) return Status::kInvalidDeviceState;
   if (!mr_->fast) return Status::kInvalidDeviceRequest;
   if (adapter_page_count == 0) return Status::kInvalidParameter;
   if (adapter_page_count > mr_->adapter->info.frmr_page_count) return Status::kImplementationLimit;
@@ -229,21 +238,15 @@ uint32_t Mw::get_remote_token() const noexcept { return mw_->key.load(std::memor
 Srq::Srq(detail::SrqImpl* impl) noexcept : Object(impl), srq_(impl) {}
 
 Status Srq::receive(void* request_context, std::span<const Sge> sgl) noexcept {
-  if (sgl.size() > srq_->srq.max_sge()) return Status::kDataOverrun;
+  if (detail::is_closing(srq_)) return Status::kInvalidDeviceState;
   dp::RecvWqe w;
   w.request_context = request_context;
-  w.num_sge = static_cast<uint32_t>(sgl.size());
-  uint64_t total = 0;
-  for (size_t i = 0; i < sgl.size(); ++i) {
-    w.sge[i] = sgl[i];
-    total += sgl[i].length;
-  }
-  if (total > detail::kMaxTransferLength) return Status::kBufferOverflow;
-  w.length = static_cast<uint32_t>(total);
+  if (Status s = detail::fill_recv(w, sgl, srq_->srq.max_sge()); s != Status::kSuccess) return s;
   return srq_->srq.post(w);
 }
 
 Status Srq::modify(uint32_t depth, uint32_t notify_threshold, RequestCompletion, void*) noexcept {
+  if (detail::is_closing(srq_)) return Status::kInvalidDeviceState;
   if (depth > srq_->adapter->info.max_srq_depth) return Status::kInvalidParameter;
   return detail::guarded([&] {
     std::lock_guard lk(srq_->adapter->mu);

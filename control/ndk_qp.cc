@@ -56,13 +56,34 @@ Status post(QpImpl* q, const dp::SendWqe& w) noexcept {
   return s == Status::kInvalidDeviceState ? Status::kConnectionInvalid : s;
 }
 
+// An SGE whose end, addr + length, does not fit in 64 bits names no memory of any region (a
+// region never reaches 2^64: MrTable::register_region), so the post is malformed and refused
+// now rather than failing when it executes (docs/api.md "Bad input").
+constexpr bool wraps(const Sge& s) noexcept { return s.length > UINT64_MAX - s.addr; }
+
+// A null SGE array with a non-zero count (NDK's pSgl NULL with nSge > 0) cannot be read.
+constexpr bool null_list(std::span<const Sge> sgl) noexcept {
+  return sgl.data() == nullptr && !sgl.empty();
+}
+
 // The data part of an initiator request: the SGE list, or (INLINE) the bytes it names, copied
-// now so that the caller may reuse them on return (their tokens are ignored).
+// now so that the caller may reuse them on return (their tokens are ignored). Checks, in order:
+// a null list or a wrapping SGE (kInvalidParameter), too many SGEs (kDataOverrun), too many
+// bytes (kBufferOverflow; INLINE: kInvalidBufferSize). Totals are summed in 64 bits, so SGE
+// lengths whose 32-bit sum wraps are caught as well.
 Status fill_data(QpImpl* q, dp::SendWqe& w, std::span<const Sge> sgl, uint32_t max_sge) noexcept {
+  if (null_list(sgl)) return Status::kInvalidParameter;
   uint64_t total = 0;
   if (w.flags & op_flag::kInline) {
-    for (const Sge& s : sgl) total += s.length;
-    if (total > q->max_inline) return Status::kInvalidBufferSize;
+    for (const Sge& s : sgl) {
+      // Inline bytes are read now, through the address itself: a null or wrapping address
+      // would fault in the memcpy below.
+      if (s.length != 0 && (s.addr == 0 || wraps(s))) return Status::kInvalidParameter;
+      total += s.length;
+      // Inside the loop: the count of an INLINE list is not bounded, so stop before the sum
+      // could wrap.
+      if (total > q->max_inline) return Status::kInvalidBufferSize;
+    }
     uint32_t off = 0;
     for (const Sge& s : sgl) {
       if (s.length != 0)
@@ -75,6 +96,7 @@ Status fill_data(QpImpl* q, dp::SendWqe& w, std::span<const Sge> sgl, uint32_t m
   }
   if (sgl.size() > max_sge) return Status::kDataOverrun;
   for (size_t i = 0; i < sgl.size(); ++i) {
+    if (wraps(sgl[i])) return Status::kInvalidParameter;
     w.sge[i] = sgl[i];
     total += sgl[i].length;
   }
@@ -88,6 +110,8 @@ Status fill_data(QpImpl* q, dp::SendWqe& w, std::span<const Sge> sgl, uint32_t m
 Status post_data(QpImpl* q, WrOpcode op, void* ctx, std::span<const Sge> sgl, uint32_t flags,
                  uint32_t allowed, uint32_t max_sge, uint64_t remote_address, uint32_t remote_token,
                  uint32_t imm_or_inv) noexcept {
+  // A QP whose close was requested takes no new work (its close flushes what it has).
+  if (is_closing(q)) return fail(q, Status::kInvalidDeviceState);
   if ((flags & ~allowed) != 0) return fail(q, Status::kInvalidParameter);
   dp::SendWqe w;
   w.opcode = op;
@@ -100,10 +124,14 @@ Status post_data(QpImpl* q, WrOpcode op, void* ctx, std::span<const Sge> sgl, ui
   return post(q, w);
 }
 
+// Atomics: the remote address must be 8-byte aligned (IBTA §9.4.5) and the result SGE is 8
+// bytes. The result SGE itself needs no alignment: the original value is scattered into it
+// like READ data (dp::scatter_lc), so a misaligned local buffer is legal.
 Status post_atomic(QpImpl* q, WrOpcode op, void* ctx, const Sge& result, uint64_t remote_address,
                    uint32_t remote_token, uint64_t compare_add, uint64_t swap,
                    uint32_t flags) noexcept {
-  if ((flags & ~kLocalFlags) != 0 || result.length != sizeof(uint64_t) ||
+  if (is_closing(q)) return fail(q, Status::kInvalidDeviceState);
+  if ((flags & ~kLocalFlags) != 0 || result.length != sizeof(uint64_t) || wraps(result) ||
       (remote_address & (sizeof(uint64_t) - 1)) != 0)
     return fail(q, Status::kInvalidParameter);
   dp::SendWqe w;
@@ -317,6 +345,21 @@ Status qp_modify(QpImpl* q, const dp::QpAttr& attr, uint32_t mask, RequestComple
 
 dp::Qp& dp_qp(Qp& q) noexcept { return QpImpl::of(q)->qp; }
 
+Status fill_recv(dp::RecvWqe& w, std::span<const Sge> sgl, uint32_t max_sge) noexcept {
+  if (null_list(sgl)) return Status::kInvalidParameter;
+  if (sgl.size() > max_sge) return Status::kDataOverrun;
+  w.num_sge = static_cast<uint32_t>(sgl.size());
+  uint64_t total = 0;
+  for (size_t i = 0; i < sgl.size(); ++i) {
+    if (wraps(sgl[i])) return Status::kInvalidParameter;
+    w.sge[i] = sgl[i];
+    total += sgl[i].length;
+  }
+  if (total > kMaxTransferLength) return Status::kBufferOverflow;
+  w.length = static_cast<uint32_t>(total);
+  return Status::kSuccess;
+}
+
 }  // namespace detail
 
 using detail::QpImpl;
@@ -373,18 +416,11 @@ Status Qp::write(void* request_context, std::span<const Sge> sgl, uint64_t remot
 }
 
 Status Qp::receive(void* request_context, std::span<const Sge> sgl) noexcept {
+  if (detail::is_closing(qp_)) return Status::kInvalidDeviceState;
   if (qp_->srq != nullptr) return Status::kInvalidDeviceRequest;
-  if (sgl.size() > qp_->max_recv_sge) return Status::kDataOverrun;
   dp::RecvWqe w;
   w.request_context = request_context;
-  w.num_sge = static_cast<uint32_t>(sgl.size());
-  uint64_t total = 0;
-  for (size_t i = 0; i < sgl.size(); ++i) {
-    w.sge[i] = sgl[i];
-    total += sgl[i].length;
-  }
-  if (total > detail::kMaxTransferLength) return Status::kBufferOverflow;
-  w.length = static_cast<uint32_t>(total);
+  if (Status s = detail::fill_recv(w, sgl, qp_->max_recv_sge); s != Status::kSuccess) return s;
   return qp_->qp.post_recv(w);
 }
 
@@ -393,9 +429,15 @@ Status Qp::fast_register(void* request_context, Mr& mr,
                          uint64_t base_virtual_address, uint32_t flags) noexcept {
   using detail::fail;
   detail::MrImpl* m = detail::MrImpl::of(mr);
+  if (detail::is_closing(qp_) || detail::is_closing(m))
+    return fail(qp_, Status::kInvalidDeviceState);
   if ((flags & ~detail::kFastRegisterFlags) != 0) return fail(qp_, Status::kInvalidParameter);
+  // An MR of another PD (or of another adapter, whose PDs are never this QP's) is refused.
   // Acquire pairs with the release store of initialize_fast_register_mr.
   if (m->pd != qp_->pd || m->state.load(std::memory_order_acquire) != detail::MrImpl::State::kFrmr)
+    return fail(qp_, Status::kInvalidParameter);
+  // The page array is read when the request executes: a null one with pages is malformed.
+  if (adapter_page_array.data() == nullptr && !adapter_page_array.empty())
     return fail(qp_, Status::kInvalidParameter);
   // NdkFastRegister: remote rights need an MR initialised with RemoteAccess.
   if ((flags & detail::kRemoteRightBits) != 0 && !m->remote_ok.load(std::memory_order_relaxed))
@@ -430,10 +472,14 @@ Status Qp::fast_register(void* request_context, Mr& mr,
 
 Status Qp::invalidate(void* request_context, Object& mr_or_mw, uint32_t flags) noexcept {
   using detail::fail;
+  if (detail::is_closing(qp_)) return fail(qp_, Status::kInvalidDeviceState);
   if ((flags & ~detail::kLocalFlags) != 0) return fail(qp_, Status::kInvalidParameter);
   uint32_t key = 0;
+  // The object's type decides how it is read; any other type (a CQ, PD, QP, SRQ) is refused.
+  // An MR or MW of another PD or adapter is refused by the PD comparison.
   if (mr_or_mw.object_type() == ObjectType::kMr) {
     detail::MrImpl* m = detail::MrImpl::of(static_cast<Mr&>(mr_or_mw));
+    if (detail::is_closing(m)) return fail(qp_, Status::kInvalidDeviceState);
     // Only fast-registered MRs are invalidated; a registered one is deregistered instead.
     if (m->pd != qp_->pd ||
         m->state.load(std::memory_order_acquire) != detail::MrImpl::State::kFrmr)
@@ -441,6 +487,7 @@ Status Qp::invalidate(void* request_context, Object& mr_or_mw, uint32_t flags) n
     key = m->key.load(std::memory_order_acquire);
   } else if (mr_or_mw.object_type() == ObjectType::kMw) {
     detail::MwImpl* m = detail::MwImpl::of(static_cast<Mw&>(mr_or_mw));
+    if (detail::is_closing(m)) return fail(qp_, Status::kInvalidDeviceState);
     if (m->pd != qp_->pd) return fail(qp_, Status::kInvalidParameter);
     key = m->key.load(std::memory_order_acquire);
   } else {
@@ -459,9 +506,13 @@ Status Qp::bind(void* request_context, Mr& mr, Mw& mw, const void* virtual_addre
   using detail::fail;
   detail::MrImpl* m = detail::MrImpl::of(mr);
   detail::MwImpl* win = detail::MwImpl::of(mw);
+  // An MR whose close pends (a window is still bound to it) takes no new window.
+  if (detail::is_closing(qp_) || detail::is_closing(m) || detail::is_closing(win))
+    return fail(qp_, Status::kInvalidDeviceState);
   if ((flags & ~detail::kBindFlags) != 0) return fail(qp_, Status::kInvalidParameter);
   const auto va = reinterpret_cast<uint64_t>(virtual_address);
-  // Zero-based windows are not supported (ndkpi.md §2.2); a window lies inside its MR.
+  // Zero-based windows are not supported (ndkpi.md §2.2); a window lies inside its MR; the MR
+  // and the window belong to this QP's PD (so not to another adapter).
   if (m->pd != qp_->pd || win->pd != qp_->pd || va == 0 ||
       m->state.load(std::memory_order_acquire) != detail::MrImpl::State::kRegistered)
     return fail(qp_, Status::kInvalidParameter);

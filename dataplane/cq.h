@@ -7,7 +7,9 @@
 //
 // Overrun (ndkpi.md §3.3): if the ring is full when the engine must write a completion, the CQ
 // is marked overrun; it and its QPs are dead (the notification status becomes
-// STATUS_BUFFER_OVERFLOW). A consumer that sizes the CQ for its queues never sees this.
+// STATUS_BUFFER_OVERFLOW). A consumer that sizes the CQ for its queues never sees this. The
+// engine moves every QP completing into an overrun CQ to ERR at its next packet or step
+// (qp_cq_overrun, internal.h); completions refused from then on are counted in dropped().
 //
 // Arming (NdkArmCq, ndkpi.md §3.4). The arm is one atomic level: 0 none, then ERRORS < SOLICITED
 // < ANY, so NDK's merge table (ANY + x = ANY, ERRORS + SOLICITED = SOLICITED, ...) is max().
@@ -47,9 +49,13 @@ class Cq {
 
   // Engine side. Returns false (and marks the CQ overrun) when the ring is full.
   bool push(const ResultEx& r) noexcept {
-    if (overrun_.load(std::memory_order_relaxed)) return false;
-    if (!ring_.push(r)) {
+    if (overrun_.load(std::memory_order_relaxed)) [[unlikely]] {
+      count_dropped();
+      return false;
+    }
+    if (!ring_.push(r)) [[unlikely]] {
       overrun_.store(true, std::memory_order_release);  // pairs with overrun()'s acquire
+      count_dropped();
       ring_doorbell();
       return false;
     }
@@ -85,6 +91,9 @@ class Cq {
   bool overrun() const noexcept { return overrun_.load(std::memory_order_acquire); }
   size_t capacity() const noexcept { return ring_.capacity(); }
   uint64_t produced() const noexcept { return produced_.load(std::memory_order_relaxed); }
+  // Completions refused since the overrun (the one that found the ring full, and every later
+  // one): they are lost, as on hardware.
+  uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
 
   // ---- Notification (arming) -----------------------------------------------------------------
 
@@ -152,6 +161,9 @@ class Cq {
       }
     }
   }
+  void count_dropped() noexcept {
+    dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   void ring_doorbell() noexcept {
     // Release: the baselines (and the overrun flag) are visible to the control thread that
     // takes the notification.
@@ -165,6 +177,7 @@ class Cq {
   alignas(kCacheLine) std::atomic<uint64_t> produced_{0};
   std::atomic<uint64_t> solicited_{0};  // solicited receives and errors
   std::atomic<uint64_t> errors_{0};
+  std::atomic<uint64_t> dropped_{0};
   // Written by whoever fires an arm; read by arm() and the engine.
   alignas(kCacheLine) std::atomic<uint32_t> arm_{kArmNone};
   std::atomic<uint64_t> base_any_{0};

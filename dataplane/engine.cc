@@ -48,7 +48,13 @@ void Endpoint::tx_consume(uint32_t n) noexcept {
 void Endpoint::tx_append_faulty(rte_mbuf* m) noexcept {
   rte_mbuf* out[FaultInjector::kMaxHeld + 2];
   const uint16_t n = tx_fault_->apply(&m, 1, out, FaultInjector::kMaxHeld + 2, pool_);
-  for (uint16_t i = 0; i < n && tx_count_ < kTxCapacity; ++i) tx_[tx_count_++] = out[i];
+  for (uint16_t i = 0; i < n; ++i) {
+    if (tx_count_ < kTxCapacity) {
+      tx_[tx_count_++] = out[i];
+    } else {
+      rte_pktmbuf_free(out[i]);  // a duplicate beyond the TX buffer: lost like a full queue's
+    }
+  }
 }
 
 uint32_t Endpoint::drain_control_tx_lc() noexcept {
@@ -194,6 +200,10 @@ bool Engine::phase_tx_build(uint64_t now) noexcept {
   for (uint32_t i = 0; i < nactive_; ++i) {
     Qp& qp = *active_[i];
     Endpoint& ep = *active_ep_[i];
+    // A CQ of this QP overran (maybe through another QP): the QP is dead before it sends
+    // anything more (ndkpi.md §3.3). RESET processes nothing, so it is left alone.
+    if (qp.state != QpState::kErr && qp.state != QpState::kReset && qp_cq_overrun(qp)) [[unlikely]]
+      qp_cq_overrun_error_lc(ep, qp);
     if (qp.state == QpState::kErr) [[unlikely]] {
       // Work posted to a QP in ERR completes with a flush status (IBTA §10.3.1).
       if (!qp.sq.empty() || !qp.rq.empty()) {
@@ -243,8 +253,9 @@ bool Engine::phase_tx_flush(Endpoint& ep) noexcept {
   return sent != 0;
 }
 
-bool Engine::run_once() noexcept {
-  const uint64_t now = rte_get_tsc_cycles();
+bool Engine::run_once() noexcept { return run_once(rte_get_tsc_cycles()); }
+
+bool Engine::run_once(uint64_t now) noexcept {
   bool busy = phase_mailbox();
   rx_backlog_ = false;
   for (uint32_t i = 0; i < nep_; ++i) busy |= phase_rx(*eps_[i], now);

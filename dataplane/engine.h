@@ -179,6 +179,10 @@ class Engine {
 
   // One loop step. Only the engine's owner thread calls it. Returns whether any work was done.
   bool run_once() noexcept;
+  // The same step at TSC `now` instead of the current TSC: tests drive the timers (ACK timeout,
+  // RNR wait) with a synthetic clock, so timer paths are deterministic. `now` must never go
+  // backwards, and must not start below a TSC an earlier step used.
+  bool run_once(uint64_t now) noexcept;
 
   // Validates one received frame and hands it to its QP's responder or completer (the body of
   // the rx phase). Takes ownership of `m`. Public so that protocol tests can feed synthetic
@@ -194,6 +198,8 @@ class Engine {
 
   const EngineConfig& config() const noexcept { return cfg_; }
   uint32_t endpoints() const noexcept { return nep_; }
+  // QPs the engine serves, over all endpoints (owner thread, or a stopped engine).
+  uint32_t active_qps() const noexcept { return nactive_; }
   Endpoint* endpoint(uint32_t i) const noexcept { return eps_[i]; }
 
  private:

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "dataplane/cq.h"
 #include "dataplane/engine.h"
 #include "dataplane/mr.h"
 #include "dataplane/qp.h"
@@ -21,6 +22,17 @@ Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& attr, uint32_t mask) noe
 // Moves the QP to ERR: every outstanding and queued WQE completes with WR_FLUSH_ERR (in posting
 // order, send queue then receive queue), and the rings are drained (IBTA §10.3.1 error state).
 void qp_to_error_lc(Endpoint& ep, Qp& qp) noexcept;
+// True when a CQ this QP completes into has overrun: the CQ and every QP attached to it are
+// dead (ndkpi.md §3.3). Two loads of a flag written once; the engine checks it for each received
+// packet and each QP step, so a QP stops at once, not only when it next completes something.
+inline bool qp_cq_overrun(const Qp& qp) noexcept {
+  const Cq* s = qp.config().send_cq;
+  const Cq* r = qp.config().recv_cq;
+  return (s != nullptr && s->overrun()) || (r != nullptr && r->overrun());
+}
+// The QP's CQ has overrun: ERR, with the flush completions refused by the CQ (counted in
+// QpCounters::completions_dropped). Counted in QpCounters::cq_overrun_errors.
+void qp_cq_overrun_error_lc(Endpoint& ep, Qp& qp) noexcept;
 // Retires done send slots from the head in order, writing completions (none for successful
 // SILENT_SUCCESS requests, IBTA §10.7.3.1 / NDK_OP_FLAG_SILENT_SUCCESS). Returns slots retired.
 uint32_t qp_retire_lc(Endpoint& ep, Qp& qp) noexcept;

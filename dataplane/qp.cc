@@ -168,6 +168,10 @@ void QpCounters::add(const QpCounters& o) noexcept {
   completions_ok += o.completions_ok;
   completions_error += o.completions_error;
   completions_flushed += o.completions_flushed;
+  completions_dropped += o.completions_dropped;
+  cq_overrun_errors += o.cq_overrun_errors;
+  rnr_naks_coalesced += o.rnr_naks_coalesced;
+  resp_queue_full += o.resp_queue_full;
   for (size_t i = 0; i < std::size(completions_by_status); ++i)
     completions_by_status[i] += o.completions_by_status[i];
 }
@@ -243,6 +247,9 @@ Status Qp::post_recv(const RecvWqe& wqe) noexcept {
   uint64_t total = 0;
   for (uint32_t i = 0; i < wqe.num_sge; ++i) total += wqe.sge[i].length;
   if (total != wqe.length) return Status::kInvalidParameter;
+  // No message is longer than 2^31 bytes (IBTA §9.4; NDK max_transfer_length), so neither is a
+  // receive buffer; the responder's offset arithmetic relies on it.
+  if (total > (1u << 31)) return Status::kBufferOverflow;
   // Acquire pairs with the engine's release of rq_retired_ (qp_datapath.cc).
   if (cfg_.rq_limit != 0 &&
       posted_.rq - rq_retired_.load(std::memory_order_acquire) >= cfg_.rq_limit)

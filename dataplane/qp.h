@@ -88,6 +88,11 @@ struct QpCounters {
   uint64_t dropped_bad_state = 0;   // packets arriving while the QP cannot take them
   uint64_t dropped_stale = 0;       // stale or duplicate responses ignored
   uint64_t completions_ok = 0, completions_error = 0, completions_flushed = 0;
+  // Resource exhaustion (docs/design.md "Resource exhaustion"):
+  uint64_t completions_dropped = 0;  // not written: the CQ had overrun (ndkpi.md §3.3)
+  uint64_t cq_overrun_errors = 0;    // times this QP was moved to ERR by an overrun CQ
+  uint64_t rnr_naks_coalesced = 0;   // requests answered by an RNR NAK already queued for them
+  uint64_t resp_queue_full = 0;      // requests dropped: responder output queue full
   // Every completion (send and receive, silent ones included) by its verbs status.
   uint64_t completions_by_status[static_cast<size_t>(WcStatus::kGeneralErr) + 1] = {};
 

@@ -85,7 +85,10 @@ void complete_send(Qp& qp, const SendWqe& wqe, WcStatus wc) noexcept {
   r.type = op_type_of(wqe.opcode);
   r.provider_error_code = static_cast<uint32_t>(wc);
   r.qpn = qp.qpn();
-  if (qp.config().send_cq != nullptr) qp.config().send_cq->push(r);
+  // A refused push means the CQ has overrun: the completion is lost (ndkpi.md §3.3), and the
+  // engine moves the QP to ERR before it does anything else (qp_cq_overrun).
+  if (Cq* cq = qp.config().send_cq; cq != nullptr && !cq->push(r)) [[unlikely]]
+    ++qp.counters.completions_dropped;
 }
 
 void reset_requester(Qp& qp) noexcept {
@@ -129,7 +132,8 @@ void qp_complete_recv_lc(Qp& qp, const RecvWqe& wqe, WcStatus wc, uint32_t bytes
   r.flags = flags;
   r.qpn = qp.qpn();
   if (flags & kResultHasImmediate) r.type_specific_completion_output = imm;
-  if (qp.config().recv_cq != nullptr) qp.config().recv_cq->push(r);
+  if (Cq* cq = qp.config().recv_cq; cq != nullptr && !cq->push(r)) [[unlikely]]
+    ++qp.counters.completions_dropped;  // overrun: see complete_send()
 }
 
 uint32_t qp_retire_lc(Endpoint&, Qp& qp) noexcept {
@@ -174,6 +178,11 @@ void qp_to_error_lc(Endpoint& ep, Qp& qp) noexcept {
     qp.rq.pop();
   }
   reset_responder(qp);
+}
+
+void qp_cq_overrun_error_lc(Endpoint& ep, Qp& qp) noexcept {
+  ++qp.counters.cq_overrun_errors;
+  qp_to_error_lc(ep, qp);
 }
 
 Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexcept {

@@ -49,6 +49,11 @@ void owe_ack(Qp& qp, Psn psn) noexcept {
     return;
   }
   RespJob& last = s.jobs[(s.jobs_tail - 1) & s.jobs_mask];
+  // An RNR NAK for psn + 1 is still to go out: it acknowledges every PSN before its own (the
+  // requester completes through psn first, rocev2.md §3.6), so a duplicate arriving while it
+  // waits adds nothing. Without this, duplicates alternating with retries of the NAKed PSN
+  // would queue an ACK and a new RNR NAK each.
+  if (last.kind == Kind::kRnrNak && last.psn == psn + 1) return;
   if (last.kind == Kind::kAck) {
     last.psn = psn;
     last.msn = s.msn;
@@ -76,10 +81,24 @@ bool send_ack_frame(Endpoint& ep, Qp& qp, Psn psn, uint8_t syndrome, uint32_t ms
 
 // Class C/D errors: NAK the request now, then the QP enters ERR (rxe do_class_ac_error()).
 // Only when no response for an earlier PSN is still owed (see fatal_nak_lc).
+//
+// When the NAK frame cannot be built now (mempool empty, TX buffer full), it becomes the only
+// job: responder_tx_lc sends it as soon as an mbuf is free and then enters ERR, and requests
+// are dropped meanwhile (fatal_nak_queued). Entering ERR without the NAK would leave the
+// requester to time out with RETRY_EXC_ERR instead of the error the NAK code names (IBTA
+// §9.7.5.2; rocev2.md §3.7). What else was queued is for later PSNs, and ERR would discard it
+// anyway (IBTA §10.3.1).
 void fatal_nak_now_lc(Endpoint& ep, Qp& qp, Psn psn, uint8_t code) noexcept {
   if (code < 4) ++qp.counters.naks_sent[code];
-  if (ep.tx_space() != 0) (void)send_ack_frame(ep, qp, psn, aeth::kNak | code, qp.resp.msn);
-  qp_to_error_lc(ep, qp);
+  const auto syndrome = static_cast<uint8_t>(aeth::kNak | code);
+  if (ep.tx_space() != 0 && send_ack_frame(ep, qp, psn, syndrome, qp.resp.msn)) {
+    qp_to_error_lc(ep, qp);
+    return;
+  }
+  auto& s = qp.resp;
+  s.jobs_tail = s.jobs_head;
+  s.ack_pending = false;  // the NAK acknowledges every earlier PSN
+  if (RespJob* j = push_job(qp, Kind::kNak, psn)) j->syndrome = syndrome;
 }
 
 bool is_fatal_nak(const RespJob& j) noexcept {
@@ -145,7 +164,12 @@ void duplicate_lc(Qp& qp, const wire::ParsedFrame& f, Psn p) noexcept {
       // requester re-requests the rest: same R_Key, range inside the original).
       const uint64_t va = f.reth().va.get();
       const uint32_t len = f.reth().dma_length.get();
-      if (f.reth().rkey.get() != r.rkey || va < r.va || va + len > r.va + r.length) return;
+      // [va, va + len) inside [r.va, r.va + r.length), without computing va + len: a peer's
+      // va near 2^64 would wrap and pass (the replay would then fail its R_Key check and NAK,
+      // killing the QP for a request that should just be dropped).
+      if (f.reth().rkey.get() != r.rkey || va < r.va || len > r.length ||
+          va - r.va > r.length - len)
+        return;
       if (RespJob* j = push_job(qp, Kind::kRead, p)) {
         j->va = va;
         j->rkey = r.rkey;
@@ -176,7 +200,12 @@ void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t)
   }
   auto& s = qp.resp;
   const Psn p(wire::Bth::Psn::get(f.bth()));
-  if (jobs_full(qp)) return;  // cannot answer now: drop, the requester retransmits
+  if (jobs_full(qp)) [[unlikely]] {
+    // Cannot answer now: drop, the requester retransmits. The queue is a fixed array sized at
+    // creation (kRespJobs), so a flood costs no memory.
+    ++qp.counters.resp_queue_full;
+    return;
+  }
 
   // 1. PSN (IBTA §9.7.5.1.1).
   const int32_t d = Psn::diff(p, s.epsn);
@@ -248,12 +277,21 @@ void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t)
     // A QP with a shared receive queue takes from it (same engine: the SRQ's only consumer).
     Srq* srq = qp.config().srq;
     if (!(srq != nullptr ? srq->pop_lc(&s.recv) : qp.rq.pop(s.recv))) {
-      ++qp.counters.rnr_naks_sent;
-      if (RespJob* j = push_job(qp, Kind::kRnrNak, p))
-        j->syndrome = static_cast<uint8_t>(aeth::kRnrNak | (qp.attr.min_rnr_timer & 0x1f));
       // Packets already in flight behind this one are dropped without a sequence NAK: the
       // requester resends from p after the RNR timer anyway.
       s.nak_sent = true;
+      if (s.jobs_head != s.jobs_tail) {
+        const RespJob& last = s.jobs[(s.jobs_tail - 1) & s.jobs_mask];
+        if (last.kind == Kind::kRnrNak && last.psn == p) {
+          // The RNR NAK for this PSN has not gone out yet: it answers this copy too, so a flood
+          // of retries costs one NAK, not one job each (IBTA §9.7.5.2.8).
+          ++qp.counters.rnr_naks_coalesced;
+          return;
+        }
+      }
+      ++qp.counters.rnr_naks_sent;
+      if (RespJob* j = push_job(qp, Kind::kRnrNak, p))
+        j->syndrome = static_cast<uint8_t>(aeth::kRnrNak | (qp.attr.min_rnr_timer & 0x1f));
       return;
     }
     s.have_recv = true;
@@ -261,7 +299,7 @@ void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t)
   }
 
   // 6. Receive buffer large enough (C9-xx; ND: receive smaller than the send).
-  if ((m & op::kSend) && s.recv_off + plen > s.recv.length) {
+  if ((m & op::kSend) && uint64_t{s.recv_off} + plen > s.recv.length) {
     fail_recv_lc(qp, WcStatus::kLocLenErr);
     fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
     return;

@@ -30,10 +30,24 @@ bool addresses_match(const Qp& qp, const wire::ParsedFrame& f) noexcept {
 
 bool Engine::phase_rx(Endpoint& ep, uint64_t now) noexcept {
   if (ep.port() == nullptr) return false;
-  rte_mbuf* pkts[64];
-  const uint16_t n = ep.port()->rx_burst(
-      ep.queue(), pkts, static_cast<uint16_t>(cfg_.rx_burst > 64 ? 64 : cfg_.rx_burst));
+  rte_mbuf* burst[64];
+  uint16_t n = ep.port()->rx_burst(ep.queue(), burst,
+                                   static_cast<uint16_t>(cfg_.rx_burst > 64 ? 64 : cfg_.rx_burst));
   const uint16_t received = n;  // before the fault injector adds or removes frames
+  rte_mbuf** pkts = burst;
+  if constexpr (kTesting) {
+    // Faults on the receive side (docs/design.md, Fault injection): drops, duplicates,
+    // corruption and reordering of what the port delivered. A held-back frame is released when
+    // the port goes quiet, so a delay never turns into a loss.
+    static_assert(2 * 64 + FaultInjector::kMaxHeld <= 0xFFFF);
+    if (ep.rx_fault() != nullptr) [[unlikely]] {
+      static thread_local rte_mbuf* faulty[2 * 64 + FaultInjector::kMaxHeld];
+      constexpr uint16_t kCap = 2 * 64 + FaultInjector::kMaxHeld;
+      n = n != 0 ? ep.rx_fault()->apply(burst, n, faulty, kCap, ep.pool())
+                 : ep.rx_fault()->flush(faulty, kCap);
+      pkts = faulty;
+    }
+  }
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     ++ep.counters().rx_packets;
@@ -94,6 +108,10 @@ void Engine::deliver_lc(Endpoint& ep, rte_mbuf* m, uint64_t now) noexcept {
   }
   ++qp->counters.rx_packets;
   qp->counters.rx_bytes += f.l.frame_len();
+  // A QP whose CQ has overrun is dead (ndkpi.md §3.3): in ERR the stages drop the packet rather
+  // than execute a request whose completion could not be reported.
+  if (qp->state != QpState::kErr && qp_cq_overrun(*qp)) [[unlikely]]
+    qp_cq_overrun_error_lc(ep, *qp);
   // IBTA §9.6: the opcode says which stage owns the packet.
   if (f.mask & wire::op::kReq) {
     responder_rx_lc(ep, *qp, f, now);

@@ -51,12 +51,14 @@ class Srq {
   // ---- Producer (application; one poster at a time) ------------------------------------------
 
   // NdkSrqReceive. kDataOverrun for more SGEs than max_sge, kInvalidParameter if `length` is not
-  // the sum of the SGE lengths, kNoMoreEntries when `depth` receives are outstanding.
+  // the sum of the SGE lengths, kBufferOverflow above 2^31 bytes (the largest message, IBTA
+  // §9.4), kNoMoreEntries when `depth` receives are outstanding.
   Status post(const RecvWqe& wqe) noexcept {
     if (wqe.num_sge > max_sge_ || wqe.num_sge > kMaxSge) return Status::kDataOverrun;
     uint64_t total = 0;
     for (uint32_t i = 0; i < wqe.num_sge; ++i) total += wqe.sge[i].length;
     if (total != wqe.length) return Status::kInvalidParameter;
+    if (total > (1u << 31)) return Status::kBufferOverflow;
     if (Ring* n = next_.load(std::memory_order_acquire)) [[unlikely]] {
       // Take the larger ring offered by the control thread (acquire: its slots are
       // initialised). Every post so far was published, so the handoff (release) tells the engine

@@ -79,8 +79,9 @@ class Adapter {
   // addresses (kPageSize aligned; here the host virtual pages themselves) and the first byte
   // offset into the first page. `pages` receives at most pages.size() entries; kSuccess with
   // *page_count and *fbo set, or kBufferTooSmall with *page_count set to the number needed.
-  // kInvalidParameter for a null address, zero length or a null out-parameter. Never pends; no
-  // memory is pinned or touched. Any thread.
+  // kInvalidParameter for a null address, zero length, a range passing 2^64, a null
+  // out-parameter, or a null `pages` array with a non-zero size. Never pends; no memory is
+  // pinned or touched. Any thread.
   Status build_lam(const void* address, size_t length, std::span<uint64_t> pages,
                    uint32_t* page_count, uint32_t* fbo) const noexcept;
   // NdkReleaseLAM: nothing is held for a mapping, so this does nothing.

@@ -25,7 +25,8 @@ class Cq final : public Object {
  public:
   // NdkGetCqResults: moves up to results.size() completions, oldest first, into `results`;
   // returns how many (0: none). Completions of one QP's send queue, and of one QP's receive
-  // queue, come in posting order.
+  // queue, come in posting order. 0, taking nothing, for a null array (with a non-zero size)
+  // and for a CQ whose close was requested (the consumer has given it up).
   size_t get_results(std::span<Result> results) noexcept;
   // NdkGetCqResultsEx: the same with NDK_RESULT_EX records (operation type, the verbs status in
   // provider_error_code, immediate data / invalidated token, urnic flags).
@@ -35,7 +36,8 @@ class Cq final : public Object {
   // kAny (any completion), kSolicited (a receive of a send with SEND_AND_SOLICIT_EVENT, or any
   // error), kErrors (any error completion). Re-arming before the callback merges (ANY wins,
   // SOLICITED beats ERRORS). If a matching completion arrived since the last notification the
-  // arm is satisfied at once. Other values are ignored.
+  // arm is satisfied at once. Other values, and any arm of a CQ whose close was requested, are
+  // ignored (no notification).
   void arm(CqNotify type) noexcept;
 
   // NdkResizeCq: not supported (the adapter does not set kCqResizeSupported): kNotSupported.
@@ -45,7 +47,8 @@ class Cq final : public Object {
   // after an arm is satisfied, or until `count` completions accumulated, whichever comes first.
   // interval 0, or count 0 or 1: moderation off; interval 0xFFFFFFFF: count only; count
   // 0xFFFFFFFF or above the depth: interval only. kInvalidParameterMix when both say "the
-  // other only". kSuccess otherwise; applied by the control thread from its next notification.
+  // other only"; kInvalidDeviceState once close() was requested. kSuccess otherwise; applied by
+  // the control thread from its next notification.
   Status control_interrupt_moderation(uint32_t interval_us, uint32_t count) noexcept;
 
  private:

@@ -51,7 +51,8 @@ class QpExtension {
   // region needs mr_flag::kAllowRemoteAtomic): if it equals `compare` it becomes `swap`. The
   // original value lands in `result` (8 bytes of local-writable memory, host order).
   // Completion type kCompareSwap. Flags: kSilentSuccess, kReadFence, kDefer. kInvalidParameter
-  // for a misaligned address or a result SGE that is not 8 bytes.
+  // for a misaligned remote address or a result SGE that is not 8 bytes (or passes 2^64). The
+  // result SGE itself needs no alignment: the value is copied into it like READ data.
   Status compare_swap(void* request_context, const Sge& result, uint64_t remote_address,
                       uint32_t remote_token, uint64_t compare, uint64_t swap,
                       uint32_t flags) noexcept;

@@ -9,7 +9,9 @@
 //
 // Threading: the calls of one MR are serialised by the consumer; different MRs may be used from
 // different threads concurrently. Registration never touches, pins or dereferences the memory;
-// the range must stay mapped while it is registered. No call here pends.
+// the range must stay mapped while it is registered. No call here pends. Once close() was
+// requested (it pends while a window is bound to the region) every call below but the token
+// getters returns kInvalidDeviceState.
 #pragma once
 
 #include <cstddef>

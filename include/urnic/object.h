@@ -69,7 +69,9 @@ class Object {
 
   // NdkCloseXxx. Returns kSuccess (closed now; `completion` is not called) or kPending
   // (`completion`, if not null, is called once the object is gone, and is its last callback).
-  // Never fails. After close() the object must not be used again (a second close is ignored).
+  // Never fails. After close() the object must not be used again (a second close is ignored);
+  // while its close pends, the calls that would start new work on it, or with it, return
+  // kInvalidDeviceState (docs/api.md "Bad input"), but once it is closed it is freed.
   // Any thread, including from inside a callback; never concurrently with another call on the
   // same object except as NDK allows (ndkpi.md §1.3). Closing a QP flushes its outstanding work
   // (completions with kCancelled) before the QP goes away.

@@ -65,7 +65,7 @@ class Pd final : public Object {
   // lets SGEs name any address of this process (logical address == virtual address here)
   // without registering it. The same token for the life of the PD. kSuccess, or
   // kInsufficientResources when the key table is full (NDK's function is VOID; see
-  // docs/api.md). Any thread.
+  // docs/api.md); kInvalidDeviceState once the PD's close was requested. Any thread.
   Status get_privileged_memory_region_token(uint32_t* token) noexcept;
 
  private:

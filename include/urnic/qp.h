@@ -18,14 +18,20 @@
 // Any other status means nothing was queued and no completion will ever appear for it; a
 // failing post also hands every earlier deferred request to the engine (ndkpi.md §7.3).
 // Statuses common to every initiator post:
+//   kInvalidDeviceState    close() was requested (the close is pending): no new work;
 //   kConnectionInvalid     the QP is not connected (RESET, INIT or RTR);
-//   kInvalidParameter      a flag not valid for the operation, or a malformed argument;
+//   kInvalidParameter      a flag not valid for the operation, or a malformed argument: a null
+//                          SGE array with a non-zero count, an SGE whose address + length
+//                          does not fit in 64 bits, an INLINE SGE at address 0;
 //   kDataOverrun           more SGEs than the QP's max_initiator_request_sge (reads: also
 //                          max_read_request_sge); INLINE requests are exempt;
 //   kBufferOverflow        the SGEs total more than max_transfer_length;
 //   kInvalidBufferSize     INLINE data above the QP's inline_data_size;
 //   kNoMoreEntries         initiator_queue_depth requests are outstanding.
-// A QP in the error state still accepts posts; they complete with kCancelled.
+// A QP in the error state still accepts posts; they complete with kCancelled. Tokens are checked
+// when a request executes: a token naming no region, of another PD or adapter, or a range
+// outside the region completes with kAccessViolation, and the QP's later work with kCancelled
+// (docs/api.md "Bad input"). Zero-length requests and zero-length SGEs are legal.
 //
 // Deferral (op_flag::kDefer): the request is written to the ring but not published; the engine
 // sees it with the next post without kDefer, or with any failing post (the deferred doorbell).
@@ -62,7 +68,8 @@ class Qp final : public Object {
   // May be posted before the QP is connected. kSuccess; kDataOverrun (more SGEs than
   // max_receive_request_sge); kBufferOverflow (more than max_transfer_length); kNoMoreEntries
   // (receive_queue_depth outstanding); kInvalidDeviceRequest on a QP with an SRQ;
-  // kInvalidDeviceState in RESET.
+  // kInvalidParameter (a null SGE array with a non-zero count, an SGE passing 2^64);
+  // kInvalidDeviceState in RESET or once close() was requested.
   Status receive(void* request_context, std::span<const Sge> sgl) noexcept;
   // NdkRead: reads the peer's [remote_address, + total SGE length) (host byte order; the peer's
   // token `remote_token`) into the SGEs, which need local write. Flags: kSilentSuccess,
@@ -84,16 +91,16 @@ class Qp final : public Object {
   // kAccessViolation (remote rights asked of an MR initialised without remote access);
   // kImplementationLimit (more pages than the MR was initialised with); kInvalidBufferSize
   // (length above pages * kPageSize - fbo); kInvalidParameter (fbo >= kPageSize, a page
-  // not aligned, base_virtual_address not fbo + n * kPageSize, or `mr` not an initialised
-  // fast-register MR of this QP's PD). The region must be invalid when the request executes,
-  // else it completes with kInvalidDeviceRequest.
+  // not aligned, a null page array, base_virtual_address not fbo + n * kPageSize, or `mr` not an
+  // initialised fast-register MR of this QP's PD). The region must be invalid when the request
+  // executes, else it completes with kInvalidDeviceRequest.
   Status fast_register(void* request_context, Mr& mr, std::span<const uint64_t> adapter_page_array,
                        uint32_t fbo, size_t length, uint64_t base_virtual_address,
                        uint32_t flags) noexcept;
   // NdkInvalidate: invalidates a fast-registered MR or a bound MW (`mr_or_mw`), in order with
   // the requests around it. Flags: kSilentSuccess, kReadFence, kDefer. kInvalidParameter for a
-  // normally registered MR or another object type. Invalidating what is not valid completes
-  // with kInvalidDeviceRequest.
+  // normally registered MR, an MR or MW of another PD (or adapter), or another object type.
+  // Invalidating what is not valid completes with kInvalidDeviceRequest.
   Status invalidate(void* request_context, Object& mr_or_mw, uint32_t flags) noexcept;
   // NdkBind: binds `mw` to [virtual_address, + length) inside the registered MR `mr` with the
   // remote rights kAllowRemoteRead / kAllowRemoteWrite (and kAllowRemoteAtomic, extension),
@@ -101,8 +108,9 @@ class Qp final : public Object {
   // Mw::get_remote_token as soon as this returns. Flags also: kSilentSuccess, kReadFence,
   // kDefer. Extra statuses: kAccessViolation (a writable window over an MR without local
   // write); kInvalidBufferSize (length above max_window_size); kInvalidParameter (the range is
-  // not inside the MR, address 0, or `mr` is not a registered MR of this QP's PD). Binding a
-  // window that is still bound completes with kInvalidDeviceRequest (invalidate first).
+  // not inside the MR, address 0, or `mr` or `mw` is not of this QP's PD); kInvalidDeviceState
+  // (an MR whose close is pending). Binding a window that is still bound completes with
+  // kInvalidDeviceRequest (invalidate first).
   Status bind(void* request_context, Mr& mr, Mw& mw, const void* virtual_address, size_t length,
               uint32_t flags) noexcept;
   // NdkFlush: every outstanding request of both queues completes with kCancelled, in posting

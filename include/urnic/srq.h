@@ -25,7 +25,9 @@ class Srq final : public Object {
   // NdkSrqReceive: posts one receive. The SGE memory is written when a send arrives, until the
   // receive completes. kSuccess; kDataOverrun for more SGEs than the SRQ's
   // max_receive_request_sge; kNoMoreEntries when `depth` receives are outstanding;
-  // kBufferOverflow when the SGEs total more than max_transfer_length.
+  // kBufferOverflow when the SGEs total more than max_transfer_length; kInvalidParameter for a
+  // null SGE array with a non-zero count or an SGE passing 2^64; kInvalidDeviceState once
+  // close() was requested (the close pends while QPs use the SRQ).
   Status receive(void* request_context, std::span<const Sge> sgl) noexcept;
 
   // NdkModifySrq: `depth` 0 keeps the depth, else 1 .. max_srq_depth and not below the receives
@@ -33,7 +35,7 @@ class Srq final : public Object {
   // arming, else arms the limit notification with it, firing at once if the fill level (posted,
   // not yet consumed) is already below. After firing, the notification stays disarmed until a
   // modify arms it again. kSuccess (applied now; a larger depth takes effect for the poster at
-  // its next receive). Never pends.
+  // its next receive); kInvalidDeviceState once close() was requested. Never pends.
   Status modify(uint32_t depth, uint32_t notify_threshold, RequestCompletion completion,
                 void* request_context) noexcept;
 

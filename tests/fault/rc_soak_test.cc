@@ -20,6 +20,7 @@ using dp::WrOpcode;
 struct Scenario {
   const char* name;
   uint32_t drop_ppm, reorder_ppm, dup_ppm, corrupt_ppm;
+  bool rx_side = false;  // faults on the receiving endpoints instead of the sending ones
 };
 
 constexpr Scenario kScenarios[] = {
@@ -30,6 +31,7 @@ constexpr Scenario kScenarios[] = {
     {"duplicate", 0, 0, 50000, 0},
     {"corrupt", 0, 0, 0, 50000},
     {"combined", 30000, 30000, 30000, 30000},
+    {"combined_rx", 30000, 30000, 30000, 30000, true},
 };
 
 enum class Kind { kSend, kWrite, kRead, kAtomic };
@@ -78,11 +80,16 @@ TEST_P(RcSoak, EveryByteEveryCompletionExactlyOnce) {
   const char* env_seed = std::getenv("URNIC_SOAK_SEED");
   fc.seed =
       (env_seed ? std::strtoull(env_seed, nullptr, 0) : 0xC0FFEE) + static_cast<uint64_t>(kind);
-  dp::FaultInjector fa(fc);  // on A's transmit side: requests
+  dp::FaultInjector fa(fc);  // requests: on A's transmit side (or B's receive side)
   fc.seed ^= 0x5555;
-  dp::FaultInjector fb(fc);  // on B's transmit side: ACKs, READ responses, ATOMIC ACKs
-  p.a.adapter->endpoint().set_faults(nullptr, &fa);
-  p.b.adapter->endpoint().set_faults(nullptr, &fb);
+  dp::FaultInjector fb(fc);  // ACKs, READ responses, ATOMIC ACKs: B's transmit (A's receive)
+  if (sc.rx_side) {
+    p.b.adapter->endpoint().set_faults(&fa, nullptr);
+    p.a.adapter->endpoint().set_faults(&fb, nullptr);
+  } else {
+    p.a.adapter->endpoint().set_faults(nullptr, &fa);
+    p.b.adapter->endpoint().set_faults(nullptr, &fb);
+  }
 
   std::vector<uint8_t> local(kSlots * kMaxSize), remote(kSlots * kMaxSize);
   const uint32_t lkey = p.a.reg(local.data(), local.size(), mr_flag::kAllowLocalWrite);

@@ -149,9 +149,9 @@ class CmWorld {
     }
     ctl::AdapterConfig c;
     c.port_id = static_cast<uint16_t>(port_);
-    c.port.mbufs = 511;
+    c.port.mbufs = 127;
     c.port.mbuf_cache = 0;
-    c.port.rx_desc = c.port.tx_desc = 128;
+    c.port.rx_desc = c.port.tx_desc = 32;
     c.ipv4 = kCmLocalIp;
     c.ipv6 = kCmLocalIp6;
     c.mac = kCmLocalMac;

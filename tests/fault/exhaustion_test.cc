@@ -1,0 +1,1523 @@
+// Resource exhaustion (issue 8 item 4): each exhausted resource degrades with a defined status or
+// NAK, counters show it, nothing leaks (every mbuf back in its pool; the binary also runs under
+// ASan + LeakSanitizer) and the system recovers where recovery is defined. docs/design.md
+// "Resource exhaustion" lists the behaviours checked here:
+//   1. requests flooding a QP with no receive posted (RNR, IBTA §9.7.5.2.8);
+//   2. an empty mempool at the sender and at the receiver;
+//   3. a CQ that overruns (ndkpi.md §3.3);
+//   4. huge message lengths from a peer (IBTA §9.4, §9.7.5.1) and in local posts;
+//   5. thousands of QPs, up to the adapter's and the engine's limits.
+//
+// Two fixtures. RcPair (tests/loopback/rc_fixture.h): two adapters over a net_ring pair and one
+// engine, driven here with run_once(now) at a synthetic TSC that advances 1 us per step, so
+// every timer path (ACK timeout, RNR wait) is deterministic and the counters are exact. The
+// adapters' control threads are stopped at once: the test thread is the only thread touching
+// the pools, and it lets the control planes free what they received before counting mbufs.
+// RawQp: one QP on an Endpoint without a port, fed synthetic frames through Engine::deliver_lc
+// (as tests/protocol/rc_protocol_test.cc), for floods and malformed lengths no conforming
+// requester would send; what the stages emit stays in the TX buffer and is parsed back.
+#include <gtest/gtest.h>
+#include <malloc.h>
+#include <rte_cycles.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <new>
+#include <ostream>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../loopback/rc_fixture.h"
+#include "dataplane/cq.h"
+#include "dataplane/fault.h"
+#include "dataplane/internal.h"
+#include "dataplane/wire/frame.h"
+#include "dataplane/wire/icrc.h"
+#include "dataplane/wire/opcode.h"
+
+// ---- Heap accounting ----------------------------------------------------------------------------
+//
+// Without a sanitizer, global operator new is replaced by a counting one, so a test can check
+// that a flood of frames allocates nothing (the hot path must not allocate). It allocates with
+// malloc / aligned_alloc, which libstdc++'s operator delete releases with free. Sanitizers
+// replace operator new themselves (and ASan checks new/delete pairing), so there only the bytes
+// in use are compared.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define EXHAUSTION_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define EXHAUSTION_SANITIZED 1
+#endif
+#endif
+
+#ifdef EXHAUSTION_SANITIZED
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
+#else
+namespace {
+std::atomic<uint64_t> g_news{0};
+}  // namespace
+[[gnu::noinline]] void* operator new(std::size_t n) {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n != 0 ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+[[gnu::noinline]] void* operator new(std::size_t n, std::align_val_t a) {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  const auto al = static_cast<std::size_t>(a);
+  if (void* p = std::aligned_alloc(al, (n + al - 1) / al * al)) return p;
+  throw std::bad_alloc();
+}
+#endif
+
+namespace urnic {
+// gtest prints a Status by its NTSTATUS name.
+inline void PrintTo(Status s, std::ostream* os) { *os << to_string(s); }
+}  // namespace urnic
+
+namespace urnic::test {
+namespace {
+
+using dp::QpState;
+using dp::WrOpcode;
+using wire::Psn;
+namespace opc = wire::opc;
+
+// Heap bytes in use (malloc'd and not freed).
+uint64_t heap_in_use() {
+#ifdef EXHAUSTION_SANITIZED
+  return __sanitizer_get_current_allocated_bytes();
+#else
+  const struct mallinfo2 mi = mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+#endif
+}
+
+// operator new calls so far (0 under a sanitizer: not counted there).
+uint64_t news() {
+#ifdef EXHAUSTION_SANITIZED
+  return 0;
+#else
+  return g_news.load(std::memory_order_relaxed);
+#endif
+}
+
+constexpr uint32_t kRemoteAll = mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite |
+                                mr_flag::kAllowRemoteRead | mr_flag::kAllowRemoteAtomic;
+constexpr uint32_t kIdleSteps = 8;  // idle engine steps after which nothing is in flight
+
+void* ctx(uintptr_t i) { return reinterpret_cast<void*>(0x1000 + i); }
+uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  fill(v, seed);
+  return v;
+}
+
+dp::SendWqe data_wr(WrOpcode op, void* context, const void* local, uint32_t len, uint32_t lkey,
+                    uint64_t remote = 0, uint32_t rkey = 0) {
+  dp::SendWqe w = wqe(op, context);
+  w.num_sge = 1;
+  w.length = len;
+  w.sge[0] = {addr(local), len, lkey};
+  w.remote_addr = remote;
+  w.rkey = rkey;
+  return w;
+}
+
+dp::RecvWqe recv_wr(void* context, void* buf, uint32_t len, uint32_t key) {
+  dp::RecvWqe w;
+  w.request_context = context;
+  w.num_sge = 1;
+  w.length = len;
+  w.sge[0] = {addr(buf), len, key};
+  return w;
+}
+
+void expect_result(const ResultEx& r, Status st, WcStatus wc, OperationType type,
+                   const void* context) {
+  EXPECT_EQ(r.status, st);
+  EXPECT_EQ(r.provider_error_code, static_cast<uint32_t>(wc));
+  EXPECT_EQ(r.type, type);
+  EXPECT_EQ(r.request_context, context);
+}
+
+// ---- RcPair driven at a synthetic TSC -----------------------------------------------------------
+
+// The engine's clock: 1 us of TSC per step, starting at the real TSC (a step must never go
+// back behind one the engine already saw).
+struct Clock {
+  uint64_t now = rte_get_tsc_cycles();
+  uint64_t tick = dp::tsc_from_ns(1000);
+  uint64_t next() { return now += tick; }
+};
+
+// Stops both control threads (see the file comment). The gratuitous ARP / NA they queued at
+// start still cross; the stopped control planes hold them until expect_pools_full().
+void quiet(RcPair& p) {
+  for (Side* s : {&p.a, &p.b}) s->adapter->control().stop();
+}
+
+bool step(RcPair& p, Clock& c, bool collect = true) {
+  const bool busy = p.engine().run_once(c.next());
+  if (collect) p.collect();
+  return busy;
+}
+
+void steps(RcPair& p, Clock& c, uint64_t n, bool collect = true) {
+  for (uint64_t i = 0; i < n; ++i) step(p, c, collect);
+}
+
+bool drive(RcPair& p, Clock& c, const std::function<bool()>& done, uint64_t max_steps = 200'000,
+           bool collect = true) {
+  for (uint64_t i = 0; i < max_steps; ++i) {
+    step(p, c, collect);
+    if (done()) return true;
+  }
+  return false;
+}
+
+// Steps until kIdleSteps idle steps in a row (a frame sent in one step is received in the next).
+void settle(RcPair& p, Clock& c, bool collect = true) {
+  uint32_t idle = 0;
+  for (uint64_t i = 0; i < 1'000'000 && idle < kIdleSteps; ++i)
+    idle = step(p, c, collect) ? 0 : idle + 1;
+}
+
+rte_mempool* pool_of(Side& s) { return s.adapter->endpoint().pool(); }
+
+// Lets everything in flight arrive, has the stopped control planes free the frames they took,
+// and checks that every mbuf of both pools is back.
+void expect_pools_full(RcPair& p, Clock& c, bool collect = true) {
+  for (int round = 0; round < 16; ++round) {
+    settle(p, c, collect);
+    bool any = false;
+    for (Side* s : {&p.a, &p.b}) any |= s->adapter->control().poll_once();
+    if (!any) break;
+  }
+  for (Side* s : {&p.a, &p.b}) {
+    rte_mempool* mp = pool_of(*s);
+    EXPECT_EQ(rte_mempool_avail_count(mp), mp->size) << "mbufs leaked from " << mp->name;
+  }
+}
+
+// Takes every free mbuf of `mp` (per-lcore cache included).
+std::vector<rte_mbuf*> take_all(rte_mempool* mp) {
+  std::vector<rte_mbuf*> held;
+  held.reserve(mp->size);
+  while (rte_mbuf* m = rte_pktmbuf_alloc(mp)) held.push_back(m);
+  return held;
+}
+
+void give_back(std::vector<rte_mbuf*>& held, size_t keep = 0) {
+  while (held.size() > keep) {
+    rte_pktmbuf_free(held.back());
+    held.pop_back();
+  }
+}
+
+// RESET -> INIT -> RTR -> RTS for a QP created outside RcPair::connect, with the pair's
+// requester attributes.
+void bring_up(RcPair& p, ctl::Adapter& ad, dp::Qp* qp, const ctl::Adapter& peer, uint32_t dest_qpn,
+              uint32_t sq_psn, uint32_t rq_psn, uint32_t mtu = 1024) {
+  using namespace dp::qp_attr;
+  dp::QpAttr at;
+  at.state = QpState::kInit;
+  at.access = dp::access::kRemoteRead | dp::access::kRemoteWrite | dp::access::kRemoteAtomic;
+  ASSERT_EQ(ad.modify_qp(qp, at, kState | kAccessFlags), Status::kSuccess);
+  at.state = QpState::kRtr;
+  at.av = ad.address_to(peer);
+  at.path_mtu = mtu;
+  at.dest_qpn = dest_qpn;
+  at.rq_psn = rq_psn;
+  at.max_dest_rd_atomic = p.max_rd_atomic;
+  at.min_rnr_timer = p.min_rnr_timer;
+  ASSERT_EQ(
+      ad.modify_qp(qp, at,
+                   kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer),
+      Status::kSuccess);
+  at.state = QpState::kRts;
+  at.sq_psn = sq_psn;
+  at.timeout = p.timeout;
+  at.retry_cnt = p.retry_cnt;
+  at.rnr_retry = p.rnr_retry;
+  at.max_rd_atomic = p.max_rd_atomic;
+  ASSERT_EQ(ad.modify_qp(qp, at, kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic),
+            Status::kSuccess);
+}
+
+ctl::QpInit qp_init(Side& s, dp::Cq* scq, dp::Cq* rcq, void* context, uint32_t depth) {
+  ctl::QpInit qi;
+  qi.pd = s.pd;
+  qi.send_cq = scq;
+  qi.recv_cq = rcq;
+  qi.context = context;
+  qi.sq_depth = depth;
+  qi.rq_depth = depth;
+  return qi;
+}
+
+std::vector<ResultEx> drain(dp::Cq& cq) {
+  std::vector<ResultEx> out;
+  ResultEx r[64];
+  for (size_t n; (n = cq.poll(r)) != 0;) out.insert(out.end(), r, r + n);
+  return out;
+}
+
+class Exhaustion : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { eal_up_once(); }
+};
+
+// =============================================================================================
+// 1. Requests flooding a QP with no receive posted
+// =============================================================================================
+
+TEST_F(Exhaustion, RnrFloodWithFiniteRetryFailsTheFirstSendAndFlushesTheRest) {
+  // 200 SENDs to a peer that never posts a receive, rnr_retry 2. Each round B answers the first
+  // SEND with one RNR NAK and drops the 199 behind it as out of sequence (they are in flight
+  // behind the NAKed PSN, rocev2.md §3.4); A waits the RNR timer and resends all 200. The third
+  // RNR NAK exhausts rnr_retry (IBTA §9.7.5.2.8): the first SEND fails with RNR_RETRY_EXC_ERR,
+  // which NDK reports as STATUS_IO_TIMEOUT (ndkpi.md §7.6 NdSendNoReceive), and the other 199
+  // flush with STATUS_CANCELLED.
+  constexpr uint32_t kMsgs = 200, kLen = 64;
+  RcPair p("ex_rnr_exc");
+  quiet(p);
+  p.rnr_retry = 2;
+  p.connect(1024, false, 256, 256);
+  const auto src = pattern(kMsgs * kLen, 1);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), 0);
+  for (uint32_t i = 0; i < kMsgs; ++i)
+    ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kSend, ctx(i), &src[i * kLen], kLen, ksrc)),
+              Status::kSuccess);
+  Clock c;
+  ASSERT_TRUE(drive(p, c, [&] { return p.a.send_done.size() == kMsgs; }));
+  expect_pools_full(p, c);
+
+  ASSERT_EQ(p.a.send_done.size(), kMsgs);
+  expect_result(p.a.send_done[0], Status::kIoTimeout, WcStatus::kRnrRetryExcErr,
+                OperationType::kSend, ctx(0));
+  for (uint32_t i = 1; i < kMsgs; ++i)
+    expect_result(p.a.send_done[i], Status::kCancelled, WcStatus::kWrFlushErr, OperationType::kSend,
+                  ctx(i));
+  EXPECT_TRUE(p.b.recv_done.empty());
+  EXPECT_TRUE(p.b.send_done.empty());
+  EXPECT_EQ(p.a.qp->public_state(), QpState::kErr);
+  EXPECT_EQ(p.b.qp->public_state(), QpState::kRts);  // the responder is not at fault
+  const auto& ca = p.a.qp->counters;
+  const auto& cb = p.b.qp->counters;
+  EXPECT_EQ(cb.rnr_naks_sent, 3u);  // rnr_retry + 1
+  EXPECT_EQ(ca.rnr_naks_received, cb.rnr_naks_sent);
+  EXPECT_EQ(cb.rnr_naks_coalesced, 0u);
+  EXPECT_EQ(cb.out_of_sequence, 3u * (kMsgs - 1));
+  EXPECT_EQ(cb.rx_packets, 3u * kMsgs);
+  EXPECT_EQ(ca.tx_packets, 3u * kMsgs);
+  EXPECT_EQ(ca.retransmits, 2u * kMsgs);
+  EXPECT_EQ(ca.timeouts, 0u);
+  EXPECT_EQ(cb.completions_ok + cb.completions_error + cb.completions_flushed, 0u);
+  EXPECT_EQ(ca.completions_by_status[static_cast<size_t>(WcStatus::kRnrRetryExcErr)], 1u);
+  EXPECT_EQ(ca.completions_flushed, kMsgs - 1);
+}
+
+TEST_F(Exhaustion, RnrFloodWithInfiniteRetryDeliversEveryMessageOnceAsReceivesArrive) {
+  // rnr_retry 7 retries forever (IBTA §9.7.5.2.8). 128 SENDs of varying length wait 2 ms with
+  // no receive (far more RNR rounds than any finite rnr_retry allows), then receives arrive in
+  // four batches of 32: each batch lets exactly 32 more messages through, and in the end every
+  // message has arrived exactly once, in order, with its bytes.
+  constexpr uint32_t kMsgs = 128, kBatch = 32, kBuf = 1024;
+  RcPair p("ex_rnr_inf");
+  quiet(p);
+  p.rnr_retry = 7;
+  p.connect(1024, false, 256, 256);
+  auto len = [](uint32_t i) { return 1 + (i * 397) % kBuf; };
+  const auto src = pattern(kMsgs * kBuf, 2);
+  std::vector<uint8_t> rbuf(kMsgs * kBuf, 0xEE);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), 0);
+  const uint32_t krbuf = p.b.reg(rbuf.data(), rbuf.size(), mr_flag::kAllowLocalWrite);
+  for (uint32_t i = 0; i < kMsgs; ++i)
+    ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kSend, ctx(i), &src[i * kBuf], len(i), ksrc)),
+              Status::kSuccess);
+  Clock c;
+  steps(p, c, 2000);
+  EXPECT_TRUE(p.a.send_done.empty());
+  EXPECT_TRUE(p.b.recv_done.empty());
+  EXPECT_EQ(p.a.qp->public_state(), QpState::kRts);
+  // One RNR NAK per round (NAK, RNR wait, resend): far more than the 7 a finite rnr_retry
+  // would survive.
+  EXPECT_GT(p.b.qp->counters.rnr_naks_sent, 7u * 10);
+  EXPECT_EQ(p.a.qp->counters.rnr_naks_received, p.b.qp->counters.rnr_naks_sent);
+
+  for (uint32_t b = 0; b < kMsgs / kBatch; ++b) {
+    for (uint32_t i = b * kBatch; i < (b + 1) * kBatch; ++i)
+      ASSERT_EQ(p.b.qp->post_recv(recv_wr(ctx(1000 + i), &rbuf[i * kBuf], kBuf, krbuf)),
+                Status::kSuccess);
+    const size_t want = (b + 1) * kBatch;
+    ASSERT_TRUE(
+        drive(p, c, [&] { return p.b.recv_done.size() >= want && p.a.send_done.size() >= want; }))
+        << "batch " << b;
+    steps(p, c, 200);  // the next message is RNR NAKed again, and nothing more arrives
+    EXPECT_EQ(p.b.recv_done.size(), want);
+    EXPECT_EQ(p.a.send_done.size(), want);
+  }
+  expect_pools_full(p, c);
+  ASSERT_EQ(p.b.recv_done.size(), kMsgs);
+  ASSERT_EQ(p.a.send_done.size(), kMsgs);
+  for (uint32_t i = 0; i < kMsgs; ++i) {
+    expect_result(p.a.send_done[i], Status::kSuccess, WcStatus::kSuccess, OperationType::kSend,
+                  ctx(i));
+    const ResultEx& r = p.b.recv_done[i];
+    expect_result(r, Status::kSuccess, WcStatus::kSuccess, OperationType::kReceive, ctx(1000 + i));
+    EXPECT_EQ(r.bytes_transferred, len(i)) << i;
+    EXPECT_EQ(std::memcmp(&rbuf[i * kBuf], &src[i * kBuf], len(i)), 0) << i;
+    if (len(i) < kBuf) {
+      EXPECT_EQ(rbuf[i * kBuf + len(i)], 0xEE) << "byte after message " << i;
+    }
+  }
+  const auto& ca = p.a.qp->counters;
+  const auto& cb = p.b.qp->counters;
+  EXPECT_EQ(ca.rnr_naks_received, cb.rnr_naks_sent);
+  EXPECT_EQ(cb.duplicate_requests, 0u);  // nothing was executed twice
+  EXPECT_EQ(cb.completions_ok, kMsgs);
+  EXPECT_EQ(ca.completions_ok, kMsgs);
+  EXPECT_EQ(ca.timeouts, 0u);
+  EXPECT_EQ(p.a.qp->public_state(), QpState::kRts);
+  EXPECT_EQ(p.b.qp->public_state(), QpState::kRts);
+}
+
+// ---- RawQp: one QP fed synthetic frames ---------------------------------------------------------
+
+constexpr uint32_t kQpn = 7;
+constexpr uint32_t kPeerQpn = 0x51;
+constexpr uint32_t kPd = 3;
+constexpr uint32_t kMtu = 256;
+constexpr uint32_t kLocalIp = 0x0A000001;
+constexpr uint32_t kPeerIp = 0x0A000002;
+constexpr wire::MacAddr kLocalMac{2, 0, 0, 0, 0, 1};
+constexpr wire::MacAddr kPeerMac{2, 0, 0, 0, 0, 2};
+constexpr uint8_t kRnrTimerCode = 12;
+constexpr uint8_t kAckNoCredit = wire::aeth::kAckNoCredit;
+constexpr uint8_t kRnrNak = wire::aeth::kRnrNak | kRnrTimerCode;
+constexpr uint8_t kNakInvReq = wire::aeth::kNak | wire::aeth::kNakInvalidRequest;
+constexpr uint8_t kNakAccess = wire::aeth::kNak | wire::aeth::kNakRemoteAccessError;
+constexpr uint64_t kT0 = 1'000'000'000;
+constexpr uint32_t kPoolSize = 1023;  // no per-lcore cache: the available count is exact
+constexpr uint32_t kMemSize = 16384;
+constexpr uint32_t kRecvOff = 0;
+constexpr uint32_t kReadSrcOff = 4096;
+constexpr uint32_t kWriteOff = 8192;
+constexpr uint32_t kFloodFrames = 20'000;
+
+rte_mempool* g_pool = nullptr;
+
+struct TxFrame {
+  uint8_t opcode = 0;
+  uint32_t psn = 0;
+  uint8_t syndrome = 0;
+  uint32_t msn = 0;
+  std::vector<uint8_t> payload;
+};
+
+class RawQp : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    eal_up_once();
+    if (g_pool == nullptr)
+      g_pool = rte_pktmbuf_pool_create("ex_raw", kPoolSize, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                       SOCKET_ID_ANY);
+    ASSERT_NE(g_pool, nullptr);
+  }
+
+  void SetUp() override {
+    ASSERT_NE(g_pool, nullptr);
+    mem_.assign(kMemSize, 0);
+    for (uint32_t i = 0; i < kMemSize; ++i) mem_[i] = static_cast<uint8_t>(i * 13 + 5);
+    ASSERT_EQ(mrs_.register_region(kPd, addr(mem_.data()), mem_.size(), dp::access::kAll, &key_),
+              Status::kSuccess);
+    ep_ = std::make_unique<dp::Endpoint>(nullptr, 0, g_pool, &mrs_, 64);
+    engine_.add_endpoint(ep_.get());
+    payload_.assign(4096, 0);
+    for (uint32_t i = 0; i < payload_.size(); ++i) payload_[i] = static_cast<uint8_t>(i * 7 + 1);
+  }
+
+  void TearDown() override {
+    ep_->tx_drop_all();
+    if (qp_ != nullptr) {
+      dp::MailboxMsg m;
+      m.kind = dp::MailboxMsg::Kind::kDestroyQp;
+      m.ep = ep_.get();
+      m.qp = qp_.get();
+      EXPECT_EQ(engine_.call(m), Status::kSuccess);
+    }
+    EXPECT_EQ(rte_mempool_avail_count(g_pool), kPoolSize) << "mbufs leaked";
+  }
+
+  void bring_up() {
+    dp::QpConfig qc;
+    qc.qpn = kQpn;
+    qc.pd = kPd;
+    qc.send_cq = &scq_;
+    qc.recv_cq = &rcq_;
+    qc.sq_depth = 16;
+    qc.rq_depth = 16;
+    qp_ = std::make_unique<dp::Qp>(qc);
+    dp::MailboxMsg add;
+    add.kind = dp::MailboxMsg::Kind::kAddQp;
+    add.ep = ep_.get();
+    add.qp = qp_.get();
+    ASSERT_EQ(engine_.call(add), Status::kSuccess);
+    using namespace dp::qp_attr;
+    dp::QpAttr a;
+    a.state = QpState::kInit;
+    a.access = dp::access::kRemoteRead | dp::access::kRemoteWrite | dp::access::kRemoteAtomic;
+    ASSERT_EQ(modify(a, kState | kAccessFlags), Status::kSuccess);
+    a.state = QpState::kRtr;
+    a.av.src_mac = kLocalMac;
+    a.av.dst_mac = kPeerMac;
+    a.av.src_ip4 = kLocalIp;
+    a.av.dst_ip4 = kPeerIp;
+    a.path_mtu = kMtu;
+    a.dest_qpn = kPeerQpn;
+    a.rq_psn = kFirstRqPsn;
+    a.max_dest_rd_atomic = 4;
+    a.min_rnr_timer = kRnrTimerCode;
+    ASSERT_EQ(
+        modify(a, kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer),
+        Status::kSuccess);
+    a.state = QpState::kRts;
+    a.sq_psn = 0x100;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 4;
+    ASSERT_EQ(modify(a, kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic),
+              Status::kSuccess);
+  }
+
+  Status modify(const dp::QpAttr& a, uint32_t mask) {
+    dp::MailboxMsg m;
+    m.kind = dp::MailboxMsg::Kind::kModifyQp;
+    m.ep = ep_.get();
+    m.qp = qp_.get();
+    m.attr = a;
+    m.mask = mask;
+    return engine_.call(m);
+  }
+
+  // PSN k packets after the first one the responder expects (the flood crosses the 24-bit wrap).
+  static constexpr uint32_t kFirstRqPsn = 0xFFFF00;
+  static uint32_t rq(int32_t k) { return (Psn(kFirstRqPsn) + k).value(); }
+  uint64_t va(uint32_t off) const { return addr(mem_.data()) + off; }
+
+  static wire::TransportHeaders hdr(uint8_t opcode, uint32_t psn, bool ack_req = true) {
+    wire::TransportHeaders th;
+    th.bth.opcode = opcode;
+    wire::Bth::Psn::set(th.bth, psn);
+    wire::Bth::AckReq::set(th.bth, ack_req ? 1u : 0u);
+    return th;
+  }
+  static wire::TransportHeaders reth(uint8_t opcode, uint32_t psn, uint64_t v, uint32_t rkey,
+                                     uint32_t len) {
+    auto th = hdr(opcode, psn);
+    th.reth.va = wire::Be64::of(v);
+    th.reth.rkey = wire::Be32::of(rkey);
+    th.reth.dma_length = wire::Be32::of(len);
+    return th;
+  }
+
+  // Builds the peer's frame and hands it to the RX path. Allocates nothing but the mbuf (the
+  // floods check that the whole path allocates nothing).
+  void receive(wire::TransportHeaders th, uint32_t payload_len = 0) {
+    wire::NetHeaders net;
+    net.src_mac = kPeerMac;
+    net.dst_mac = kLocalMac;
+    net.src_ip4 = kPeerIp;
+    net.dst_ip4 = kLocalIp;
+    net.udp_sport = wire::udp_sport_for(kPeerQpn, kQpn);
+    th.bth.pkey = wire::Be16::of(wire::kDefaultPkey);
+    wire::Bth::DestQp::set(th.bth, kQpn);
+    const uint32_t len = wire::frame_length(net, th.bth.opcode, payload_len);
+    rte_mbuf* m = rte_pktmbuf_alloc(g_pool);
+    ASSERT_NE(m, nullptr);
+    auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
+    ASSERT_NE(p, nullptr);
+    ASSERT_EQ(wire::build_frame({p, len}, net, th, {payload_.data(), payload_len}), len);
+    engine_.deliver_lc(*ep_, m, kT0);
+  }
+
+  uint64_t rx_drops() {
+    uint64_t n = 0;
+    for (uint64_t d : ep_->counters().rx_drops) n += d;
+    return n;
+  }
+
+  uint32_t responder_tx(uint32_t budget = 64) { return dp::responder_tx_lc(*ep_, *qp_, budget); }
+  uint32_t queued_jobs() const {
+    return static_cast<uint32_t>(qp_->resp.jobs_tail - qp_->resp.jobs_head);
+  }
+
+  // Parses and frees every frame in the TX buffer.
+  std::vector<TxFrame> take_tx() {
+    std::vector<TxFrame> out;
+    for (uint32_t i = 0; i < ep_->tx_count(); ++i) {
+      rte_mbuf* m = ep_->tx_at(i);
+      auto* data = rte_pktmbuf_mtod(m, uint8_t*);
+      wire::ParsedFrame f;
+      TxFrame t;
+      EXPECT_EQ(wire::parse(data, rte_pktmbuf_data_len(m), f), wire::ParseError::kOk);
+      EXPECT_TRUE(wire::icrc_check(data, f.l));
+      EXPECT_EQ(wire::Bth::DestQp::get(f.bth()), kPeerQpn);
+      t.opcode = f.opcode;
+      t.psn = wire::Bth::Psn::get(f.bth());
+      if (f.mask & wire::op::kAeth) {
+        t.syndrome = static_cast<uint8_t>(wire::Aeth::Syndrome::get(f.aeth()));
+        t.msn = wire::Aeth::Msn::get(f.aeth());
+      }
+      t.payload.assign(f.payload().begin(), f.payload().end());
+      out.push_back(std::move(t));
+    }
+    ep_->tx_drop_all();
+    return out;
+  }
+
+  static void expect_ack(const TxFrame& t, uint32_t psn, uint8_t syndrome, uint32_t msn) {
+    EXPECT_EQ(t.opcode, opc::kAcknowledge);
+    EXPECT_EQ(t.psn, psn);
+    EXPECT_EQ(int{t.syndrome}, int{syndrome});
+    EXPECT_EQ(t.msn, msn);
+  }
+
+  void post_recv(uintptr_t context, uint32_t off, uint32_t len) {
+    ASSERT_EQ(qp_->post_recv(recv_wr(ctx(context), mem_.data() + off, len, key_)),
+              Status::kSuccess);
+  }
+
+  std::vector<ResultEx> poll(dp::Cq& cq) { return drain(cq); }
+
+  std::vector<uint8_t> mem_;
+  std::vector<uint8_t> payload_;
+  dp::MrTable mrs_{64, 0x5eed};
+  uint32_t key_ = 0;
+  dp::Cq scq_{64}, rcq_{64};
+  std::unique_ptr<dp::Endpoint> ep_;
+  dp::Engine engine_;
+  std::unique_ptr<dp::Qp> qp_;
+};
+
+TEST_F(RawQp, SendFloodAtOnePsnIsAnsweredByOneRnrNak) {
+  // 20 000 copies of SEND ONLY at the expected PSN, no receive posted, before the responder
+  // sends anything: one RNR NAK answers them all (the others find it still queued). Nothing
+  // executes, the output queue holds one job, and the flood allocates nothing.
+  bring_up();
+  const uint64_t heap0 = heap_in_use(), news0 = news();
+  for (uint32_t i = 0; i < kFloodFrames; ++i) receive(hdr(opc::kSendOnly, rq(0)), 64);
+  EXPECT_EQ(news(), news0) << "the RX path allocated";
+  EXPECT_EQ(heap_in_use(), heap0);
+  EXPECT_EQ(queued_jobs(), 1u);
+  EXPECT_EQ(responder_tx(), 1u);
+  auto tx = take_tx();
+  ASSERT_EQ(tx.size(), 1u);
+  expect_ack(tx[0], rq(0), kRnrNak, 0);
+  const auto& c = qp_->counters;
+  EXPECT_EQ(c.rx_packets, kFloodFrames);
+  EXPECT_EQ(c.rnr_naks_sent, 1u);
+  EXPECT_EQ(c.rnr_naks_coalesced, kFloodFrames - 1);
+  EXPECT_EQ(c.rnr_naks_sent + c.rnr_naks_coalesced, c.rx_packets);
+  EXPECT_EQ(c.resp_queue_full + c.out_of_sequence + c.duplicate_requests, 0u);
+  EXPECT_EQ(rx_drops(), 0u);
+  EXPECT_TRUE(poll(rcq_).empty());
+  EXPECT_EQ(qp_->resp.epsn, Psn(rq(0)));
+
+  // The requester's next retry, after the NAK went out, gets a NAK of its own.
+  receive(hdr(opc::kSendOnly, rq(0)), 64);
+  EXPECT_EQ(responder_tx(), 1u);
+  tx = take_tx();
+  ASSERT_EQ(tx.size(), 1u);
+  expect_ack(tx[0], rq(0), kRnrNak, 0);
+  EXPECT_EQ(c.rnr_naks_sent, 2u);
+
+  // A receive arrives: the next copy executes once and is ACKed.
+  post_recv(1, kRecvOff, 1024);
+  receive(hdr(opc::kSendOnly, rq(0)), 64);
+  EXPECT_EQ(responder_tx(), 1u);
+  tx = take_tx();
+  ASSERT_EQ(tx.size(), 1u);
+  expect_ack(tx[0], rq(0), kAckNoCredit, 1);
+  const auto rc = poll(rcq_);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, Status::kSuccess);
+  EXPECT_EQ(rc[0].bytes_transferred, 64u);
+  EXPECT_EQ(std::memcmp(mem_.data() + kRecvOff, payload_.data(), 64), 0);
+  EXPECT_EQ(qp_->state, QpState::kRts);
+}
+
+TEST_F(RawQp, SendFloodAtNewPsnsGetsOneRnrNakAndOutOfSequenceDrops) {
+  // 20 000 SEND ONLY at consecutive PSNs (across the 24-bit wrap): the first is RNR NAKed, the
+  // rest are in flight behind it and are dropped without a sequence NAK (rocev2.md §3.4).
+  bring_up();
+  const uint64_t heap0 = heap_in_use(), news0 = news();
+  for (uint32_t i = 0; i < kFloodFrames; ++i)
+    receive(hdr(opc::kSendOnly, rq(static_cast<int32_t>(i))), 64);
+  EXPECT_EQ(news(), news0) << "the RX path allocated";
+  EXPECT_EQ(heap_in_use(), heap0);
+  EXPECT_EQ(queued_jobs(), 1u);
+  EXPECT_EQ(responder_tx(), 1u);
+  const auto tx = take_tx();
+  ASSERT_EQ(tx.size(), 1u);
+  expect_ack(tx[0], rq(0), kRnrNak, 0);
+  const auto& c = qp_->counters;
+  EXPECT_EQ(c.rnr_naks_sent, 1u);
+  EXPECT_EQ(c.out_of_sequence, kFloodFrames - 1);
+  EXPECT_EQ(c.naks_sent[wire::aeth::kNakPsnSeqError], 0u);
+  EXPECT_EQ(c.rnr_naks_sent + c.out_of_sequence, c.rx_packets);
+  EXPECT_EQ(c.rx_packets, kFloodFrames);
+  EXPECT_TRUE(poll(rcq_).empty());
+}
+
+TEST_F(RawQp, DuplicatesInterleavedWithRetriesDoNotMultiplyNaks) {
+  // One SEND executed (ePSN = rq(1)), then, with no receive left, 10 000 pairs of (retry of
+  // rq(1), duplicate of rq(0)). The RNR NAK for rq(1) acknowledges rq(0) as well, so the
+  // duplicates add no ACK behind it, and every retry finds the NAK still queued: one frame.
+  bring_up();
+  post_recv(1, kRecvOff, 1024);
+  receive(hdr(opc::kSendOnly, rq(0)), 64);
+  EXPECT_EQ(responder_tx(), 1u);
+  auto tx = take_tx();
+  ASSERT_EQ(tx.size(), 1u);
+  expect_ack(tx[0], rq(0), kAckNoCredit, 1);
+  ASSERT_EQ(poll(rcq_).size(), 1u);
+
+  const uint64_t news0 = news();
+  for (uint32_t i = 0; i < kFloodFrames / 2; ++i) {
+    receive(hdr(opc::kSendOnly, rq(1)), 64);
+    receive(hdr(opc::kSendOnly, rq(0)), 64);
+  }
+  EXPECT_EQ(news(), news0) << "the RX path allocated";
+  EXPECT_EQ(queued_jobs(), 1u);
+  EXPECT_EQ(responder_tx(), 1u);
+  tx = take_tx();
+  ASSERT_EQ(tx.size(), 1u);
+  expect_ack(tx[0], rq(1), kRnrNak, 1);
+  const auto& c = qp_->counters;
+  EXPECT_EQ(c.rnr_naks_sent, 1u);
+  EXPECT_EQ(c.rnr_naks_coalesced, kFloodFrames / 2 - 1);
+  EXPECT_EQ(c.duplicate_requests, kFloodFrames / 2);
+  EXPECT_EQ(c.acks_sent, 1u);  // the one for rq(0) before the flood
+  EXPECT_EQ(c.rx_packets, kFloodFrames + 1);
+  EXPECT_TRUE(poll(rcq_).empty());  // the duplicates executed nothing
+}
+
+TEST_F(RawQp, RequestFloodBeyondTheOutputQueueIsDroppedAndCounted) {
+  // 20 000 READ requests (8 bytes each, consecutive PSNs) before the responder sends anything:
+  // the first kRespJobs are accepted and queued, the rest find the fixed-size output queue full
+  // and are dropped (counted; a requester retransmits them). Then exactly kRespJobs READ
+  // responses go out, in PSN order, with the right bytes.
+  bring_up();
+  const uint64_t heap0 = heap_in_use(), news0 = news();
+  for (uint32_t i = 0; i < kFloodFrames; ++i)
+    receive(reth(opc::kReadRequest, rq(static_cast<int32_t>(i)), va(kReadSrcOff + (i % 64) * 8),
+                 key_, 8));
+  EXPECT_EQ(news(), news0) << "the RX path allocated";
+  EXPECT_EQ(heap_in_use(), heap0);
+  const auto& c = qp_->counters;
+  EXPECT_EQ(queued_jobs(), dp::kRespJobs);
+  EXPECT_EQ(c.resp_queue_full, kFloodFrames - dp::kRespJobs);
+  EXPECT_EQ(c.rx_packets, kFloodFrames);
+  EXPECT_EQ(qp_->resp.epsn, Psn(rq(static_cast<int32_t>(dp::kRespJobs))));
+  uint32_t n = 0;
+  while (responder_tx() != 0) {
+    for (const TxFrame& t : take_tx()) {
+      EXPECT_EQ(t.opcode, opc::kReadRespOnly);
+      EXPECT_EQ(t.psn, rq(static_cast<int32_t>(n)));
+      ASSERT_EQ(t.payload.size(), 8u);
+      EXPECT_EQ(std::memcmp(t.payload.data(), mem_.data() + kReadSrcOff + (n % 64) * 8, 8), 0);
+      ++n;
+    }
+  }
+  EXPECT_EQ(n, dp::kRespJobs);
+  EXPECT_EQ(queued_jobs(), 0u);
+  EXPECT_EQ(qp_->state, QpState::kRts);
+}
+
+// =============================================================================================
+// 2. Mempool exhaustion
+// =============================================================================================
+
+TEST_F(Exhaustion, SenderPoolEmptyStallsWithoutLossThenCompletes) {
+  // A's pool is empty: for 1000 steps the requester fails one allocation per step (counted),
+  // sends nothing and consumes no PSN. With a single mbuf it trickles (each frame's mbuf comes
+  // back when B has received it), and with its pool back everything completes: exact bytes, no
+  // retransmission, nothing out of sequence or duplicated at B.
+  constexpr uint32_t kMsgs = 16, kWriteLen = 4096, kSendLen = 2048, kStall = 1000;
+  RcPair p("ex_pool_tx");
+  quiet(p);
+  p.connect(1024, false, 64, 64);
+  const auto src = pattern(kMsgs * kWriteLen, 3);
+  std::vector<uint8_t> dst(kMsgs * kWriteLen, 0), rbuf(kMsgs * kSendLen, 0);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), 0);
+  const uint32_t kdst = p.b.reg(dst.data(), dst.size(), kRemoteAll);
+  const uint32_t krbuf = p.b.reg(rbuf.data(), rbuf.size(), mr_flag::kAllowLocalWrite);
+  for (uint32_t i = 0; i < kMsgs; ++i)
+    ASSERT_EQ(p.b.qp->post_recv(recv_wr(ctx(500 + i), &rbuf[i * kSendLen], kSendLen, krbuf)),
+              Status::kSuccess);
+  Clock c;
+  settle(p, c);  // the control planes' start-up frames cross
+  auto held = take_all(pool_of(p.a));
+  ASSERT_EQ(rte_mempool_avail_count(pool_of(p.a)), 0u);
+  for (uint32_t i = 0; i < kMsgs; ++i) {
+    ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(2 * i), &src[i * kWriteLen],
+                                        kWriteLen, ksrc, addr(&dst[i * kWriteLen]), kdst)),
+              Status::kSuccess);
+    ASSERT_EQ(p.a.qp->post_send(
+                  data_wr(WrOpcode::kSend, ctx(2 * i + 1), &src[i * kWriteLen], kSendLen, ksrc)),
+              Status::kSuccess);
+  }
+  const uint64_t fail0 = p.a.adapter->endpoint_counters().mbuf_alloc_failures;
+  steps(p, c, kStall);
+  EXPECT_EQ(p.a.adapter->endpoint_counters().mbuf_alloc_failures - fail0, kStall);
+  EXPECT_EQ(p.b.adapter->endpoint_counters().mbuf_alloc_failures, 0u);
+  EXPECT_EQ(p.a.qp->counters.tx_packets, 0u);
+  EXPECT_EQ(p.b.qp->counters.rx_packets, 0u);
+  EXPECT_EQ(p.a.qp->req.psn, Psn(0x10000));  // no PSN consumed
+  EXPECT_TRUE(p.a.send_done.empty());
+  EXPECT_EQ(p.a.qp->public_state(), QpState::kRts);
+
+  give_back(held, held.size() - 1);  // one mbuf
+  ASSERT_TRUE(drive(p, c, [&] { return p.a.send_done.size() == 2 * kMsgs; }));
+  EXPECT_GT(p.a.adapter->endpoint_counters().mbuf_alloc_failures - fail0, kStall);
+  give_back(held);
+  expect_pools_full(p, c);
+
+  ASSERT_EQ(p.a.send_done.size(), 2 * kMsgs);
+  for (uint32_t i = 0; i < 2 * kMsgs; ++i)
+    expect_result(p.a.send_done[i], Status::kSuccess, WcStatus::kSuccess,
+                  i % 2 == 0 ? OperationType::kWrite : OperationType::kSend, ctx(i));
+  ASSERT_EQ(p.b.recv_done.size(), kMsgs);
+  for (uint32_t i = 0; i < kMsgs; ++i) {
+    expect_result(p.b.recv_done[i], Status::kSuccess, WcStatus::kSuccess, OperationType::kReceive,
+                  ctx(500 + i));
+    EXPECT_EQ(p.b.recv_done[i].bytes_transferred, kSendLen);
+    EXPECT_EQ(std::memcmp(&rbuf[i * kSendLen], &src[i * kWriteLen], kSendLen), 0) << i;
+  }
+  EXPECT_EQ(dst, src);
+  const auto& ca = p.a.qp->counters;
+  const auto& cb = p.b.qp->counters;
+  EXPECT_EQ(ca.tx_packets, kMsgs * (kWriteLen / 1024 + kSendLen / 1024));
+  EXPECT_EQ(ca.retransmits, 0u);
+  EXPECT_EQ(ca.timeouts, 0u);
+  EXPECT_EQ(cb.out_of_sequence + cb.duplicate_requests, 0u);
+}
+
+// Traffic for the receiver-side tests: 4 WRITEs and 4 SENDs of 512 bytes (one packet each) and
+// one READ of 3000 bytes (three response packets) from A to B.
+struct SmallTraffic {
+  static constexpr uint32_t kN = 4, kLen = 512, kReadLen = 3000;
+  std::vector<uint8_t> src = pattern(2 * kN * kLen, 7);
+  std::vector<uint8_t> dst = std::vector<uint8_t>(kN * kLen, 0);
+  std::vector<uint8_t> rbuf = std::vector<uint8_t>(kN * kLen, 0);
+  std::vector<uint8_t> rsrc = pattern(kReadLen, 8);
+  std::vector<uint8_t> rdst = std::vector<uint8_t>(kReadLen, 0);
+  uint32_t ksrc = 0, kdst = 0, krbuf = 0, krsrc = 0, krdst = 0;
+
+  void post(RcPair& p, bool with_read) {
+    ksrc = p.a.reg(src.data(), src.size(), 0);
+    krdst = p.a.reg(rdst.data(), rdst.size(), mr_flag::kAllowLocalWrite);
+    kdst = p.b.reg(dst.data(), dst.size(), kRemoteAll);
+    krsrc = p.b.reg(rsrc.data(), rsrc.size(), kRemoteAll);
+    krbuf = p.b.reg(rbuf.data(), rbuf.size(), mr_flag::kAllowLocalWrite);
+    for (uint32_t i = 0; i < kN; ++i)
+      ASSERT_EQ(p.b.qp->post_recv(recv_wr(ctx(500 + i), &rbuf[i * kLen], kLen, krbuf)),
+                Status::kSuccess);
+    for (uint32_t i = 0; i < kN; ++i) {
+      ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(2 * i), &src[i * kLen], kLen, ksrc,
+                                          addr(&dst[i * kLen]), kdst)),
+                Status::kSuccess);
+      ASSERT_EQ(p.a.qp->post_send(
+                    data_wr(WrOpcode::kSend, ctx(2 * i + 1), &src[(kN + i) * kLen], kLen, ksrc)),
+                Status::kSuccess);
+    }
+    if (with_read) {
+      ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kRead, ctx(2 * kN), rdst.data(), kReadLen,
+                                          krdst, addr(rsrc.data()), krsrc)),
+                Status::kSuccess);
+    }
+  }
+
+  void expect_done(RcPair& p, bool with_read) {
+    const uint32_t sends = 2 * kN + (with_read ? 1 : 0);
+    ASSERT_EQ(p.a.send_done.size(), sends);
+    for (uint32_t i = 0; i < 2 * kN; ++i)
+      expect_result(p.a.send_done[i], Status::kSuccess, WcStatus::kSuccess,
+                    i % 2 == 0 ? OperationType::kWrite : OperationType::kSend, ctx(i));
+    if (with_read) {
+      expect_result(p.a.send_done[2 * kN], Status::kSuccess, WcStatus::kSuccess,
+                    OperationType::kRead, ctx(2 * kN));
+      EXPECT_EQ(rdst, rsrc);
+    }
+    ASSERT_EQ(p.b.recv_done.size(), kN);  // each SEND executed exactly once
+    for (uint32_t i = 0; i < kN; ++i) {
+      expect_result(p.b.recv_done[i], Status::kSuccess, WcStatus::kSuccess, OperationType::kReceive,
+                    ctx(500 + i));
+      EXPECT_EQ(p.b.recv_done[i].bytes_transferred, kLen);
+      EXPECT_EQ(std::memcmp(&rbuf[i * kLen], &src[(kN + i) * kLen], kLen), 0) << i;
+      EXPECT_EQ(std::memcmp(&dst[i * kLen], &src[i * kLen], kLen), 0) << i;
+    }
+  }
+};
+
+TEST_F(Exhaustion, ReceiverPoolEmptyExecutesButCannotAnswerUntilMbufsReturn) {
+  // B's pool is empty. Over net_ring B receives into A's mbufs, so it still executes every
+  // request (WRITEs placed, SENDs completed, the READ accepted), but it cannot build one ACK or
+  // READ response: one failed allocation per step, the output kept. A's ACK timer (timeout 4:
+  // 65.5 us) expires three times in 230 us and each time resends all 9 request packets, which B
+  // sees as duplicates (re-ACK owed, READ replay queued; nothing executed twice). With its pool
+  // back B answers, and everything completes exactly once.
+  constexpr uint64_t kStall = 230;
+  RcPair p("ex_pool_rx");
+  quiet(p);
+  p.timeout = 4;
+  p.connect(1024, false, 64, 64);
+  SmallTraffic t;
+  Clock c;
+  settle(p, c);
+  auto held = take_all(pool_of(p.b));
+  t.post(p, true);
+  if (HasFatalFailure()) return;
+  steps(p, c, kStall);
+  const auto& ca = p.a.qp->counters;
+  const auto& cb = p.b.qp->counters;
+  EXPECT_TRUE(p.a.send_done.empty());
+  EXPECT_EQ(p.b.recv_done.size(), SmallTraffic::kN);  // executed, completions need no mbuf
+  EXPECT_EQ(ca.timeouts, 3u);
+  EXPECT_EQ(ca.retransmits, 3u * 9);
+  EXPECT_EQ(cb.duplicate_requests, 3u * 9);
+  EXPECT_EQ(cb.tx_packets, 0u);
+  // From the step after A's first transmission, B's responder tried once per step.
+  EXPECT_EQ(p.b.adapter->endpoint_counters().mbuf_alloc_failures, kStall - 1);
+  EXPECT_EQ(p.a.qp->public_state(), QpState::kRts);
+  EXPECT_EQ(p.b.qp->public_state(), QpState::kRts);
+
+  give_back(held);
+  ASSERT_TRUE(drive(p, c, [&] { return p.a.send_done.size() == 2 * SmallTraffic::kN + 1; }));
+  expect_pools_full(p, c);
+  t.expect_done(p, true);
+  EXPECT_EQ(ca.timeouts, 3u);  // the answers came before the fourth expiry
+  EXPECT_EQ(cb.duplicate_requests, 3u * 9);
+  EXPECT_EQ(ca.completions_error + ca.completions_flushed, 0u);
+}
+
+TEST_F(Exhaustion, ReceiverDroppingFramesRecoversByRetransmission) {
+  // A receiver whose RX ring has no free mbufs drops frames before any software sees them (a
+  // NIC counts them as missed). Over net_ring that drop cannot happen (frames arrive in the
+  // sender's mbufs; the receiver's pool does not back its RX ring), so while B's pool is empty
+  // a fault injector on A's transmit side loses every frame on the way, which is the same thing
+  // as far as the protocol can tell. A's timer (timeout 4) resends three times into the void;
+  // with B's pool back and frames arriving again, the fourth resend is executed, exactly once.
+  constexpr uint64_t kStall = 230;
+  RcPair p("ex_pool_drop");
+  quiet(p);
+  p.timeout = 4;
+  p.connect(1024, false, 64, 64);
+  SmallTraffic t;
+  Clock c;
+  settle(p, c);
+  dp::FaultConfig fc;
+  fc.drop_ppm = 1'000'000;
+  dp::FaultInjector drop_all(fc);
+  p.a.adapter->endpoint().set_faults(nullptr, &drop_all);
+  auto held = take_all(pool_of(p.b));
+  t.post(p, false);
+  if (HasFatalFailure()) return;
+  steps(p, c, kStall);
+  EXPECT_TRUE(p.a.send_done.empty());
+  EXPECT_TRUE(p.b.recv_done.empty());
+  EXPECT_EQ(drop_all.counters().dropped, 4u * 8);  // the first send and three resends
+  EXPECT_EQ(p.b.qp->counters.rx_packets, 0u);
+  EXPECT_EQ(p.a.qp->counters.timeouts, 3u);
+
+  p.a.adapter->endpoint().set_faults(nullptr, nullptr);
+  give_back(held);
+  ASSERT_TRUE(drive(p, c, [&] { return p.a.send_done.size() == 2 * SmallTraffic::kN; }));
+  expect_pools_full(p, c);
+  t.expect_done(p, false);
+  const auto& ca = p.a.qp->counters;
+  const auto& cb = p.b.qp->counters;
+  EXPECT_EQ(ca.timeouts, 4u);
+  EXPECT_EQ(ca.retransmits, 4u * 8);
+  EXPECT_EQ(cb.rx_packets, 8u);
+  EXPECT_EQ(cb.duplicate_requests, 0u);
+  EXPECT_EQ(drop_all.counters().dropped, 4u * 8);
+}
+
+TEST_F(Exhaustion, ReceiverPoolEmptyStillDeliversItsNakCode) {
+  // A WRITE with a bad R_Key reaches B while B's pool is empty: the remote access error NAK
+  // cannot be built. It stays queued (B drops further requests meanwhile, as in ERR) and goes
+  // out when an mbuf is free; only then does B enter ERR. So A fails the WRITE with the NAK's
+  // status, REM_ACCESS_ERR / STATUS_ACCESS_VIOLATION (IBTA §9.7.5.2; rocev2.md §3.7), not with
+  // a transport timeout, and the WRITE behind it is flushed. Nothing is written at B.
+  RcPair p("ex_pool_nak");
+  quiet(p);
+  p.connect(1024, false, 64, 64);
+  const auto src = pattern(256, 9);
+  std::vector<uint8_t> dst(256, 0x5A);
+  const auto before = dst;
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), 0);
+  const uint32_t kdst = p.b.reg(dst.data(), dst.size(), kRemoteAll);
+  Clock c;
+  settle(p, c);
+  auto held = take_all(pool_of(p.b));
+  ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(1), src.data(), 128, ksrc,
+                                      addr(dst.data()), kdst ^ 0x80)),
+            Status::kSuccess);
+  ASSERT_EQ(p.a.qp->post_send(
+                data_wr(WrOpcode::kWrite, ctx(2), src.data(), 128, ksrc, addr(dst.data()), kdst)),
+            Status::kSuccess);
+  steps(p, c, 100);
+  const auto& cb = p.b.qp->counters;
+  EXPECT_EQ(cb.naks_sent[wire::aeth::kNakRemoteAccessError], 1u);
+  EXPECT_EQ(cb.tx_packets, 0u);
+  EXPECT_EQ(cb.dropped_bad_state, 1u);  // the second WRITE, behind the queued NAK
+  // Once when the NAK was due (B's RX, step 2), then once per step from its TX phase on.
+  EXPECT_EQ(p.b.adapter->endpoint_counters().mbuf_alloc_failures, 1u + 99);
+  EXPECT_EQ(p.b.qp->public_state(), QpState::kRts);  // ERR once the NAK is out
+  EXPECT_TRUE(p.a.send_done.empty());
+
+  give_back(held);
+  ASSERT_TRUE(drive(p, c, [&] { return p.a.send_done.size() == 2; }));
+  expect_pools_full(p, c);
+  expect_result(p.a.send_done[0], Status::kAccessViolation, WcStatus::kRemAccessErr,
+                OperationType::kWrite, ctx(1));
+  expect_result(p.a.send_done[1], Status::kCancelled, WcStatus::kWrFlushErr, OperationType::kWrite,
+                ctx(2));
+  EXPECT_EQ(p.b.qp->public_state(), QpState::kErr);
+  EXPECT_EQ(p.a.qp->public_state(), QpState::kErr);
+  EXPECT_EQ(cb.tx_packets, 1u);
+  EXPECT_EQ(p.a.qp->counters.naks_received[wire::aeth::kNakRemoteAccessError], 1u);
+  EXPECT_EQ(p.a.qp->counters.timeouts, 0u);
+  EXPECT_EQ(dst, before);
+}
+
+// =============================================================================================
+// 3. CQ overrun
+// =============================================================================================
+
+TEST_F(Exhaustion, SendCqOverrunKillsEveryQpOnIt) {
+  // A's send CQ holds 8 entries and is never polled; 20 WRITEs complete into it. The ninth
+  // completion overruns it (ndkpi.md §3.3): it and every later one are lost (counted), and every
+  // QP completing into that CQ enters ERR before it does anything more, the idle second QP too.
+  // A's receives, on a healthy CQ, are flushed normally. Work posted afterwards is flushed
+  // without reaching the wire, its completions lost as well. B is not affected.
+  constexpr uint32_t kCq = 8, kWrites = 20, kLen = 64;
+  RcPair p("ex_cq_send");
+  quiet(p);
+  ASSERT_EQ(p.a.adapter->create_cq(kCq, &p.a.scq), Status::kSuccess);
+  p.connect(1024, false, 64, 64);
+  dp::Qp *a2 = nullptr, *b2 = nullptr;
+  ASSERT_EQ(p.a.adapter->create_qp(qp_init(p.a, p.a.scq.get(), p.a.rcq.get(), nullptr, 16), &a2),
+            Status::kSuccess);
+  ASSERT_EQ(p.b.adapter->create_qp(qp_init(p.b, p.b.scq.get(), p.b.rcq.get(), nullptr, 16), &b2),
+            Status::kSuccess);
+  bring_up(p, *p.a.adapter, a2, *p.b.adapter, b2->qpn(), 0x300, 0x400);
+  bring_up(p, *p.b.adapter, b2, *p.a.adapter, a2->qpn(), 0x400, 0x300);
+  const auto src = pattern(kWrites * kLen, 10);
+  std::vector<uint8_t> dst(kWrites * kLen, 0), arbuf(256, 0);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), 0);
+  const uint32_t kdst = p.b.reg(dst.data(), dst.size(), kRemoteAll);
+  const uint32_t karbuf = p.a.reg(arbuf.data(), arbuf.size(), mr_flag::kAllowLocalWrite);
+  for (uint32_t i = 0; i < 2; ++i)
+    ASSERT_EQ(p.a.qp->post_recv(recv_wr(ctx(900 + i), &arbuf[i * 128], 128, karbuf)),
+              Status::kSuccess);
+  for (uint32_t i = 0; i < kWrites; ++i)
+    ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(i), &src[i * kLen], kLen, ksrc,
+                                        addr(&dst[i * kLen]), kdst)),
+              Status::kSuccess);
+  Clock c;
+  ASSERT_TRUE(drive(
+      p, c, [&] { return a2->public_state() == QpState::kErr; }, 1000, false));
+  steps(p, c, 100, false);
+  dp::Cq& cq = *p.a.scq;
+  EXPECT_TRUE(cq.overrun());
+  EXPECT_EQ(cq.produced(), kCq);
+  EXPECT_EQ(cq.dropped(), kWrites - kCq);
+  EXPECT_EQ(p.a.qp->public_state(), QpState::kErr);
+  EXPECT_EQ(a2->public_state(), QpState::kErr);
+  EXPECT_EQ(p.b.qp->public_state(), QpState::kRts);
+  EXPECT_EQ(b2->public_state(), QpState::kRts);
+  const auto& ca = p.a.qp->counters;
+  EXPECT_EQ(ca.completions_dropped, kWrites - kCq);
+  EXPECT_EQ(ca.cq_overrun_errors, 1u);
+  EXPECT_EQ(ca.completions_ok, kWrites);  // every WRITE did complete; 12 CQEs were lost
+  EXPECT_EQ(a2->counters.cq_overrun_errors, 1u);
+  EXPECT_EQ(a2->counters.completions_dropped, 0u);
+  EXPECT_EQ(dst, src);  // B executed all of them before A's CQ overran
+
+  // Work posted to the dead QPs is flushed without being sent; its completions are lost too.
+  const uint64_t b_rx = p.b.qp->counters.rx_packets + b2->counters.rx_packets;
+  for (uint32_t i = 0; i < 3; ++i)
+    ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(100 + i), src.data(), kLen, ksrc,
+                                        addr(dst.data()), kdst)),
+              Status::kSuccess);
+  ASSERT_EQ(a2->post_send(data_wr(WrOpcode::kWrite, ctx(200), src.data(), kLen, ksrc,
+                                  addr(dst.data()), kdst)),
+            Status::kSuccess);
+  steps(p, c, 100, false);
+  EXPECT_EQ(ca.completions_dropped, kWrites - kCq + 3);
+  EXPECT_EQ(a2->counters.completions_dropped, 1u);
+  EXPECT_EQ(cq.dropped(), kWrites - kCq + 4);
+  EXPECT_EQ(cq.produced(), kCq);
+  EXPECT_EQ(p.b.qp->counters.rx_packets + b2->counters.rx_packets, b_rx);
+  EXPECT_EQ(ca.tx_packets, kWrites);
+  EXPECT_EQ(a2->counters.tx_packets, 0u);
+
+  // What the CQ holds: the first 8 completions, successful and in order.
+  const auto in_cq = drain(cq);
+  ASSERT_EQ(in_cq.size(), kCq);
+  for (uint32_t i = 0; i < kCq; ++i)
+    expect_result(in_cq[i], Status::kSuccess, WcStatus::kSuccess, OperationType::kWrite, ctx(i));
+  // A's receives went to its healthy receive CQ, flushed.
+  const auto rc = drain(*p.a.rcq);
+  ASSERT_EQ(rc.size(), 2u);
+  for (uint32_t i = 0; i < 2; ++i)
+    expect_result(rc[i], Status::kCancelled, WcStatus::kWrFlushErr, OperationType::kReceive,
+                  ctx(900 + i));
+  EXPECT_TRUE(drain(*p.b.scq).empty());
+  EXPECT_TRUE(drain(*p.b.rcq).empty());
+  expect_pools_full(p, c, false);
+  EXPECT_EQ(p.a.adapter->destroy_qp(a2), Status::kSuccess);
+  EXPECT_EQ(p.b.adapter->destroy_qp(b2), Status::kSuccess);
+}
+
+TEST_F(Exhaustion, RecvCqOverrunStopsTheResponder) {
+  // B's receive CQ holds 4 entries and is never polled; A sends 10 SENDs into 10 receives. The
+  // fifth SEND executes and its completion overruns the CQ; at the sixth packet B's QP is dead
+  // (ERR): the remaining five receives flush into the dead CQ (lost, counted) and every later
+  // packet is dropped. The ACK B owed dies with it, so A's timer (timeout 4, retry_cnt 2)
+  // expires three times and A fails the first SEND with RETRY_EXC_ERR / STATUS_IO_TIMEOUT and
+  // flushes the rest. Receive buffers 6 to 10 are never written.
+  constexpr uint32_t kCq = 4, kSends = 10, kLen = 256;
+  RcPair p("ex_cq_recv");
+  quiet(p);
+  p.timeout = 4;
+  p.retry_cnt = 2;
+  ASSERT_EQ(p.b.adapter->create_cq(kCq, &p.b.rcq), Status::kSuccess);
+  p.connect(1024, false, 64, 64);
+  const auto src = pattern(kSends * kLen, 11);
+  std::vector<uint8_t> rbuf(kSends * kLen, 0x33);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), 0);
+  const uint32_t krbuf = p.b.reg(rbuf.data(), rbuf.size(), mr_flag::kAllowLocalWrite);
+  for (uint32_t i = 0; i < kSends; ++i)
+    ASSERT_EQ(p.b.qp->post_recv(recv_wr(ctx(500 + i), &rbuf[i * kLen], kLen, krbuf)),
+              Status::kSuccess);
+  for (uint32_t i = 0; i < kSends; ++i)
+    ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kSend, ctx(i), &src[i * kLen], kLen, ksrc)),
+              Status::kSuccess);
+  Clock c;
+  std::vector<ResultEx> a_done;
+  ASSERT_TRUE(drive(
+      p, c,
+      [&] {
+        for (const ResultEx& r : drain(*p.a.scq)) a_done.push_back(r);
+        return a_done.size() == kSends;
+      },
+      5000, false));
+  expect_pools_full(p, c, false);
+
+  expect_result(a_done[0], Status::kIoTimeout, WcStatus::kRetryExcErr, OperationType::kSend,
+                ctx(0));
+  for (uint32_t i = 1; i < kSends; ++i)
+    expect_result(a_done[i], Status::kCancelled, WcStatus::kWrFlushErr, OperationType::kSend,
+                  ctx(i));
+  dp::Cq& cq = *p.b.rcq;
+  EXPECT_TRUE(cq.overrun());
+  EXPECT_EQ(cq.produced(), kCq);
+  EXPECT_EQ(cq.dropped(), 1u + (kSends - kCq - 1));  // the fifth SEND's, then five flushes
+  const auto in_cq = drain(cq);
+  ASSERT_EQ(in_cq.size(), kCq);
+  for (uint32_t i = 0; i < kCq; ++i) {
+    expect_result(in_cq[i], Status::kSuccess, WcStatus::kSuccess, OperationType::kReceive,
+                  ctx(500 + i));
+    EXPECT_EQ(in_cq[i].bytes_transferred, kLen);
+  }
+  EXPECT_EQ(std::memcmp(rbuf.data(), src.data(), (kCq + 1) * kLen), 0);
+  EXPECT_TRUE(std::all_of(rbuf.begin() + (kCq + 1) * kLen, rbuf.end(),
+                          [](uint8_t b) { return b == 0x33; }));
+  const auto& ca = p.a.qp->counters;
+  const auto& cb = p.b.qp->counters;
+  EXPECT_EQ(p.b.qp->public_state(), QpState::kErr);
+  EXPECT_EQ(p.a.qp->public_state(), QpState::kErr);
+  EXPECT_EQ(cb.cq_overrun_errors, 1u);
+  EXPECT_EQ(cb.completions_dropped, kSends - kCq);
+  EXPECT_EQ(cb.completions_ok, kCq + 1);
+  EXPECT_EQ(cb.completions_flushed, kSends - kCq - 1);
+  EXPECT_EQ(cb.tx_packets, 0u);
+  EXPECT_EQ(ca.timeouts, 3u);
+  EXPECT_EQ(ca.retransmits, 2u * kSends);
+  EXPECT_EQ(cb.dropped_bad_state, (kSends - kCq - 1) + 2u * kSends);
+}
+
+// =============================================================================================
+// 4. Huge message lengths
+// =============================================================================================
+
+struct HugeCase {
+  const char* name;
+  uint8_t opcode;
+  uint64_t va_off;  // added to the region's address (wrapping: the region is far below 2^64)
+  bool absolute;    // va_off is the absolute address
+  uint32_t dma_length;
+  uint32_t payload;
+  uint8_t nak;
+};
+
+class RawQpHuge : public RawQp, public ::testing::WithParamInterface<HugeCase> {};
+
+TEST_P(RawQpHuge, IsNakedAndTouchesNothing) {
+  // One request naming a length or range no registration can satisfy. IBTA §9.4 caps a message
+  // at 2^31 bytes and §9.7.5.1 makes a larger RETH DMA length an invalid request (NAK 0x61);
+  // a legal length or an address range that runs past the region, or wraps 2^64, fails the
+  // R_Key check: remote access error (NAK 0x62). Either way the NAK carries the request's PSN,
+  // the QP enters ERR (class C/D, rocev2.md §3.4) and not one byte of memory is read into a
+  // response or written.
+  const HugeCase& h = GetParam();
+  bring_up();
+  const auto before = mem_;
+  const uint64_t v = h.absolute ? h.va_off : va(0) + h.va_off;
+  receive(reth(h.opcode, rq(0), v, key_, h.dma_length), h.payload);
+  EXPECT_EQ(rx_drops(), 0u);
+  EXPECT_EQ(responder_tx(), 0u);  // the NAK went out at once
+  auto tx = take_tx();
+  ASSERT_EQ(tx.size(), 1u);
+  expect_ack(tx[0], rq(0), h.nak, 0);
+  EXPECT_TRUE(tx[0].payload.empty());
+  EXPECT_EQ(qp_->state, QpState::kErr);
+  EXPECT_EQ(qp_->counters.naks_sent[h.nak & wire::aeth::kValueMask], 1u);
+  EXPECT_EQ(mem_, before);
+  EXPECT_TRUE(poll(rcq_).empty());
+  // Whatever follows is dropped: the QP is in ERR.
+  receive(reth(opc::kWriteOnly, rq(1), va(kWriteOff), key_, 16), 16);
+  EXPECT_EQ(responder_tx(), 0u);
+  EXPECT_TRUE(take_tx().empty());
+  EXPECT_EQ(qp_->counters.dropped_bad_state, 1u);
+  EXPECT_EQ(mem_, before);
+}
+
+constexpr uint32_t k2g = 1u << 31;
+INSTANTIATE_TEST_SUITE_P(
+    Lengths, RawQpHuge,
+    ::testing::Values(
+        HugeCase{"WriteOnly4G", opc::kWriteOnly, kWriteOff, false, 0xFFFFFFFFu, 16, kNakInvReq},
+        HugeCase{"WriteFirst2GPlus1", opc::kWriteFirst, kWriteOff, false, k2g + 1, kMtu,
+                 kNakInvReq},
+        HugeCase{"WriteFirst2G", opc::kWriteFirst, kWriteOff, false, k2g, kMtu, kNakAccess},
+        HugeCase{"WriteWrapping", opc::kWriteFirst, ~uint64_t{0} - 127, true, 4096, kMtu,
+                 kNakAccess},
+        HugeCase{"ReadOf2GPlus1", opc::kReadRequest, kReadSrcOff, false, k2g + 1, 0, kNakInvReq},
+        HugeCase{"ReadOf4G", opc::kReadRequest, 0, false, 0xFFFFFFFFu, 0, kNakInvReq},
+        HugeCase{"ReadOf2G", opc::kReadRequest, kReadSrcOff, false, k2g, 0, kNakAccess},
+        HugeCase{"ReadWrapping", opc::kReadRequest, ~uint64_t{0} - 0xFFF, true, 0x2000, 0,
+                 kNakAccess}),
+    [](const ::testing::TestParamInfo<HugeCase>& i) { return std::string(i.param.name); });
+
+TEST_F(RawQp, DuplicateReadWithAWrappingRangeIsDropped) {
+  // A duplicate READ is replayed only when its RETH names the original range or a tail of it
+  // (rocev2.md §3.5). One whose VA lies near 2^64 must not pass that check through wrap-around:
+  // it is dropped, the QP stays in RTS, and a proper re-request of the tail is still replayed.
+  bring_up();
+  receive(reth(opc::kReadRequest, rq(0), va(kReadSrcOff), key_, 2 * kMtu));
+  EXPECT_EQ(responder_tx(), 2u);
+  auto tx = take_tx();
+  ASSERT_EQ(tx.size(), 2u);
+  EXPECT_EQ(tx[0].opcode, opc::kReadRespFirst);
+  EXPECT_EQ(tx[1].opcode, opc::kReadRespLast);
+
+  receive(reth(opc::kReadRequest, rq(0), ~uint64_t{0} - 0xFF, key_, kMtu));
+  EXPECT_EQ(responder_tx(), 0u);
+  EXPECT_TRUE(take_tx().empty());
+  EXPECT_EQ(qp_->state, QpState::kRts);
+  EXPECT_EQ(qp_->counters.duplicate_requests, 1u);
+  EXPECT_EQ(qp_->counters.naks_sent[wire::aeth::kNakRemoteAccessError], 0u);
+
+  receive(reth(opc::kReadRequest, rq(1), va(kReadSrcOff + kMtu), key_, kMtu));
+  EXPECT_EQ(responder_tx(), 1u);
+  tx = take_tx();
+  ASSERT_EQ(tx.size(), 1u);
+  EXPECT_EQ(tx[0].opcode, opc::kReadRespOnly);
+  EXPECT_EQ(tx[0].psn, rq(1));
+  ASSERT_EQ(tx[0].payload.size(), kMtu);
+  EXPECT_EQ(std::memcmp(tx[0].payload.data(), mem_.data() + kReadSrcOff + kMtu, kMtu), 0);
+  EXPECT_EQ(qp_->state, QpState::kRts);
+}
+
+TEST_F(RawQp, SendLongerThanTheReceiveIsRefusedAtTheFirstPacketThatDoesNotFit) {
+  // A SEND carries no length: however large the message the peer has in mind, the responder
+  // finds out packet by packet. A 100-byte receive and a SEND FIRST of one PMTU (256): the first
+  // packet already does not fit, so nothing is written, the receive completes with LOC_LEN_ERR
+  // (STATUS_BUFFER_OVERFLOW, ndkpi.md §3.3), the requester gets NAK invalid request (rocev2.md
+  // §3.4) and the QP enters ERR; the second receive is flushed.
+  bring_up();
+  post_recv(1, kRecvOff, 100);
+  post_recv(2, kRecvOff + 1024, 1024);
+  const auto before = mem_;
+  receive(hdr(opc::kSendFirst, rq(0), false), kMtu);
+  auto tx = take_tx();
+  ASSERT_EQ(tx.size(), 1u);
+  expect_ack(tx[0], rq(0), kNakInvReq, 0);
+  EXPECT_EQ(qp_->state, QpState::kErr);
+  EXPECT_EQ(mem_, before);
+  const auto rc = poll(rcq_);
+  ASSERT_EQ(rc.size(), 2u);
+  expect_result(rc[0], Status::kBufferOverflow, WcStatus::kLocLenErr, OperationType::kReceive,
+                ctx(1));
+  EXPECT_EQ(rc[0].bytes_transferred, 0u);
+  expect_result(rc[1], Status::kCancelled, WcStatus::kWrFlushErr, OperationType::kReceive, ctx(2));
+}
+
+TEST_F(RawQp, SendOverflowingTheReceiveLaterWritesOnlyTheReceive) {
+  // A 1000-byte receive and a SEND of FIRST + MIDDLE + MIDDLE + MIDDLE (4 x 256 bytes): the
+  // first three packets land (768 bytes), the fourth would pass the end of the receive and is
+  // refused: LOC_LEN_ERR with the 768 bytes placed, NAK invalid request for the fourth PSN, ERR.
+  // Not a byte after the receive's end is written.
+  bring_up();
+  post_recv(1, kRecvOff, 1000);
+  const auto before = mem_;
+  receive(hdr(opc::kSendFirst, rq(0), false), kMtu);
+  for (int32_t k = 1; k < 4; ++k) receive(hdr(opc::kSendMiddle, rq(k), false), kMtu);
+  auto tx = take_tx();
+  ASSERT_EQ(tx.size(), 1u);
+  expect_ack(tx[0], rq(3), kNakInvReq, 0);
+  EXPECT_EQ(qp_->state, QpState::kErr);
+  for (uint32_t k = 0; k < 3; ++k)
+    EXPECT_EQ(std::memcmp(mem_.data() + kRecvOff + k * kMtu, payload_.data(), kMtu), 0) << k;
+  EXPECT_TRUE(std::equal(mem_.begin() + kRecvOff + 3 * kMtu, mem_.end(),
+                         before.begin() + kRecvOff + 3 * kMtu));
+  const auto rc = poll(rcq_);
+  ASSERT_EQ(rc.size(), 1u);
+  expect_result(rc[0], Status::kBufferOverflow, WcStatus::kLocLenErr, OperationType::kReceive,
+                ctx(1));
+  EXPECT_EQ(rc[0].bytes_transferred, 3 * kMtu);
+}
+
+TEST_F(RawQp, LocalPostsBeyondTheMaxTransferLengthAreRefused) {
+  // NDK max_transfer_length is 2^31 (IBTA §9.4). A post of more is refused synchronously with
+  // STATUS_BUFFER_OVERFLOW and nothing is queued; exactly 2^31 is accepted. SGE lengths that
+  // wrap 32 bits do not sneak past (the sum is taken in 64 bits and must equal the length).
+  // Nothing is transferred: the QP is flushed before the engine runs a step. (Posts with too
+  // many SGEs or a bad atomic are rc_negative_test.cc PostValidationInRts.)
+  bring_up();
+  const uint64_t base = va(0);  // never dereferenced: no frame is ever built
+  auto big = [&](WrOpcode op, uint32_t first) {
+    dp::SendWqe w = wqe(op, ctx(static_cast<uintptr_t>(op)));
+    w.num_sge = 2;
+    w.sge[0] = {base, first, key_};
+    w.sge[1] = {base, 1, key_};
+    w.length = first + 1;
+    w.remote_addr = 0x10000;
+    w.rkey = 1;
+    return w;
+  };
+  for (WrOpcode op : {WrOpcode::kSend, WrOpcode::kSendWithImm, WrOpcode::kWrite,
+                      WrOpcode::kWriteWithImm, WrOpcode::kRead})
+    EXPECT_EQ(qp_->post_send(big(op, k2g)), Status::kBufferOverflow) << dp::to_string(op);
+  dp::SendWqe wrap = big(WrOpcode::kWrite, 0xFFFFFFFFu);  // 2^32 in total, length field 0
+  EXPECT_EQ(qp_->post_send(wrap), Status::kInvalidParameter);
+  dp::RecvWqe r = recv_wr(ctx(50), mem_.data(), k2g, key_);
+  r.num_sge = 2;
+  r.sge[1] = {base, 1, key_};
+  r.length = k2g + 1;
+  EXPECT_EQ(qp_->post_recv(r), Status::kBufferOverflow);
+  EXPECT_EQ(qp_->sq.front(), nullptr);
+  EXPECT_EQ(qp_->rq.front(), nullptr);
+
+  EXPECT_EQ(qp_->post_send(big(WrOpcode::kWrite, k2g - 1)), Status::kSuccess);
+  EXPECT_EQ(qp_->post_recv(recv_wr(ctx(51), mem_.data(), k2g, key_)), Status::kSuccess);
+  dp::QpAttr err;
+  err.state = QpState::kErr;
+  ASSERT_EQ(modify(err, dp::qp_attr::kState), Status::kSuccess);
+  const auto sc = poll(scq_);
+  ASSERT_EQ(sc.size(), 1u);
+  expect_result(sc[0], Status::kCancelled, WcStatus::kWrFlushErr, OperationType::kWrite,
+                ctx(static_cast<uintptr_t>(WrOpcode::kWrite)));
+  const auto rc = poll(rcq_);
+  ASSERT_EQ(rc.size(), 1u);
+  expect_result(rc[0], Status::kCancelled, WcStatus::kWrFlushErr, OperationType::kReceive, ctx(51));
+  EXPECT_EQ(ep_->tx_count(), 0u);
+}
+
+// =============================================================================================
+// 5. Thousands of QPs
+// =============================================================================================
+
+TEST_F(Exhaustion, QpsUpToTheAdapterLimitEachCarryTrafficAndAllGoAway) {
+  // RcPair's adapters take QPNs 2..1023 (AdapterConfig::max_qps 1024; 0 and 1 are reserved,
+  // IBTA §10.2.4): 1022 QPs each, on an engine configured for all 2044. The 1023rd on either
+  // adapter is refused with STATUS_INSUFFICIENT_RESOURCES. Every pair carries one message (even
+  // pairs a WRITE, odd pairs a SEND) and every byte is checked; then all QPs are destroyed, the
+  // engine's and the endpoints' QP tables are empty, and a second round gets the same QPNs and
+  // does the same without the heap growing.
+  constexpr uint32_t kPairs = 1022, kLen = 64;
+  dp::EngineConfig ec;
+  ec.max_qps = 2 * kPairs;
+  ec.rx_burst = 64;
+  RcPair p("ex_qps", ec);
+  quiet(p);
+  const auto src = pattern(kPairs * kLen, 12);
+  std::vector<uint8_t> dst(kPairs * kLen), rbuf(kPairs * kLen);
+  const uint32_t ksrc = p.a.reg(src.data(), src.size(), 0);
+  const uint32_t kdst = p.b.reg(dst.data(), dst.size(), kRemoteAll);
+  const uint32_t krbuf = p.b.reg(rbuf.data(), rbuf.size(), mr_flag::kAllowLocalWrite);
+  std::vector<dp::Qp*> qa(kPairs), qb(kPairs);
+  std::set<uint32_t> qpns_first;
+  std::vector<int> seen(kPairs);
+  p.a.send_done.reserve(kPairs);
+  p.b.recv_done.reserve(kPairs);
+  Clock c;
+  uint64_t heap_after_first = 0;
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::fill(dst.begin(), dst.end(), 0);
+    std::fill(rbuf.begin(), rbuf.end(), 0);
+    std::set<uint32_t> qpns;
+    for (uint32_t i = 0; i < kPairs; ++i) {
+      ASSERT_EQ(p.a.adapter->create_qp(
+                    qp_init(p.a, p.a.scq.get(), p.a.rcq.get(), ctx(10000 + i), 4), &qa[i]),
+                Status::kSuccess)
+          << i;
+      ASSERT_EQ(p.b.adapter->create_qp(
+                    qp_init(p.b, p.b.scq.get(), p.b.rcq.get(), ctx(20000 + i), 4), &qb[i]),
+                Status::kSuccess)
+          << i;
+      qpns.insert(qa[i]->qpn());
+    }
+    dp::Qp* extra = nullptr;
+    EXPECT_EQ(
+        p.a.adapter->create_qp(qp_init(p.a, p.a.scq.get(), p.a.rcq.get(), nullptr, 4), &extra),
+        Status::kInsufficientResources);
+    EXPECT_EQ(
+        p.b.adapter->create_qp(qp_init(p.b, p.b.scq.get(), p.b.rcq.get(), nullptr, 4), &extra),
+        Status::kInsufficientResources);
+    EXPECT_EQ(extra, nullptr);
+    EXPECT_EQ(p.engine().active_qps(), 2 * kPairs);
+    EXPECT_EQ(qpns.size(), kPairs);
+    EXPECT_EQ(*qpns.begin(), 2u);
+    EXPECT_EQ(*qpns.rbegin(), kPairs + 1);
+    if (round == 0) qpns_first = qpns;
+    EXPECT_EQ(qpns, qpns_first);
+    for (uint32_t i = 0; i < kPairs; ++i) {
+      bring_up(p, *p.a.adapter, qa[i], *p.b.adapter, qb[i]->qpn(), 0x1000 + i, 0x9000 + i);
+      bring_up(p, *p.b.adapter, qb[i], *p.a.adapter, qa[i]->qpn(), 0x9000 + i, 0x1000 + i);
+    }
+    for (uint32_t i = 0; i < kPairs; ++i) {
+      if (i % 2 == 0) {
+        ASSERT_EQ(qa[i]->post_send(data_wr(WrOpcode::kWrite, ctx(i), &src[i * kLen], kLen, ksrc,
+                                           addr(&dst[i * kLen]), kdst)),
+                  Status::kSuccess);
+      } else {
+        ASSERT_EQ(qb[i]->post_recv(recv_wr(ctx(5000 + i), &rbuf[i * kLen], kLen, krbuf)),
+                  Status::kSuccess);
+        ASSERT_EQ(qa[i]->post_send(data_wr(WrOpcode::kSend, ctx(i), &src[i * kLen], kLen, ksrc)),
+                  Status::kSuccess);
+      }
+    }
+    ASSERT_TRUE(drive(p, c, [&] {
+      return p.a.send_done.size() == kPairs && p.b.recv_done.size() == kPairs / 2;
+    }));
+    settle(p, c);
+    ASSERT_EQ(p.a.send_done.size(), kPairs);
+    ASSERT_EQ(p.b.recv_done.size(), kPairs / 2);
+    std::fill(seen.begin(), seen.end(), 0);
+    for (const ResultEx& r : p.a.send_done) {
+      const auto i = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(r.request_context) - 0x1000);
+      ASSERT_LT(i, kPairs);
+      ++seen[i];
+      EXPECT_EQ(r.status, Status::kSuccess);
+      EXPECT_EQ(r.type, i % 2 == 0 ? OperationType::kWrite : OperationType::kSend);
+      EXPECT_EQ(r.qp_context, ctx(10000 + i));
+      EXPECT_EQ(r.qpn, qa[i]->qpn());
+    }
+    for (const ResultEx& r : p.b.recv_done) {
+      const auto i =
+          static_cast<uint32_t>(reinterpret_cast<uintptr_t>(r.request_context) - 0x1000 - 5000);
+      ASSERT_LT(i, kPairs);
+      ++seen[i];
+      EXPECT_EQ(r.status, Status::kSuccess);
+      EXPECT_EQ(r.bytes_transferred, kLen);
+      EXPECT_EQ(r.qp_context, ctx(20000 + i));
+    }
+    for (uint32_t i = 0; i < kPairs; ++i) {
+      EXPECT_EQ(seen[i], i % 2 == 0 ? 1 : 2) << i;
+      const uint8_t* got = i % 2 == 0 ? &dst[i * kLen] : &rbuf[i * kLen];
+      EXPECT_EQ(std::memcmp(got, &src[i * kLen], kLen), 0) << i;
+      const uint8_t* other = i % 2 == 0 ? &rbuf[i * kLen] : &dst[i * kLen];
+      EXPECT_TRUE(std::all_of(other, other + kLen, [](uint8_t b) { return b == 0; })) << i;
+    }
+    const dp::QpCounters ta = p.a.adapter->qp_counter_totals();
+    EXPECT_EQ(ta.tx_packets, kPairs);
+    EXPECT_EQ(ta.retransmits + ta.timeouts, 0u);
+
+    for (uint32_t i = 0; i < kPairs; ++i) {
+      ASSERT_EQ(p.a.adapter->destroy_qp(qa[i]), Status::kSuccess);
+      ASSERT_EQ(p.b.adapter->destroy_qp(qb[i]), Status::kSuccess);
+    }
+    EXPECT_EQ(p.engine().active_qps(), 0u);
+    for (Side* s : {&p.a, &p.b}) {
+      const dp::Endpoint& ep = s->adapter->endpoint();
+      uint32_t left = 0;
+      for (uint32_t n = 0; n < ep.max_qps(); ++n) left += ep.qp(n) != nullptr ? 1 : 0;
+      EXPECT_EQ(left, 0u);
+    }
+    p.a.send_done.clear();
+    p.b.recv_done.clear();
+    std::printf(
+        "[          ] round %d: %u QP pairs created, connected, used, destroyed in %.0f ms\n",
+        round, kPairs,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (round == 0) heap_after_first = heap_in_use();
+  }
+  // No growth from one round to the next (a leaked QP would be ~30 KB, all of them ~60 MB).
+  EXPECT_LT(heap_in_use(), heap_after_first + 256 * 1024);
+  expect_pools_full(p, c);
+}
+
+TEST_F(Exhaustion, EngineQpLimitIsSharedByItsAdapters) {
+  // EngineConfig::max_qps (default 1024) counts the QPs of every adapter the engine serves: with
+  // two adapters, 1024 QPs in all, then STATUS_INSUFFICIENT_RESOURCES from either; destroying
+  // one makes room for exactly one more.
+  RcPair p("ex_qps_eng");
+  quiet(p);
+  const uint32_t limit = p.engine().config().max_qps;
+  std::vector<dp::Qp*> qps;
+  for (uint32_t i = 0; i < limit; ++i) {
+    Side& s = i % 2 == 0 ? p.a : p.b;
+    dp::Qp* q = nullptr;
+    ASSERT_EQ(s.adapter->create_qp(qp_init(s, s.scq.get(), s.rcq.get(), nullptr, 4), &q),
+              Status::kSuccess)
+        << i;
+    qps.push_back(q);
+  }
+  EXPECT_EQ(p.engine().active_qps(), limit);
+  dp::Qp* q = nullptr;
+  EXPECT_EQ(p.a.adapter->create_qp(qp_init(p.a, p.a.scq.get(), p.a.rcq.get(), nullptr, 4), &q),
+            Status::kInsufficientResources);
+  EXPECT_EQ(p.b.adapter->create_qp(qp_init(p.b, p.b.scq.get(), p.b.rcq.get(), nullptr, 4), &q),
+            Status::kInsufficientResources);
+  ASSERT_EQ(p.b.adapter->destroy_qp(qps[1]), Status::kSuccess);
+  EXPECT_EQ(p.a.adapter->create_qp(qp_init(p.a, p.a.scq.get(), p.a.rcq.get(), nullptr, 4), &q),
+            Status::kSuccess);
+  EXPECT_EQ(p.b.adapter->create_qp(qp_init(p.b, p.b.scq.get(), p.b.rcq.get(), nullptr, 4), &q),
+            Status::kInsufficientResources);
+  EXPECT_EQ(p.engine().active_qps(), limit);
+}
+
+}  // namespace
+}  // namespace urnic::test
