@@ -55,8 +55,9 @@ void usage(const char* argv0) {
   std::printf("urnic:\n%s", nic_usage());
 }
 
+// Members go in reverse order: the NIC (engine, adapter and its QPs) first, then the CQ and the
+// buffer its QP used, which the engine may touch until it stops.
 struct Ctx {
-  Nic nic;
   std::vector<uint8_t> storage;
   uint8_t* buf = nullptr;
   uint32_t size = 4096;
@@ -64,6 +65,7 @@ struct Ctx {
   std::unique_ptr<dp::Cq> cq;
   dp::Qp* qp = nullptr;
   uint32_t rx_depth = 500;
+  Nic nic;
 };
 
 int post_recv(Ctx& c, int n) {
