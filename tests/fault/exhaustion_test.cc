@@ -13,9 +13,10 @@
 // every timer path (ACK timeout, RNR wait) is deterministic and the counters are exact. The
 // adapters' control threads are stopped at once: the test thread is the only thread touching
 // the pools, and it lets the control planes free what they received before counting mbufs.
-// RawQp: one QP on an Endpoint without a port, fed synthetic frames through Engine::deliver_lc
-// (as tests/protocol/rc_protocol_test.cc), for floods and malformed lengths no conforming
-// requester would send; what the stages emit stays in the TX buffer and is parsed back.
+// RawQp (tests/protocol/protocol_fixture.h, as tests/protocol/rc_protocol_test.cc): one QP on an
+// Endpoint without a port, fed synthetic frames through Engine::deliver_lc, for floods and
+// malformed lengths no conforming requester would send; what the stages emit stays in the TX
+// buffer and is parsed back.
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <rte_cycles.h>
@@ -32,13 +33,13 @@
 #include <functional>
 #include <memory>
 #include <new>
-#include <ostream>
 #include <set>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "../loopback/rc_fixture.h"
+#include "../protocol/protocol_fixture.h"
 #include "dataplane/cq.h"
 #include "dataplane/fault.h"
 #include "dataplane/internal.h"
@@ -80,18 +81,10 @@ std::atomic<uint64_t> g_news{0};
 }
 #endif
 
-namespace urnic {
-// gtest prints a Status by its NTSTATUS name.
-inline void PrintTo(Status s, std::ostream* os) { *os << to_string(s); }
-}  // namespace urnic
-
 namespace urnic::test {
 namespace {
 
-using dp::QpState;
 using dp::WrOpcode;
-using wire::Psn;
-namespace opc = wire::opc;
 
 // Heap bytes in use (malloc'd and not freed).
 uint64_t heap_in_use() {
@@ -112,10 +105,10 @@ uint64_t news() {
 #endif
 }
 
-constexpr uint32_t kRemoteAll = mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite |
-                                mr_flag::kAllowRemoteRead | mr_flag::kAllowRemoteAtomic;
 constexpr uint32_t kIdleSteps = 8;  // idle engine steps after which nothing is in flight
 
+// This file's request contexts are never null, ctx(0) neither. (This ctx() and pattern() below
+// hide protocol_fixture.h's in this file.)
 void* ctx(uintptr_t i) { return reinterpret_cast<void*>(0x1000 + i); }
 uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
@@ -123,34 +116,6 @@ std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
   std::vector<uint8_t> v(n);
   fill(v, seed);
   return v;
-}
-
-dp::SendWqe data_wr(WrOpcode op, void* context, const void* local, uint32_t len, uint32_t lkey,
-                    uint64_t remote = 0, uint32_t rkey = 0) {
-  dp::SendWqe w = wqe(op, context);
-  w.num_sge = 1;
-  w.length = len;
-  w.sge[0] = {addr(local), len, lkey};
-  w.remote_addr = remote;
-  w.rkey = rkey;
-  return w;
-}
-
-dp::RecvWqe recv_wr(void* context, void* buf, uint32_t len, uint32_t key) {
-  dp::RecvWqe w;
-  w.request_context = context;
-  w.num_sge = 1;
-  w.length = len;
-  w.sge[0] = {addr(buf), len, key};
-  return w;
-}
-
-void expect_result(const ResultEx& r, Status st, WcStatus wc, OperationType type,
-                   const void* context) {
-  EXPECT_EQ(r.status, st);
-  EXPECT_EQ(r.provider_error_code, static_cast<uint32_t>(wc));
-  EXPECT_EQ(r.type, type);
-  EXPECT_EQ(r.request_context, context);
 }
 
 // ---- RcPair driven at a synthetic TSC -----------------------------------------------------------
@@ -225,47 +190,6 @@ void give_back(std::vector<rte_mbuf*>& held, size_t keep = 0) {
     rte_pktmbuf_free(held.back());
     held.pop_back();
   }
-}
-
-// RESET -> INIT -> RTR -> RTS for a QP created outside RcPair::connect, with the pair's
-// requester attributes.
-void bring_up(RcPair& p, ctl::Adapter& ad, dp::Qp* qp, const ctl::Adapter& peer, uint32_t dest_qpn,
-              uint32_t sq_psn, uint32_t rq_psn, uint32_t mtu = 1024) {
-  using namespace dp::qp_attr;
-  dp::QpAttr at;
-  at.state = QpState::kInit;
-  at.access = dp::access::kRemoteRead | dp::access::kRemoteWrite | dp::access::kRemoteAtomic;
-  ASSERT_EQ(ad.modify_qp(qp, at, kState | kAccessFlags), Status::kSuccess);
-  at.state = QpState::kRtr;
-  at.av = ad.address_to(peer);
-  at.path_mtu = mtu;
-  at.dest_qpn = dest_qpn;
-  at.rq_psn = rq_psn;
-  at.max_dest_rd_atomic = p.max_rd_atomic;
-  at.min_rnr_timer = p.min_rnr_timer;
-  ASSERT_EQ(
-      ad.modify_qp(qp, at,
-                   kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer),
-      Status::kSuccess);
-  at.state = QpState::kRts;
-  at.sq_psn = sq_psn;
-  at.timeout = p.timeout;
-  at.retry_cnt = p.retry_cnt;
-  at.rnr_retry = p.rnr_retry;
-  at.max_rd_atomic = p.max_rd_atomic;
-  ASSERT_EQ(ad.modify_qp(qp, at, kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic),
-            Status::kSuccess);
-}
-
-ctl::QpInit qp_init(Side& s, dp::Cq* scq, dp::Cq* rcq, void* context, uint32_t depth) {
-  ctl::QpInit qi;
-  qi.pd = s.pd;
-  qi.send_cq = scq;
-  qi.recv_cq = rcq;
-  qi.context = context;
-  qi.sq_depth = depth;
-  qi.rq_depth = depth;
-  return qi;
 }
 
 std::vector<ResultEx> drain(dp::Cq& cq) {
@@ -397,230 +321,53 @@ TEST_F(Exhaustion, RnrFloodWithInfiniteRetryDeliversEveryMessageOnceAsReceivesAr
 
 // ---- RawQp: one QP fed synthetic frames ---------------------------------------------------------
 
-constexpr uint32_t kQpn = 7;
-constexpr uint32_t kPeerQpn = 0x51;
-constexpr uint32_t kPd = 3;
-constexpr uint32_t kMtu = 256;
-constexpr uint32_t kLocalIp = 0x0A000001;
-constexpr uint32_t kPeerIp = 0x0A000002;
-constexpr wire::MacAddr kLocalMac{2, 0, 0, 0, 0, 1};
-constexpr wire::MacAddr kPeerMac{2, 0, 0, 0, 0, 2};
-constexpr uint8_t kRnrTimerCode = 12;
-constexpr uint8_t kAckNoCredit = wire::aeth::kAckNoCredit;
 constexpr uint8_t kRnrNak = wire::aeth::kRnrNak | kRnrTimerCode;
-constexpr uint8_t kNakInvReq = wire::aeth::kNak | wire::aeth::kNakInvalidRequest;
-constexpr uint8_t kNakAccess = wire::aeth::kNak | wire::aeth::kNakRemoteAccessError;
-constexpr uint64_t kT0 = 1'000'000'000;
-constexpr uint32_t kPoolSize = 1023;  // no per-lcore cache: the available count is exact
-constexpr uint32_t kMemSize = 16384;
-constexpr uint32_t kRecvOff = 0;
-constexpr uint32_t kReadSrcOff = 4096;
-constexpr uint32_t kWriteOff = 8192;
+constexpr uint32_t kWriteOff = 8192;  // responder WRITE target in the test region
 constexpr uint32_t kFloodFrames = 20'000;
+// The responder's first PSN is rq(0) = 0xFFFF00: the floods cross the 24-bit wrap.
+constexpr QpOptions kRawQpOptions{.rq_psn = 0xFFFF00, .sq_psn = 0x100};
 
-rte_mempool* g_pool = nullptr;
-
-struct TxFrame {
-  uint8_t opcode = 0;
-  uint32_t psn = 0;
-  uint8_t syndrome = 0;
-  uint32_t msn = 0;
-  std::vector<uint8_t> payload;
-};
-
-class RawQp : public ::testing::Test {
+class RawQp : public RcProtocol {
  protected:
   static void SetUpTestSuite() {
-    eal_up_once();
-    if (g_pool == nullptr)
-      g_pool = rte_pktmbuf_pool_create("ex_raw", kPoolSize, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
-                                       SOCKET_ID_ANY);
-    ASSERT_NE(g_pool, nullptr);
+    eal_up_once();  // the EAL the RcPair tests need, whichever suite runs first
+    RcProtocol::SetUpTestSuite();
   }
 
   void SetUp() override {
-    ASSERT_NE(g_pool, nullptr);
-    mem_.assign(kMemSize, 0);
+    RcProtocol::SetUp();
     for (uint32_t i = 0; i < kMemSize; ++i) mem_[i] = static_cast<uint8_t>(i * 13 + 5);
-    ASSERT_EQ(mrs_.register_region(kPd, addr(mem_.data()), mem_.size(), dp::access::kAll, &key_),
-              Status::kSuccess);
-    ep_ = std::make_unique<dp::Endpoint>(nullptr, 0, g_pool, &mrs_, 64);
-    engine_.add_endpoint(ep_.get());
     payload_.assign(4096, 0);
     for (uint32_t i = 0; i < payload_.size(); ++i) payload_[i] = static_cast<uint8_t>(i * 7 + 1);
   }
 
-  void TearDown() override {
-    ep_->tx_drop_all();
-    if (qp_ != nullptr) {
-      dp::MailboxMsg m;
-      m.kind = dp::MailboxMsg::Kind::kDestroyQp;
-      m.ep = ep_.get();
-      m.qp = qp_.get();
-      EXPECT_EQ(engine_.call(m), Status::kSuccess);
-    }
-    EXPECT_EQ(rte_mempool_avail_count(g_pool), kPoolSize) << "mbufs leaked";
-  }
-
-  void bring_up() {
-    dp::QpConfig qc;
-    qc.qpn = kQpn;
-    qc.pd = kPd;
-    qc.send_cq = &scq_;
-    qc.recv_cq = &rcq_;
-    qc.sq_depth = 16;
-    qc.rq_depth = 16;
-    qp_ = std::make_unique<dp::Qp>(qc);
-    dp::MailboxMsg add;
-    add.kind = dp::MailboxMsg::Kind::kAddQp;
-    add.ep = ep_.get();
-    add.qp = qp_.get();
-    ASSERT_EQ(engine_.call(add), Status::kSuccess);
-    using namespace dp::qp_attr;
-    dp::QpAttr a;
-    a.state = QpState::kInit;
-    a.access = dp::access::kRemoteRead | dp::access::kRemoteWrite | dp::access::kRemoteAtomic;
-    ASSERT_EQ(modify(a, kState | kAccessFlags), Status::kSuccess);
-    a.state = QpState::kRtr;
-    a.av.src_mac = kLocalMac;
-    a.av.dst_mac = kPeerMac;
-    a.av.src_ip4 = kLocalIp;
-    a.av.dst_ip4 = kPeerIp;
-    a.path_mtu = kMtu;
-    a.dest_qpn = kPeerQpn;
-    a.rq_psn = kFirstRqPsn;
-    a.max_dest_rd_atomic = 4;
-    a.min_rnr_timer = kRnrTimerCode;
-    ASSERT_EQ(
-        modify(a, kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer),
-        Status::kSuccess);
-    a.state = QpState::kRts;
-    a.sq_psn = 0x100;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 4;
-    ASSERT_EQ(modify(a, kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic),
-              Status::kSuccess);
-  }
-
-  Status modify(const dp::QpAttr& a, uint32_t mask) {
-    dp::MailboxMsg m;
-    m.kind = dp::MailboxMsg::Kind::kModifyQp;
-    m.ep = ep_.get();
-    m.qp = qp_.get();
-    m.attr = a;
-    m.mask = mask;
-    return engine_.call(m);
-  }
-
-  // PSN k packets after the first one the responder expects (the flood crosses the 24-bit wrap).
-  static constexpr uint32_t kFirstRqPsn = 0xFFFF00;
-  static uint32_t rq(int32_t k) { return (Psn(kFirstRqPsn) + k).value(); }
-  uint64_t va(uint32_t off) const { return addr(mem_.data()) + off; }
-
-  static wire::TransportHeaders hdr(uint8_t opcode, uint32_t psn, bool ack_req = true) {
-    wire::TransportHeaders th;
-    th.bth.opcode = opcode;
-    wire::Bth::Psn::set(th.bth, psn);
-    wire::Bth::AckReq::set(th.bth, ack_req ? 1u : 0u);
-    return th;
-  }
-  static wire::TransportHeaders reth(uint8_t opcode, uint32_t psn, uint64_t v, uint32_t rkey,
-                                     uint32_t len) {
-    auto th = hdr(opcode, psn);
-    th.reth.va = wire::Be64::of(v);
-    th.reth.rkey = wire::Be32::of(rkey);
-    th.reth.dma_length = wire::Be32::of(len);
-    return th;
-  }
-
-  // Builds the peer's frame and hands it to the RX path. Allocates nothing but the mbuf (the
+  // The peer's frame carrying the first `len` bytes of payload_: no allocation but the mbuf (the
   // floods check that the whole path allocates nothing).
-  void receive(wire::TransportHeaders th, uint32_t payload_len = 0) {
-    wire::NetHeaders net;
-    net.src_mac = kPeerMac;
-    net.dst_mac = kLocalMac;
-    net.src_ip4 = kPeerIp;
-    net.dst_ip4 = kLocalIp;
-    net.udp_sport = wire::udp_sport_for(kPeerQpn, kQpn);
-    th.bth.pkey = wire::Be16::of(wire::kDefaultPkey);
-    wire::Bth::DestQp::set(th.bth, kQpn);
-    const uint32_t len = wire::frame_length(net, th.bth.opcode, payload_len);
-    rte_mbuf* m = rte_pktmbuf_alloc(g_pool);
-    ASSERT_NE(m, nullptr);
-    auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
-    ASSERT_NE(p, nullptr);
-    ASSERT_EQ(wire::build_frame({p, len}, net, th, {payload_.data(), payload_len}), len);
-    engine_.deliver_lc(*ep_, m, kT0);
+  using RcProtocol::receive;
+  void receive(const wire::TransportHeaders& th, uint32_t len) {
+    RcProtocol::receive(th, std::span<const uint8_t>(payload_).first(len));
   }
 
-  uint64_t rx_drops() {
-    uint64_t n = 0;
-    for (uint64_t d : ep_->counters().rx_drops) n += d;
-    return n;
-  }
-
-  uint32_t responder_tx(uint32_t budget = 64) { return dp::responder_tx_lc(*ep_, *qp_, budget); }
-  uint32_t queued_jobs() const {
-    return static_cast<uint32_t>(qp_->resp.jobs_tail - qp_->resp.jobs_head);
-  }
-
-  // Parses and frees every frame in the TX buffer.
-  std::vector<TxFrame> take_tx() {
-    std::vector<TxFrame> out;
-    for (uint32_t i = 0; i < ep_->tx_count(); ++i) {
-      rte_mbuf* m = ep_->tx_at(i);
-      auto* data = rte_pktmbuf_mtod(m, uint8_t*);
-      wire::ParsedFrame f;
-      TxFrame t;
-      EXPECT_EQ(wire::parse(data, rte_pktmbuf_data_len(m), f), wire::ParseError::kOk);
-      EXPECT_TRUE(wire::icrc_check(data, f.l));
-      EXPECT_EQ(wire::Bth::DestQp::get(f.bth()), kPeerQpn);
-      t.opcode = f.opcode;
-      t.psn = wire::Bth::Psn::get(f.bth());
-      if (f.mask & wire::op::kAeth) {
-        t.syndrome = static_cast<uint8_t>(wire::Aeth::Syndrome::get(f.aeth()));
-        t.msn = wire::Aeth::Msn::get(f.aeth());
-      }
-      t.payload.assign(f.payload().begin(), f.payload().end());
-      out.push_back(std::move(t));
-    }
-    ep_->tx_drop_all();
-    return out;
-  }
-
-  static void expect_ack(const TxFrame& t, uint32_t psn, uint8_t syndrome, uint32_t msn) {
-    EXPECT_EQ(t.opcode, opc::kAcknowledge);
-    EXPECT_EQ(t.psn, psn);
-    EXPECT_EQ(int{t.syndrome}, int{syndrome});
-    EXPECT_EQ(t.msn, msn);
-  }
-
+  // A receive with this file's ctx(context).
   void post_recv(uintptr_t context, uint32_t off, uint32_t len) {
     ASSERT_EQ(qp_->post_recv(recv_wr(ctx(context), mem_.data() + off, len, key_)),
               Status::kSuccess);
   }
 
-  std::vector<ResultEx> poll(dp::Cq& cq) { return drain(cq); }
+  uint32_t queued_jobs() const {
+    return static_cast<uint32_t>(qp_->resp.jobs_tail - qp_->resp.jobs_head);
+  }
 
-  std::vector<uint8_t> mem_;
   std::vector<uint8_t> payload_;
-  dp::MrTable mrs_{64, 0x5eed};
-  uint32_t key_ = 0;
-  dp::Cq scq_{64}, rcq_{64};
-  std::unique_ptr<dp::Endpoint> ep_;
-  dp::Engine engine_;
-  std::unique_ptr<dp::Qp> qp_;
 };
 
 TEST_F(RawQp, SendFloodAtOnePsnIsAnsweredByOneRnrNak) {
   // 20 000 copies of SEND ONLY at the expected PSN, no receive posted, before the responder
   // sends anything: one RNR NAK answers them all (the others find it still queued). Nothing
   // executes, the output queue holds one job, and the flood allocates nothing.
-  bring_up();
+  bring_up(kRawQpOptions);
   const uint64_t heap0 = heap_in_use(), news0 = news();
-  for (uint32_t i = 0; i < kFloodFrames; ++i) receive(hdr(opc::kSendOnly, rq(0)), 64);
+  for (uint32_t i = 0; i < kFloodFrames; ++i) receive(hdr(opc::kSendOnly, rq(0), true), 64);
   EXPECT_EQ(news(), news0) << "the RX path allocated";
   EXPECT_EQ(heap_in_use(), heap0);
   EXPECT_EQ(queued_jobs(), 1u);
@@ -634,12 +381,12 @@ TEST_F(RawQp, SendFloodAtOnePsnIsAnsweredByOneRnrNak) {
   EXPECT_EQ(c.rnr_naks_coalesced, kFloodFrames - 1);
   EXPECT_EQ(c.rnr_naks_sent + c.rnr_naks_coalesced, c.rx_packets);
   EXPECT_EQ(c.resp_queue_full + c.out_of_sequence + c.duplicate_requests, 0u);
-  EXPECT_EQ(rx_drops(), 0u);
+  EXPECT_EQ(total_rx_drops(), 0u);
   EXPECT_TRUE(poll(rcq_).empty());
   EXPECT_EQ(qp_->resp.epsn, Psn(rq(0)));
 
   // The requester's next retry, after the NAK went out, gets a NAK of its own.
-  receive(hdr(opc::kSendOnly, rq(0)), 64);
+  receive(hdr(opc::kSendOnly, rq(0), true), 64);
   EXPECT_EQ(responder_tx(), 1u);
   tx = take_tx();
   ASSERT_EQ(tx.size(), 1u);
@@ -648,7 +395,7 @@ TEST_F(RawQp, SendFloodAtOnePsnIsAnsweredByOneRnrNak) {
 
   // A receive arrives: the next copy executes once and is ACKed.
   post_recv(1, kRecvOff, 1024);
-  receive(hdr(opc::kSendOnly, rq(0)), 64);
+  receive(hdr(opc::kSendOnly, rq(0), true), 64);
   EXPECT_EQ(responder_tx(), 1u);
   tx = take_tx();
   ASSERT_EQ(tx.size(), 1u);
@@ -664,10 +411,10 @@ TEST_F(RawQp, SendFloodAtOnePsnIsAnsweredByOneRnrNak) {
 TEST_F(RawQp, SendFloodAtNewPsnsGetsOneRnrNakAndOutOfSequenceDrops) {
   // 20 000 SEND ONLY at consecutive PSNs (across the 24-bit wrap): the first is RNR NAKed, the
   // rest are in flight behind it and are dropped without a sequence NAK (rocev2.md §3.4).
-  bring_up();
+  bring_up(kRawQpOptions);
   const uint64_t heap0 = heap_in_use(), news0 = news();
   for (uint32_t i = 0; i < kFloodFrames; ++i)
-    receive(hdr(opc::kSendOnly, rq(static_cast<int32_t>(i))), 64);
+    receive(hdr(opc::kSendOnly, rq(static_cast<int32_t>(i)), true), 64);
   EXPECT_EQ(news(), news0) << "the RX path allocated";
   EXPECT_EQ(heap_in_use(), heap0);
   EXPECT_EQ(queued_jobs(), 1u);
@@ -688,9 +435,9 @@ TEST_F(RawQp, DuplicatesInterleavedWithRetriesDoNotMultiplyNaks) {
   // One SEND executed (ePSN = rq(1)), then, with no receive left, 10 000 pairs of (retry of
   // rq(1), duplicate of rq(0)). The RNR NAK for rq(1) acknowledges rq(0) as well, so the
   // duplicates add no ACK behind it, and every retry finds the NAK still queued: one frame.
-  bring_up();
+  bring_up(kRawQpOptions);
   post_recv(1, kRecvOff, 1024);
-  receive(hdr(opc::kSendOnly, rq(0)), 64);
+  receive(hdr(opc::kSendOnly, rq(0), true), 64);
   EXPECT_EQ(responder_tx(), 1u);
   auto tx = take_tx();
   ASSERT_EQ(tx.size(), 1u);
@@ -699,8 +446,8 @@ TEST_F(RawQp, DuplicatesInterleavedWithRetriesDoNotMultiplyNaks) {
 
   const uint64_t news0 = news();
   for (uint32_t i = 0; i < kFloodFrames / 2; ++i) {
-    receive(hdr(opc::kSendOnly, rq(1)), 64);
-    receive(hdr(opc::kSendOnly, rq(0)), 64);
+    receive(hdr(opc::kSendOnly, rq(1), true), 64);
+    receive(hdr(opc::kSendOnly, rq(0), true), 64);
   }
   EXPECT_EQ(news(), news0) << "the RX path allocated";
   EXPECT_EQ(queued_jobs(), 1u);
@@ -722,10 +469,10 @@ TEST_F(RawQp, RequestFloodBeyondTheOutputQueueIsDroppedAndCounted) {
   // the first kRespJobs are accepted and queued, the rest find the fixed-size output queue full
   // and are dropped (counted; a requester retransmits them). Then exactly kRespJobs READ
   // responses go out, in PSN order, with the right bytes.
-  bring_up();
+  bring_up(kRawQpOptions);
   const uint64_t heap0 = heap_in_use(), news0 = news();
   for (uint32_t i = 0; i < kFloodFrames; ++i)
-    receive(reth(opc::kReadRequest, rq(static_cast<int32_t>(i)), va(kReadSrcOff + (i % 64) * 8),
+    receive(reth(opc::kReadRequest, rq(static_cast<int32_t>(i)), addr(kReadSrcOff + (i % 64) * 8),
                  key_, 8));
   EXPECT_EQ(news(), news0) << "the RX path allocated";
   EXPECT_EQ(heap_in_use(), heap0);
@@ -829,6 +576,25 @@ struct SmallTraffic {
   std::vector<uint8_t> rdst = std::vector<uint8_t>(kReadLen, 0);
   uint32_t ksrc = 0, kdst = 0, krbuf = 0, krsrc = 0, krdst = 0;
 
+  // Connects `p` as these tests want it (control threads stopped, ACK timeout 4: 65.5 us, queues
+  // of 64) and lets the control planes' start-up frames cross; returns the clock to go on with.
+  static Clock connect(RcPair& p) {
+    quiet(p);
+    p.timeout = 4;
+    p.connect(1024, false, 64, 64);
+    Clock c;
+    settle(p, c);
+    return c;
+  }
+
+  // Empties B's pool, posts the traffic and runs `n` steps; returns B's mbufs (held).
+  std::vector<rte_mbuf*> post_with_b_pool_empty(RcPair& p, Clock& c, bool with_read, uint64_t n) {
+    auto held = take_all(pool_of(p.b));
+    post(p, with_read);
+    if (!::testing::Test::HasFatalFailure()) steps(p, c, n);
+    return held;
+  }
+
   void post(RcPair& p, bool with_read) {
     ksrc = p.a.reg(src.data(), src.size(), 0);
     krdst = p.a.reg(rdst.data(), rdst.size(), mr_flag::kAllowLocalWrite);
@@ -884,16 +650,10 @@ TEST_F(Exhaustion, ReceiverPoolEmptyExecutesButCannotAnswerUntilMbufsReturn) {
   // back B answers, and everything completes exactly once.
   constexpr uint64_t kStall = 230;
   RcPair p("ex_pool_rx");
-  quiet(p);
-  p.timeout = 4;
-  p.connect(1024, false, 64, 64);
+  Clock c = SmallTraffic::connect(p);
   SmallTraffic t;
-  Clock c;
-  settle(p, c);
-  auto held = take_all(pool_of(p.b));
-  t.post(p, true);
+  auto held = t.post_with_b_pool_empty(p, c, true, kStall);
   if (HasFatalFailure()) return;
-  steps(p, c, kStall);
   const auto& ca = p.a.qp->counters;
   const auto& cb = p.b.qp->counters;
   EXPECT_TRUE(p.a.send_done.empty());
@@ -925,20 +685,14 @@ TEST_F(Exhaustion, ReceiverDroppingFramesRecoversByRetransmission) {
   // with B's pool back and frames arriving again, the fourth resend is executed, exactly once.
   constexpr uint64_t kStall = 230;
   RcPair p("ex_pool_drop");
-  quiet(p);
-  p.timeout = 4;
-  p.connect(1024, false, 64, 64);
+  Clock c = SmallTraffic::connect(p);
   SmallTraffic t;
-  Clock c;
-  settle(p, c);
   dp::FaultConfig fc;
   fc.drop_ppm = 1'000'000;
   dp::FaultInjector drop_all(fc);
   p.a.adapter->endpoint().set_faults(nullptr, &drop_all);
-  auto held = take_all(pool_of(p.b));
-  t.post(p, false);
+  auto held = t.post_with_b_pool_empty(p, c, false, kStall);
   if (HasFatalFailure()) return;
-  steps(p, c, kStall);
   EXPECT_TRUE(p.a.send_done.empty());
   EXPECT_TRUE(p.b.recv_done.empty());
   EXPECT_EQ(drop_all.counters().dropped, 4u * 8);  // the first send and three resends
@@ -1023,12 +777,10 @@ TEST_F(Exhaustion, SendCqOverrunKillsEveryQpOnIt) {
   ASSERT_EQ(p.a.adapter->create_cq(kCq, &p.a.scq), Status::kSuccess);
   p.connect(1024, false, 64, 64);
   dp::Qp *a2 = nullptr, *b2 = nullptr;
-  ASSERT_EQ(p.a.adapter->create_qp(qp_init(p.a, p.a.scq.get(), p.a.rcq.get(), nullptr, 16), &a2),
-            Status::kSuccess);
-  ASSERT_EQ(p.b.adapter->create_qp(qp_init(p.b, p.b.scq.get(), p.b.rcq.get(), nullptr, 16), &b2),
-            Status::kSuccess);
-  bring_up(p, *p.a.adapter, a2, *p.b.adapter, b2->qpn(), 0x300, 0x400);
-  bring_up(p, *p.b.adapter, b2, *p.a.adapter, a2->qpn(), 0x400, 0x300);
+  ASSERT_EQ(p.a.adapter->create_qp(p.a.qp_init(nullptr, 16, 16), &a2), Status::kSuccess);
+  ASSERT_EQ(p.b.adapter->create_qp(p.b.qp_init(nullptr, 16, 16), &b2), Status::kSuccess);
+  p.bring_up(p.a, a2, p.b, b2, 1024, false, kRemoteAccess, 0x300, 0x400);
+  p.bring_up(p.b, b2, p.a, a2, 1024, false, kRemoteAccess, 0x400, 0x300);
   const auto src = pattern(kWrites * kLen, 10);
   std::vector<uint8_t> dst(kWrites * kLen, 0), arbuf(256, 0);
   const uint32_t ksrc = p.a.reg(src.data(), src.size(), 0);
@@ -1189,11 +941,11 @@ TEST_P(RawQpHuge, IsNakedAndTouchesNothing) {
   // the QP enters ERR (class C/D, rocev2.md §3.4) and not one byte of memory is read into a
   // response or written.
   const HugeCase& h = GetParam();
-  bring_up();
+  bring_up(kRawQpOptions);
   const auto before = mem_;
-  const uint64_t v = h.absolute ? h.va_off : va(0) + h.va_off;
+  const uint64_t v = h.absolute ? h.va_off : addr(0) + h.va_off;
   receive(reth(h.opcode, rq(0), v, key_, h.dma_length), h.payload);
-  EXPECT_EQ(rx_drops(), 0u);
+  EXPECT_EQ(total_rx_drops(), 0u);
   EXPECT_EQ(responder_tx(), 0u);  // the NAK went out at once
   auto tx = take_tx();
   ASSERT_EQ(tx.size(), 1u);
@@ -1204,7 +956,7 @@ TEST_P(RawQpHuge, IsNakedAndTouchesNothing) {
   EXPECT_EQ(mem_, before);
   EXPECT_TRUE(poll(rcq_).empty());
   // Whatever follows is dropped: the QP is in ERR.
-  receive(reth(opc::kWriteOnly, rq(1), va(kWriteOff), key_, 16), 16);
+  receive(reth(opc::kWriteOnly, rq(1), addr(kWriteOff), key_, 16), 16);
   EXPECT_EQ(responder_tx(), 0u);
   EXPECT_TRUE(take_tx().empty());
   EXPECT_EQ(qp_->counters.dropped_bad_state, 1u);
@@ -1232,8 +984,8 @@ TEST_F(RawQp, DuplicateReadWithAWrappingRangeIsDropped) {
   // A duplicate READ is replayed only when its RETH names the original range or a tail of it
   // (rocev2.md §3.5). One whose VA lies near 2^64 must not pass that check through wrap-around:
   // it is dropped, the QP stays in RTS, and a proper re-request of the tail is still replayed.
-  bring_up();
-  receive(reth(opc::kReadRequest, rq(0), va(kReadSrcOff), key_, 2 * kMtu));
+  bring_up(kRawQpOptions);
+  receive(reth(opc::kReadRequest, rq(0), addr(kReadSrcOff), key_, 2 * kMtu));
   EXPECT_EQ(responder_tx(), 2u);
   auto tx = take_tx();
   ASSERT_EQ(tx.size(), 2u);
@@ -1247,7 +999,7 @@ TEST_F(RawQp, DuplicateReadWithAWrappingRangeIsDropped) {
   EXPECT_EQ(qp_->counters.duplicate_requests, 1u);
   EXPECT_EQ(qp_->counters.naks_sent[wire::aeth::kNakRemoteAccessError], 0u);
 
-  receive(reth(opc::kReadRequest, rq(1), va(kReadSrcOff + kMtu), key_, kMtu));
+  receive(reth(opc::kReadRequest, rq(1), addr(kReadSrcOff + kMtu), key_, kMtu));
   EXPECT_EQ(responder_tx(), 1u);
   tx = take_tx();
   ASSERT_EQ(tx.size(), 1u);
@@ -1264,7 +1016,7 @@ TEST_F(RawQp, SendLongerThanTheReceiveIsRefusedAtTheFirstPacketThatDoesNotFit) {
   // packet already does not fit, so nothing is written, the receive completes with LOC_LEN_ERR
   // (STATUS_BUFFER_OVERFLOW, ndkpi.md §3.3), the requester gets NAK invalid request (rocev2.md
   // §3.4) and the QP enters ERR; the second receive is flushed.
-  bring_up();
+  bring_up(kRawQpOptions);
   post_recv(1, kRecvOff, 100);
   post_recv(2, kRecvOff + 1024, 1024);
   const auto before = mem_;
@@ -1287,7 +1039,7 @@ TEST_F(RawQp, SendOverflowingTheReceiveLaterWritesOnlyTheReceive) {
   // first three packets land (768 bytes), the fourth would pass the end of the receive and is
   // refused: LOC_LEN_ERR with the 768 bytes placed, NAK invalid request for the fourth PSN, ERR.
   // Not a byte after the receive's end is written.
-  bring_up();
+  bring_up(kRawQpOptions);
   post_recv(1, kRecvOff, 1000);
   const auto before = mem_;
   receive(hdr(opc::kSendFirst, rq(0), false), kMtu);
@@ -1313,8 +1065,8 @@ TEST_F(RawQp, LocalPostsBeyondTheMaxTransferLengthAreRefused) {
   // wrap 32 bits do not sneak past (the sum is taken in 64 bits and must equal the length).
   // Nothing is transferred: the QP is flushed before the engine runs a step. (Posts with too
   // many SGEs or a bad atomic are rc_negative_test.cc PostValidationInRts.)
-  bring_up();
-  const uint64_t base = va(0);  // never dereferenced: no frame is ever built
+  bring_up(kRawQpOptions);
+  const uint64_t base = addr(0);  // never dereferenced: no frame is ever built
   auto big = [&](WrOpcode op, uint32_t first) {
     dp::SendWqe w = wqe(op, ctx(static_cast<uintptr_t>(op)));
     w.num_sge = 2;
@@ -1389,23 +1141,17 @@ TEST_F(Exhaustion, QpsUpToTheAdapterLimitEachCarryTrafficAndAllGoAway) {
     std::fill(rbuf.begin(), rbuf.end(), 0);
     std::set<uint32_t> qpns;
     for (uint32_t i = 0; i < kPairs; ++i) {
-      ASSERT_EQ(p.a.adapter->create_qp(
-                    qp_init(p.a, p.a.scq.get(), p.a.rcq.get(), ctx(10000 + i), 4), &qa[i]),
-                Status::kSuccess)
+      ASSERT_EQ(p.a.adapter->create_qp(p.a.qp_init(ctx(10000 + i), 4, 4), &qa[i]), Status::kSuccess)
           << i;
-      ASSERT_EQ(p.b.adapter->create_qp(
-                    qp_init(p.b, p.b.scq.get(), p.b.rcq.get(), ctx(20000 + i), 4), &qb[i]),
-                Status::kSuccess)
+      ASSERT_EQ(p.b.adapter->create_qp(p.b.qp_init(ctx(20000 + i), 4, 4), &qb[i]), Status::kSuccess)
           << i;
       qpns.insert(qa[i]->qpn());
     }
     dp::Qp* extra = nullptr;
-    EXPECT_EQ(
-        p.a.adapter->create_qp(qp_init(p.a, p.a.scq.get(), p.a.rcq.get(), nullptr, 4), &extra),
-        Status::kInsufficientResources);
-    EXPECT_EQ(
-        p.b.adapter->create_qp(qp_init(p.b, p.b.scq.get(), p.b.rcq.get(), nullptr, 4), &extra),
-        Status::kInsufficientResources);
+    EXPECT_EQ(p.a.adapter->create_qp(p.a.qp_init(nullptr, 4, 4), &extra),
+              Status::kInsufficientResources);
+    EXPECT_EQ(p.b.adapter->create_qp(p.b.qp_init(nullptr, 4, 4), &extra),
+              Status::kInsufficientResources);
     EXPECT_EQ(extra, nullptr);
     EXPECT_EQ(p.engine().active_qps(), 2 * kPairs);
     EXPECT_EQ(qpns.size(), kPairs);
@@ -1414,8 +1160,8 @@ TEST_F(Exhaustion, QpsUpToTheAdapterLimitEachCarryTrafficAndAllGoAway) {
     if (round == 0) qpns_first = qpns;
     EXPECT_EQ(qpns, qpns_first);
     for (uint32_t i = 0; i < kPairs; ++i) {
-      bring_up(p, *p.a.adapter, qa[i], *p.b.adapter, qb[i]->qpn(), 0x1000 + i, 0x9000 + i);
-      bring_up(p, *p.b.adapter, qb[i], *p.a.adapter, qa[i]->qpn(), 0x9000 + i, 0x1000 + i);
+      p.bring_up(p.a, qa[i], p.b, qb[i], 1024, false, kRemoteAccess, 0x1000 + i, 0x9000 + i);
+      p.bring_up(p.b, qb[i], p.a, qa[i], 1024, false, kRemoteAccess, 0x9000 + i, 0x1000 + i);
     }
     for (uint32_t i = 0; i < kPairs; ++i) {
       if (i % 2 == 0) {
@@ -1500,22 +1246,16 @@ TEST_F(Exhaustion, EngineQpLimitIsSharedByItsAdapters) {
   for (uint32_t i = 0; i < limit; ++i) {
     Side& s = i % 2 == 0 ? p.a : p.b;
     dp::Qp* q = nullptr;
-    ASSERT_EQ(s.adapter->create_qp(qp_init(s, s.scq.get(), s.rcq.get(), nullptr, 4), &q),
-              Status::kSuccess)
-        << i;
+    ASSERT_EQ(s.adapter->create_qp(s.qp_init(nullptr, 4, 4), &q), Status::kSuccess) << i;
     qps.push_back(q);
   }
   EXPECT_EQ(p.engine().active_qps(), limit);
   dp::Qp* q = nullptr;
-  EXPECT_EQ(p.a.adapter->create_qp(qp_init(p.a, p.a.scq.get(), p.a.rcq.get(), nullptr, 4), &q),
-            Status::kInsufficientResources);
-  EXPECT_EQ(p.b.adapter->create_qp(qp_init(p.b, p.b.scq.get(), p.b.rcq.get(), nullptr, 4), &q),
-            Status::kInsufficientResources);
+  EXPECT_EQ(p.a.adapter->create_qp(p.a.qp_init(nullptr, 4, 4), &q), Status::kInsufficientResources);
+  EXPECT_EQ(p.b.adapter->create_qp(p.b.qp_init(nullptr, 4, 4), &q), Status::kInsufficientResources);
   ASSERT_EQ(p.b.adapter->destroy_qp(qps[1]), Status::kSuccess);
-  EXPECT_EQ(p.a.adapter->create_qp(qp_init(p.a, p.a.scq.get(), p.a.rcq.get(), nullptr, 4), &q),
-            Status::kSuccess);
-  EXPECT_EQ(p.b.adapter->create_qp(qp_init(p.b, p.b.scq.get(), p.b.rcq.get(), nullptr, 4), &q),
-            Status::kInsufficientResources);
+  EXPECT_EQ(p.a.adapter->create_qp(p.a.qp_init(nullptr, 4, 4), &q), Status::kSuccess);
+  EXPECT_EQ(p.b.adapter->create_qp(p.b.qp_init(nullptr, 4, 4), &q), Status::kInsufficientResources);
   EXPECT_EQ(p.engine().active_qps(), limit);
 }
 

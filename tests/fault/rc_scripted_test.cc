@@ -35,18 +35,12 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
-#include <ostream>
 #include <string>
 #include <vector>
 
 #include "../loopback/rc_fixture.h"
 #include "dataplane/fault.h"
 #include "dataplane/wire/opcode.h"
-
-namespace urnic {
-// gtest prints a Status by its NTSTATUS name.
-inline void PrintTo(Status s, std::ostream* os) { *os << to_string(s); }
-}  // namespace urnic
 
 namespace urnic::test {
 namespace {
@@ -68,8 +62,6 @@ constexpr size_t kGuard = 64;
 // received in the next (net_ring delivers at once), so two would do; eight leave a margin.
 constexpr uint32_t kIdleSteps = 8;
 constexpr uint64_t kMaxSettleSteps = 1'000'000;
-constexpr uint32_t kRemoteAll = mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite |
-                                mr_flag::kAllowRemoteRead | mr_flag::kAllowRemoteAtomic;
 
 void* ctx(uintptr_t i) { return reinterpret_cast<void*>(0x1000 + i); }
 uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
@@ -118,20 +110,8 @@ std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
   return v;
 }
 
-void expect_result(const ResultEx& r, Status st, WcStatus wc, OperationType type,
-                   const void* context) {
-  EXPECT_EQ(r.status, st);
-  EXPECT_EQ(r.provider_error_code, static_cast<uint32_t>(wc));
-  EXPECT_EQ(r.type, type);
-  EXPECT_EQ(r.request_context, context);
-}
-
 void expect_ok(const ResultEx& r, OperationType type, const void* context) {
   expect_result(r, Status::kSuccess, WcStatus::kSuccess, type, context);
-}
-
-void expect_flushed(const ResultEx& r, OperationType type, const void* context) {
-  expect_result(r, Status::kCancelled, WcStatus::kWrFlushErr, type, context);
 }
 
 // Nominal local ACK timeout, from the spec's formula (IBTA §9.7.6.1.3), not the engine's.
@@ -235,26 +215,6 @@ void undisturbed(uint8_t timeout, const std::function<void(Attempt&)>& scenario)
         "not meaningful, attempt %d\n",
         Attempt::gap_ms(run.max_gap()), Attempt::gap_ms(ibta_timeout(timeout)), attempt + 1);
   }
-}
-
-dp::SendWqe data_wr(WrOpcode op, void* context, const void* local, uint32_t len, uint32_t lkey,
-                    uint64_t raddr = 0, uint32_t rkey = 0) {
-  auto w = wqe(op, context);
-  w.num_sge = 1;
-  w.length = len;
-  w.sge[0] = {addr(local), len, lkey};
-  w.remote_addr = raddr;
-  w.rkey = rkey;
-  return w;
-}
-
-dp::RecvWqe recv_wr(void* context, const void* buf, uint32_t len, uint32_t key) {
-  dp::RecvWqe r;
-  r.request_context = context;
-  r.num_sge = 1;
-  r.length = len;
-  r.sge[0] = {addr(buf), len, key};
-  return r;
 }
 
 dp::FaultConfig script(std::initializer_list<dp::FaultConfig::Rule> rules) {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,11 @@
 #include "dataplane/mr.h"
 #include "dataplane/qp.h"
 
+namespace urnic {
+// gtest prints a Status by its NTSTATUS name.
+inline void PrintTo(Status s, std::ostream* os) { *os << to_string(s); }
+}  // namespace urnic
+
 namespace urnic::test {
 
 inline void eal_up_once() {
@@ -27,6 +33,10 @@ inline void eal_up_once() {
   o.lcores = "0-1";
   ASSERT_EQ(ctl::eal_init(o), Status::kSuccess);
 }
+
+// The remote rights connect() grants its QPs by default.
+constexpr uint32_t kRemoteAccess =
+    dp::access::kRemoteRead | dp::access::kRemoteWrite | dp::access::kRemoteAtomic;
 
 // One side of a connection: adapter, PD, CQs and a QP.
 struct Side {
@@ -41,6 +51,16 @@ struct Side {
     uint32_t key = 0;
     EXPECT_EQ(adapter->register_mr(pd, addr, len, mr_flags, &key), Status::kSuccess);
     return key;
+  }
+
+  // What create_qp needs for a QP of this side's PD on its two CQs.
+  ctl::QpInit qp_init(void* context, uint32_t sq_depth, uint32_t rq_depth) const {
+    return {.pd = pd,
+            .send_cq = scq.get(),
+            .recv_cq = rcq.get(),
+            .context = context,
+            .sq_depth = sq_depth,
+            .rq_depth = rq_depth};
   }
 };
 
@@ -83,41 +103,39 @@ class RcPair {
 
   // Creates a QP on each side and connects them (RESET -> INIT -> RTR -> RTS).
   void connect(uint32_t mtu, bool ipv6 = false, uint32_t sq_depth = 256, uint32_t rq_depth = 256,
-               uint32_t access = dp::access::kRemoteRead | dp::access::kRemoteWrite |
-                                 dp::access::kRemoteAtomic) {
-    for (Side* s : {&a, &b}) {
-      ctl::QpInit qi;
-      qi.pd = s->pd;
-      qi.send_cq = s->scq.get();
-      qi.recv_cq = s->rcq.get();
-      qi.sq_depth = sq_depth;
-      qi.rq_depth = rq_depth;
-      qi.context = s;
-      ASSERT_EQ(s->adapter->create_qp(qi, &s->qp), Status::kSuccess);
-    }
+               uint32_t access = kRemoteAccess) {
+    for (Side* s : {&a, &b})
+      ASSERT_EQ(s->adapter->create_qp(s->qp_init(s, sq_depth, rq_depth), &s->qp), Status::kSuccess);
     bring_up(a, b, mtu, ipv6, access, 0x10000, 0x20000);
     bring_up(b, a, mtu, ipv6, access, 0x20000, 0x10000);
   }
 
   void bring_up(Side& s, Side& peer, uint32_t mtu, bool ipv6, uint32_t access, uint32_t sq_psn,
                 uint32_t rq_psn) {
+    bring_up(s, s.qp, peer, peer.qp, mtu, ipv6, access, sq_psn, rq_psn);
+  }
+
+  // The same for any QP `qp` of side `s` (one connect() did not create, too), towards QP
+  // `peer_qp` of side `peer`.
+  void bring_up(Side& s, dp::Qp* qp, const Side& peer, const dp::Qp* peer_qp, uint32_t mtu,
+                bool ipv6, uint32_t access, uint32_t sq_psn, uint32_t rq_psn) {
     dp::QpAttr at;
     at.state = dp::QpState::kInit;
     at.access = access;
-    ASSERT_EQ(s.adapter->modify_qp(s.qp, at, dp::qp_attr::kState | dp::qp_attr::kAccessFlags),
+    ASSERT_EQ(s.adapter->modify_qp(qp, at, dp::qp_attr::kState | dp::qp_attr::kAccessFlags),
               Status::kSuccess);
     at.state = dp::QpState::kRtr;
     at.av = s.adapter->address_to(*peer.adapter, ipv6);
     at.path_mtu = mtu;
-    at.dest_qpn = peer.qp->qpn();
+    at.dest_qpn = peer_qp->qpn();
     at.rq_psn = rq_psn;
     at.max_dest_rd_atomic = max_rd_atomic;
     at.min_rnr_timer = min_rnr_timer;
     using namespace dp::qp_attr;
-    ASSERT_EQ(s.adapter->modify_qp(
-                  s.qp, at,
-                  kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer),
-              Status::kSuccess);
+    ASSERT_EQ(
+        s.adapter->modify_qp(
+            qp, at, kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer),
+        Status::kSuccess);
     at.state = dp::QpState::kRts;
     at.sq_psn = sq_psn;
     at.timeout = timeout;
@@ -125,7 +143,7 @@ class RcPair {
     at.rnr_retry = rnr_retry;
     at.max_rd_atomic = max_rd_atomic;
     ASSERT_EQ(s.adapter->modify_qp(
-                  s.qp, at, kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic),
+                  qp, at, kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic),
               Status::kSuccess);
   }
 
@@ -194,6 +212,46 @@ inline dp::SendWqe wqe(dp::WrOpcode op, void* ctx, uint32_t flags = 0) {
   w.request_context = ctx;
   w.flags = flags;
   return w;
+}
+
+// Every right a peer can be granted on a region, and local write.
+constexpr uint32_t kRemoteAll = mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite |
+                                mr_flag::kAllowRemoteRead | mr_flag::kAllowRemoteAtomic;
+
+// A work request of one SGE: `len` bytes at `local` (key `lkey`), for a WRITE or READ towards
+// `raddr` (key `rkey`).
+inline dp::SendWqe data_wr(dp::WrOpcode op, void* context, const void* local, uint32_t len,
+                           uint32_t lkey, uint64_t raddr = 0, uint32_t rkey = 0) {
+  dp::SendWqe w = wqe(op, context);
+  w.num_sge = 1;
+  w.length = len;
+  w.sge[0] = {reinterpret_cast<uint64_t>(local), len, lkey};
+  w.remote_addr = raddr;
+  w.rkey = rkey;
+  return w;
+}
+
+// A receive of one SGE: `len` bytes at `buf`.
+inline dp::RecvWqe recv_wr(void* context, const void* buf, uint32_t len, uint32_t key) {
+  dp::RecvWqe r;
+  r.request_context = context;
+  r.num_sge = 1;
+  r.length = len;
+  r.sge[0] = {reinterpret_cast<uint64_t>(buf), len, key};
+  return r;
+}
+
+// A completion: its NTSTATUS, the verbs status (in provider_error_code), type and context.
+inline void expect_result(const ResultEx& r, Status st, WcStatus wc, OperationType type,
+                          const void* context) {
+  EXPECT_EQ(r.status, st);
+  EXPECT_EQ(r.provider_error_code, static_cast<uint32_t>(wc));
+  EXPECT_EQ(r.type, type);
+  EXPECT_EQ(r.request_context, context);
+}
+
+inline void expect_flushed(const ResultEx& r, OperationType type, const void* context) {
+  expect_result(r, Status::kCancelled, WcStatus::kWrFlushErr, type, context);
 }
 
 }  // namespace urnic::test

@@ -11,16 +11,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <ostream>
 #include <vector>
 
 #include "dataplane/wire/headers.h"
 #include "rc_fixture.h"
-
-namespace urnic {
-// gtest prints a Status by its NTSTATUS name.
-inline void PrintTo(Status s, std::ostream* os) { *os << to_string(s); }
-}  // namespace urnic
 
 namespace urnic::test {
 namespace {
@@ -57,18 +51,6 @@ long first_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
   return -1;
 }
 
-void expect_result(const ResultEx& r, Status st, WcStatus wc, OperationType type,
-                   const void* context) {
-  EXPECT_EQ(r.status, st);
-  EXPECT_EQ(r.provider_error_code, static_cast<uint32_t>(wc));
-  EXPECT_EQ(r.type, type);
-  EXPECT_EQ(r.request_context, context);
-}
-
-void expect_flushed(const ResultEx& r, OperationType type, const void* context) {
-  expect_result(r, Status::kCancelled, WcStatus::kWrFlushErr, type, context);
-}
-
 // Drives the engine until it has been idle for kIdleSteps steps, then collects completions, so
 // that any completion that should not exist has had every chance to appear.
 void settle(RcPair& p) {
@@ -77,26 +59,6 @@ void settle(RcPair& p) {
     idle = p.engine().run_once() ? 0 : idle + 1;
   p.collect();
   EXPECT_EQ(idle, kIdleSteps) << "engine never went idle";
-}
-
-dp::SendWqe data_wr(WrOpcode op, void* context, const void* local, uint32_t len, uint32_t lkey,
-                    uint64_t raddr = 0, uint32_t rkey = 0) {
-  auto w = wqe(op, context);
-  w.num_sge = 1;
-  w.length = len;
-  w.sge[0] = {addr(local), len, lkey};
-  w.remote_addr = raddr;
-  w.rkey = rkey;
-  return w;
-}
-
-dp::RecvWqe recv_wr(void* context, const void* buf, uint32_t len, uint32_t key) {
-  dp::RecvWqe r;
-  r.request_context = context;
-  r.num_sge = 1;
-  r.length = len;
-  r.sge[0] = {addr(buf), len, key};
-  return r;
 }
 
 // Aligned host pages for fast-register regions.
@@ -142,9 +104,6 @@ class RcNegative : public ::testing::Test {
   std::vector<uint8_t> brecv_ = std::vector<uint8_t>(64, 0x11);
   uint32_t bkey_ = 0;
 };
-
-constexpr uint32_t kRemoteAll = mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite |
-                                mr_flag::kAllowRemoteRead | mr_flag::kAllowRemoteAtomic;
 
 // ---- 1. Bad R_Key ---------------------------------------------------------------------------
 

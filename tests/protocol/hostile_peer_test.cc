@@ -34,20 +34,6 @@ class HostilePeer : public RcProtocol {
     snapshot_ = mem_;
   }
 
-  // Tears the QP down and builds a new one (same QPN, same peer): a fresh connection.
-  void reconnect() {
-    ep_->tx_drop_all();
-    if (qp_ != nullptr) {
-      dp::MailboxMsg m;
-      m.kind = dp::MailboxMsg::Kind::kDestroyQp;
-      m.ep = ep_.get();
-      m.qp = qp_.get();
-      ASSERT_EQ(engine_.call(m), Status::kSuccess);
-      qp_.reset();
-    }
-    bring_up();
-  }
-
   // One request with a guessed key; returns what the QP emitted.
   std::vector<TxFrame> guess(uint8_t opcode, uint32_t rkey, uint64_t va, uint32_t len) {
     auto th = hdr(opcode, rq(0), true);

@@ -1,9 +1,10 @@
-// The fixture of the RC protocol tests (rc_protocol_test.cc) and of the hostile-peer tests
-// (hostile_peer_test.cc): one QP on an Endpoint without a port, owned by an Engine that never
-// runs a loop, so the test thread calls the `_lc` stage functions directly. Frames "from the
-// peer" are synthesized with wire::build_frame and fed through Engine::deliver_lc (parse, ICRC,
-// QP lookup, address check, then responder or completer); every frame the stages build stays in
-// the endpoint's TX buffer, where the test parses it back. Timers see synthetic TSC values.
+// The fixture of the RC protocol tests (rc_protocol_test.cc), of the hostile-peer tests
+// (hostile_peer_test.cc) and of the raw-QP exhaustion tests (fault/exhaustion_test.cc, RawQp):
+// one QP on an Endpoint without a port, owned by an Engine that never runs a loop, so the test
+// thread calls the `_lc` stage functions directly. Frames "from the peer" are synthesized with
+// wire::build_frame and fed through Engine::deliver_lc (parse, ICRC, QP lookup, address check,
+// then responder or completer); every frame the stages build stays in the endpoint's TX buffer,
+// where the test parses it back. Timers see synthetic TSC values.
 #pragma once
 #include <gtest/gtest.h>
 #include <rte_mbuf.h>
@@ -125,14 +126,7 @@ class RcProtocol : public ::testing::Test {
   }
 
   void TearDown() override {
-    ep_->tx_drop_all();
-    if (qp_ != nullptr) {
-      dp::MailboxMsg m;
-      m.kind = dp::MailboxMsg::Kind::kDestroyQp;
-      m.ep = ep_.get();
-      m.qp = qp_.get();
-      EXPECT_EQ(engine_.call(m), Status::kSuccess);
-    }
+    EXPECT_EQ(destroy_qp(), Status::kSuccess);
     EXPECT_EQ(rte_mempool_avail_count(g_pool), kPoolSize) << "mbufs leaked";
   }
 
@@ -183,6 +177,26 @@ class RcProtocol : public ::testing::Test {
     ASSERT_EQ(qp_->state, QpState::kRts);
   }
 
+  // Drops what the TX buffer holds and removes the QP (if any) from the engine.
+  Status destroy_qp() {
+    ep_->tx_drop_all();
+    if (qp_ == nullptr) return Status::kSuccess;
+    dp::MailboxMsg m;
+    m.kind = dp::MailboxMsg::Kind::kDestroyQp;
+    m.ep = ep_.get();
+    m.qp = qp_.get();
+    const Status st = engine_.call(m);
+    if (st == Status::kSuccess) qp_.reset();
+    return st;
+  }
+
+  // Tears the QP down and builds a new one (same QPN, same peer, same options): a fresh
+  // connection.
+  void reconnect() {
+    ASSERT_EQ(destroy_qp(), Status::kSuccess);
+    bring_up(opts_);
+  }
+
   Status modify(const dp::QpAttr& a, uint32_t mask) {
     dp::MailboxMsg m;
     m.kind = dp::MailboxMsg::Kind::kModifyQp;
@@ -205,6 +219,15 @@ class RcProtocol : public ::testing::Test {
     th.bth.opcode = opcode;
     wire::Bth::Psn::set(th.bth, psn);
     wire::Bth::AckReq::set(th.bth, ack_req ? 1u : 0u);
+    return th;
+  }
+  // A request with a RETH (WRITE FIRST / ONLY, READ REQUEST), AckReq set.
+  static wire::TransportHeaders reth(uint8_t opcode, uint32_t psn, uint64_t va, uint32_t rkey,
+                                     uint32_t len) {
+    auto th = hdr(opcode, psn, true);
+    th.reth.va = wire::Be64::of(va);
+    th.reth.rkey = wire::Be32::of(rkey);
+    th.reth.dma_length = wire::Be32::of(len);
     return th;
   }
 
@@ -242,11 +265,7 @@ class RcProtocol : public ::testing::Test {
     receive(hdr(opcode, psn, ack_req), payload);
   }
   void read_request(uint32_t psn, uint64_t va, uint32_t len) {
-    auto th = hdr(opc::kReadRequest, psn, true);
-    th.reth.va = wire::Be64::of(va);
-    th.reth.rkey = wire::Be32::of(key_);
-    th.reth.dma_length = wire::Be32::of(len);
-    receive(th);
+    receive(reth(opc::kReadRequest, psn, va, key_, len));
   }
   void fetch_add(uint32_t psn, uint64_t va, uint64_t add) {
     auto th = hdr(opc::kFetchAdd, psn, true);
