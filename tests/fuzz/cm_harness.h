@@ -22,19 +22,24 @@
 //    mbuf the harness allocated is back in its pool.
 //
 // Record format: op (1 byte), then per op (a missing byte reads as 0):
-//   op % 8 == 0  MAD: fix (1), len (1; 0 means 256), then `len` MAD bytes (zero-padded).
+//   op % 10 == 0  MAD: fix (1), len (1; 0 means 256), then `len` MAD bytes (zero-padded).
 //                fix bit 0: write a valid CM MAD header (base 1, class 7, version 2, Send),
 //                keeping the attribute ID; bit 1: set the message's remote comm ID (bytes 4-7
 //                of the body) to one of ours (bits 5-7 pick which); bit 2: make a REQ address
 //                the listener (service ID, GIDs, a valid rdma_cm header); bit 3: send from the
 //                peer's IPv6 address instead of IPv4.
-//   op % 8 == 1  connect: a new QP and active connector, REQ to the peer (port = 1 byte).
-//   op % 8 == 2  complete_connect on connector (1 byte index).
-//   op % 8 == 3  accept on connector (1 byte index), with a new QP.
-//   op % 8 == 4  reject connector (1 byte index).
-//   op % 8 == 5  disconnect connector (1 byte index).
-//   op % 8 == 6  close connector (1 byte index).
-//   op % 8 == 7  one more control-plane iteration (timers, pollers).
+//   op % 10 == 1  connect: a new QP and active connector, REQ to the peer (port = 1 byte).
+//   op % 10 == 2  complete_connect on connector (1 byte index).
+//   op % 10 == 3  accept on connector (1 byte index), with a new QP.
+//   op % 10 == 4  reject connector (1 byte index).
+//   op % 10 == 5  disconnect connector (1 byte index).
+//   op % 10 == 6  close connector (1 byte index).
+//   op % 10 == 7  one more control-plane iteration (timers, pollers).
+//   op % 10 == 8  a raw frame from the wire: len (2, little-endian, at most 2048), then the bytes
+//                 (zero-padded), through Engine::deliver_lc() and the control plane: ARP, IPv6
+//                 ND, UD to QP1 or anything else the control plane must refuse without harm.
+//   op % 10 == 9  the same, handed to the control plane directly (what the engine would pass
+//                 on), so the control plane's own parsing sees frames the engine would drop.
 // Connectors are numbered in creation order (active ones by connect, passive ones by the
 // listener's request handler); an index is taken modulo their number.
 #pragma once
@@ -47,6 +52,7 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdio>
@@ -186,7 +192,7 @@ class CmWorld {
     Reader r{data, size};
     for (size_t n = 0; n < kMaxRecords && !r.done(); ++n) {
       const uint8_t op = r.byte();
-      switch (op % 8) {
+      switch (op % 10) {
         case 0:
           mad(r);
           break;
@@ -207,6 +213,10 @@ class CmWorld {
           break;
         case 6:
           if (Conn* c = pick(r.byte())) close(*c);
+          break;
+        case 8:
+        case 9:
+          raw(r, op % 10 == 9);
           break;
         default:
           adapter_->control().poll_once();
@@ -250,6 +260,27 @@ class CmWorld {
     if (const std::string e = check_mad_codec(mad.data(), mad.size()); !e.empty()) fail(e);
     if (mad.size() == ctl::cm::kMadSize) fixup(mad, fix);
     deliver(mad, (fix & 0x08) != 0);
+  }
+
+  void raw(Reader& r, bool to_control) {
+    const size_t lo = r.byte();
+    const size_t len = std::min<size_t>(lo | size_t{r.byte()} << 8, 2048);
+    rte_mbuf* m = rte_pktmbuf_alloc(adapter_pool());
+    if (m == nullptr) return fail("harness pool empty");
+    auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
+    if (p == nullptr) {
+      rte_pktmbuf_free(m);
+      return fail("frame too long for the harness pool");
+    }
+    for (size_t i = 0; i < len; ++i) p[i] = r.byte();
+    const uint64_t before = adapter_->control().counters().mads_in;
+    if (to_control) {
+      if (!adapter_->control().take(m)) rte_pktmbuf_free(m);
+    } else {
+      st_->engine.deliver_lc(adapter_->endpoint(), m, rte_rdtsc());
+    }
+    adapter_->control().poll_once();
+    mads_handed_ += adapter_->control().counters().mads_in - before;
   }
 
   void fixup(std::vector<uint8_t>& mad, uint8_t fix) {
@@ -387,6 +418,9 @@ class CmWorld {
     ctl::cm::Message back;
     if (ctl::cm::decode(mad, &back) != ctl::cm::MadError::kOk || !(back == m))
       fail("a MAD the CM sent does not decode to what it encoded");
+    if (const auto* rej = std::get_if<ctl::cm::Rej>(&m.body);
+        rej != nullptr && std::getenv("URNIC_FUZZ_VERBOSE") != nullptr)
+      std::fprintf(stderr, "cm: REJ sent, reason %s\n", ctl::cm::to_string(rej->reason));
     std::visit(
         [this](const auto& b) {
           if (our_ids_.size() < 64) our_ids_.push_back(b.local_comm_id);
@@ -450,6 +484,9 @@ class CmWorld {
     for (int i = 0; i < 8; ++i)
       if (k.out_by_attr[i] != 0)
         std::fprintf(stderr, " %s %llu", kNames[i], (unsigned long long)k.out_by_attr[i]);
+    std::fprintf(stderr, "; no listener %llu stale %llu backlog %llu",
+                 (unsigned long long)k.no_listener, (unsigned long long)k.stale,
+                 (unsigned long long)k.backlog_full);
     std::fprintf(stderr, "; decode errors %llu unmatched %llu duplicates %llu\n",
                  static_cast<unsigned long long>(std::accumulate(
                      std::begin(k.decode_errors), std::end(k.decode_errors), uint64_t{0})),

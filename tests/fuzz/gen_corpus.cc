@@ -111,7 +111,18 @@ constexpr uint8_t delta(uint8_t d, uint8_t target = fz::kTRw) {
 // with the fixups pointing the peer's MADs at the listener and at the CM's own comm IDs.
 namespace cmseed {
 namespace cm = urnic::ctl::cm;
-enum Op : uint8_t { kMad, kConnect, kComplete, kAccept, kReject, kDisconnect, kClose, kPoll };
+enum Op : uint8_t {
+  kMad,
+  kConnect,
+  kComplete,
+  kAccept,
+  kReject,
+  kDisconnect,
+  kClose,
+  kPoll,
+  kRawWire,
+  kRawControl
+};
 constexpr uint8_t kFixHdr = 0x01, kFixOurId = 0x02, kFixReq = 0x04, kFixV6 = 0x08;
 
 void mad(Bytes& out, uint8_t fix, const cm::Message& m) {
@@ -120,6 +131,53 @@ void mad(Bytes& out, uint8_t fix, const cm::Message& m) {
   out.insert(out.end(), b.begin(), b.end());
 }
 void op(Bytes& out, Op o, uint8_t arg) { out.insert(out.end(), {o, arg}); }
+void raw(Bytes& out, Op o, const Bytes& frame) {
+  const auto len = static_cast<uint16_t>(frame.size());
+  out.insert(out.end(), {o, static_cast<uint8_t>(len), static_cast<uint8_t>(len >> 8)});
+  out.insert(out.end(), frame.begin(), frame.end());
+}
+
+// An ARP request from the peer for `target` (network order fields, RFC 826).
+Bytes arp_request(uint32_t target) {
+  namespace w = urnic::wire;
+  namespace cmf = urnic::fuzz::cmf;
+  Bytes f(sizeof(w::EthHdr) + sizeof(w::ArpHdr));
+  auto& eth = *reinterpret_cast<w::EthHdr*>(f.data());
+  auto& arp = *reinterpret_cast<w::ArpHdr*>(f.data() + sizeof(w::EthHdr));
+  eth.dst = w::MacAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  eth.src = cmf::kCmPeerMac;
+  eth.ether_type = w::Be16::of(w::kEtherTypeArp);
+  arp.htype = w::Be16::of(1);
+  arp.ptype = w::Be16::of(w::kEtherTypeIpv4);
+  arp.hlen = 6;
+  arp.plen = 4;
+  arp.oper = w::Be16::of(w::kArpRequest);
+  arp.sha = cmf::kCmPeerMac;
+  arp.spa = w::Be32::of(cmf::kCmPeerIp);
+  arp.tpa = w::Be32::of(target);
+  return f;
+}
+
+// A MAD in a UD SEND ONLY to QP1, as the peer's CM sends it.
+Bytes ud_mad(const cm::Message& m, uint32_t qkey) {
+  namespace w = urnic::wire;
+  namespace cmf = urnic::fuzz::cmf;
+  w::NetHeaders net;
+  net.src_mac = cmf::kCmPeerMac;
+  net.dst_mac = cmf::kCmLocalMac;
+  net.src_ip4 = cmf::kCmPeerIp;
+  net.dst_ip4 = cmf::kCmLocalIp;
+  w::TransportHeaders th;
+  th.bth.opcode = w::opc::kUdSendOnly;
+  th.bth.pkey = w::Be16::of(w::kDefaultPkey);
+  w::Bth::DestQp::set(th.bth, 1);
+  th.deth.qkey = w::Be32::of(qkey);
+  w::Deth::SrcQp::set(th.deth, 1);
+  const auto mad = cm::encode(m);
+  Bytes f(w::frame_length(net, th.bth.opcode, cm::kMadSize));
+  w::build_frame(f, net, th, mad);
+  return f;
+}
 
 cm::Message req(uint32_t id) {
   cm::Req r;
@@ -218,6 +276,23 @@ void write_cm_corpus(const fs::path& dir) {
     in.insert(in.end(), {kMad, 0, 100});
     in.insert(in.end(), b.begin(), b.begin() + 100);
     write(dir, "unmatched_and_malformed", in);
+  }
+  {  // Raw frames: ARP for us and for someone else, a REQ as a whole UD frame (right and wrong
+     // Q_Key), a truncated ARP straight to the control plane, then a REQ through the fixups.
+    namespace cmf = urnic::fuzz::cmf;
+    Bytes in;
+    raw(in, kRawWire, arp_request(cmf::kCmLocalIp));
+    raw(in, kRawWire, arp_request(cmf::kCmLocalIp + 7));
+    Bytes r = ud_mad(req(40), cmf::kGsiQkey);
+    raw(in, kRawWire, r);
+    raw(in, kRawWire, ud_mad(req(41), 0x1234));
+    Bytes a = arp_request(cmf::kCmLocalIp);
+    a.resize(20);
+    raw(in, kRawControl, a);
+    raw(in, kRawControl, r);
+    mad(in, kFixHdr | kFixReq, req(42));
+    in.push_back(kPoll);
+    write(dir, "raw_arp_and_ud_frames", in);
   }
 }
 
