@@ -228,6 +228,56 @@ TEST_F(HostilePeer, FramesFromOutsideTheConnectionAreDroppedAndCounted) {
   EXPECT_EQ(slice(mem_, kRecvOff, 64), data);
 }
 
+// The peer as a hostile responder: answers that do not fit the request - a READ response longer
+// than asked, a READ response to an atomic, an atomic ACK to a READ, responses nobody asked for -
+// never write into the requester's buffers (not even inside the registered sink), and the
+// request fails with BAD_RESP_ERR (STATUS_INTERNAL_ERROR; rocev2.md §3.6) or the frame is
+// dropped as stale.
+TEST_F(HostilePeer, HostileResponderCannotWriteIntoTheRequestersBuffers) {
+  struct Case {
+    const char* what;
+    dp::WrOpcode op;
+    uint32_t len;
+    uint8_t answer;  // opcode of the response
+    uint32_t answer_len;
+  };
+  const Case cases[] = {
+      {"READ answered with more bytes", dp::WrOpcode::kRead, 100, opc::kReadRespOnly, 200},
+      {"READ answered with fewer bytes", dp::WrOpcode::kRead, 100, opc::kReadRespOnly, 60},
+      {"READ answered with an atomic ACK", dp::WrOpcode::kRead, 8, opc::kAtomicAcknowledge, 0},
+      {"FETCH_ADD answered with READ data", dp::WrOpcode::kFetchAdd, 8, opc::kReadRespOnly, 8},
+      {"WRITE answered with READ data", dp::WrOpcode::kWrite, 64, opc::kReadRespOnly, 64},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    reconnect();
+    post_send(c.op, 1, kReadDstOff, c.len);
+    ASSERT_EQ(requester_tx(), 1u);
+    take_tx();
+    auto th = hdr(c.answer, sq(0));
+    wire::Aeth::Syndrome::set(th.aeth, kAckNoCredit);
+    wire::Aeth::Msn::set(th.aeth, 1);
+    th.atomic_ack.orig = wire::Be64::of(0xDEADBEEFDEADBEEFull);
+    receive(th, pattern(c.answer_len, 0x99));
+    const auto sc = poll(scq_);
+    ASSERT_EQ(sc.size(), 1u);
+    EXPECT_EQ(sc[0].status, Status::kInternalError);
+    EXPECT_EQ(sc[0].provider_error_code, static_cast<uint32_t>(WcStatus::kBadRespErr));
+    EXPECT_EQ(qp_->state, QpState::kErr);
+    EXPECT_EQ(mem_, snapshot_);
+  }
+  // Responses with no request outstanding are dropped and counted.
+  reconnect();
+  read_response(opc::kReadRespOnly, sq(0), pattern(64, 0x42), 1);
+  auto th = hdr(opc::kAtomicAcknowledge, sq(0));
+  wire::Aeth::Syndrome::set(th.aeth, kAckNoCredit);
+  receive(th);
+  EXPECT_EQ(qp_->counters.dropped_stale, 2u);
+  EXPECT_TRUE(poll(scq_).empty());
+  EXPECT_EQ(qp_->state, QpState::kRts);
+  EXPECT_EQ(mem_, snapshot_);
+}
+
 // Key tags come from a seeded generator (dp::MrTable): not sequential, spread over the whole
 // 8-bit space, never the previous tag of the same entry (or its successor), and different for
 // different seeds - so neither the next key of a region nor another adapter's keys can be
