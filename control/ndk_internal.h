@@ -65,7 +65,7 @@ inline constexpr size_t kMaxRegistrationSize = size_t{1} << 40;  // 1 TiB
 inline constexpr size_t kMaxWindowSize = kMaxRegistrationSize;
 inline constexpr uint32_t kMaxQueueDepth = 32768;  // per SQ / RQ / SRQ (ring of 2^15 slots)
 inline constexpr uint32_t kMaxCqDepth = ctl::Adapter::kMaxCqDepth;
-inline constexpr uint32_t kMaxTransferLength = 1u << 31;  // IBTA: messages up to 2^31 bytes
+inline constexpr uint32_t kMaxTransferLength = dp::kMaxMessageLength;
 inline constexpr uint32_t kMaxReadLimit = dp::kMaxRdAtomicLimit;
 // A hint only: below it send/receive, above it read/write (the copies dominate either way).
 inline constexpr uint32_t kLargeRequestThreshold = 64 * 1024;
@@ -314,11 +314,36 @@ inline bool is_closing(const ObjectImpl* o) noexcept {
   return o->closing.load(std::memory_order_acquire);
 }
 
-// Copies a receive's SGE list into `w` (Qp::receive, Srq::receive): kInvalidParameter for a
-// null list with a non-zero count or an SGE whose address + length passes 2^64; kDataOverrun
-// above `max_sge`; kBufferOverflow above max_transfer_length (ndkpi.md §2.4). Post path: no
-// lock, no allocation.
-Status fill_recv(dp::RecvWqe& w, std::span<const Sge> sgl, uint32_t max_sge) noexcept;
+// An SGE whose end, addr + length, does not fit in 64 bits names no memory of any region (a
+// region never reaches 2^64: MrTable::register_region), so the post is malformed and refused
+// now rather than failing when it executes (docs/api.md "Bad input").
+constexpr bool wraps(const Sge& s) noexcept { return s.length > UINT64_MAX - s.addr; }
+
+// A null SGE array with a non-zero count (NDK's pSgl NULL with nSge > 0) cannot be read.
+constexpr bool null_list(std::span<const Sge> sgl) noexcept {
+  return sgl.data() == nullptr && !sgl.empty();
+}
+
+// Copies an SGE list into a work request (dp::SendWqe or dp::RecvWqe: sends, READs and WRITEs
+// that are not INLINE, receives on a QP or an SRQ): kInvalidParameter for a null list with a
+// non-zero count or an SGE whose address + length passes 2^64; kDataOverrun above `max_sge`;
+// kBufferOverflow above max_transfer_length (ndkpi.md §2.4). The total is summed in 64 bits, so
+// lengths whose 32-bit sum wraps are caught too. Post path: no lock, no allocation.
+template <class Wqe>
+Status fill_sgl(Wqe& w, std::span<const Sge> sgl, uint32_t max_sge) noexcept {
+  if (null_list(sgl)) return Status::kInvalidParameter;
+  if (sgl.size() > max_sge) return Status::kDataOverrun;
+  uint64_t total = 0;
+  for (size_t i = 0; i < sgl.size(); ++i) {
+    if (wraps(sgl[i])) return Status::kInvalidParameter;
+    w.sge[i] = sgl[i];
+    total += sgl[i].length;
+  }
+  if (total > kMaxTransferLength) return Status::kBufferOverflow;
+  w.num_sge = static_cast<decltype(w.num_sge)>(sgl.size());
+  w.length = static_cast<uint32_t>(total);
+  return Status::kSuccess;
+}
 
 // Converts an exception escaping a control-side call into a status (exceptions never cross the
 // public API, house style rule 21).

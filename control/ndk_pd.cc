@@ -241,7 +241,7 @@ Status Srq::receive(void* request_context, std::span<const Sge> sgl) noexcept {
   if (detail::is_closing(srq_)) return Status::kInvalidDeviceState;
   dp::RecvWqe w;
   w.request_context = request_context;
-  if (Status s = detail::fill_recv(w, sgl, srq_->srq.max_sge()); s != Status::kSuccess) return s;
+  if (Status s = detail::fill_sgl(w, sgl, srq_->srq.max_sge()); s != Status::kSuccess) return s;
   return srq_->srq.post(w);
 }
 

@@ -56,25 +56,15 @@ Status post(QpImpl* q, const dp::SendWqe& w) noexcept {
   return s == Status::kInvalidDeviceState ? Status::kConnectionInvalid : s;
 }
 
-// An SGE whose end, addr + length, does not fit in 64 bits names no memory of any region (a
-// region never reaches 2^64: MrTable::register_region), so the post is malformed and refused
-// now rather than failing when it executes (docs/api.md "Bad input").
-constexpr bool wraps(const Sge& s) noexcept { return s.length > UINT64_MAX - s.addr; }
-
-// A null SGE array with a non-zero count (NDK's pSgl NULL with nSge > 0) cannot be read.
-constexpr bool null_list(std::span<const Sge> sgl) noexcept {
-  return sgl.data() == nullptr && !sgl.empty();
-}
-
 // The data part of an initiator request: the SGE list, or (INLINE) the bytes it names, copied
 // now so that the caller may reuse them on return (their tokens are ignored). Checks, in order:
 // a null list or a wrapping SGE (kInvalidParameter), too many SGEs (kDataOverrun), too many
 // bytes (kBufferOverflow; INLINE: kInvalidBufferSize). Totals are summed in 64 bits, so SGE
 // lengths whose 32-bit sum wraps are caught as well.
 Status fill_data(QpImpl* q, dp::SendWqe& w, std::span<const Sge> sgl, uint32_t max_sge) noexcept {
-  if (null_list(sgl)) return Status::kInvalidParameter;
-  uint64_t total = 0;
   if (w.flags & op_flag::kInline) {
+    if (null_list(sgl)) return Status::kInvalidParameter;
+    uint64_t total = 0;
     for (const Sge& s : sgl) {
       // Inline bytes are read now, through the address itself: a null or wrapping address
       // would fault in the memcpy below.
@@ -94,16 +84,7 @@ Status fill_data(QpImpl* q, dp::SendWqe& w, std::span<const Sge> sgl, uint32_t m
     w.length = static_cast<uint32_t>(total);
     return Status::kSuccess;
   }
-  if (sgl.size() > max_sge) return Status::kDataOverrun;
-  for (size_t i = 0; i < sgl.size(); ++i) {
-    if (wraps(sgl[i])) return Status::kInvalidParameter;
-    w.sge[i] = sgl[i];
-    total += sgl[i].length;
-  }
-  if (total > kMaxTransferLength) return Status::kBufferOverflow;
-  w.num_sge = static_cast<uint8_t>(sgl.size());
-  w.length = static_cast<uint32_t>(total);
-  return Status::kSuccess;
+  return fill_sgl(w, sgl, max_sge);
 }
 
 // Send, SendAndInvalidate, Write, Read and their immediate-data forms.
@@ -345,21 +326,6 @@ Status qp_modify(QpImpl* q, const dp::QpAttr& attr, uint32_t mask, RequestComple
 
 dp::Qp& dp_qp(Qp& q) noexcept { return QpImpl::of(q)->qp; }
 
-Status fill_recv(dp::RecvWqe& w, std::span<const Sge> sgl, uint32_t max_sge) noexcept {
-  if (null_list(sgl)) return Status::kInvalidParameter;
-  if (sgl.size() > max_sge) return Status::kDataOverrun;
-  w.num_sge = static_cast<uint32_t>(sgl.size());
-  uint64_t total = 0;
-  for (size_t i = 0; i < sgl.size(); ++i) {
-    if (wraps(sgl[i])) return Status::kInvalidParameter;
-    w.sge[i] = sgl[i];
-    total += sgl[i].length;
-  }
-  if (total > kMaxTransferLength) return Status::kBufferOverflow;
-  w.length = static_cast<uint32_t>(total);
-  return Status::kSuccess;
-}
-
 }  // namespace detail
 
 using detail::QpImpl;
@@ -420,7 +386,7 @@ Status Qp::receive(void* request_context, std::span<const Sge> sgl) noexcept {
   if (qp_->srq != nullptr) return Status::kInvalidDeviceRequest;
   dp::RecvWqe w;
   w.request_context = request_context;
-  if (Status s = detail::fill_recv(w, sgl, qp_->max_recv_sge); s != Status::kSuccess) return s;
+  if (Status s = detail::fill_sgl(w, sgl, qp_->max_recv_sge); s != Status::kSuccess) return s;
   return qp_->qp.post_recv(w);
 }
 

@@ -216,7 +216,7 @@ Status Qp::post_send(const SendWqe& wqe) noexcept {
       if (total != wqe.length) return fail(Status::kInvalidParameter);
     }
     // IBTA §9.4: DMA length is 32 bits, and RETH lengths above 2^31 are invalid requests.
-    if (wqe.length > (1u << 31)) return fail(Status::kBufferOverflow);
+    if (wqe.length > kMaxMessageLength) return fail(Status::kBufferOverflow);
   }
   if (wqe.opcode == WrOpcode::kCompareSwap || wqe.opcode == WrOpcode::kFetchAdd) {
     // Atomics: 8-byte aligned remote address, one 8-byte local SGE for the original value.
@@ -249,7 +249,7 @@ Status Qp::post_recv(const RecvWqe& wqe) noexcept {
   if (total != wqe.length) return Status::kInvalidParameter;
   // No message is longer than 2^31 bytes (IBTA §9.4; NDK max_transfer_length), so neither is a
   // receive buffer; the responder's offset arithmetic relies on it.
-  if (total > (1u << 31)) return Status::kBufferOverflow;
+  if (total > kMaxMessageLength) return Status::kBufferOverflow;
   // Acquire pairs with the engine's release of rq_retired_ (qp_datapath.cc).
   if (cfg_.rq_limit != 0 &&
       posted_.rq - rq_retired_.load(std::memory_order_acquire) >= cfg_.rq_limit)

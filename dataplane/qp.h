@@ -165,6 +165,9 @@ struct QpConfig {
   uint32_t rq_limit = 0;
 };
 
+// Longest message (IBTA §9.4: DMA lengths above 2^31 are invalid requests), and so the longest
+// send, READ, WRITE or receive buffer a post may name (NDK max_transfer_length).
+inline constexpr uint32_t kMaxMessageLength = 1u << 31;
 // Largest max_rd_atomic / max_dest_rd_atomic accepted (validate_modify).
 inline constexpr uint32_t kMaxRdAtomicLimit = 128;
 // Responder output queue: each READ / ATOMIC / NAK is one job, ACKs coalesce into the last.

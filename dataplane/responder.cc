@@ -40,15 +40,22 @@ RespJob* push_job(Qp& qp, Kind kind, Psn psn) noexcept {
   return &j;
 }
 
+// The job queued last, or null when the queue is empty.
+RespJob* last_job(Qp& qp) noexcept {
+  auto& s = qp.resp;
+  return s.jobs_head == s.jobs_tail ? nullptr : &s.jobs[(s.jobs_tail - 1) & s.jobs_mask];
+}
+
 // An ACK is owed for `psn` (IBTA §9.7.5.1.6): coalesced with any ACK not yet sent.
 void owe_ack(Qp& qp, Psn psn) noexcept {
   auto& s = qp.resp;
-  if (s.jobs_head == s.jobs_tail) {
+  RespJob* const lj = last_job(qp);
+  if (lj == nullptr) {
     s.ack_pending = true;
     s.ack_psn = psn;
     return;
   }
-  RespJob& last = s.jobs[(s.jobs_tail - 1) & s.jobs_mask];
+  RespJob& last = *lj;
   // An RNR NAK for psn + 1 is still to go out: it acknowledges every PSN before its own (the
   // requester completes through psn first, rocev2.md §3.6), so a duplicate arriving while it
   // waits adds nothing. Without this, duplicates alternating with retries of the NAKed PSN
@@ -253,7 +260,7 @@ void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t)
       return;
     }
   }
-  if ((m & op::kReth) && f.reth().dma_length.get() > (1u << 31)) {
+  if ((m & op::kReth) && f.reth().dma_length.get() > kMaxMessageLength) {
     fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
     return;
   }
@@ -280,14 +287,12 @@ void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t)
       // Packets already in flight behind this one are dropped without a sequence NAK: the
       // requester resends from p after the RNR timer anyway.
       s.nak_sent = true;
-      if (s.jobs_head != s.jobs_tail) {
-        const RespJob& last = s.jobs[(s.jobs_tail - 1) & s.jobs_mask];
-        if (last.kind == Kind::kRnrNak && last.psn == p) {
-          // The RNR NAK for this PSN has not gone out yet: it answers this copy too, so a flood
-          // of retries costs one NAK, not one job each (IBTA §9.7.5.2.8).
-          ++qp.counters.rnr_naks_coalesced;
-          return;
-        }
+      if (const RespJob* last = last_job(qp);
+          last != nullptr && last->kind == Kind::kRnrNak && last->psn == p) {
+        // The RNR NAK for this PSN has not gone out yet: it answers this copy too, so a flood
+        // of retries costs one NAK, not one job each (IBTA §9.7.5.2.8).
+        ++qp.counters.rnr_naks_coalesced;
+        return;
       }
       ++qp.counters.rnr_naks_sent;
       if (RespJob* j = push_job(qp, Kind::kRnrNak, p))

@@ -58,7 +58,7 @@ class Srq {
     uint64_t total = 0;
     for (uint32_t i = 0; i < wqe.num_sge; ++i) total += wqe.sge[i].length;
     if (total != wqe.length) return Status::kInvalidParameter;
-    if (total > (1u << 31)) return Status::kBufferOverflow;
+    if (total > kMaxMessageLength) return Status::kBufferOverflow;
     if (Ring* n = next_.load(std::memory_order_acquire)) [[unlikely]] {
       // Take the larger ring offered by the control thread (acquire: its slots are
       // initialised). Every post so far was published, so the handoff (release) tells the engine
