@@ -61,6 +61,7 @@
 #include <iterator>
 #include <memory>
 #include <numeric>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,30 @@ inline CmStatic* cm_static() {
     return st;
   }();
   return s;
+}
+
+// `mad` as the peer's QP1 sends it: a RoCEv2 UD SEND ONLY to QP1 with DETH (Q_Key `qkey`,
+// source QP 1) and a valid ICRC, from the peer's IPv4 or IPv6 address. Empty if it cannot be
+// built.
+inline std::vector<uint8_t> ud_mad_frame(std::span<const uint8_t> mad, bool v6, uint32_t qkey) {
+  wire::NetHeaders net;
+  net.src_mac = kCmPeerMac;
+  net.dst_mac = kCmLocalMac;
+  net.ipv6 = v6;
+  net.src_ip4 = kCmPeerIp;
+  net.dst_ip4 = kCmLocalIp;
+  net.src_ip6 = kCmPeerIp6;
+  net.dst_ip6 = kCmLocalIp6;
+  net.udp_sport = wire::udp_sport_for(1, 1);
+  wire::TransportHeaders th;
+  th.bth.opcode = wire::opc::kUdSendOnly;
+  th.bth.pkey = wire::Be16::of(wire::kDefaultPkey);
+  wire::Bth::DestQp::set(th.bth, 1);
+  th.deth.qkey = wire::Be32::of(qkey);
+  wire::Deth::SrcQp::set(th.deth, 1);
+  std::vector<uint8_t> f(wire::frame_length(net, th.bth.opcode, static_cast<uint32_t>(mad.size())));
+  if (wire::build_frame(f, net, th, mad) != f.size()) f.clear();
+  return f;
 }
 
 // Stateless checks of one MAD: decode() on exactly `size` heap bytes, and the round trip.
@@ -320,30 +345,16 @@ class CmWorld {
 
   // The MAD as the peer's QP1 sends it, through the engine's RX path to the control plane.
   void deliver(const std::vector<uint8_t>& mad, bool v6) {
-    wire::NetHeaders net;
-    net.src_mac = kCmPeerMac;
-    net.dst_mac = kCmLocalMac;
-    net.ipv6 = v6;
-    net.src_ip4 = kCmPeerIp;
-    net.dst_ip4 = kCmLocalIp;
-    net.src_ip6 = kCmPeerIp6;
-    net.dst_ip6 = kCmLocalIp6;
-    net.udp_sport = wire::udp_sport_for(1, 1);
-    wire::TransportHeaders th;
-    th.bth.opcode = wire::opc::kUdSendOnly;
-    th.bth.pkey = wire::Be16::of(wire::kDefaultPkey);
-    wire::Bth::DestQp::set(th.bth, 1);
-    th.deth.qkey = wire::Be32::of(kGsiQkey);
-    wire::Deth::SrcQp::set(th.deth, 1);
-    const auto plen = static_cast<uint32_t>(mad.size());
-    const uint32_t flen = wire::frame_length(net, th.bth.opcode, plen);
+    const std::vector<uint8_t> frame = ud_mad_frame(mad, v6, kGsiQkey);
     rte_mbuf* m = rte_pktmbuf_alloc(adapter_pool());
     if (m == nullptr) return fail("harness pool empty");
-    auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(flen)));
-    if (p == nullptr || wire::build_frame({p, flen}, net, th, mad) != flen) {
+    auto* p =
+        reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(frame.size())));
+    if (frame.empty() || p == nullptr) {
       rte_pktmbuf_free(m);
       return fail("could not build the UD frame");
     }
+    std::memcpy(p, frame.data(), frame.size());
     const uint64_t before = adapter_->control().counters().mads_in;
     st_->engine.deliver_lc(adapter_->endpoint(), m, rte_rdtsc());
     adapter_->control().poll_once();

@@ -158,25 +158,9 @@ Bytes arp_request(uint32_t target) {
   return f;
 }
 
-// A MAD in a UD SEND ONLY to QP1, as the peer's CM sends it.
+// A MAD in a UD SEND ONLY to QP1, as the peer's CM sends it over IPv4.
 Bytes ud_mad(const cm::Message& m, uint32_t qkey) {
-  namespace w = urnic::wire;
-  namespace cmf = urnic::fuzz::cmf;
-  w::NetHeaders net;
-  net.src_mac = cmf::kCmPeerMac;
-  net.dst_mac = cmf::kCmLocalMac;
-  net.src_ip4 = cmf::kCmPeerIp;
-  net.dst_ip4 = cmf::kCmLocalIp;
-  w::TransportHeaders th;
-  th.bth.opcode = w::opc::kUdSendOnly;
-  th.bth.pkey = w::Be16::of(w::kDefaultPkey);
-  w::Bth::DestQp::set(th.bth, 1);
-  th.deth.qkey = w::Be32::of(qkey);
-  w::Deth::SrcQp::set(th.deth, 1);
-  const auto mad = cm::encode(m);
-  Bytes f(w::frame_length(net, th.bth.opcode, cm::kMadSize));
-  w::build_frame(f, net, th, mad);
-  return f;
+  return urnic::fuzz::cmf::ud_mad_frame(cm::encode(m), false, qkey);
 }
 
 cm::Message req(uint32_t id) {

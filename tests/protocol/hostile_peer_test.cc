@@ -56,35 +56,25 @@ class HostilePeer : public RcProtocol {
     return take_tx();
   }
 
-  // A frame built from `net` / `th` as given (no fixups), through the RX path. Returns the
-  // drop reason counted, or kCount if none was.
-  dp::RxDrop raw(const wire::NetHeaders& net, wire::TransportHeaders th,
-                 std::span<const uint8_t> payload) {
-    const auto plen = static_cast<uint32_t>(payload.size());
-    const uint32_t len = wire::frame_length(net, th.bth.opcode, plen);
-    rte_mbuf* m = rte_pktmbuf_alloc(g_pool);
-    EXPECT_NE(m, nullptr);
+  // A frame built from `net` / `th` as given (no fixups), with the byte `flip_from_end` bytes
+  // before its end inverted when non-zero, through the RX path. Returns the drop reason
+  // counted, or kCount if none was.
+  dp::RxDrop raw(const wire::NetHeaders& net, const wire::TransportHeaders& th,
+                 std::span<const uint8_t> payload, uint32_t flip_from_end = 0) {
+    rte_mbuf* m = build(net, th, payload);
     if (m == nullptr) return dp::RxDrop::kCount;
-    auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
-    EXPECT_EQ(wire::build_frame({p, len}, net, th, payload), len);
+    if (flip_from_end != 0)
+      rte_pktmbuf_mtod(m, uint8_t*)[rte_pktmbuf_data_len(m) - flip_from_end] ^= 0x01;
     std::array<uint64_t, static_cast<size_t>(dp::RxDrop::kCount)> before{};
     std::copy(std::begin(ep_->counters().rx_drops), std::end(ep_->counters().rx_drops),
               before.begin());
     engine_.deliver_lc(*ep_, m, kT0);
     for (size_t i = 0; i < before.size(); ++i)
-      if (ep_->counters().rx_drops[i] != before[i]) return static_cast<dp::RxDrop>(i);
+      if (ep_->counters().rx_drops[i] != before[i]) {
+        EXPECT_EQ(ep_->counters().rx_drops[i], before[i] + 1) << "one frame, one drop";
+        return static_cast<dp::RxDrop>(i);
+      }
     return dp::RxDrop::kCount;
-  }
-
-  // What the legitimate peer sends: its addresses, DestQP = the QP, the default P_Key.
-  static wire::NetHeaders peer_net() {
-    wire::NetHeaders net;
-    net.src_mac = kPeerMac;
-    net.dst_mac = kLocalMac;
-    net.src_ip4 = kPeerIp;
-    net.dst_ip4 = kLocalIp;
-    net.udp_sport = wire::udp_sport_for(kPeerQpn, kQpn);
-    return net;
   }
   wire::TransportHeaders write_with_good_key(uint32_t psn, uint32_t len) {
     auto th = hdr(opc::kWriteOnly, psn, true);
@@ -202,21 +192,9 @@ TEST_F(HostilePeer, FramesFromOutsideTheConnectionAreDroppedAndCounted) {
     EXPECT_TRUE(take_tx().empty());
     EXPECT_EQ(qp_->state, QpState::kRts);
   }
-  // A corrupted frame: the ICRC check drops it.
-  {
-    const wire::NetHeaders net = peer_net();
-    const auto th = write_with_good_key(rq(0), 64);
-    const uint32_t len = wire::frame_length(net, th.bth.opcode, 64);
-    rte_mbuf* m = rte_pktmbuf_alloc(g_pool);
-    ASSERT_NE(m, nullptr);
-    auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
-    ASSERT_EQ(wire::build_frame({p, len}, net, th, data), len);
-    p[len - 10] ^= 0x01;  // a payload byte
-    const uint64_t before = ep_->counters().rx_drops[static_cast<size_t>(dp::RxDrop::kBadIcrc)];
-    engine_.deliver_lc(*ep_, m, kT0);
-    EXPECT_EQ(ep_->counters().rx_drops[static_cast<size_t>(dp::RxDrop::kBadIcrc)], before + 1);
-    EXPECT_TRUE(take_tx().empty());
-  }
+  // A corrupted frame (a payload byte flipped): the ICRC check drops it.
+  EXPECT_EQ(raw(peer_net(), write_with_good_key(rq(0), 64), data, 10), dp::RxDrop::kBadIcrc);
+  EXPECT_TRUE(take_tx().empty());
   EXPECT_EQ(mem_, snapshot_);
   EXPECT_EQ(qp_->counters.rx_packets, 0u);
   // The legitimate peer's WRITE at the same PSN is executed and acknowledged.

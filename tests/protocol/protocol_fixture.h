@@ -235,24 +235,42 @@ class RcProtocol : public ::testing::Test {
   // and hands it to the RX path.
   void receive(wire::TransportHeaders th, std::span<const uint8_t> payload = {},
                uint64_t now = kT0) {
+    th.bth.pkey = wire::Be16::of(wire::kDefaultPkey);
+    wire::Bth::DestQp::set(th.bth, kQpn);
+    rte_mbuf* m = build(peer_net(), th, payload);
+    ASSERT_NE(m, nullptr);
+    const uint64_t drops_before = total_rx_drops();
+    engine_.deliver_lc(*ep_, m, now);
+    EXPECT_EQ(total_rx_drops(), drops_before) << "the RX checks dropped a synthesized frame";
+  }
+
+  // The peer's addresses, as frames from it carry them (the QP's address vector mirrored).
+  static wire::NetHeaders peer_net() {
     wire::NetHeaders net;
     net.src_mac = kPeerMac;
     net.dst_mac = kLocalMac;
     net.src_ip4 = kPeerIp;
     net.dst_ip4 = kLocalIp;
     net.udp_sport = wire::udp_sport_for(kPeerQpn, kQpn);
-    th.bth.pkey = wire::Be16::of(wire::kDefaultPkey);
-    wire::Bth::DestQp::set(th.bth, kQpn);
-    const auto plen = static_cast<uint32_t>(payload.size());
-    const uint32_t len = wire::frame_length(net, th.bth.opcode, plen);
+    return net;
+  }
+
+  // The frame `net` / `th` / `payload` describe, exactly as given, in an mbuf of the test pool
+  // (null, with a test failure, if it cannot be built).
+  static rte_mbuf* build(const wire::NetHeaders& net, const wire::TransportHeaders& th,
+                         std::span<const uint8_t> payload) {
+    const uint32_t len =
+        wire::frame_length(net, th.bth.opcode, static_cast<uint32_t>(payload.size()));
     rte_mbuf* m = rte_pktmbuf_alloc(g_pool);
-    ASSERT_NE(m, nullptr);
+    EXPECT_NE(m, nullptr);
+    if (m == nullptr) return nullptr;
     auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
-    ASSERT_NE(p, nullptr);
-    ASSERT_EQ(wire::build_frame({p, len}, net, th, payload), len);
-    const uint64_t drops_before = total_rx_drops();
-    engine_.deliver_lc(*ep_, m, now);
-    EXPECT_EQ(total_rx_drops(), drops_before) << "the RX checks dropped a synthesized frame";
+    if (p == nullptr || wire::build_frame({p, len}, net, th, payload) != len) {
+      ADD_FAILURE() << "could not build a " << len << "-byte frame";
+      rte_pktmbuf_free(m);
+      return nullptr;
+    }
+    return m;
   }
 
   uint64_t total_rx_drops() {
