@@ -1,11 +1,11 @@
-// An RNIC adapter on one DPDK port (architecture.md §6): its port and mempool, its memory
-// region table, protection domains, CQs and QPs, attached to an engine that runs its dataplane.
-// This is the control plane's object model; the public NDK-style API (include/urnic/) is a thin
-// layer over it.
+// The internal side of one adapter (architecture.md §6): its port and mempool, its memory region
+// table, its endpoint on the engine, the QP number allocator and the control plane. It is the one
+// internal layer under the public NDK-style objects (control/ndk_*.cc): every PD, CQ, QP, SRQ, MR
+// and MW is created there, through the public API, and uses this adapter's tables. It owns no QPs
+// itself (docs/design.md, "One object model").
 //
-// Threading: creation, modify and destroy calls come from the control side (any one thread at
-// a time); posting goes straight to the QP rings (dp::Qp::post_send / post_recv) and polling to
-// the CQ rings (dp::Cq::poll) from application threads, without locks.
+// Threading: control side only. The QPN allocator is safe from any thread; the rest is set up at
+// open and read afterwards.
 #pragma once
 
 #include <atomic>
@@ -18,6 +18,7 @@
 #include "control/control_plane.h"
 #include "dataplane/cq.h"
 #include "dataplane/engine.h"
+#include "dataplane/fault.h"
 #include "dataplane/mr.h"
 #include "dataplane/port.h"
 #include "dataplane/qp.h"
@@ -35,18 +36,8 @@ struct AdapterConfig {
   uint32_t max_mrs = 1u << 16;
   uint64_t key_seed = 0;      // 0: seeded from the TSC
   bool start_control = true;  // start the control thread (ARP, ND, QP1) at open
-};
-
-struct QpInit {
-  uint32_t pd = 0;
-  dp::Cq* send_cq = nullptr;
-  dp::Cq* recv_cq = nullptr;
-  void* context = nullptr;
-  uint32_t sq_depth = 256;  // rounded up to a power of two
-  uint32_t rq_depth = 256;
-  uint32_t max_send_sge = dp::kMaxSge;
-  uint32_t max_recv_sge = dp::kMaxSge;
-  uint32_t max_inline = dp::kMaxInline;
+  // Fault injection at the port boundary (testing builds; kNotSupported otherwise when active).
+  FaultConfig tx_faults, rx_faults;
 };
 
 class Adapter {
@@ -70,53 +61,41 @@ class Adapter {
 
   uint32_t alloc_pd();
 
-  // kInvalidParameter for depth 0 or above kMaxCqDepth.
-  Status create_cq(uint32_t depth, std::unique_ptr<dp::Cq>* out);
-  static constexpr uint32_t kMaxCqDepth = 1u << 20;
+  // A QP number (2 .. max_qps - 1, IBTA §10.2.4 reserves 0 and 1) that no other QP of this
+  // adapter holds until free_qpn(); 0 when none is free. Numbers are handed out round-robin, so
+  // a freed number is reused as late as possible (a stale peer packet is less likely to hit
+  // its successor). Any thread.
+  uint32_t alloc_qpn();
+  void free_qpn(uint32_t qpn);
 
-  // Registers [addr, addr + length) with NDK_MR_FLAG_* rights; *key is both lkey and rkey.
-  Status register_mr(uint32_t pd, const void* addr, uint64_t length, uint32_t mr_flags,
-                     uint32_t* key);
-  Status alloc_fast_register_mr(uint32_t pd, uint32_t max_pages, bool remote_access, uint32_t* key);
-  Status deregister_mr(uint32_t key);
-
-  // Creates a QP in RESET, owned by the adapter. kInvalidParameter when a limit is exceeded,
-  // kInsufficientResources when no QPN is free.
-  Status create_qp(const QpInit& init, dp::Qp** out);
-  // For QPs the NDK layer builds and installs on the engine itself (control/ndk_*.cc): a QP
-  // number that neither create_qp nor another reservation hands out until release_qpn(). 0
-  // when none is free.
-  uint32_t reserve_qpn();
-  void release_qpn(uint32_t qpn);
-  // Applies a transition on the engine (IBTA §10.3.1 table; see dp::validate_modify).
+  // Applies a transition on the engine (IBTA §10.3.1 table; see dp::validate_modify) and waits
+  // for it: for the connection manager, which runs on the control thread of a launched engine.
   Status modify_qp(dp::Qp* qp, const dp::QpAttr& attr, uint32_t mask);
   // NdkFlush: every pending request completes with STATUS_CANCELLED; the QP enters ERR.
   Status flush_qp(dp::Qp* qp);
-  Status destroy_qp(dp::Qp* qp);
 
-  // Sum of the counters of every QP of this adapter (a snapshot: the engine keeps updating
-  // them; each field is read once, so a total may lag by the packets of one step).
-  dp::QpCounters qp_counter_totals();
-  // The engine's per-endpoint counters for this adapter (packets, drops by reason).
+  // The engine's per-endpoint counters for this adapter (packets, drops by reason), and the
+  // fault injectors' (zero when none is installed).
   const dp::EngineCounters& endpoint_counters() { return ep_->counters(); }
+  FaultCounters tx_fault_counters() const noexcept;
+  FaultCounters rx_fault_counters() const noexcept;
 
   // The address vector for sending from this adapter to `peer` (same IP family as `ipv6`).
   wire::NetHeaders address_to(const Adapter& peer, bool ipv6 = false) const;
 
  private:
   explicit Adapter(const AdapterConfig& cfg) : cfg_(cfg) {}
-  uint32_t next_free_qpn();  // must hold mu_; 0 when none is free
   AdapterConfig cfg_;
   dp::Port port_;
   wire::MacAddr mac_{};
   std::unique_ptr<dp::MrTable> mrs_;
   std::unique_ptr<dp::Endpoint> ep_;
   std::unique_ptr<ControlPlane> control_;
+  std::unique_ptr<dp::FaultInjector> tx_fault_, rx_fault_;
   dp::Engine* engine_ = nullptr;
-  std::mutex mu_;  // control-side bookkeeping only; never on the post/poll path
-  std::vector<std::unique_ptr<dp::Qp>> qps_;
-  std::vector<uint32_t> reserved_qpns_;  // reserve_qpn()
-  uint32_t next_qpn_ = 2;
+  std::mutex mu_;               // the QPN allocator; never on the post/poll path
+  std::vector<bool> qpn_used_;  // by QPN; guarded by mu_
+  uint32_t next_qpn_ = 2;       // guarded by mu_
   std::atomic<uint32_t> next_pd_{1};
 };
 

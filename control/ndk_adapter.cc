@@ -350,17 +350,7 @@ Status Object::query_extension(const ExtensionId& id, Version version, void** if
 
 // ---- Engine -------------------------------------------------------------------------------------
 
-namespace {
-dp::EngineConfig to_dp(const EngineConfig& c) {
-  dp::EngineConfig d;
-  d.rx_burst = c.rx_burst;
-  d.max_qps = c.max_qps;
-  d.idle_yield_after = c.idle_yield_after;
-  return d;
-}
-}  // namespace
-
-Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>(to_dp(config))) {}
+Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>(config)) {}
 Engine::~Engine() { impl_->dp.stop(); }
 bool Engine::run_once() noexcept { return impl_->dp.run_once(); }
 bool Engine::launch(unsigned lcore) noexcept { return impl_->dp.launch(lcore); }
@@ -385,6 +375,8 @@ Status Adapter::open(const AdapterConfig& config, Engine& engine,
     c.max_qps = config.max_qps;
     c.max_mrs = config.max_mrs;
     c.key_seed = config.key_seed;
+    c.tx_faults = config.tx_faults;
+    c.rx_faults = config.rx_faults;
     c.start_control = false;  // the poller goes in first
     if (Status s = ctl::Adapter::open(c, &engine.impl().dp, &impl->ctl); s != Status::kSuccess)
       return s;
@@ -419,6 +411,24 @@ Status Adapter::query_adapter_info(AdapterInfo* info, uint32_t* buffer_size) con
 }
 
 AdapterInfo Adapter::adapter_info() const noexcept { return impl_->info; }
+
+Status Adapter::query_counters(AdapterCounters* out) const noexcept {
+  if (out == nullptr) return Status::kInvalidParameter;
+  return detail::guarded([&] {
+    AdapterCounters c;
+    {
+      std::lock_guard lk(impl_->mu);
+      for (const detail::ObjectImpl* o : impl_->objects)
+        if (o->type == ObjectType::kQp)
+          c.qps.add(static_cast<const detail::QpImpl*>(o)->qp.counters);
+    }
+    c.port = impl_->ctl->endpoint_counters();
+    c.tx_faults = impl_->ctl->tx_fault_counters();
+    c.rx_faults = impl_->ctl->rx_fault_counters();
+    *out = c;
+    return Status::kSuccess;
+  });
+}
 
 Status Adapter::create_cq(uint32_t depth, CqNotificationCallback notification,
                           void* notification_context, CreateCompletion, void*,

@@ -50,7 +50,7 @@
 namespace urnic {
 
 struct Engine::Impl {
-  explicit Impl(const dp::EngineConfig& c) : dp(c) {}
+  explicit Impl(const EngineConfig& c) : dp(c) {}
   dp::Engine dp;
 };
 
@@ -63,8 +63,8 @@ AdapterInfo make_adapter_info() noexcept;
 inline constexpr Version kNdkVersion{1, 2};
 inline constexpr size_t kMaxRegistrationSize = size_t{1} << 40;  // 1 TiB
 inline constexpr size_t kMaxWindowSize = kMaxRegistrationSize;
-inline constexpr uint32_t kMaxQueueDepth = 32768;  // per SQ / RQ / SRQ (ring of 2^15 slots)
-inline constexpr uint32_t kMaxCqDepth = ctl::Adapter::kMaxCqDepth;
+using dp::kMaxCqDepth;
+using dp::kMaxQueueDepth;
 inline constexpr uint32_t kMaxTransferLength = dp::kMaxMessageLength;
 inline constexpr uint32_t kMaxReadLimit = dp::kMaxRdAtomicLimit;
 // A hint only: below it send/receive, above it read/write (the copies dominate either way).

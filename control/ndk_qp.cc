@@ -3,6 +3,7 @@
 // dp::Qp::post_send / post_recv: no lock, no allocation, no system call), and the QP extensions
 // (immediate data, atomics, manual connect).
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "control/ndk_internal.h"
@@ -28,20 +29,9 @@ constexpr uint32_t kFastRegisterFlags =
     kLocalFlags | kRemoteRightFlags | op_flag::kAllowLocalWrite | op_flag::kRdmaReadSink;
 constexpr uint32_t kBindFlags = kLocalFlags | kRemoteRightFlags;
 
-static_assert(static_cast<uint32_t>(QpState::kErr) == static_cast<uint32_t>(dp::QpState::kErr));
 static_assert(qp_access::kRemoteRead == dp::access::kRemoteRead &&
               qp_access::kRemoteWrite == dp::access::kRemoteWrite &&
               qp_access::kRemoteAtomic == dp::access::kRemoteAtomic);
-static_assert(qp_attr_mask::kState == dp::qp_attr::kState &&
-              qp_attr_mask::kAv == dp::qp_attr::kAv &&
-              qp_attr_mask::kMinRnrTimer == dp::qp_attr::kMinRnrTimer &&
-              qp_attr_mask::kMaxRdAtomic == dp::qp_attr::kMaxRdAtomic);
-
-uint32_t round_pow2(uint32_t n) noexcept {
-  uint32_t c = 1;
-  while (c < n) c <<= 1;
-  return c;
-}
 
 // A failing post hands every earlier deferred request to the engine first (ndkpi.md §7.3,
 // provider duty), and posts nothing.
@@ -134,7 +124,7 @@ void fail_create_locked(QpImpl* q, Status st, CreateCompletion done, void* ctx) 
   AdapterImpl* a = q->adapter;
   std::erase(a->objects, static_cast<ObjectImpl*>(q));
   for (ObjectImpl* o : q->antecedents) --o->successors;
-  a->ctl->release_qpn(q->qp.qpn());
+  a->ctl->free_qpn(q->qp.qpn());
   a->defer_locked([q, st, done, ctx] {
     done(ctx, st, nullptr);
     delete q;
@@ -172,7 +162,7 @@ Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_contex
   const CreateCompletion done = cb != nullptr ? cb : &SyncWait::on_create;
   void* const done_ctx = cb != nullptr ? ctx : &sync;
   const Status st = guarded([&] {
-    const uint32_t qpn = a->ctl->reserve_qpn();
+    const uint32_t qpn = a->ctl->alloc_qpn();
     if (qpn == 0) return Status::kInsufficientResources;
     dp::QpConfig c;
     c.qpn = qpn;
@@ -180,8 +170,8 @@ Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_contex
     c.send_cq = &s->cq;
     c.recv_cq = &r->cq;
     c.context = qp_context;
-    c.sq_depth = round_pow2(sq_depth);
-    c.rq_depth = srq != nullptr ? 1 : round_pow2(rq_depth);
+    c.sq_depth = std::bit_ceil(sq_depth);
+    c.rq_depth = srq != nullptr ? 1 : std::bit_ceil(rq_depth);
     c.max_send_sge = max_ssge;
     c.max_recv_sge = srq != nullptr ? srq->srq.max_sge() : max_rsge;
     c.max_inline = inline_size;
@@ -192,14 +182,14 @@ Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_contex
     try {
       q = std::make_unique<QpImpl>(a, pd, r, s, srq, c);
     } catch (...) {
-      a->ctl->release_qpn(qpn);
+      a->ctl->free_qpn(qpn);
       throw;
     }
     std::lock_guard lk(a->mu);
     const bool usable = !a->shutting_down && pd->life == Life::kLive && r->life == Life::kLive &&
                         s->life == Life::kLive && (srq == nullptr || srq->life == Life::kLive);
     if (!usable) {
-      a->ctl->release_qpn(qpn);
+      a->ctl->free_qpn(qpn);
       return Status::kInvalidDeviceState;
     }
     QpImpl* qp = q.release();
@@ -284,7 +274,7 @@ Status QpImpl::teardown_locked() {
       return Status::kPending;
     }
     case 4:
-      adapter->ctl->release_qpn(qp.qpn());
+      adapter->ctl->free_qpn(qp.qpn());
       return Status::kSuccess;
     default:
       return Status::kPending;  // waiting for the engine
@@ -549,17 +539,17 @@ Status QpExtension::fetch_add(void* request_context, const Sge& result, uint64_t
                              remote_token, add, 0, flags);
 }
 
+QpCounters QpExtension::counters() const noexcept { return qp_->qp.counters; }
+
 uint32_t QpConnectExtension::qpn() const noexcept { return qp_->qp.qpn(); }
 
-QpState QpConnectExtension::state() const noexcept {
-  return static_cast<QpState>(qp_->qp.public_state());
-}
+QpState QpConnectExtension::state() const noexcept { return qp_->qp.public_state(); }
 
 Status QpConnectExtension::modify(const QpAttributes& at, uint32_t mask,
                                   RequestCompletion completion, void* request_context) noexcept {
   detail::AdapterImpl* a = qp_->adapter;
   dp::QpAttr d;
-  d.state = static_cast<dp::QpState>(at.state);
+  d.state = at.state;
   d.access = at.access;
   d.path_mtu = at.path_mtu;
   d.dest_qpn = at.dest_qpn;
@@ -592,7 +582,7 @@ Status QpConnectExtension::modify(const QpAttributes& at, uint32_t mask,
   }
   // Attribute errors are reported now; whether the transition is legal is decided by the
   // engine against the state the earlier modifies leave (they may still be queued).
-  if (static_cast<uint32_t>(at.state) >= static_cast<uint32_t>(dp::QpState::kCount) ||
+  if (static_cast<size_t>(at.state) >= kQpStateCount ||
       dp::validate_modify(qp_->qp.public_state(), d, mask) == Status::kInvalidParameter)
     return Status::kInvalidParameter;
   if (completion != nullptr) return detail::qp_modify(qp_, d, mask, completion, request_context);

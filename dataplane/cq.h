@@ -37,6 +37,9 @@
 
 namespace urnic::dp {
 
+// Deepest CQ an adapter creates (NDK max_cq_depth).
+inline constexpr uint32_t kMaxCqDepth = 1u << 20;
+
 class Cq {
  public:
   // Arm levels, ordered so that merging two arms is max() (ndkpi.md §3.4 merge table).

@@ -11,7 +11,7 @@
 #include "dataplane/internal.h"
 #include "dataplane/port.h"
 
-namespace urnic::dp {
+namespace urnic {
 
 const char* to_string(RxDrop r) noexcept {
   switch (r) {
@@ -31,6 +31,10 @@ const char* to_string(RxDrop r) noexcept {
       return "?";
   }
 }
+
+}  // namespace urnic
+
+namespace urnic::dp {
 
 Endpoint::Endpoint(Port* port, uint16_t queue, rte_mempool* pool, MrTable* mrs, uint32_t max_qps)
     : port_(port),

@@ -29,6 +29,7 @@
 #include "dataplane/qp.h"
 #include "dataplane/wire/frame.h"
 #include "urnic/config.h"
+#include "urnic/engine.h"
 
 namespace urnic::dp {
 
@@ -36,28 +37,11 @@ class Port;
 class MrTable;
 
 // Why the engine dropped a received frame (house style rule 22).
-enum class RxDrop : uint8_t {
-  kMalformed,  // parse() rejected it (ParsedError counted separately)
-  kBadIcrc,
-  kNoQp,         // DestQP names no QP on this endpoint
-  kBadAddress,   // IP addresses do not match the QP's address vector
-  kUnsupported,  // UC, UD, CNP: not handled by the RC engine
-  kNotRoce,      // not IP/UDP 4791 (ARP, other traffic) and no control ring to take it
-  kCount,
-};
-const char* to_string(RxDrop r) noexcept;
+// The per-port-queue counters are the public PortCounters (urnic/counters.h).
+using ::urnic::RxDrop;
+using EngineCounters = PortCounters;
+static_assert(kParseErrorCount == static_cast<size_t>(wire::ParseError::kCount));
 
-struct EngineCounters {
-  uint64_t steps = 0, busy_steps = 0;
-  uint64_t rx_packets = 0, rx_bytes = 0, tx_packets = 0, tx_bytes = 0;
-  uint64_t rx_drops[static_cast<size_t>(RxDrop::kCount)] = {};
-  uint64_t parse_errors[static_cast<size_t>(wire::ParseError::kCount)] = {};
-  uint64_t mbuf_alloc_failures = 0;
-  uint64_t tx_ring_full = 0;  // steps where the port took fewer frames than offered
-};
-
-// Sink for frames the engine does not handle itself (ARP, IPv6 ND, QP1 MADs): the control plane
-// installs one; the engine hands the mbuf over or drops it if the sink refuses.
 struct ControlSink {
   virtual ~ControlSink() = default;
   virtual bool take(rte_mbuf* m) noexcept = 0;
@@ -151,13 +135,8 @@ struct MailboxMsg {
   std::atomic<bool> done{false};
 };
 
-struct EngineConfig {
-  uint32_t rx_burst = 32;
-  uint32_t max_qps = 1024;  // QPs this engine may own, over all its endpoints
-  // When > 0, the lcore loop yields the CPU after this many consecutive idle steps: for
-  // machines where engines share cores with application threads (CI, tests). 0 = pure polling.
-  uint32_t idle_yield_after = 0;
-};
+// The engine's configuration is the public one (urnic/engine.h).
+using EngineConfig = ::urnic::EngineConfig;
 
 class Engine {
  public:

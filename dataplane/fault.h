@@ -13,40 +13,13 @@
 #include <array>
 #include <cstdint>
 
+#include "urnic/counters.h"
+
 namespace urnic::dp {
 
-struct FaultConfig {
-  // Probabilities in parts per million of each frame.
-  uint32_t drop_ppm = 0;
-  uint32_t duplicate_ppm = 0;
-  uint32_t reorder_ppm = 0;
-  uint32_t corrupt_ppm = 0;
-  uint32_t reorder_depth = 3;  // a reordered frame is released after this many later frames
-  uint64_t seed = 1;
-
-  // Scripted faults: act on the `nth` (1-based) frame whose BTH opcode is `opcode` (any RoCEv2
-  // frame when opcode is kAnyOpcode). Each rule fires once.
-  enum class Action : uint8_t { kDrop, kDuplicate, kCorrupt, kDelay };
-  struct Rule {
-    uint16_t opcode = 0;
-    uint32_t nth = 0;
-    Action action = Action::kDrop;
-  };
-  static constexpr uint16_t kAnyOpcode = 0x100;
-  static constexpr size_t kMaxRules = 16;
-  std::array<Rule, kMaxRules> rules{};
-  uint32_t nrules = 0;
-
-  bool add_rule(uint16_t opcode, uint32_t nth, Action a) noexcept {
-    if (nrules == kMaxRules) return false;
-    rules[nrules++] = Rule{opcode, nth, a};
-    return true;
-  }
-};
-
-struct FaultCounters {
-  uint64_t seen = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0, scripted = 0;
-};
+// FaultConfig and FaultCounters are public (urnic/counters.h).
+using ::urnic::FaultConfig;
+using ::urnic::FaultCounters;
 
 class FaultInjector {
  public:

@@ -7,14 +7,49 @@
 
 #include "dataplane/mr.h"
 
-namespace urnic::dp {
+namespace urnic {
 
 const char* to_string(QpState s) noexcept {
-  static constexpr std::array<const char*, static_cast<size_t>(QpState::kCount)> kNames = {
-      "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
+  static constexpr std::array<const char*, kQpStateCount> kNames = {"RESET", "INIT", "RTR", "RTS",
+                                                                    "SQD",   "SQE",  "ERR"};
   const auto i = static_cast<size_t>(s);
   return i < kNames.size() ? kNames[i] : "?";
 }
+
+void QpCounters::add(const QpCounters& o) noexcept {
+  tx_packets += o.tx_packets;
+  tx_bytes += o.tx_bytes;
+  rx_packets += o.rx_packets;
+  rx_bytes += o.rx_bytes;
+  retransmits += o.retransmits;
+  timeouts += o.timeouts;
+  acks_sent += o.acks_sent;
+  acks_received += o.acks_received;
+  for (size_t i = 0; i < std::size(naks_sent); ++i) {
+    naks_sent[i] += o.naks_sent[i];
+    naks_received[i] += o.naks_received[i];
+  }
+  rnr_naks_sent += o.rnr_naks_sent;
+  rnr_naks_received += o.rnr_naks_received;
+  duplicate_requests += o.duplicate_requests;
+  out_of_sequence += o.out_of_sequence;
+  implied_naks += o.implied_naks;
+  dropped_bad_state += o.dropped_bad_state;
+  dropped_stale += o.dropped_stale;
+  completions_ok += o.completions_ok;
+  completions_error += o.completions_error;
+  completions_flushed += o.completions_flushed;
+  completions_dropped += o.completions_dropped;
+  cq_overrun_errors += o.cq_overrun_errors;
+  rnr_naks_coalesced += o.rnr_naks_coalesced;
+  resp_queue_full += o.resp_queue_full;
+  for (size_t i = 0; i < std::size(completions_by_status); ++i)
+    completions_by_status[i] += o.completions_by_status[i];
+}
+
+}  // namespace urnic
+
+namespace urnic::dp {
 
 const char* to_string(WrOpcode op) noexcept {
   static constexpr std::array<const char*, static_cast<size_t>(WrOpcode::kCount)> kNames = {
@@ -80,7 +115,7 @@ constexpr Transition transition(QpState cur, QpState next) noexcept {
 
 Status validate_modify(QpState cur, const QpAttr& a, uint32_t mask) noexcept {
   const QpState next = (mask & qp_attr::kState) ? a.state : cur;
-  if (next >= QpState::kCount) return Status::kInvalidParameter;
+  if (next >= static_cast<QpState>(kQpStateCount)) return Status::kInvalidParameter;
   const Transition t = transition(cur, next);
   if (t.required == ~0u) return Status::kInvalidDeviceState;
   const uint32_t attrs = mask & ~qp_attr::kState;
@@ -143,37 +178,6 @@ Status status_of(WcStatus wc) noexcept {
     default:
       return Status::kInternalError;
   }
-}
-
-void QpCounters::add(const QpCounters& o) noexcept {
-  tx_packets += o.tx_packets;
-  tx_bytes += o.tx_bytes;
-  rx_packets += o.rx_packets;
-  rx_bytes += o.rx_bytes;
-  retransmits += o.retransmits;
-  timeouts += o.timeouts;
-  acks_sent += o.acks_sent;
-  acks_received += o.acks_received;
-  for (size_t i = 0; i < std::size(naks_sent); ++i) {
-    naks_sent[i] += o.naks_sent[i];
-    naks_received[i] += o.naks_received[i];
-  }
-  rnr_naks_sent += o.rnr_naks_sent;
-  rnr_naks_received += o.rnr_naks_received;
-  duplicate_requests += o.duplicate_requests;
-  out_of_sequence += o.out_of_sequence;
-  implied_naks += o.implied_naks;
-  dropped_bad_state += o.dropped_bad_state;
-  dropped_stale += o.dropped_stale;
-  completions_ok += o.completions_ok;
-  completions_error += o.completions_error;
-  completions_flushed += o.completions_flushed;
-  completions_dropped += o.completions_dropped;
-  cq_overrun_errors += o.cq_overrun_errors;
-  rnr_naks_coalesced += o.rnr_naks_coalesced;
-  resp_queue_full += o.resp_queue_full;
-  for (size_t i = 0; i < std::size(completions_by_status); ++i)
-    completions_by_status[i] += o.completions_by_status[i];
 }
 
 Qp::Qp(const QpConfig& cfg) : cfg_(cfg) {

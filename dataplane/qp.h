@@ -12,6 +12,7 @@
 #include "dataplane/wire/frame.h"
 #include "dataplane/wire/psn.h"
 #include "dataplane/wqe.h"
+#include "urnic/counters.h"
 #include "urnic/status.h"
 #include "urnic/types.h"
 
@@ -21,26 +22,10 @@ class Cq;
 class MrTable;
 class Srq;
 
-// IBTA §10.3.1 QP states (values of enum ibv_qp_state).
-enum class QpState : uint8_t { kReset = 0, kInit, kRtr, kRts, kSqd, kSqe, kErr, kCount };
-const char* to_string(QpState s) noexcept;
-
-// Which attributes a modify carries (subset of IBV_QP_* masks that RoCE RC uses).
-namespace qp_attr {
-inline constexpr uint32_t kState = 1u << 0;
-inline constexpr uint32_t kAccessFlags = 1u << 1;
-inline constexpr uint32_t kPathMtu = 1u << 2;
-inline constexpr uint32_t kDestQpn = 1u << 3;
-inline constexpr uint32_t kRqPsn = 1u << 4;
-inline constexpr uint32_t kSqPsn = 1u << 5;
-inline constexpr uint32_t kMaxDestRdAtomic = 1u << 6;
-inline constexpr uint32_t kMaxRdAtomic = 1u << 7;
-inline constexpr uint32_t kTimeout = 1u << 8;
-inline constexpr uint32_t kRetryCnt = 1u << 9;
-inline constexpr uint32_t kRnrRetry = 1u << 10;
-inline constexpr uint32_t kMinRnrTimer = 1u << 11;
-inline constexpr uint32_t kAv = 1u << 12;
-}  // namespace qp_attr
+// The QP states and the modify masks are the public ones (urnic/types.h): one definition.
+using ::urnic::QpState;
+namespace qp_attr = ::urnic::qp_attr_mask;
+using ::urnic::QpCounters;  // urnic/counters.h
 
 struct QpAttr {
   QpState state = QpState::kReset;
@@ -73,32 +58,6 @@ uint32_t rnr_timer_us(uint8_t code) noexcept;
 
 // Maps a verbs completion status to the NTSTATUS an NDK consumer sees (ndkpi.md §3.3).
 Status status_of(WcStatus wc) noexcept;
-
-struct QpCounters {
-  uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
-  uint64_t retransmits = 0;  // packets sent again (go-back-N)
-  uint64_t timeouts = 0;     // local ACK timer expiries
-  uint64_t acks_sent = 0, acks_received = 0;
-  uint64_t naks_sent[4] = {};  // by NAK code: seq err, invalid req, access, operational
-  uint64_t naks_received[4] = {};
-  uint64_t rnr_naks_sent = 0, rnr_naks_received = 0;
-  uint64_t duplicate_requests = 0;  // requests with an old PSN (re-ACKed / replayed)
-  uint64_t out_of_sequence = 0;     // requests with a future PSN (dropped)
-  uint64_t implied_naks = 0;        // READ/ATOMIC responses found missing by a later ACK
-  uint64_t dropped_bad_state = 0;   // packets arriving while the QP cannot take them
-  uint64_t dropped_stale = 0;       // stale or duplicate responses ignored
-  uint64_t completions_ok = 0, completions_error = 0, completions_flushed = 0;
-  // Resource exhaustion (docs/design.md "Resource exhaustion"):
-  uint64_t completions_dropped = 0;  // not written: the CQ had overrun (ndkpi.md §3.3)
-  uint64_t cq_overrun_errors = 0;    // times this QP was moved to ERR by an overrun CQ
-  uint64_t rnr_naks_coalesced = 0;   // requests answered by an RNR NAK already queued for them
-  uint64_t resp_queue_full = 0;      // requests dropped: responder output queue full
-  // Every completion (send and receive, silent ones included) by its verbs status.
-  uint64_t completions_by_status[static_cast<size_t>(WcStatus::kGeneralErr) + 1] = {};
-
-  // Adds `o` into this (aggregation over QPs for adapter / engine totals).
-  void add(const QpCounters& o) noexcept;
-};
 
 // One send-queue entry as the requester tracks it until it is retired.
 struct SendSlot {
@@ -168,6 +127,8 @@ struct QpConfig {
 // Longest message (IBTA §9.4: DMA lengths above 2^31 are invalid requests), and so the longest
 // send, READ, WRITE or receive buffer a post may name (NDK max_transfer_length).
 inline constexpr uint32_t kMaxMessageLength = 1u << 31;
+// Deepest send or receive queue (and SRQ) a QP may ask for: a ring of 2^15 slots.
+inline constexpr uint32_t kMaxQueueDepth = 32768;
 // Largest max_rd_atomic / max_dest_rd_atomic accepted (validate_modify).
 inline constexpr uint32_t kMaxRdAtomicLimit = 128;
 // Responder output queue: each READ / ATOMIC / NAK is one job, ACKs coalesce into the last.

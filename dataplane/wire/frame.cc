@@ -294,3 +294,12 @@ TransportHeaders transport_headers_of(const ParsedFrame& f) noexcept {
 }
 
 }  // namespace urnic::wire
+
+namespace urnic {
+
+// Every name in the table is a string literal, so data() is NUL-terminated.
+const char* parse_error_name(size_t index) noexcept {
+  return wire::to_string(static_cast<wire::ParseError>(index)).data();
+}
+
+}  // namespace urnic

@@ -19,6 +19,7 @@
 #include <optional>
 #include <span>
 
+#include "urnic/counters.h"
 #include "urnic/cq.h"
 #include "urnic/engine.h"
 #include "urnic/object.h"
@@ -37,6 +38,10 @@ struct AdapterConfig {
   uint32_t max_qps = 1024;                    // QPNs 2 .. max_qps - 1
   uint32_t max_mrs = 1u << 16;                // MRs, FRMRs, MWs and privileged tokens together
   uint64_t key_seed = 0;                      // 0: memory keys seeded from the TSC
+  // Fault injection on the RoCEv2 frames this adapter sends (tx) and receives (rx), at its port
+  // boundary (urnic/counters.h). Testing builds only: an active config elsewhere fails open()
+  // with kNotSupported.
+  FaultConfig tx_faults, rx_faults;
 };
 
 namespace detail {
@@ -63,6 +68,11 @@ class Adapter {
   // sizeof(AdapterInfo). kInvalidParameter if buffer_size is null. Any thread.
   Status query_adapter_info(AdapterInfo* info, uint32_t* buffer_size) const noexcept;
   AdapterInfo adapter_info() const noexcept;
+
+  // A snapshot of what the adapter counted (urnic/counters.h): the sum over its live QPs, its
+  // port queue's packets and drops by reason, and the fault injectors'. kInvalidParameter for a
+  // null `out`. Any thread; never pends.
+  Status query_counters(AdapterCounters* out) const noexcept;
 
   // NdkCreateCq: a CQ of `depth` entries (1 .. max_cq_depth, else kInvalidParameter).
   // `notification` (may be null) is called with `notification_context` when an arm is

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <span>
 
+#include "urnic/counters.h"
 #include "urnic/object.h"
 #include "urnic/status.h"
 #include "urnic/types.h"
@@ -60,6 +61,8 @@ class QpExtension {
   // Completion type kFetchAdd. As compare_swap otherwise.
   Status fetch_add(void* request_context, const Sge& result, uint64_t remote_address,
                    uint32_t remote_token, uint64_t add, uint32_t flags) noexcept;
+  // A snapshot of what the engine counted for this QP (urnic/counters.h). Any thread.
+  QpCounters counters() const noexcept;
 
  private:
   friend struct detail::QpImpl;
@@ -68,34 +71,6 @@ class QpExtension {
 };
 
 // ---- Manual connect ---------------------------------------------------------------------------
-
-// QP states (values of enum ibv_qp_state).
-enum class QpState : uint8_t { kReset = 0, kInit, kRtr, kRts, kSqd, kSqe, kErr };
-
-// Remote rights a QP accepts (ibv_access_flags' remote bits), for QpAttributes::access.
-namespace qp_access {
-inline constexpr uint32_t kRemoteRead = 1u << 1;
-inline constexpr uint32_t kRemoteWrite = 1u << 2;
-inline constexpr uint32_t kRemoteAtomic = 1u << 3;
-inline constexpr uint32_t kAll = kRemoteRead | kRemoteWrite | kRemoteAtomic;
-}  // namespace qp_access
-
-// Which QpAttributes fields a modify carries (the IBV_QP_* masks RoCE RC uses).
-namespace qp_attr_mask {
-inline constexpr uint32_t kState = 1u << 0;
-inline constexpr uint32_t kAccessFlags = 1u << 1;
-inline constexpr uint32_t kPathMtu = 1u << 2;
-inline constexpr uint32_t kDestQpn = 1u << 3;
-inline constexpr uint32_t kRqPsn = 1u << 4;
-inline constexpr uint32_t kSqPsn = 1u << 5;
-inline constexpr uint32_t kMaxDestRdAtomic = 1u << 6;  // IRD
-inline constexpr uint32_t kMaxRdAtomic = 1u << 7;      // ORD
-inline constexpr uint32_t kTimeout = 1u << 8;
-inline constexpr uint32_t kRetryCnt = 1u << 9;
-inline constexpr uint32_t kRnrRetry = 1u << 10;
-inline constexpr uint32_t kMinRnrTimer = 1u << 11;
-inline constexpr uint32_t kAv = 1u << 12;
-}  // namespace qp_attr_mask
 
 // Where the peer is (the address vector; the local side comes from the adapter). A dst_mac of
 // all zeros asks the adapter to resolve it (ARP or IPv6 neighbour discovery, up to 2 s).

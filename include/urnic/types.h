@@ -200,4 +200,38 @@ static_assert(offsetof(AdapterInfo, rdma_technology) == 0x60);
 // PAGE_SIZE of FastRegister page arrays and logical address mappings (NDK: the host page size).
 inline constexpr uint32_t kPageSize = 4096;
 
+// ---- QP states and attributes ------------------------------------------------------------------
+
+// QP states (IBTA §10.3.1; the values of enum ibv_qp_state). The one QP state type: the
+// engine's state machine (dataplane/qp.h) uses it too.
+enum class QpState : uint8_t { kReset = 0, kInit, kRtr, kRts, kSqd, kSqe, kErr };
+inline constexpr size_t kQpStateCount = 7;
+const char* to_string(QpState s) noexcept;
+
+// Remote rights a QP accepts (ibv_access_flags' remote bits), for QpAttributes::access.
+namespace qp_access {
+inline constexpr uint32_t kRemoteRead = 1u << 1;
+inline constexpr uint32_t kRemoteWrite = 1u << 2;
+inline constexpr uint32_t kRemoteAtomic = 1u << 3;
+inline constexpr uint32_t kAll = kRemoteRead | kRemoteWrite | kRemoteAtomic;
+}  // namespace qp_access
+
+// Which QP attributes a modify carries (the IBV_QP_* masks RoCE RC uses); the engine's modify
+// (dp::QpAttr) takes the same masks.
+namespace qp_attr_mask {
+inline constexpr uint32_t kState = 1u << 0;
+inline constexpr uint32_t kAccessFlags = 1u << 1;
+inline constexpr uint32_t kPathMtu = 1u << 2;
+inline constexpr uint32_t kDestQpn = 1u << 3;
+inline constexpr uint32_t kRqPsn = 1u << 4;
+inline constexpr uint32_t kSqPsn = 1u << 5;
+inline constexpr uint32_t kMaxDestRdAtomic = 1u << 6;  // IRD
+inline constexpr uint32_t kMaxRdAtomic = 1u << 7;      // ORD
+inline constexpr uint32_t kTimeout = 1u << 8;
+inline constexpr uint32_t kRetryCnt = 1u << 9;
+inline constexpr uint32_t kRnrRetry = 1u << 10;
+inline constexpr uint32_t kMinRnrTimer = 1u << 11;
+inline constexpr uint32_t kAv = 1u << 12;
+}  // namespace qp_attr_mask
+
 }  // namespace urnic

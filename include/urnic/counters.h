@@ -1,0 +1,138 @@
+// What an adapter counts (architecture.md §7): per QP, per port queue, and the fault injector's
+// tally, as plain structs. These are the structs the dataplane itself increments (one
+// definition: dp::QpCounters and dp::EngineCounters are these types), so a snapshot read through
+// Adapter::query_counters or QpExtension::counters shows exactly what the engine counted.
+//
+// Reads are snapshots taken while the engine keeps counting: each field is read once, so a total
+// may lag by the packets of one engine step.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "urnic/types.h"
+
+namespace urnic {
+
+// ---- Per QP -------------------------------------------------------------------------------------
+
+struct QpCounters {
+  uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
+  uint64_t retransmits = 0;  // packets sent again (go-back-N)
+  uint64_t timeouts = 0;     // local ACK timer expiries
+  uint64_t acks_sent = 0, acks_received = 0;
+  uint64_t naks_sent[4] = {};  // by NAK code: seq err, invalid req, access, operational
+  uint64_t naks_received[4] = {};
+  uint64_t rnr_naks_sent = 0, rnr_naks_received = 0;
+  uint64_t duplicate_requests = 0;  // requests with an old PSN (re-ACKed / replayed)
+  uint64_t out_of_sequence = 0;     // requests with a future PSN (dropped)
+  uint64_t implied_naks = 0;        // READ/ATOMIC responses found missing by a later ACK
+  uint64_t dropped_bad_state = 0;   // packets arriving while the QP cannot take them
+  uint64_t dropped_stale = 0;       // stale or duplicate responses ignored
+  uint64_t completions_ok = 0, completions_error = 0, completions_flushed = 0;
+  // Resource exhaustion (docs/design.md "Resource exhaustion"):
+  uint64_t completions_dropped = 0;  // not written: the CQ had overrun (ndkpi.md §3.3)
+  uint64_t cq_overrun_errors = 0;    // times this QP was moved to ERR by an overrun CQ
+  uint64_t rnr_naks_coalesced = 0;   // requests answered by an RNR NAK already queued for them
+  uint64_t resp_queue_full = 0;      // requests dropped: responder output queue full
+  // Every completion (send and receive, silent ones included) by its verbs status.
+  uint64_t completions_by_status[static_cast<size_t>(WcStatus::kGeneralErr) + 1] = {};
+
+  // Adds `o` into this (aggregation over QPs for adapter / engine totals).
+  void add(const QpCounters& o) noexcept;
+  uint64_t naks_sent_total() const noexcept {
+    return naks_sent[0] + naks_sent[1] + naks_sent[2] + naks_sent[3];
+  }
+  uint64_t naks_received_total() const noexcept {
+    return naks_received[0] + naks_received[1] + naks_received[2] + naks_received[3];
+  }
+};
+
+// ---- Per port queue (what one engine saw of one adapter)
+// -----------------------------------------
+
+// Why a received frame was dropped before any QP saw it.
+enum class RxDrop : uint8_t {
+  kMalformed,  // the parser rejected it (the reason is counted in parse_errors)
+  kBadIcrc,
+  kNoQp,         // DestQP names no QP of the adapter
+  kBadAddress,   // IP addresses do not match the QP's address vector
+  kUnsupported,  // UC, UD, CNP: not handled by the RC engine
+  kNotRoce,      // not IP/UDP 4791 (ARP, other traffic) and no control ring to take it
+  kCount,
+};
+const char* to_string(RxDrop r) noexcept;
+
+// Why the parser rejected a frame (values of the wire layer's ParseError, kOk first).
+inline constexpr size_t kParseErrorCount = 17;
+const char* parse_error_name(size_t index) noexcept;
+
+struct PortCounters {
+  uint64_t steps = 0, busy_steps = 0;
+  uint64_t rx_packets = 0, rx_bytes = 0, tx_packets = 0, tx_bytes = 0;
+  uint64_t rx_drops[static_cast<size_t>(RxDrop::kCount)] = {};
+  uint64_t parse_errors[kParseErrorCount] = {};
+  uint64_t mbuf_alloc_failures = 0;
+  uint64_t tx_ring_full = 0;  // steps where the port took fewer frames than offered
+
+  uint64_t rx_drops_total() const noexcept {
+    uint64_t t = 0;
+    for (uint64_t d : rx_drops) t += d;
+    return t;
+  }
+};
+
+// ---- Fault injection (testing builds)
+// ------------------------------------------------------------
+
+// What the fault injector at the adapter's port boundary does to each direction's RoCEv2 frames
+// (architecture.md §7). Only in builds with URNIC_TESTING (the default); elsewhere an adapter
+// opened with a non-empty FaultConfig fails with kNotSupported.
+struct FaultConfig {
+  // Probabilities in parts per million of each frame.
+  uint32_t drop_ppm = 0;
+  uint32_t duplicate_ppm = 0;
+  uint32_t reorder_ppm = 0;
+  uint32_t corrupt_ppm = 0;
+  uint32_t reorder_depth = 3;  // a reordered frame is released after this many later frames
+  uint64_t seed = 1;
+
+  // Scripted faults: act on the `nth` (1-based) frame whose BTH opcode is `opcode` (any RoCEv2
+  // frame when opcode is kAnyOpcode). Each rule fires once.
+  enum class Action : uint8_t { kDrop, kDuplicate, kCorrupt, kDelay };
+  struct Rule {
+    uint16_t opcode = 0;
+    uint32_t nth = 0;
+    Action action = Action::kDrop;
+  };
+  static constexpr uint16_t kAnyOpcode = 0x100;
+  static constexpr size_t kMaxRules = 16;
+  std::array<Rule, kMaxRules> rules{};
+  uint32_t nrules = 0;
+
+  bool add_rule(uint16_t opcode, uint32_t nth, Action a) noexcept {
+    if (nrules == kMaxRules) return false;
+    rules[nrules++] = Rule{opcode, nth, a};
+    return true;
+  }
+  // Whether this configuration injects anything at all.
+  bool active() const noexcept {
+    return drop_ppm != 0 || duplicate_ppm != 0 || reorder_ppm != 0 || corrupt_ppm != 0 ||
+           nrules != 0;
+  }
+};
+
+struct FaultCounters {
+  uint64_t seen = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0, scripted = 0;
+};
+
+// ---- Per adapter --------------------------------------------------------------------------------
+
+struct AdapterCounters {
+  QpCounters qps;  // the sum over the adapter's live QPs
+  PortCounters port;
+  FaultCounters tx_faults, rx_faults;
+};
+
+}  // namespace urnic
