@@ -54,6 +54,22 @@ FaultCounters Adapter::rx_fault_counters() const noexcept {
   return rx_fault_ ? rx_fault_->counters() : FaultCounters{};
 }
 
+Status Adapter::set_faults(const FaultConfig& tx, const FaultConfig& rx) {
+  if (!kTesting && (tx.active() || rx.active())) return Status::kNotSupported;
+  std::unique_ptr<dp::FaultInjector> t, r;
+  if (tx.active()) t = std::make_unique<dp::FaultInjector>(tx);
+  if (rx.active()) r = std::make_unique<dp::FaultInjector>(rx);
+  dp::MailboxMsg m;
+  m.kind = dp::MailboxMsg::Kind::kSetFaults;
+  m.ep = ep_.get();
+  m.rx_fault = r.get();
+  m.tx_fault = t.get();
+  if (Status s = engine_->call(m); s != Status::kSuccess) return s;
+  tx_fault_ = std::move(t);  // the old injectors are no longer used by the engine
+  rx_fault_ = std::move(r);
+  return Status::kSuccess;
+}
+
 uint32_t Adapter::alloc_pd() { return next_pd_.fetch_add(1, std::memory_order_relaxed); }
 
 uint32_t Adapter::alloc_qpn() {

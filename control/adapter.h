@@ -78,6 +78,10 @@ class Adapter {
   // fault injectors' (zero when none is installed).
   const dp::EngineCounters& endpoint_counters() { return ep_->counters(); }
   FaultCounters tx_fault_counters() const noexcept;
+  // Replaces the fault injectors (an inactive config removes one) on the engine, between two
+  // bursts; the old injectors' counters are gone with them. kNotSupported in a build without
+  // URNIC_TESTING when a config is active. Control side, one thread at a time.
+  Status set_faults(const FaultConfig& tx, const FaultConfig& rx);
   FaultCounters rx_fault_counters() const noexcept;
 
   // The address vector for sending from this adapter to `peer` (same IP family as `ipv6`).

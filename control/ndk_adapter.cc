@@ -500,4 +500,11 @@ LocalAddress AdapterExtension::local_address() const noexcept {
   return l;
 }
 
+Status AdapterExtension::set_faults(const FaultConfig& tx, const FaultConfig& rx) noexcept {
+  // A manual engine is stepped by the application's thread: the control thread must not apply
+  // mailbox messages on it concurrently.
+  if (a_->on_control_thread() && !a_->eng->running()) return Status::kInvalidDeviceState;
+  return detail::guarded([&] { return a_->ctl->set_faults(tx, rx); });
+}
+
 }  // namespace urnic

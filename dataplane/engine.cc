@@ -143,6 +143,13 @@ void Engine::apply(MailboxMsg& m) noexcept {
       }
       m.ep->set_qp_lc(m.qp->qpn(), nullptr);
       break;
+    case MailboxMsg::Kind::kSetFaults:
+      // On the engine's lcore: held frames go back to their pools from the thread that owns
+      // the mempool cache.
+      for (FaultInjector* f : {m.ep->rx_fault(), m.ep->tx_fault()})
+        if (f != nullptr) f->clear();
+      m.ep->set_faults(m.rx_fault, m.tx_fault);
+      break;
     case MailboxMsg::Kind::kRemoveEndpoint:
       for (uint32_t i = 0; i < nep_; ++i) {
         if (eps_[i] == m.ep) {

@@ -125,12 +125,23 @@ class Endpoint {
 // A control-plane request applied by the engine between bursts.
 struct MailboxMsg {
   // kRemoveEndpoint: the engine stops serving `ep` (its adapter is closing; no QP of it left).
-  enum class Kind : uint8_t { kAddQp, kModifyQp, kDestroyQp, kFlushQp, kRemoveEndpoint };
+  // kSetFaults: `ep` uses the injectors `rx_fault` / `tx_fault` (null: none) from its next
+  // burst; frames the old ones held back are freed (a reorder turns into a loss).
+  enum class Kind : uint8_t {
+    kAddQp,
+    kModifyQp,
+    kDestroyQp,
+    kFlushQp,
+    kRemoveEndpoint,
+    kSetFaults
+  };
   Kind kind = Kind::kAddQp;
   Endpoint* ep = nullptr;
   Qp* qp = nullptr;
   QpAttr attr{};
   uint32_t mask = 0;
+  FaultInjector* rx_fault = nullptr;
+  FaultInjector* tx_fault = nullptr;
   Status result = Status::kPending;
   std::atomic<bool> done{false};
 };

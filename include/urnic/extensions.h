@@ -168,6 +168,13 @@ class AdapterExtension {
 
   // The adapter's MAC and IP addresses (its GIDs are these IPs). Any thread.
   LocalAddress local_address() const noexcept;
+  // Replaces the fault injectors on the adapter's RoCEv2 frames (urnic/counters.h), applied by
+  // the engine between two bursts; an inactive config removes that direction's injector. The
+  // replaced injectors' counters (Adapter::query_counters) are gone with them, and frames they
+  // held back for reordering are dropped. kNotSupported in builds without URNIC_TESTING when a
+  // config is active. kInvalidDeviceState inside a callback while the engine is not launched.
+  // Control side: not concurrently with another set_faults of the adapter.
+  Status set_faults(const FaultConfig& tx, const FaultConfig& rx) noexcept;
 
  private:
   friend struct detail::AdapterImpl;

@@ -237,8 +237,8 @@ TEST_F(Exhaustion, RnrFloodWithFiniteRetryFailsTheFirstSendAndFlushesTheRest) {
                   ctx(i));
   EXPECT_TRUE(p.b.recv_done.empty());
   EXPECT_TRUE(p.b.send_done.empty());
-  EXPECT_EQ(p.a.qp->public_state(), QpState::kErr);
-  EXPECT_EQ(p.b.qp->public_state(), QpState::kRts);  // the responder is not at fault
+  EXPECT_EQ(p.a.qp->state(), QpState::kErr);
+  EXPECT_EQ(p.b.qp->state(), QpState::kRts);  // the responder is not at fault
   const auto& ca = p.a.qp->counters;
   const auto& cb = p.b.qp->counters;
   EXPECT_EQ(cb.rnr_naks_sent, 3u);  // rnr_retry + 1
@@ -276,11 +276,11 @@ TEST_F(Exhaustion, RnrFloodWithInfiniteRetryDeliversEveryMessageOnceAsReceivesAr
   steps(p, c, 2000);
   EXPECT_TRUE(p.a.send_done.empty());
   EXPECT_TRUE(p.b.recv_done.empty());
-  EXPECT_EQ(p.a.qp->public_state(), QpState::kRts);
+  EXPECT_EQ(p.a.qp->state(), QpState::kRts);
   // One RNR NAK per round (NAK, RNR wait, resend): far more than the 7 a finite rnr_retry
   // would survive.
-  EXPECT_GT(p.b.qp->counters.rnr_naks_sent, 7u * 10);
-  EXPECT_EQ(p.a.qp->counters.rnr_naks_received, p.b.qp->counters.rnr_naks_sent);
+  EXPECT_GT(p.b.qp->counters().rnr_naks_sent, 7u * 10);
+  EXPECT_EQ(p.a.qp->counters().rnr_naks_received, p.b.qp->counters().rnr_naks_sent);
 
   for (uint32_t b = 0; b < kMsgs / kBatch; ++b) {
     for (uint32_t i = b * kBatch; i < (b + 1) * kBatch; ++i)
@@ -315,8 +315,8 @@ TEST_F(Exhaustion, RnrFloodWithInfiniteRetryDeliversEveryMessageOnceAsReceivesAr
   EXPECT_EQ(cb.completions_ok, kMsgs);
   EXPECT_EQ(ca.completions_ok, kMsgs);
   EXPECT_EQ(ca.timeouts, 0u);
-  EXPECT_EQ(p.a.qp->public_state(), QpState::kRts);
-  EXPECT_EQ(p.b.qp->public_state(), QpState::kRts);
+  EXPECT_EQ(p.a.qp->state(), QpState::kRts);
+  EXPECT_EQ(p.b.qp->state(), QpState::kRts);
 }
 
 // ---- RawQp: one QP fed synthetic frames ---------------------------------------------------------
@@ -533,11 +533,11 @@ TEST_F(Exhaustion, SenderPoolEmptyStallsWithoutLossThenCompletes) {
   steps(p, c, kStall);
   EXPECT_EQ(p.a.adapter->endpoint_counters().mbuf_alloc_failures - fail0, kStall);
   EXPECT_EQ(p.b.adapter->endpoint_counters().mbuf_alloc_failures, 0u);
-  EXPECT_EQ(p.a.qp->counters.tx_packets, 0u);
-  EXPECT_EQ(p.b.qp->counters.rx_packets, 0u);
+  EXPECT_EQ(p.a.qp->counters().tx_packets, 0u);
+  EXPECT_EQ(p.b.qp->counters().rx_packets, 0u);
   EXPECT_EQ(p.a.qp->req.psn, Psn(0x10000));  // no PSN consumed
   EXPECT_TRUE(p.a.send_done.empty());
-  EXPECT_EQ(p.a.qp->public_state(), QpState::kRts);
+  EXPECT_EQ(p.a.qp->state(), QpState::kRts);
 
   give_back(held, held.size() - 1);  // one mbuf
   ASSERT_TRUE(drive(p, c, [&] { return p.a.send_done.size() == 2 * kMsgs; }));
@@ -664,8 +664,8 @@ TEST_F(Exhaustion, ReceiverPoolEmptyExecutesButCannotAnswerUntilMbufsReturn) {
   EXPECT_EQ(cb.tx_packets, 0u);
   // From the step after A's first transmission, B's responder tried once per step.
   EXPECT_EQ(p.b.adapter->endpoint_counters().mbuf_alloc_failures, kStall - 1);
-  EXPECT_EQ(p.a.qp->public_state(), QpState::kRts);
-  EXPECT_EQ(p.b.qp->public_state(), QpState::kRts);
+  EXPECT_EQ(p.a.qp->state(), QpState::kRts);
+  EXPECT_EQ(p.b.qp->state(), QpState::kRts);
 
   give_back(held);
   ASSERT_TRUE(drive(p, c, [&] { return p.a.send_done.size() == 2 * SmallTraffic::kN + 1; }));
@@ -696,8 +696,8 @@ TEST_F(Exhaustion, ReceiverDroppingFramesRecoversByRetransmission) {
   EXPECT_TRUE(p.a.send_done.empty());
   EXPECT_TRUE(p.b.recv_done.empty());
   EXPECT_EQ(drop_all.counters().dropped, 4u * 8);  // the first send and three resends
-  EXPECT_EQ(p.b.qp->counters.rx_packets, 0u);
-  EXPECT_EQ(p.a.qp->counters.timeouts, 3u);
+  EXPECT_EQ(p.b.qp->counters().rx_packets, 0u);
+  EXPECT_EQ(p.a.qp->counters().timeouts, 3u);
 
   p.a.adapter->endpoint().set_faults(nullptr, nullptr);
   give_back(held);
@@ -743,7 +743,7 @@ TEST_F(Exhaustion, ReceiverPoolEmptyStillDeliversItsNakCode) {
   EXPECT_EQ(cb.dropped_bad_state, 1u);  // the second WRITE, behind the queued NAK
   // Once when the NAK was due (B's RX, step 2), then once per step from its TX phase on.
   EXPECT_EQ(p.b.adapter->endpoint_counters().mbuf_alloc_failures, 1u + 99);
-  EXPECT_EQ(p.b.qp->public_state(), QpState::kRts);  // ERR once the NAK is out
+  EXPECT_EQ(p.b.qp->state(), QpState::kRts);  // ERR once the NAK is out
   EXPECT_TRUE(p.a.send_done.empty());
 
   give_back(held);
@@ -753,11 +753,11 @@ TEST_F(Exhaustion, ReceiverPoolEmptyStillDeliversItsNakCode) {
                 OperationType::kWrite, ctx(1));
   expect_result(p.a.send_done[1], Status::kCancelled, WcStatus::kWrFlushErr, OperationType::kWrite,
                 ctx(2));
-  EXPECT_EQ(p.b.qp->public_state(), QpState::kErr);
-  EXPECT_EQ(p.a.qp->public_state(), QpState::kErr);
+  EXPECT_EQ(p.b.qp->state(), QpState::kErr);
+  EXPECT_EQ(p.a.qp->state(), QpState::kErr);
   EXPECT_EQ(cb.tx_packets, 1u);
-  EXPECT_EQ(p.a.qp->counters.naks_received[wire::aeth::kNakRemoteAccessError], 1u);
-  EXPECT_EQ(p.a.qp->counters.timeouts, 0u);
+  EXPECT_EQ(p.a.qp->counters().naks_received[wire::aeth::kNakRemoteAccessError], 1u);
+  EXPECT_EQ(p.a.qp->counters().timeouts, 0u);
   EXPECT_EQ(dst, before);
 }
 
@@ -801,9 +801,9 @@ TEST_F(Exhaustion, SendCqOverrunKillsEveryQpOnIt) {
   EXPECT_TRUE(cq.overrun());
   EXPECT_EQ(cq.produced(), kCq);
   EXPECT_EQ(cq.dropped(), kWrites - kCq);
-  EXPECT_EQ(p.a.qp->public_state(), QpState::kErr);
+  EXPECT_EQ(p.a.qp->state(), QpState::kErr);
   EXPECT_EQ(a2->public_state(), QpState::kErr);
-  EXPECT_EQ(p.b.qp->public_state(), QpState::kRts);
+  EXPECT_EQ(p.b.qp->state(), QpState::kRts);
   EXPECT_EQ(b2->public_state(), QpState::kRts);
   const auto& ca = p.a.qp->counters;
   EXPECT_EQ(ca.completions_dropped, kWrites - kCq);
@@ -814,7 +814,7 @@ TEST_F(Exhaustion, SendCqOverrunKillsEveryQpOnIt) {
   EXPECT_EQ(dst, src);  // B executed all of them before A's CQ overran
 
   // Work posted to the dead QPs is flushed without being sent; its completions are lost too.
-  const uint64_t b_rx = p.b.qp->counters.rx_packets + b2->counters.rx_packets;
+  const uint64_t b_rx = p.b.qp->counters().rx_packets + b2->counters.rx_packets;
   for (uint32_t i = 0; i < 3; ++i)
     ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kWrite, ctx(100 + i), src.data(), kLen, ksrc,
                                         addr(dst.data()), kdst)),
@@ -827,7 +827,7 @@ TEST_F(Exhaustion, SendCqOverrunKillsEveryQpOnIt) {
   EXPECT_EQ(a2->counters.completions_dropped, 1u);
   EXPECT_EQ(cq.dropped(), kWrites - kCq + 4);
   EXPECT_EQ(cq.produced(), kCq);
-  EXPECT_EQ(p.b.qp->counters.rx_packets + b2->counters.rx_packets, b_rx);
+  EXPECT_EQ(p.b.qp->counters().rx_packets + b2->counters.rx_packets, b_rx);
   EXPECT_EQ(ca.tx_packets, kWrites);
   EXPECT_EQ(a2->counters.tx_packets, 0u);
 
@@ -905,8 +905,8 @@ TEST_F(Exhaustion, RecvCqOverrunStopsTheResponder) {
                           [](uint8_t b) { return b == 0x33; }));
   const auto& ca = p.a.qp->counters;
   const auto& cb = p.b.qp->counters;
-  EXPECT_EQ(p.b.qp->public_state(), QpState::kErr);
-  EXPECT_EQ(p.a.qp->public_state(), QpState::kErr);
+  EXPECT_EQ(p.b.qp->state(), QpState::kErr);
+  EXPECT_EQ(p.a.qp->state(), QpState::kErr);
   EXPECT_EQ(cb.cq_overrun_errors, 1u);
   EXPECT_EQ(cb.completions_dropped, kSends - kCq);
   EXPECT_EQ(cb.completions_ok, kCq + 1);

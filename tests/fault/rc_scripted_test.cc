@@ -542,12 +542,12 @@ TEST_F(RcScripted, WriteLostSecondAck) {
               Status::kSuccess);
     ASSERT_TRUE(run.wait(*p, 1));
     ASSERT_EQ(f.scripted(), 0u);
-    const uint64_t b_rx = p->b.qp->counters.rx_packets;
+    const uint64_t b_rx = p->b.qp->counters().rx_packets;
     ASSERT_EQ(p->a.qp->post_send(
                   data_wr(WrOpcode::kWrite, ctx(2), src2.data(), kLen, k2, dst.va(), kdst)),
               Status::kSuccess);
     // Attempt until B has received (and placed) the four packets of WRITE 2.
-    ASSERT_TRUE(run.until(*p, [&] { return p->b.qp->counters.rx_packets >= b_rx + kPkts; }));
+    ASSERT_TRUE(run.until(*p, [&] { return p->b.qp->counters().rx_packets >= b_rx + kPkts; }));
     ASSERT_EQ(p->a.send_done.size(), 1u);
     auto expected = with(with(before, kLen, src1), 0, src2);
     ASSERT_EQ(first_diff(dst.bytes, expected), -1);
@@ -727,7 +727,7 @@ void atomic_lost_ack(RcPair& p, Attempt& run, const Faults& f, const AtomicCase&
     ++posted;
   }
   // Attempt until B has received (and executed) everything posted.
-  ASSERT_TRUE(run.until(p, [&] { return p.b.qp->counters.rx_packets >= posted; }));
+  ASSERT_TRUE(run.until(p, [&] { return p.b.qp->counters().rx_packets >= posted; }));
   ASSERT_EQ(p.a.send_done.size(), 0u);
   ASSERT_EQ(remote.word(64), c.after) << "atomic not executed";
   remote.set_word(64, c.meddled);
@@ -748,8 +748,8 @@ void atomic_lost_ack(RcPair& p, Attempt& run, const Faults& f, const AtomicCase&
   std::memcpy(orig_bytes.data(), &c.initial, 8);
   EXPECT_EQ(first_diff(orig.bytes, with(orig_before, 0, orig_bytes)), -1)
       << "requester did not get the saved original value";
-  run.count("B duplicates", p.b.qp->counters.duplicate_requests, posted);
-  run.count("A retransmits", p.a.qp->counters.retransmits, posted);
+  run.count("B duplicates", p.b.qp->counters().duplicate_requests, posted);
+  run.count("A retransmits", p.a.qp->counters().retransmits, posted);
 }
 
 constexpr AtomicCase kFetchAdd{WrOpcode::kFetchAdd, 5, 0, 1000, 1005, 7777};
@@ -761,8 +761,8 @@ TEST_F(RcScripted, FetchAddLostAtomicAck) {
     auto p = make_pair(kTimerRecovery);
     Faults f(*p, {}, script({{opc::kAtomicAcknowledge, 1, Action::kDrop}}));
     ASSERT_NO_FATAL_FAILURE(atomic_lost_ack(*p, run, f, kFetchAdd, false));
-    run.count("A timeouts", p->a.qp->counters.timeouts, 1);
-    run.count("A implied NAKs", p->a.qp->counters.implied_naks, 0);
+    run.count("A timeouts", p->a.qp->counters().timeouts, 1);
+    run.count("A implied NAKs", p->a.qp->counters().implied_naks, 0);
   });
 }
 
@@ -771,8 +771,8 @@ TEST_F(RcScripted, CompareSwapLostAtomicAck) {
     auto p = make_pair(kTimerRecovery);
     Faults f(*p, {}, script({{opc::kAtomicAcknowledge, 1, Action::kDrop}}));
     ASSERT_NO_FATAL_FAILURE(atomic_lost_ack(*p, run, f, kCompareSwap, false));
-    run.count("A timeouts", p->a.qp->counters.timeouts, 1);
-    run.count("A implied NAKs", p->a.qp->counters.implied_naks, 0);
+    run.count("A timeouts", p->a.qp->counters().timeouts, 1);
+    run.count("A implied NAKs", p->a.qp->counters().implied_naks, 0);
   });
 }
 
@@ -784,8 +784,8 @@ TEST_F(RcScripted, FetchAddLostAtomicAckFoundByLaterAck) {
     auto p = make_pair(kNoTimer);
     Faults f(*p, {}, script({{opc::kAtomicAcknowledge, 1, Action::kDrop}}));
     ASSERT_NO_FATAL_FAILURE(atomic_lost_ack(*p, run, f, kFetchAdd, true));
-    run.count("A timeouts", p->a.qp->counters.timeouts, 0);
-    run.count("A implied NAKs", p->a.qp->counters.implied_naks, 1);
+    run.count("A timeouts", p->a.qp->counters().timeouts, 0);
+    run.count("A implied NAKs", p->a.qp->counters().implied_naks, 1);
   });
 }
 
@@ -810,7 +810,7 @@ TEST_F(RcScripted, RnrThenReceivePostedLater) {
     const auto before = buf.snapshot();
     ASSERT_EQ(p->a.qp->post_send(data_wr(WrOpcode::kSend, ctx(1), src.data(), kLen, ksrc)),
               Status::kSuccess);
-    ASSERT_TRUE(run.until(*p, [&] { return p->a.qp->counters.rnr_naks_received >= 3; }));
+    ASSERT_TRUE(run.until(*p, [&] { return p->a.qp->counters().rnr_naks_received >= 3; }));
     ASSERT_EQ(p->a.send_done.size(), 0u);
     ASSERT_EQ(p->b.qp->post_recv(recv_wr(ctx(101), buf.region(), kLen, kbuf)), Status::kSuccess);
     ASSERT_TRUE(run.wait(*p, 1, 1));
@@ -821,7 +821,7 @@ TEST_F(RcScripted, RnrThenReceivePostedLater) {
     expect_ok(p->b.recv_done[0], OperationType::kReceive, ctx(101));
     EXPECT_EQ(p->b.recv_done[0].bytes_transferred, kLen);
     EXPECT_EQ(first_diff(buf.bytes, with(before, 0, src)), -1);
-    EXPECT_EQ(p->a.qp->public_state(), dp::QpState::kRts);
+    EXPECT_EQ(p->a.qp->state(), dp::QpState::kRts);
     const auto& ca = p->a.qp->counters;
     const auto& cb = p->b.qp->counters;
     run.count("A RNR NAKs received", ca.rnr_naks_received, 3);
@@ -848,7 +848,7 @@ TEST_F(RcScripted, WriteWithImmRnrAtLastPacket) {
     auto w = data_wr(WrOpcode::kWriteWithImm, ctx(1), src.data(), kLen, ksrc, dst.va(), kdst);
     w.imm_or_inv = 0xC0DE;
     ASSERT_EQ(p->a.qp->post_send(w), Status::kSuccess);
-    ASSERT_TRUE(run.until(*p, [&] { return p->a.qp->counters.rnr_naks_received >= 2; }));
+    ASSERT_TRUE(run.until(*p, [&] { return p->a.qp->counters().rnr_naks_received >= 2; }));
     ASSERT_EQ(p->a.send_done.size(), 0u);
     ASSERT_EQ(p->b.qp->post_recv(recv_wr(ctx(101), rbuf.region(), 64, krbuf)), Status::kSuccess);
     ASSERT_TRUE(run.wait(*p, 1, 1));
@@ -865,9 +865,9 @@ TEST_F(RcScripted, WriteWithImmRnrAtLastPacket) {
     EXPECT_EQ(first_diff(rbuf.bytes, rbuf_before), -1);  // WRITE with immediate places no data
     const auto& ca = p->a.qp->counters;
     run.count("A RNR NAKs received", ca.rnr_naks_received, 2);
-    run.count("B RNR NAKs sent", p->b.qp->counters.rnr_naks_sent, 2);
+    run.count("B RNR NAKs sent", p->b.qp->counters().rnr_naks_sent, 2);
     run.count("A retransmits (the LAST, twice)", ca.retransmits, 2);
-    run.count("B duplicates", p->b.qp->counters.duplicate_requests, 0);
+    run.count("B duplicates", p->b.qp->counters().duplicate_requests, 0);
     run.count("A timeouts", ca.timeouts, 0);
   });
 }
@@ -892,7 +892,7 @@ TEST_P(RcRnrExhausted, SendNeverReceivedFailsAfterRnrRetryRetries) {
                   data_wr(WrOpcode::kWrite, ctx(2), src.data(), 64, ksrc, dst.va() + 64, kdst)),
               Status::kSuccess);
     ASSERT_TRUE(run.wait(*p, 2));
-    ASSERT_EQ(p->a.qp->public_state(), dp::QpState::kErr);
+    ASSERT_EQ(p->a.qp->state(), dp::QpState::kErr);
     ASSERT_EQ(p->a.qp->post_send(
                   data_wr(WrOpcode::kWrite, ctx(3), src.data(), 64, ksrc, dst.va() + 64, kdst)),
               Status::kSuccess);
@@ -905,7 +905,7 @@ TEST_P(RcRnrExhausted, SendNeverReceivedFailsAfterRnrRetryRetries) {
     expect_flushed(p->a.send_done[2], OperationType::kWrite, ctx(3));
     EXPECT_EQ(p->b.recv_done.size() + p->b.send_done.size() + p->a.recv_done.size(), 0u);
     EXPECT_EQ(first_diff(dst.bytes, before), -1);
-    EXPECT_EQ(p->b.qp->public_state(), dp::QpState::kRts);
+    EXPECT_EQ(p->b.qp->state(), dp::QpState::kRts);
     const auto& ca = p->a.qp->counters;
     const auto& cb = p->b.qp->counters;
     run.count("A RNR NAKs received", ca.rnr_naks_received, n + 1u);
@@ -932,10 +932,10 @@ TEST_F(RcScripted, RnrRetrySevenRetriesForever) {
     ASSERT_EQ(p->a.qp->post_send(data_wr(WrOpcode::kSend, ctx(1), src.data(), 64, ksrc)),
               Status::kSuccess);
     ASSERT_TRUE(run.until(*p, [&] {
-      return p->a.qp->counters.rnr_naks_received >= kNaks || !p->a.send_done.empty();
+      return p->a.qp->counters().rnr_naks_received >= kNaks || !p->a.send_done.empty();
     }));
     ASSERT_EQ(p->a.send_done.size(), 0u);
-    ASSERT_EQ(p->a.qp->public_state(), dp::QpState::kRts);
+    ASSERT_EQ(p->a.qp->state(), dp::QpState::kRts);
     ASSERT_EQ(p->b.qp->post_recv(recv_wr(ctx(101), buf.region(), 64, kbuf)), Status::kSuccess);
     ASSERT_TRUE(run.wait(*p, 1, 1));
     run.settle(*p);
@@ -944,9 +944,9 @@ TEST_F(RcScripted, RnrRetrySevenRetriesForever) {
     ASSERT_EQ(p->b.recv_done.size(), 1u);
     expect_ok(p->b.recv_done[0], OperationType::kReceive, ctx(101));
     EXPECT_EQ(first_diff(buf.bytes, with(before, 0, src)), -1);
-    run.count("A RNR NAKs received", p->a.qp->counters.rnr_naks_received, kNaks);
-    run.count("B RNR NAKs sent", p->b.qp->counters.rnr_naks_sent, kNaks);
-    run.count("A retransmits", p->a.qp->counters.retransmits, kNaks);
+    run.count("A RNR NAKs received", p->a.qp->counters().rnr_naks_received, kNaks);
+    run.count("B RNR NAKs sent", p->b.qp->counters().rnr_naks_sent, kNaks);
+    run.count("A retransmits", p->a.qp->counters().retransmits, kNaks);
   });
 }
 
@@ -977,7 +977,7 @@ TEST_F(RcScripted, RetryExhaustedWhenEveryResponseIsLost) {
                   data_wr(WrOpcode::kWrite, ctx(2), src2.data(), 64, k2, dst.va() + kLen, kdst)),
               Status::kSuccess);
     ASSERT_TRUE(run.wait(*p, 2));
-    ASSERT_EQ(p->a.qp->public_state(), dp::QpState::kErr);
+    ASSERT_EQ(p->a.qp->state(), dp::QpState::kErr);
     ASSERT_EQ(p->a.qp->post_send(
                   data_wr(WrOpcode::kWrite, ctx(3), src2.data(), 64, k2, dst.va() + kLen, kdst)),
               Status::kSuccess);
@@ -989,7 +989,7 @@ TEST_F(RcScripted, RetryExhaustedWhenEveryResponseIsLost) {
     expect_flushed(p->a.send_done[1], OperationType::kWrite, ctx(2));
     expect_flushed(p->a.send_done[2], OperationType::kWrite, ctx(3));
     EXPECT_EQ(first_diff(dst.bytes, with(with(before, 0, src1), kLen, src2)), -1);
-    EXPECT_EQ(p->b.qp->public_state(), dp::QpState::kRts);
+    EXPECT_EQ(p->b.qp->state(), dp::QpState::kRts);
     const auto& ca = p->a.qp->counters;
     const auto& cb = p->b.qp->counters;
     EXPECT_GT(cb.tx_packets, 0u);
@@ -1042,7 +1042,7 @@ TEST_F(RcScripted, PeerStopsAnsweringRetryExceededWithinBound) {
   expect_result(p->a.send_done[0], Status::kIoTimeout, WcStatus::kRetryExcErr,
                 OperationType::kWrite, ctx(1));
   expect_flushed(p->a.send_done[1], OperationType::kSend, ctx(2));
-  EXPECT_EQ(p->a.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p->a.qp->state(), dp::QpState::kErr);
   EXPECT_LE(elapsed - stalled, bound)
       << Attempt::gap_ms(elapsed) << " ms, of which " << Attempt::gap_ms(stalled)
       << " ms descheduled; bound " << Attempt::gap_ms(bound) << " ms";
@@ -1128,8 +1128,8 @@ TEST_F(RcScripted, PeerRestartsWithNewQpOldQpFailsMemoryIntact) {
     expect_result(r_old, Status::kIoTimeout, WcStatus::kRetryExcErr, OperationType::kWrite, ctx(2));
     EXPECT_EQ(r_old.qpn, old_a->qpn());
     EXPECT_EQ(old_a->public_state(), dp::QpState::kErr);
-    EXPECT_EQ(p->a.qp->public_state(), dp::QpState::kRts);
-    EXPECT_EQ(p->b.qp->public_state(), dp::QpState::kRts);
+    EXPECT_EQ(p->a.qp->state(), dp::QpState::kRts);
+    EXPECT_EQ(p->b.qp->state(), dp::QpState::kRts);
     // Exactly the new WRITE landed; the old one left no byte anywhere.
     EXPECT_EQ(first_diff(dst.bytes, with(before, kLen, src_new)), -1);
     // Every frame the old QP sent after the restart (four times the WRITE's four packets) was
@@ -1140,9 +1140,9 @@ TEST_F(RcScripted, PeerRestartsWithNewQpOldQpFailsMemoryIntact) {
     EXPECT_EQ(old_c.timeouts, kRetry + 1u);
     run.count("old A QP retransmits", old_c.retransmits, kRetry * kPkts);
     // The new responder never saw them (no duplicates, no sequence errors).
-    run.count("new B QP frames received", p->b.qp->counters.rx_packets, kPkts);
-    run.count("new B QP duplicates", p->b.qp->counters.duplicate_requests, 0);
-    run.count("new B QP out_of_sequence", p->b.qp->counters.out_of_sequence, 0);
+    run.count("new B QP frames received", p->b.qp->counters().rx_packets, kPkts);
+    run.count("new B QP duplicates", p->b.qp->counters().duplicate_requests, 0);
+    run.count("new B QP out_of_sequence", p->b.qp->counters().out_of_sequence, 0);
 
     // The new connection keeps working after the old QP is gone.
     ASSERT_EQ(p->a.qp->post_send(

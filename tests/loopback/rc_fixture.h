@@ -1,163 +1,194 @@
-// Two adapters wired back to back over a net_ring pair in one process, both served by one
-// engine that the test thread drives with run_once() (deterministic, no extra core needed), or
-// that runs on a DPDK lcore when a test asks for it.
+// The RC loopback and fault suites' fixture: an adapter pair (tests/common/adapter_pair.h) where
+// each side has a PD, a send and a receive CQ and, once connect() ran, one QP, all created and
+// driven through the public API. Tests describe work requests as the dataplane's SendWqe /
+// RecvWqe (one struct for every operation, convenient for tables of cases); TestQp posts them
+// through urnic::Qp and its extensions exactly as an application would, so these suites cover
+// the public post path. A test that inspects an internal stage on purpose reaches it through
+// TestQp::internal() or RcPair::dp_engine() and says so.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <ostream>
 #include <string>
 #include <vector>
 
-#include "control/adapter.h"
-#include "control/eal.h"
-#include "dataplane/cq.h"
-#include "dataplane/engine.h"
+#include "../common/adapter_pair.h"
+#include "control/ndk_internal.h"
 #include "dataplane/mr.h"
 #include "dataplane/qp.h"
 
-namespace urnic {
-// gtest prints a Status by its NTSTATUS name.
-inline void PrintTo(Status s, std::ostream* os) { *os << to_string(s); }
-}  // namespace urnic
-
 namespace urnic::test {
 
-inline void eal_up_once() {
-  ctl::EalOptions o;
-  o.memory = ctl::EalOptions::Memory::kNoHuge;
-  o.lcores = "0-1";
-  ASSERT_EQ(ctl::eal_init(o), Status::kSuccess);
-}
-
 // The remote rights connect() grants its QPs by default.
-constexpr uint32_t kRemoteAccess =
-    dp::access::kRemoteRead | dp::access::kRemoteWrite | dp::access::kRemoteAtomic;
+constexpr uint32_t kRemoteAccess = qp_access::kAll;
 
-// One side of a connection: adapter, PD, CQs and a QP.
+// One QP of a side, posted to through the public API.
+class TestQp {
+ public:
+  explicit TestQp(Handle<Qp> h)
+      : h_(std::move(h)),
+        ext_(h_->query_extension<QpExtension>()),
+        conn_(h_->query_extension<QpConnectExtension>()) {}
+
+  // Posts `w` with the public call its opcode names (Qp::send / write / read, QpExtension's
+  // immediate and atomic calls). Memory registration work requests (fast register, bind, local
+  // invalidate) name MR / MW objects in the public API: post those with public().
+  Status post_send(const dp::SendWqe& w) noexcept {
+    using dp::WrOpcode;
+    Sge inl{};
+    std::span<const Sge> sgl(w.sge, w.num_sge);
+    if ((w.flags & op_flag::kInline) != 0) {
+      inl = Sge{addr(w.inline_data), w.length, 0};
+      sgl = std::span<const Sge>(&inl, w.length != 0 ? 1 : 0);
+    }
+    void* c = w.request_context;
+    switch (w.opcode) {
+      case WrOpcode::kSend:
+        return h_->send(c, sgl, w.flags);
+      case WrOpcode::kSendWithImm:
+        return ext_->send_with_immediate(c, sgl, w.flags, w.imm_or_inv);
+      case WrOpcode::kSendWithInv:
+        return h_->send_and_invalidate(c, sgl, w.flags, w.imm_or_inv);
+      case WrOpcode::kWrite:
+        return h_->write(c, sgl, w.remote_addr, w.rkey, w.flags);
+      case WrOpcode::kWriteWithImm:
+        return ext_->write_with_immediate(c, sgl, w.remote_addr, w.rkey, w.flags, w.imm_or_inv);
+      case WrOpcode::kRead:
+        return h_->read(c, sgl, w.remote_addr, w.rkey, w.flags);
+      case WrOpcode::kCompareSwap:
+        return ext_->compare_swap(c, w.sge[0], w.remote_addr, w.rkey, w.compare_add, w.swap,
+                                  w.flags);
+      case WrOpcode::kFetchAdd:
+        return ext_->fetch_add(c, w.sge[0], w.remote_addr, w.rkey, w.compare_add, w.flags);
+      default:
+        return Status::kNotSupported;
+    }
+  }
+  Status post_recv(const dp::RecvWqe& r) noexcept {
+    return h_->receive(r.request_context, std::span<const Sge>(r.sge, r.num_sge));
+  }
+  void flush() noexcept { h_->flush(); }
+
+  QpCounters counters() const noexcept { return ext_->counters(); }
+  QpState state() const noexcept { return conn_->state(); }
+  uint32_t qpn() const noexcept { return conn_->qpn(); }
+  Qp& public_qp() noexcept { return *h_; }
+  Handle<Qp>& handle() noexcept { return h_; }
+  // The engine's QP behind it: for tests that inspect an internal stage on purpose.
+  dp::Qp& internal() noexcept { return detail::dp_qp(*h_); }
+
+ private:
+  Handle<Qp> h_;
+  QpExtension* ext_;
+  QpConnectExtension* conn_;
+};
+
+// One side of a connection: adapter, PD, CQs and QPs.
 struct Side {
-  std::unique_ptr<ctl::Adapter> adapter;
-  uint32_t pd = 0;
-  std::unique_ptr<dp::Cq> scq, rcq;
-  dp::Qp* qp = nullptr;
+  std::unique_ptr<Adapter> adapter;
+  Handle<Pd> pd;
+  Handle<Cq> scq, rcq;
+  std::vector<Handle<Mr>> mrs;
+  std::vector<std::unique_ptr<TestQp>> qps;
+  TestQp* qp = nullptr;  // the QP connect() made
   std::vector<ResultEx> send_done, recv_done;  // completions collected by the fixture
 
-  // Registers a buffer; returns its key.
-  uint32_t reg(const void* addr, size_t len, uint32_t mr_flags) {
-    uint32_t key = 0;
-    EXPECT_EQ(adapter->register_mr(pd, addr, len, mr_flags, &key), Status::kSuccess);
+  // Registers a buffer (an MR held until the side goes, or deregister()); returns its token.
+  uint32_t reg(const void* p, size_t len, uint32_t mr_flags) {
+    Handle<Mr> mr;
+    EXPECT_EQ(pd->create_mr(false, nullptr, nullptr, &mr), Status::kSuccess);
+    if (!mr) return 0;
+    EXPECT_EQ(mr->register_mr(p, len, mr_flags, nullptr, nullptr), Status::kSuccess);
+    const uint32_t key = mr->get_local_token();
+    mrs.push_back(std::move(mr));
     return key;
   }
-
-  // What create_qp needs for a QP of this side's PD on its two CQs.
-  ctl::QpInit qp_init(void* context, uint32_t sq_depth, uint32_t rq_depth) const {
-    return {.pd = pd,
-            .send_cq = scq.get(),
-            .recv_cq = rcq.get(),
-            .context = context,
-            .sq_depth = sq_depth,
-            .rq_depth = rq_depth};
+  // Deregisters the region registered with token `key`.
+  Status deregister(uint32_t key) {
+    auto it = std::find_if(mrs.begin(), mrs.end(),
+                           [&](const Handle<Mr>& m) { return m->get_local_token() == key; });
+    if (it == mrs.end()) return Status::kInvalidParameter;
+    const Status s = (*it)->deregister_mr(nullptr, nullptr);
+    mrs.erase(it);
+    return s;
+  }
+  // A QP of this side's PD on its two CQs, in INIT (synchronous create).
+  Status create_qp(void* context, uint32_t sq_depth, uint32_t rq_depth, TestQp** out) {
+    Handle<Qp> h;
+    const Status s = pd->create_qp(*rcq, *scq, context, rq_depth, sq_depth, dp::kMaxSge,
+                                   dp::kMaxSge, dp::kMaxInline, nullptr, nullptr, &h);
+    if (s != Status::kSuccess) return s;
+    qps.push_back(std::make_unique<TestQp>(std::move(h)));
+    *out = qps.back().get();
+    return s;
+  }
+  // Closes `q` (its close completes on the control thread once the engine flushed and detached
+  // it; the caller keeps the engine running until then, e.g. with RcPair::close_qps).
+  void destroy_qp(TestQp* q) {
+    std::erase_if(qps, [&](const auto& p) { return p.get() == q; });
+    if (qp == q) qp = nullptr;
   }
 };
 
-class RcPair {
+class RcPair : public AdapterPair<Side> {
  public:
   // `name` must be unique in the process (it names the rings).
-  explicit RcPair(const std::string& name, dp::EngineConfig ecfg = {}) : engine_(ecfg) {
-    uint16_t pa = 0, pb = 0;
-    EXPECT_EQ(ctl::create_ring_pair(name, 1, &pa, &pb), Status::kSuccess);
-    ctl::AdapterConfig ca, cb;
-    ca.port_id = pa;
-    cb.port_id = pb;
-    ca.port.mbufs = cb.port.mbufs = 8191;
-    ca.ipv4 = 0xC0000201;  // 192.0.2.1
-    cb.ipv4 = 0xC0000202;
-    ca.ipv6 = wire::Ipv6Addr{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-    cb.ipv6 = wire::Ipv6Addr{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
-    ca.mac = wire::MacAddr{2, 0, 0, 0, 0, 1};
-    cb.mac = wire::MacAddr{2, 0, 0, 0, 0, 2};
-    ca.key_seed = 0x1234;
-    cb.key_seed = 0x5678;
-    EXPECT_EQ(ctl::Adapter::open(ca, &engine_, &a.adapter), Status::kSuccess);
-    EXPECT_EQ(ctl::Adapter::open(cb, &engine_, &b.adapter), Status::kSuccess);
+  explicit RcPair(const std::string& name, EngineConfig ecfg = {}) : AdapterPair(name, ecfg) {
     for (Side* s : {&a, &b}) {
-      s->pd = s->adapter->alloc_pd();
-      EXPECT_EQ(s->adapter->create_cq(4096, &s->scq), Status::kSuccess);
-      EXPECT_EQ(s->adapter->create_cq(4096, &s->rcq), Status::kSuccess);
+      EXPECT_EQ(s->adapter->create_pd(nullptr, nullptr, &s->pd), Status::kSuccess);
+      EXPECT_EQ(s->adapter->create_cq(4096, nullptr, nullptr, nullptr, nullptr, &s->scq),
+                Status::kSuccess);
+      EXPECT_EQ(s->adapter->create_cq(4096, nullptr, nullptr, nullptr, nullptr, &s->rcq),
+                Status::kSuccess);
     }
   }
-  ~RcPair() {
-    engine_.stop();
-    // Frames cross over net_ring, so each adapter's control thread handles mbufs of the other
-    // adapter's pool: both threads stop (join) before either pool goes (TSan found b's control
-    // thread racing the destruction of a's pool).
-    for (Side* s : {&a, &b})
-      if (s->adapter) s->adapter->control().stop();
-    a.adapter.reset();
-    b.adapter.reset();
+  ~RcPair() override {
+    // Objects before their adapter (the adapter's close waits for pending closes).
+    for (Side* s : {&a, &b}) {
+      s->qp = nullptr;
+      s->qps.clear();
+      s->mrs.clear();
+      s->scq.reset();
+      s->rcq.reset();
+      s->pd.reset();
+    }
   }
 
-  // Creates a QP on each side and connects them (RESET -> INIT -> RTR -> RTS).
+  // Creates a QP on each side and connects them (INIT -> RTR -> RTS).
   void connect(uint32_t mtu, bool ipv6 = false, uint32_t sq_depth = 256, uint32_t rq_depth = 256,
                uint32_t access = kRemoteAccess) {
-    for (Side* s : {&a, &b})
-      ASSERT_EQ(s->adapter->create_qp(s->qp_init(s, sq_depth, rq_depth), &s->qp), Status::kSuccess);
-    bring_up(a, b, mtu, ipv6, access, 0x10000, 0x20000);
-    bring_up(b, a, mtu, ipv6, access, 0x20000, 0x10000);
+    for (Side* s : {&a, &b}) ASSERT_EQ(s->create_qp(s, sq_depth, rq_depth, &s->qp), Status::kSuccess);
+    bring_up(a, *a.qp, b, *b.qp, mtu, ipv6, access, 0x10000, 0x20000);
+    bring_up(b, *b.qp, a, *a.qp, mtu, ipv6, access, 0x20000, 0x10000);
   }
 
-  void bring_up(Side& s, Side& peer, uint32_t mtu, bool ipv6, uint32_t access, uint32_t sq_psn,
-                uint32_t rq_psn) {
-    bring_up(s, s.qp, peer, peer.qp, mtu, ipv6, access, sq_psn, rq_psn);
-  }
-
-  // The same for any QP `qp` of side `s` (one connect() did not create, too), towards QP
-  // `peer_qp` of side `peer`.
-  void bring_up(Side& s, dp::Qp* qp, const Side& peer, const dp::Qp* peer_qp, uint32_t mtu,
-                bool ipv6, uint32_t access, uint32_t sq_psn, uint32_t rq_psn) {
-    dp::QpAttr at;
-    at.state = dp::QpState::kInit;
-    at.access = access;
-    ASSERT_EQ(s.adapter->modify_qp(qp, at, dp::qp_attr::kState | dp::qp_attr::kAccessFlags),
-              Status::kSuccess);
-    at.state = dp::QpState::kRtr;
-    at.av = s.adapter->address_to(*peer.adapter, ipv6);
-    at.path_mtu = mtu;
-    at.dest_qpn = peer_qp->qpn();
-    at.rq_psn = rq_psn;
-    at.max_dest_rd_atomic = max_rd_atomic;
-    at.min_rnr_timer = min_rnr_timer;
-    using namespace dp::qp_attr;
-    ASSERT_EQ(
-        s.adapter->modify_qp(
-            qp, at, kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer),
-        Status::kSuccess);
-    at.state = dp::QpState::kRts;
-    at.sq_psn = sq_psn;
-    at.timeout = timeout;
-    at.retry_cnt = retry_cnt;
-    at.rnr_retry = rnr_retry;
-    at.max_rd_atomic = max_rd_atomic;
-    ASSERT_EQ(s.adapter->modify_qp(
-                  qp, at, kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic),
-              Status::kSuccess);
+  // Connects QP `qp` of side `s` (one connect() did not create, too) towards QP `peer_qp` of
+  // side `peer`, with the requester attributes below.
+  void bring_up(Side&, TestQp& qp, Side& peer, TestQp& peer_qp, uint32_t mtu, bool ipv6,
+                uint32_t access, uint32_t sq_psn, uint32_t rq_psn) {
+    ConnectParams cp;
+    cp.mtu = mtu;
+    cp.ipv6 = ipv6;
+    cp.access = access;
+    cp.timeout = timeout;
+    cp.retry_cnt = retry_cnt;
+    cp.rnr_retry = rnr_retry;
+    cp.min_rnr_timer = min_rnr_timer;
+    cp.read_limit = max_rd_atomic;
+    test::bring_up(qp.public_qp(), peer_qp.public_qp(), address_of(*peer.adapter), cp, sq_psn,
+                   rq_psn);
   }
 
   // Drives the engine until `done()` holds or `max_steps` steps pass; collects completions.
-  // When the engine runs on its own lcore, waits (polling the CQs) for at most 60 s instead.
+  // The data path needs no control thread, so a step count (deterministic) bounds it. When the
+  // engine runs on its own lcore, waits (polling the CQs) for at most 60 s instead.
   bool run_until(const std::function<bool()>& done, uint64_t max_steps = 20'000'000) {
-    if (engine_.running()) {
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      while (std::chrono::steady_clock::now() < deadline) {
-        collect();
-        if (done()) return true;
-      }
-      return false;
-    }
+    if (engine_.running()) return AdapterPair::run_until(done, std::chrono::seconds(60));
     for (uint64_t i = 0; i < max_steps; ++i) {
       engine_.run_once();
       collect();
@@ -165,11 +196,15 @@ class RcPair {
     }
     return false;
   }
-  void collect() {
+  void collect() override {
     ResultEx r[64];
     for (Side* s : {&a, &b}) {
-      for (size_t n; (n = s->scq->poll(r)) != 0;) s->send_done.insert(s->send_done.end(), r, r + n);
-      for (size_t n; (n = s->rcq->poll(r)) != 0;) s->recv_done.insert(s->recv_done.end(), r, r + n);
+      if (s->scq)
+        for (size_t n; (n = s->scq->get_results_ex(r)) != 0;)
+          s->send_done.insert(s->send_done.end(), r, r + n);
+      if (s->rcq)
+        for (size_t n; (n = s->rcq->get_results_ex(r)) != 0;)
+          s->recv_done.insert(s->recv_done.end(), r, r + n);
     }
   }
   // Runs until each side has at least the given number of send / receive completions.
@@ -179,8 +214,8 @@ class RcPair {
              b.send_done.size() >= b_send && a.recv_done.size() >= a_recv;
     });
   }
-
-  dp::Engine& engine() { return engine_; }
+  // The engine itself: for tests that step it with a synthetic clock or inspect it on purpose.
+  dp::Engine& dp_engine() { return engine_.impl().dp; }
 
   // Requester attributes applied at RTS by connect() (defaults: perftest's).
   uint8_t timeout = 14;
@@ -188,23 +223,7 @@ class RcPair {
   uint8_t rnr_retry = 7;
   uint8_t min_rnr_timer = 1;  // 10 us: RNR tests stay fast
   uint8_t max_rd_atomic = 16;
-
-  Side a, b;
-
- private:
-  dp::Engine engine_;
 };
-
-// Deterministic byte pattern for message `seed`.
-inline void fill(std::vector<uint8_t>& v, uint32_t seed) {
-  uint32_t x = seed * 2654435761u + 1;
-  for (auto& b : v) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    b = static_cast<uint8_t>(x);
-  }
-}
 
 inline dp::SendWqe wqe(dp::WrOpcode op, void* ctx, uint32_t flags = 0) {
   dp::SendWqe w;

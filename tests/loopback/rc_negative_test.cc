@@ -95,8 +95,8 @@ class RcNegative : public ::testing::Test {
     EXPECT_EQ(p.b.send_done.size(), 0u);
     expect_result(p.a.send_done[0], st, wc, type, w.request_context);
     expect_flushed(p.b.recv_done[0], OperationType::kReceive, kBRecvCtx);
-    EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
-    EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kErr);
+    EXPECT_EQ(p.a.qp->state(), dp::QpState::kErr);
+    EXPECT_EQ(p.b.qp->state(), dp::QpState::kErr);
   }
 
   static constexpr uintptr_t kBRecvTag = 0xB0;
@@ -121,7 +121,7 @@ TEST_F(RcNegative, WriteWithNeverRegisteredRkey) {
   const auto w = data_wr(WrOpcode::kWrite, ctx(1), src.data(), 256, ksrc, dst.va(), rkey);
   expect_refused(p, w, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kWrite);
   EXPECT_EQ(first_diff(dst.bytes, before), -1);
-  EXPECT_EQ(p.b.qp->counters.naks_sent[wire::aeth::kNakRemoteAccessError], 1u);
+  EXPECT_EQ(p.b.qp->counters().naks_sent[wire::aeth::kNakRemoteAccessError], 1u);
 }
 
 TEST_F(RcNegative, WriteWithWrongTagRkey) {
@@ -313,7 +313,7 @@ TEST_F(RcNegative, WriteToQpWithoutRemoteWrite) {
   const auto w = data_wr(WrOpcode::kWrite, ctx(1), src.data(), 256, ksrc, dst.va(), kdst);
   expect_refused(p, w, Status::kRemoteResources, WcStatus::kRemInvReqErr, OperationType::kWrite);
   EXPECT_EQ(first_diff(dst.bytes, before), -1);
-  EXPECT_EQ(p.b.qp->counters.naks_sent[wire::aeth::kNakInvalidRequest], 1u);
+  EXPECT_EQ(p.b.qp->counters().naks_sent[wire::aeth::kNakInvalidRequest], 1u);
 }
 
 // ---- 6. Receive too small (ndmval) ------------------------------------------------------------
@@ -348,8 +348,8 @@ void receive_too_small(RcPair& p, uint32_t mtu) {
   expect_result(p.b.recv_done[0], Status::kBufferOverflow, WcStatus::kLocLenErr,
                 OperationType::kReceive, ctx(10));
   expect_flushed(p.b.recv_done[1], OperationType::kReceive, ctx(11));
-  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
-  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p.a.qp->state(), dp::QpState::kErr);
+  EXPECT_EQ(p.b.qp->state(), dp::QpState::kErr);
   // The guard before the buffer and everything after its 1023 bytes: untouched. (What lands in
   // the 1023 bytes of an overflowed receive is undefined.)
   const std::vector<uint8_t> lead(rbuf.bytes.begin(), rbuf.bytes.begin() + kGuard);
@@ -395,12 +395,12 @@ TEST_F(RcNegative, SendWithBadLkey) {
   expect_result(p.a.send_done[0], Status::kAccessViolation, WcStatus::kLocProtErr,
                 OperationType::kSend, ctx(1));
   expect_flushed(p.a.send_done[1], OperationType::kSend, ctx(2));
-  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p.a.qp->state(), dp::QpState::kErr);
   // Nothing reached B: its receive is still posted, its QP untouched.
   EXPECT_EQ(p.b.recv_done.size(), 0u);
   EXPECT_EQ(p.b.send_done.size(), 0u);
   EXPECT_EQ(p.a.recv_done.size(), 0u);
-  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kRts);
+  EXPECT_EQ(p.b.qp->state(), dp::QpState::kRts);
   EXPECT_EQ(first_diff(rbuf.bytes, before), -1);
 }
 
@@ -422,8 +422,8 @@ TEST_F(RcNegative, ReadIntoBufferWithoutLocalWrite) {
   ASSERT_EQ(p.a.send_done.size(), 1u);
   expect_result(p.a.send_done[0], Status::kAccessViolation, WcStatus::kLocProtErr,
                 OperationType::kRead, ctx(1));
-  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
-  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kRts);  // B answered a valid READ
+  EXPECT_EQ(p.a.qp->state(), dp::QpState::kErr);
+  EXPECT_EQ(p.b.qp->state(), dp::QpState::kRts);  // B answered a valid READ
   EXPECT_EQ(p.a.recv_done.size(), 0u);
   EXPECT_EQ(p.b.recv_done.size(), 0u);
   EXPECT_EQ(p.b.send_done.size(), 0u);
@@ -450,7 +450,7 @@ TEST_F(RcNegative, PostAndModifyInWrongState) {
   using S = dp::QpState;
 
   // RESET: neither queue accepts work; only RESET -> INIT (or RESET / ERR) is legal.
-  ASSERT_EQ(qp->public_state(), S::kReset);
+  ASSERT_EQ(qp->state(), S::kReset);
   EXPECT_EQ(qp->post_send(send), Status::kInvalidDeviceState);
   EXPECT_EQ(qp->post_recv(recv), Status::kInvalidDeviceState);
   dp::QpAttr at;
@@ -461,29 +461,29 @@ TEST_F(RcNegative, PostAndModifyInWrongState) {
   const uint32_t rtr_mask =
       kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer;
   EXPECT_EQ(ad.modify_qp(qp, at, rtr_mask), Status::kInvalidDeviceState);
-  EXPECT_EQ(qp->public_state(), S::kReset);
+  EXPECT_EQ(qp->state(), S::kReset);
   at.state = S::kInit;
   at.access = dp::access::kRemoteWrite;
   ASSERT_EQ(ad.modify_qp(qp, at, kState | kAccessFlags), Status::kSuccess);
 
   // INIT: sends are refused; INIT -> RTS is illegal; INIT -> RTR checks its attributes.
-  EXPECT_EQ(qp->public_state(), S::kInit);
+  EXPECT_EQ(qp->state(), S::kInit);
   EXPECT_EQ(qp->post_send(send), Status::kInvalidDeviceState);
   at.state = S::kRts;
   at.sq_psn = 0x200;
   const uint32_t rts_mask = kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic;
   EXPECT_EQ(ad.modify_qp(qp, at, rts_mask), Status::kInvalidDeviceState);
-  EXPECT_EQ(qp->public_state(), S::kInit);
+  EXPECT_EQ(qp->state(), S::kInit);
   at.state = S::kRtr;
   EXPECT_EQ(ad.modify_qp(qp, at, rtr_mask & ~kDestQpn), Status::kInvalidParameter);
   at.path_mtu = 1000;
   EXPECT_EQ(ad.modify_qp(qp, at, rtr_mask), Status::kInvalidParameter);
-  EXPECT_EQ(qp->public_state(), S::kInit);
+  EXPECT_EQ(qp->state(), S::kInit);
   at.path_mtu = 1024;
   ASSERT_EQ(ad.modify_qp(qp, at, rtr_mask), Status::kSuccess);
 
   // RTR: sends still refused; RTR -> INIT is illegal; RTR -> RTS checks ranges.
-  EXPECT_EQ(qp->public_state(), S::kRtr);
+  EXPECT_EQ(qp->state(), S::kRtr);
   EXPECT_EQ(qp->post_send(send), Status::kInvalidDeviceState);
   at.state = S::kInit;
   EXPECT_EQ(ad.modify_qp(qp, at, kState), Status::kInvalidDeviceState);
@@ -493,7 +493,7 @@ TEST_F(RcNegative, PostAndModifyInWrongState) {
   at.retry_cnt = 7;
   at.timeout = 32;  // 5-bit field
   EXPECT_EQ(ad.modify_qp(qp, at, rts_mask), Status::kInvalidParameter);
-  EXPECT_EQ(qp->public_state(), S::kRtr);
+  EXPECT_EQ(qp->state(), S::kRtr);
 
   // None of the refused posts left anything behind.
   settle(p);
@@ -541,8 +541,8 @@ TEST_F(RcNegative, PostValidationInRts) {
                   ctx(i));
   EXPECT_EQ(p.a.recv_done.size() + p.b.recv_done.size() + p.b.send_done.size(), 0u);
   EXPECT_EQ(std::memcmp(dst.region(), src.data(), src.size()), 0);
-  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kRts);
-  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kRts);
+  EXPECT_EQ(p.a.qp->state(), dp::QpState::kRts);
+  EXPECT_EQ(p.b.qp->state(), dp::QpState::kRts);
 }
 
 // ---- 9. Stale key after invalidation ----------------------------------------------------------
@@ -648,8 +648,8 @@ TEST_F(RcNegative, WriteWithKeyAfterLocalInvalidate) {
   expect_result(p.a.send_done[1], Status::kAccessViolation, WcStatus::kRemAccessErr,
                 OperationType::kWrite, ctx(2));
   expect_flushed(p.b.recv_done[0], OperationType::kReceive, kBRecvCtx);
-  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
-  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p.a.qp->state(), dp::QpState::kErr);
+  EXPECT_EQ(p.b.qp->state(), dp::QpState::kErr);
   EXPECT_EQ(first_diff(fr.bytes(), before), -1);
 }
 
@@ -699,8 +699,8 @@ TEST_F(RcNegative, WriteWithKeyAfterRemoteInvalidate) {
   expect_result(p.a.send_done[1], Status::kAccessViolation, WcStatus::kRemAccessErr,
                 OperationType::kWrite, ctx(2));
   expect_flushed(p.b.recv_done[1], OperationType::kReceive, ctx(11));
-  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
-  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p.a.qp->state(), dp::QpState::kErr);
+  EXPECT_EQ(p.b.qp->state(), dp::QpState::kErr);
   EXPECT_EQ(first_diff(fr.bytes(), before), -1);
 }
 
@@ -719,7 +719,7 @@ TEST_F(RcNegative, FlushCancelsQueuedWorkInOrder) {
     ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kSend, ctx(i), buf.data(), 64, key)),
               Status::kSuccess);
   ASSERT_EQ(p.a.adapter->flush_qp(p.a.qp), Status::kSuccess);
-  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p.a.qp->state(), dp::QpState::kErr);
   // Work posted to a QP in ERR is accepted and flushed (IBTA §10.3.1; rocev2.md §3.7).
   ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kSend, ctx(kN), buf.data(), 64, key)),
             Status::kSuccess);
@@ -734,8 +734,8 @@ TEST_F(RcNegative, FlushCancelsQueuedWorkInOrder) {
   }
   // Nothing was transmitted: B saw nothing and is unaffected.
   EXPECT_EQ(p.b.recv_done.size() + p.b.send_done.size(), 0u);
-  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kRts);
-  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p.b.qp->state(), dp::QpState::kRts);
+  EXPECT_EQ(p.a.qp->state(), dp::QpState::kErr);
 }
 
 TEST_F(RcNegative, FlushCancelsSendsInFlight) {
@@ -749,7 +749,7 @@ TEST_F(RcNegative, FlushCancelsSendsInFlight) {
   for (uint32_t i = 0; i < kN; ++i)
     ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kSend, ctx(i), buf.data(), 64, key)),
               Status::kSuccess);
-  ASSERT_TRUE(p.run_until([&] { return p.a.qp->counters.rnr_naks_received >= 2; }));
+  ASSERT_TRUE(p.run_until([&] { return p.a.qp->counters().rnr_naks_received >= 2; }));
   EXPECT_EQ(p.a.send_done.size(), 0u);
   ASSERT_EQ(p.a.adapter->flush_qp(p.a.qp), Status::kSuccess);
   ASSERT_TRUE(p.wait(kN, 0));
@@ -757,7 +757,7 @@ TEST_F(RcNegative, FlushCancelsSendsInFlight) {
   ASSERT_EQ(p.a.send_done.size(), kN);
   for (uint32_t i = 0; i < kN; ++i) expect_flushed(p.a.send_done[i], OperationType::kSend, ctx(i));
   EXPECT_EQ(p.a.recv_done.size() + p.b.recv_done.size() + p.b.send_done.size(), 0u);
-  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p.a.qp->state(), dp::QpState::kErr);
 }
 
 // ---- 11. Entering ERR flushes what is queued behind the failure --------------------------------
@@ -794,8 +794,8 @@ TEST_F(RcNegative, FailedWriteFlushesEverythingBehindIt) {
   for (uint32_t i = 1; i <= 3; ++i) expect_flushed(p.a.send_done[i], OperationType::kWrite, ctx(i));
   expect_flushed(p.a.send_done[4], OperationType::kSend, ctx(4));
   expect_flushed(p.b.recv_done[0], OperationType::kReceive, kBRecvCtx);
-  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
-  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p.a.qp->state(), dp::QpState::kErr);
+  EXPECT_EQ(p.b.qp->state(), dp::QpState::kErr);
   EXPECT_EQ(first_diff(dst.bytes, before), -1);
 }
 
@@ -830,8 +830,8 @@ TEST_F(RcNegative, FailedWriteAfterGoodWrite) {
   expect_result(p.a.send_done[1], Status::kAccessViolation, WcStatus::kRemAccessErr,
                 OperationType::kWrite, ctx(1));
   expect_flushed(p.a.send_done[2], OperationType::kWrite, ctx(2));
-  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
-  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p.a.qp->state(), dp::QpState::kErr);
+  EXPECT_EQ(p.b.qp->state(), dp::QpState::kErr);
   EXPECT_EQ(first_diff(dst.bytes, expected), -1);
 }
 
@@ -881,8 +881,8 @@ TEST_F(RcNegative, ReadAndAtomicBeforeFailedWriteStillComplete) {
   std::memcpy(&orig, sink.data() + 1024, 8);
   EXPECT_EQ(orig, word);
   EXPECT_EQ(first_diff(remote.bytes, expected_remote), -1);
-  EXPECT_EQ(p.a.qp->public_state(), dp::QpState::kErr);
-  EXPECT_EQ(p.b.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p.a.qp->state(), dp::QpState::kErr);
+  EXPECT_EQ(p.b.qp->state(), dp::QpState::kErr);
 }
 
 }  // namespace

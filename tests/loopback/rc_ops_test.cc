@@ -121,8 +121,8 @@ TEST_P(RcOps, SizeByMtuBySgeMatrix) {
           EXPECT_EQ(rc.type_specific_completion_output, 0xC0DE0000u | iter);
         }
       }
-      EXPECT_EQ(p.a.adapter->deregister_mr(lkey), Status::kSuccess);
-      EXPECT_EQ(p.b.adapter->deregister_mr(rkey), Status::kSuccess);
+      EXPECT_EQ(p.a.deregister(lkey), Status::kSuccess);
+      EXPECT_EQ(p.b.deregister(rkey), Status::kSuccess);
     }
   }
   // Every completion accounted for, none extra.
@@ -132,10 +132,10 @@ TEST_P(RcOps, SizeByMtuBySgeMatrix) {
   EXPECT_TRUE(p.a.recv_done.empty());
   EXPECT_TRUE(p.b.send_done.empty());
   // Nothing was lost or retransmitted on a lossless link.
-  EXPECT_EQ(p.a.qp->counters.retransmits, 0u);
-  EXPECT_EQ(p.a.qp->counters.completions_ok, expect_send);
-  EXPECT_EQ(p.b.qp->counters.completions_ok, expect_recv);
-  EXPECT_GT(p.a.qp->counters.tx_packets, 0u);
+  EXPECT_EQ(p.a.qp->counters().retransmits, 0u);
+  EXPECT_EQ(p.a.qp->counters().completions_ok, expect_send);
+  EXPECT_EQ(p.b.qp->counters().completions_ok, expect_recv);
+  EXPECT_GT(p.a.qp->counters().tx_packets, 0u);
 }
 
 std::string name_of(const ::testing::TestParamInfo<RcOps::ParamType>& info) {
@@ -217,7 +217,7 @@ TEST_F(RcMore, SilentSuccessProducesNoCompletionButErrorsDo) {
   ASSERT_TRUE(p.wait(1, 0));
   p.run_until([] { return false; }, 1000);
   EXPECT_EQ(p.a.send_done.size(), 1u);  // only the signalled one
-  EXPECT_EQ(p.a.qp->counters.completions_ok, 5u);
+  EXPECT_EQ(p.a.qp->counters().completions_ok, 5u);
   // A silent request that fails still completes (IBTA §10.7.3.1).
   auto bad = wqe(WrOpcode::kWrite, &src, op_flag::kSilentSuccess);
   bad.num_sge = 1;
@@ -247,16 +247,16 @@ TEST_F(RcMore, DeferredPostsAreInvisibleUntilTheDoorbell) {
     return p.a.qp->post_send(w);
   };
   for (int i = 0; i < 3; ++i) ASSERT_EQ(post(i, op_flag::kDefer), Status::kSuccess);
-  EXPECT_EQ(p.a.qp->sq.staged(), 3u);
+  EXPECT_EQ(p.a.qp->internal().sq.staged(), 3u);
   // The engine sees nothing: no frame leaves, nothing completes.
   p.run_until([] { return false; }, 2000);
   EXPECT_TRUE(p.a.send_done.empty());
-  EXPECT_EQ(p.a.qp->counters.tx_packets, 0u);
+  EXPECT_EQ(p.a.qp->counters().tx_packets, 0u);
   // An inline failure publishes the deferred ones first (ndkpi.md §7.3) and posts nothing.
   auto bad = wqe(WrOpcode::kWrite, nullptr, op_flag::kDefer);
   bad.num_sge = dp::kMaxSge + 1;
   EXPECT_EQ(p.a.qp->post_send(bad), Status::kDataOverrun);
-  EXPECT_EQ(p.a.qp->sq.staged(), 0u);
+  EXPECT_EQ(p.a.qp->internal().sq.staged(), 0u);
   ASSERT_TRUE(p.wait(3, 0));
   // A non-deferred post rings the doorbell for the ones before it.
   ASSERT_EQ(post(3, op_flag::kDefer), Status::kSuccess);
@@ -358,9 +358,9 @@ TEST_F(RcMore, OneGibWriteAndReadBack) {
   EXPECT_EQ(std::memcmp(dst.get(), src.get(), kLen), 0);
   EXPECT_EQ(std::memcmp(back.get(), src.get(), kLen), 0);
   // 2^30 / 4096 = 262144 WRITE packets and as many READ responses.
-  EXPECT_EQ(p.b.qp->counters.rx_packets, 262144u + 1);
-  EXPECT_GE(p.b.qp->counters.tx_packets, 262144u);
-  EXPECT_EQ(p.a.qp->counters.completions_by_status[0], 2u);
+  EXPECT_EQ(p.b.qp->counters().rx_packets, 262144u + 1);
+  EXPECT_GE(p.b.qp->counters().tx_packets, 262144u);
+  EXPECT_EQ(p.a.qp->counters().completions_by_status[0], 2u);
 }
 
 // The engine on its own lcore, the test thread posting and polling through the rings: many

@@ -1,0 +1,202 @@
+// The one EAL / adapter-pair fixture of the test suites: EAL brought up once per process, and two
+// adapters of the public API (include/urnic/) wired back to back over a net_ring pair, served by
+// one engine that the test thread drives with run_once() (deterministic, no second core needed)
+// or that runs on lcore 1. Everything but EAL bring-up and the ring pair (NDIS's job in NDK) goes
+// through the public API, the way a consumer uses it.
+//
+// A suite's fixture derives from AdapterPair<Side> with its own Side (which must hold
+// `std::unique_ptr<Adapter> adapter`) and says how completions are collected; the api/ suites use
+// ApiPair (one CQ per side), the RC loopback and fault suites RcPair (a send and a receive CQ).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <thread>
+
+#include "control/eal.h"
+#include "urnic/urnic.h"
+
+namespace urnic {
+// gtest prints a Status by its NTSTATUS name.
+inline void PrintTo(Status s, std::ostream* os) { *os << to_string(s); }
+}  // namespace urnic
+
+namespace urnic::test {
+
+// EAL without hugepages (idempotent: later calls join the running EAL). `lcores` "0" for suites
+// that never launch an engine.
+inline void eal_up_once(const char* lcores = "0-1", unsigned memory_mb = 512) {
+  ctl::EalOptions o;
+  o.memory = ctl::EalOptions::Memory::kNoHuge;
+  o.memory_mb = memory_mb;
+  o.lcores = lcores;
+  ASSERT_EQ(ctl::eal_init(o), Status::kSuccess);
+}
+
+inline uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+// Deterministic byte pattern for message `seed`.
+inline void fill(std::vector<uint8_t>& v, uint32_t seed) {
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& b : v) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    b = static_cast<uint8_t>(x);
+  }
+}
+
+// Attributes a pair of QPs is connected with (perftest's defaults; a short RNR timer).
+struct ConnectParams {
+  uint32_t mtu = 1024;
+  uint8_t timeout = 14;
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;
+  uint8_t min_rnr_timer = 1;  // 10 us
+  uint8_t read_limit = 16;
+  uint32_t access = qp_access::kAll;  // remote rights the QPs accept
+  bool ipv6 = false;
+};
+
+inline LocalAddress address_of(Adapter& a) {
+  return a.query_extension<AdapterExtension>()->local_address();
+}
+
+// Moves `q` (in INIT, as created) to RTS towards `peer` at `peer_addr` with the manual-connect
+// extension: INIT -> INIT (access), RTR, RTS.
+inline void bring_up(Qp& q, Qp& peer, const LocalAddress& peer_addr, const ConnectParams& cp,
+                     uint32_t sq_psn, uint32_t rq_psn) {
+  auto* ext = q.query_extension<QpConnectExtension>();
+  auto* pext = peer.query_extension<QpConnectExtension>();
+  ASSERT_NE(ext, nullptr);
+  ASSERT_NE(pext, nullptr);
+  using namespace qp_attr_mask;
+  QpAttributes at;
+  at.state = QpState::kInit;
+  at.access = cp.access;
+  ASSERT_EQ(ext->modify(at, kState | kAccessFlags, nullptr, nullptr), Status::kSuccess);
+  at.state = QpState::kRtr;
+  at.av.ipv6 = cp.ipv6;
+  at.av.dst_ipv4 = peer_addr.ipv4;
+  at.av.dst_ipv6 = peer_addr.ipv6;
+  at.av.dst_mac = peer_addr.mac;
+  at.path_mtu = cp.mtu;
+  at.dest_qpn = pext->qpn();
+  at.rq_psn = rq_psn;
+  at.max_dest_rd_atomic = cp.read_limit;
+  at.min_rnr_timer = cp.min_rnr_timer;
+  ASSERT_EQ(ext->modify(at,
+                        kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic |
+                            kMinRnrTimer,
+                        nullptr, nullptr),
+            Status::kSuccess);
+  at.state = QpState::kRts;
+  at.sq_psn = sq_psn;
+  at.timeout = cp.timeout;
+  at.retry_cnt = cp.retry_cnt;
+  at.rnr_retry = cp.rnr_retry;
+  at.max_rd_atomic = cp.read_limit;
+  ASSERT_EQ(ext->modify(at, kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic,
+                        nullptr, nullptr),
+            Status::kSuccess);
+}
+
+// Connects two QPs towards each other (A sends from PSN 0x10000, B from 0x20000).
+inline void connect_qps(Qp& qa, Adapter& aa, Qp& qb, Adapter& ab, const ConnectParams& cp = {}) {
+  bring_up(qa, qb, address_of(ab), cp, 0x10000, 0x20000);
+  bring_up(qb, qa, address_of(aa), cp, 0x20000, 0x10000);
+}
+
+template <class Side>
+class AdapterPair {
+ public:
+  // `name` must be unique in the process (it names the rings).
+  explicit AdapterPair(const std::string& name, const EngineConfig& ec = {}, uint32_t mbufs = 8191)
+      : engine_(ec) {
+    uint16_t pa = 0, pb = 0;
+    EXPECT_EQ(ctl::create_ring_pair(name, 1, &pa, &pb), Status::kSuccess);
+    AdapterConfig ca, cb;
+    ca.port_id = pa;
+    cb.port_id = pb;
+    ca.mbufs = cb.mbufs = mbufs;
+    ca.ipv4 = 0xC0000201;  // 192.0.2.1
+    cb.ipv4 = 0xC0000202;
+    ca.ipv6 = std::array<uint8_t, 16>{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    cb.ipv6 = std::array<uint8_t, 16>{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+    ca.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 1};
+    cb.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 2};
+    ca.key_seed = 0x1234;
+    cb.key_seed = 0x5678;
+    EXPECT_EQ(Adapter::open(ca, engine_, &a.adapter), Status::kSuccess);
+    EXPECT_EQ(Adapter::open(cb, engine_, &b.adapter), Status::kSuccess);
+  }
+  // The deriving fixture closes its objects first; the adapters' close waits for any close
+  // still pending, then the engine stops.
+  virtual ~AdapterPair() {
+    a.adapter.reset();
+    b.adapter.reset();
+    engine_.stop();
+  }
+  AdapterPair(const AdapterPair&) = delete;
+  AdapterPair& operator=(const AdapterPair&) = delete;
+
+  // Takes the completions the sides' CQs hold (called by every run loop).
+  virtual void collect() = 0;
+
+  // Drives the engine (or waits for it, when it runs on an lcore) until `pred` holds or
+  // `timeout` passes, collecting completions. Control-thread callbacks need real time (the
+  // thread naps up to 1 ms), so the bound is a time, not a step count.
+  bool run_until(const std::function<bool()>& pred,
+                 std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      for (int i = 0; i < 64; ++i) {
+        if (!engine_.running()) engine_.run_once();
+        collect();
+        if (pred()) return true;
+      }
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      if (engine_.running()) std::this_thread::yield();
+    }
+  }
+  // Runs for `d` (to show that nothing more happens).
+  void run_for(std::chrono::milliseconds d) {
+    (void)run_until([] { return false; }, d);
+  }
+
+  Engine& engine() { return engine_; }
+
+  Engine engine_;  // declared first: destroyed after the sides' adapters
+  Side a, b;
+};
+
+// A completion callback that records one status (for kPending requests).
+struct Completion {
+  std::atomic<int> calls{0};
+  Status status = Status::kPending;
+  Object* object = nullptr;
+  static void on_request(void* c, Status s) {
+    auto* self = static_cast<Completion*>(c);
+    self->status = s;
+    self->calls.fetch_add(1, std::memory_order_release);
+  }
+  static void on_create(void* c, Status s, Object* o) {
+    auto* self = static_cast<Completion*>(c);
+    self->status = s;
+    self->object = o;
+    self->calls.fetch_add(1, std::memory_order_release);
+  }
+  static void on_close(void* c) {
+    static_cast<Completion*>(c)->calls.fetch_add(1, std::memory_order_release);
+  }
+  int count() const { return calls.load(std::memory_order_acquire); }
+};
+
+}  // namespace urnic::test
