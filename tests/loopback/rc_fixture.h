@@ -214,6 +214,24 @@ class RcPair : public AdapterPair<Side> {
              b.send_done.size() >= b_send && a.recv_done.size() >= a_recv;
     });
   }
+  // Waits (without stepping the engine) until the control thread has handed every queued
+  // engine operation of `s` (flush, modify, destroy) to the engine's mailbox, so that the next
+  // engine step applies it before any packet work: for tests that need an asynchronous call
+  // such as Qp::flush to take effect at a known point of the packet stream. False after 10 s.
+  static bool wait_submitted(Side& s) {
+    detail::AdapterImpl& a = s.adapter->impl();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        std::lock_guard lk(a.mu);
+        if (std::all_of(a.ops.begin(), a.ops.end(), [](const auto& op) { return op->submitted; }))
+          return true;
+      }
+      std::this_thread::yield();
+    }
+    return false;
+  }
+
   // The engine itself: for tests that step it with a synthetic clock or inspect it on purpose.
   dp::Engine& dp_engine() { return engine_.impl().dp; }
 

@@ -147,11 +147,13 @@ TEST_F(RcNegative, WriteIntoRegionOfAnotherPd) {
   RcPair p("neg_pd");
   p.connect(1024);
   Guarded dst(4096, 5);
-  const uint32_t other_pd = p.b.adapter->alloc_pd();
-  ASSERT_NE(other_pd, p.b.pd);
-  uint32_t kdst = 0;
-  ASSERT_EQ(p.b.adapter->register_mr(other_pd, dst.region(), dst.size(), kRemoteAll, &kdst),
+  Handle<Pd> other_pd;
+  ASSERT_EQ(p.b.adapter->create_pd(nullptr, nullptr, &other_pd), Status::kSuccess);
+  Handle<Mr> mr;
+  ASSERT_EQ(other_pd->create_mr(false, nullptr, nullptr, &mr), Status::kSuccess);
+  ASSERT_EQ(mr->register_mr(dst.region(), dst.size(), kRemoteAll, nullptr, nullptr),
             Status::kSuccess);
+  const uint32_t kdst = mr->get_remote_token();
   const auto before = dst.snapshot();
   std::vector<uint8_t> src(512);
   fill(src, 6);
@@ -435,72 +437,74 @@ TEST_F(RcNegative, ReadIntoBufferWithoutLocalWrite) {
 
 TEST_F(RcNegative, PostAndModifyInWrongState) {
   RcPair p("neg_state");
-  ctl::QpInit qi;
-  qi.pd = p.a.pd;
-  qi.send_cq = p.a.scq.get();
-  qi.recv_cq = p.a.rcq.get();
-  dp::Qp* qp = nullptr;
-  ASSERT_EQ(p.a.adapter->create_qp(qi, &qp), Status::kSuccess);
-  ctl::Adapter& ad = *p.a.adapter;
+  TestQp* qp = nullptr;
+  ASSERT_EQ(p.a.create_qp(nullptr, 256, 256, &qp), Status::kSuccess);
+  QpConnectExtension& ext = *qp->public_qp().query_extension<QpConnectExtension>();
   std::vector<uint8_t> buf(64, 0);
   const uint32_t key = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
   const auto send = data_wr(WrOpcode::kSend, ctx(1), buf.data(), 64, key);
   const auto recv = recv_wr(ctx(2), buf.data(), 64, key);
-  using namespace dp::qp_attr;
-  using S = dp::QpState;
+  using namespace qp_attr_mask;
+  using S = QpState;
 
-  // RESET: neither queue accepts work; only RESET -> INIT (or RESET / ERR) is legal.
+  // A new QP is in INIT; back to RESET, where neither queue accepts work (NDK: a QP that is
+  // not connected refuses initiator posts with kConnectionInvalid) and only RESET -> INIT (or
+  // RESET / ERR) is legal.
+  QpAttributes at;
+  at.state = S::kReset;
+  ASSERT_EQ(ext.modify(at, kState, nullptr, nullptr), Status::kSuccess);
   ASSERT_EQ(qp->state(), S::kReset);
-  EXPECT_EQ(qp->post_send(send), Status::kInvalidDeviceState);
+  EXPECT_EQ(qp->post_send(send), Status::kConnectionInvalid);
   EXPECT_EQ(qp->post_recv(recv), Status::kInvalidDeviceState);
-  dp::QpAttr at;
+  const LocalAddress peer = address_of(*p.b.adapter);
   at.state = S::kRtr;
-  at.av = ad.address_to(*p.b.adapter);
+  at.av.dst_ipv4 = peer.ipv4;
+  at.av.dst_mac = peer.mac;
   at.dest_qpn = 5;
   at.rq_psn = 0x100;
   const uint32_t rtr_mask =
       kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer;
-  EXPECT_EQ(ad.modify_qp(qp, at, rtr_mask), Status::kInvalidDeviceState);
+  EXPECT_EQ(ext.modify(at, rtr_mask, nullptr, nullptr), Status::kInvalidDeviceState);
   EXPECT_EQ(qp->state(), S::kReset);
   at.state = S::kInit;
-  at.access = dp::access::kRemoteWrite;
-  ASSERT_EQ(ad.modify_qp(qp, at, kState | kAccessFlags), Status::kSuccess);
+  at.access = qp_access::kRemoteWrite;
+  ASSERT_EQ(ext.modify(at, kState | kAccessFlags, nullptr, nullptr), Status::kSuccess);
 
   // INIT: sends are refused; INIT -> RTS is illegal; INIT -> RTR checks its attributes.
   EXPECT_EQ(qp->state(), S::kInit);
-  EXPECT_EQ(qp->post_send(send), Status::kInvalidDeviceState);
+  EXPECT_EQ(qp->post_send(send), Status::kConnectionInvalid);
   at.state = S::kRts;
   at.sq_psn = 0x200;
   const uint32_t rts_mask = kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic;
-  EXPECT_EQ(ad.modify_qp(qp, at, rts_mask), Status::kInvalidDeviceState);
+  EXPECT_EQ(ext.modify(at, rts_mask, nullptr, nullptr), Status::kInvalidDeviceState);
   EXPECT_EQ(qp->state(), S::kInit);
   at.state = S::kRtr;
-  EXPECT_EQ(ad.modify_qp(qp, at, rtr_mask & ~kDestQpn), Status::kInvalidParameter);
+  EXPECT_EQ(ext.modify(at, rtr_mask & ~kDestQpn, nullptr, nullptr), Status::kInvalidParameter);
   at.path_mtu = 1000;
-  EXPECT_EQ(ad.modify_qp(qp, at, rtr_mask), Status::kInvalidParameter);
+  EXPECT_EQ(ext.modify(at, rtr_mask, nullptr, nullptr), Status::kInvalidParameter);
   EXPECT_EQ(qp->state(), S::kInit);
   at.path_mtu = 1024;
-  ASSERT_EQ(ad.modify_qp(qp, at, rtr_mask), Status::kSuccess);
+  ASSERT_EQ(ext.modify(at, rtr_mask, nullptr, nullptr), Status::kSuccess);
 
   // RTR: sends still refused; RTR -> INIT is illegal; RTR -> RTS checks ranges.
   EXPECT_EQ(qp->state(), S::kRtr);
-  EXPECT_EQ(qp->post_send(send), Status::kInvalidDeviceState);
+  EXPECT_EQ(qp->post_send(send), Status::kConnectionInvalid);
   at.state = S::kInit;
-  EXPECT_EQ(ad.modify_qp(qp, at, kState), Status::kInvalidDeviceState);
+  EXPECT_EQ(ext.modify(at, kState, nullptr, nullptr), Status::kInvalidDeviceState);
   at.state = S::kRts;
   at.retry_cnt = 8;  // 3-bit field
-  EXPECT_EQ(ad.modify_qp(qp, at, rts_mask), Status::kInvalidParameter);
+  EXPECT_EQ(ext.modify(at, rts_mask, nullptr, nullptr), Status::kInvalidParameter);
   at.retry_cnt = 7;
   at.timeout = 32;  // 5-bit field
-  EXPECT_EQ(ad.modify_qp(qp, at, rts_mask), Status::kInvalidParameter);
+  EXPECT_EQ(ext.modify(at, rts_mask, nullptr, nullptr), Status::kInvalidParameter);
   EXPECT_EQ(qp->state(), S::kRtr);
 
-  // None of the refused posts left anything behind.
+  // None of the refused posts left anything behind: nothing was ever written to either CQ.
   settle(p);
   EXPECT_EQ(p.a.send_done.size(), 0u);
   EXPECT_EQ(p.a.recv_done.size(), 0u);
-  EXPECT_EQ(p.a.scq->produced(), 0u);
-  EXPECT_EQ(p.a.rcq->produced(), 0u);
+  EXPECT_EQ(detail::CqImpl::of(*p.a.scq)->cq.produced(), 0u);
+  EXPECT_EQ(detail::CqImpl::of(*p.a.rcq)->cq.produced(), 0u);
 }
 
 TEST_F(RcNegative, PostValidationInRts) {
@@ -553,7 +557,8 @@ struct Frmr {
   static constexpr uint32_t kPages = 4;
   static constexpr uint32_t kFbo = 100;
   static constexpr uint64_t kLength = kPages * dp::kMrPageSize - kFbo - 200;
-  static constexpr uint64_t kBaseVa = 0x7000'0000'0000ull;
+  // NdkFastRegister: the base address is the FBO plus a whole number of pages.
+  static constexpr uint64_t kBaseVa = 0x7000'0000'0000ull + kFbo;
 
   explicit Frmr(uint32_t seed) : host(kPages) {
     std::vector<uint8_t> pattern(host.n);
@@ -574,23 +579,21 @@ struct Frmr {
 
   PageBuf host;
   uint64_t pages[kPages] = {};
+  Handle<Mr> mr;  // the fast-register MR on B, once fast_register_on_b() ran
 };
 
-// Allocates the FRMR on B and fast-registers it with a work request on B's QP; returns the key.
+// Creates the fast-register MR on B and fast-registers it with a work request on B's QP
+// (NdkFastRegister); returns its new token.
 uint32_t fast_register_on_b(RcPair& p, Frmr& fr) {
-  uint32_t key0 = 0;
-  EXPECT_EQ(p.b.adapter->alloc_fast_register_mr(p.b.pd, Frmr::kPages, true, &key0),
+  EXPECT_EQ(p.b.pd->create_mr(true, nullptr, nullptr, &fr.mr), Status::kSuccess);
+  if (!fr.mr) return 0;
+  EXPECT_EQ(fr.mr->initialize_fast_register_mr(Frmr::kPages, true, nullptr, nullptr),
             Status::kSuccess);
-  const uint32_t key = p.b.adapter->mrs().next_fast_register_key(key0);
-  auto w = wqe(WrOpcode::kFastRegister, ctx(0xF0));
-  w.pages = fr.pages;
-  w.npages = Frmr::kPages;
-  w.fbo = Frmr::kFbo;
-  w.fr_length = Frmr::kLength;
-  w.base_va = Frmr::kBaseVa;
-  w.access = dp::access::kRemoteWrite | dp::access::kLocalWrite | dp::access::kRemoteRead;
-  w.mr_key = key;
-  EXPECT_EQ(p.b.qp->post_send(w), Status::kSuccess);
+  EXPECT_EQ(p.b.qp->public_qp().fast_register(
+                ctx(0xF0), *fr.mr, fr.pages, Frmr::kFbo, Frmr::kLength, Frmr::kBaseVa,
+                op_flag::kAllowRemoteWrite | op_flag::kAllowRemoteRead),
+            Status::kSuccess);
+  const uint32_t key = fr.mr->get_remote_token();
   const size_t n = p.b.send_done.size();
   EXPECT_TRUE(p.run_until([&] { return p.b.send_done.size() > n; }));
   if (p.b.send_done.size() > n)
@@ -624,9 +627,7 @@ TEST_F(RcNegative, WriteWithKeyAfterLocalInvalidate) {
   EXPECT_EQ(first_diff(fr.bytes(), expected), -1);
 
   // Local invalidate on B's QP (IBTA §10.6.6): the key no longer names a valid region.
-  auto inv = wqe(WrOpcode::kLocalInvalidate, ctx(0xF1));
-  inv.mr_key = key;
-  ASSERT_EQ(p.b.qp->post_send(inv), Status::kSuccess);
+  ASSERT_EQ(p.b.qp->public_qp().invalidate(ctx(0xF1), *fr.mr, 0), Status::kSuccess);
   ASSERT_TRUE(p.wait(1, 0, 2));
   expect_result(p.b.send_done[1], Status::kSuccess, WcStatus::kSuccess, OperationType::kInvalidate,
                 ctx(0xF1));
@@ -718,8 +719,10 @@ TEST_F(RcNegative, FlushCancelsQueuedWorkInOrder) {
   for (uint32_t i = 0; i < kN; ++i)
     ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kSend, ctx(i), buf.data(), 64, key)),
               Status::kSuccess);
-  ASSERT_EQ(p.a.adapter->flush_qp(p.a.qp), Status::kSuccess);
-  EXPECT_EQ(p.a.qp->state(), dp::QpState::kErr);
+  // NdkFlush returns at once; the engine applies it at its next step, before sending anything.
+  p.a.qp->flush();
+  ASSERT_TRUE(p.wait_submitted(p.a));
+  ASSERT_TRUE(p.run_until([&] { return p.a.qp->state() == QpState::kErr; }, 1));
   // Work posted to a QP in ERR is accepted and flushed (IBTA §10.3.1; rocev2.md §3.7).
   ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kSend, ctx(kN), buf.data(), 64, key)),
             Status::kSuccess);
@@ -751,7 +754,7 @@ TEST_F(RcNegative, FlushCancelsSendsInFlight) {
               Status::kSuccess);
   ASSERT_TRUE(p.run_until([&] { return p.a.qp->counters().rnr_naks_received >= 2; }));
   EXPECT_EQ(p.a.send_done.size(), 0u);
-  ASSERT_EQ(p.a.adapter->flush_qp(p.a.qp), Status::kSuccess);
+  p.a.qp->flush();
   ASSERT_TRUE(p.wait(kN, 0));
   settle(p);
   ASSERT_EQ(p.a.send_done.size(), kN);
