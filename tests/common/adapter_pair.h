@@ -140,6 +140,10 @@ class AdapterPair {
   // The deriving fixture closes its objects first; the adapters' close waits for any close
   // still pending, then the engine stops.
   virtual ~AdapterPair() {
+    // Over net_ring a frame an injector holds back may be the other adapter's mbuf: both
+    // injectors let go of theirs while both pools exist.
+    for (Side* s : {&a, &b})
+      if (s->adapter) (void)set_faults(*s, {}, {});
     a.adapter.reset();
     b.adapter.reset();
     engine_.stop();
@@ -172,6 +176,16 @@ class AdapterPair {
   }
 
   Engine& engine() { return engine_; }
+
+  // Fault injection on side `s`'s transmit and receive paths (AdapterExtension::set_faults).
+  static Status set_faults(Side& s, const FaultConfig& tx, const FaultConfig& rx) {
+    return s.adapter->template query_extension<AdapterExtension>()->set_faults(tx, rx);
+  }
+  static AdapterCounters counters(Side& s) {
+    AdapterCounters c;
+    EXPECT_EQ(s.adapter->query_counters(&c), Status::kSuccess);
+    return c;
+  }
 
   Engine engine_;  // declared first: destroyed after the sides' adapters
   Side a, b;
