@@ -1,5 +1,5 @@
 // Scripted recovery tests of RC reliability (issue 4 (a) and (b)): one test per recovery path,
-// each on a fresh loopback RcPair with a scripted dp::FaultConfig ("drop the 1st SEND MIDDLE
+// each on a fresh loopback RcPair with a scripted FaultConfig ("drop the 1st SEND MIDDLE
 // from A", "drop the 2nd ACKNOWLEDGE from B", ...) on the two transmit directions, and peer
 // failure (a peer that stops answering, a peer that restarts with a new QP).
 //
@@ -46,7 +46,7 @@ namespace urnic::test {
 namespace {
 
 using dp::WrOpcode;
-using Action = dp::FaultConfig::Action;
+using Action = FaultConfig::Action;
 namespace opc = wire::opc;
 
 constexpr uint32_t kMtu = 1024;
@@ -217,45 +217,37 @@ void undisturbed(uint8_t timeout, const std::function<void(Attempt&)>& scenario)
   }
 }
 
-dp::FaultConfig script(std::initializer_list<dp::FaultConfig::Rule> rules) {
-  dp::FaultConfig c;
+FaultConfig script(std::initializer_list<FaultConfig::Rule> rules) {
+  FaultConfig c;
   for (const auto& r : rules) EXPECT_TRUE(c.add_rule(r.opcode, r.nth, r.action));
   return c;
 }
 
-// Fault injectors on A's transmit side (requests) and B's (ACKs, READ responses, ATOMIC ACKs).
-// Declared after the pair, so they are uninstalled, and the frames they hold freed, while the
-// adapters and their mempools still exist.
+// Fault injectors on A's transmit side (requests) and B's (ACKs, READ responses, ATOMIC ACKs),
+// installed through AdapterExtension::set_faults for the life of this object.
 class Faults {
  public:
-  Faults(RcPair& p, const dp::FaultConfig& a_tx, const dp::FaultConfig& b_tx = {})
-      : p_(p), a_(a_tx), b_(b_tx) {
-    p.a.adapter->endpoint().set_faults(nullptr, &a_);
-    p.b.adapter->endpoint().set_faults(nullptr, &b_);
+  Faults(RcPair& p, const FaultConfig& a_tx, const FaultConfig& b_tx = {}) : p_(p) {
+    EXPECT_EQ(p.set_faults(p.a, a_tx, {}), Status::kSuccess);
+    EXPECT_EQ(p.set_faults(p.b, b_tx, {}), Status::kSuccess);
   }
   ~Faults() {
-    for (Side* s : {&p_.a, &p_.b}) {
-      s->adapter->endpoint().set_faults(nullptr, nullptr);
-      s->adapter->endpoint().tx_drop_all();
-    }
-    a_.clear();
-    b_.clear();
+    for (Side* s : {&p_.a, &p_.b}) EXPECT_EQ(p_.set_faults(*s, {}, {}), Status::kSuccess);
   }
   Faults(const Faults&) = delete;
   Faults& operator=(const Faults&) = delete;
 
-  const dp::FaultCounters& a() const { return a_.counters(); }
-  const dp::FaultCounters& b() const { return b_.counters(); }
+  FaultCounters a() const { return RcPair::counters(p_.a).tx_faults; }
+  FaultCounters b() const { return RcPair::counters(p_.b).tx_faults; }
   uint64_t scripted() const { return a().scripted + b().scripted; }
 
  private:
   RcPair& p_;
-  dp::FaultInjector a_, b_;
 };
 
 // The counters of both QPs at the end of a scripted exchange.
 struct Snapshot {
-  dp::QpCounters a, b;
+  QpCounters a, b;
 };
 
 class RcScripted : public ::testing::Test {
@@ -296,7 +288,7 @@ class RcScripted : public ::testing::Test {
     ASSERT_TRUE(run.wait(p, 1, 1));
     run.settle(p);
     EXPECT_EQ(f.scripted(), faults) << "scripted fault did not fire";
-    *out = Snapshot{p.a.qp->counters, p.b.qp->counters};
+    *out = Snapshot{p.a.qp->counters(), p.b.qp->counters()};
     ASSERT_EQ(p.a.send_done.size(), 1u);
     ASSERT_EQ(p.b.recv_done.size(), 1u);
     EXPECT_EQ(p.a.recv_done.size(), 0u);
@@ -334,7 +326,7 @@ class RcScripted : public ::testing::Test {
     ASSERT_TRUE(run.wait(p, 1));
     run.settle(p);
     EXPECT_EQ(f.scripted(), faults) << "scripted fault did not fire";
-    *out = Snapshot{p.a.qp->counters, p.b.qp->counters};
+    *out = Snapshot{p.a.qp->counters(), p.b.qp->counters()};
     ASSERT_EQ(p.a.send_done.size(), 1u);
     EXPECT_EQ(p.b.recv_done.size() + p.a.recv_done.size() + p.b.send_done.size(), 0u);
     expect_ok(p.a.send_done[0], OperationType::kWrite, ctx(1));
@@ -354,7 +346,7 @@ class RcScripted : public ::testing::Test {
     ASSERT_TRUE(run.wait(p, 1));
     run.settle(p);
     EXPECT_EQ(f.scripted(), faults) << "scripted fault did not fire";
-    *out = Snapshot{p.a.qp->counters, p.b.qp->counters};
+    *out = Snapshot{p.a.qp->counters(), p.b.qp->counters()};
     ASSERT_EQ(p.a.send_done.size(), 1u);
     EXPECT_EQ(p.b.recv_done.size() + p.a.recv_done.size() + p.b.send_done.size(), 0u);
     expect_ok(p.a.send_done[0], OperationType::kRead, ctx(1));
@@ -562,8 +554,8 @@ TEST_F(RcScripted, WriteLostSecondAck) {
     expect_ok(p->a.send_done[0], OperationType::kWrite, ctx(1));
     expect_ok(p->a.send_done[1], OperationType::kWrite, ctx(2));
     EXPECT_EQ(first_diff(dst.bytes, expected), -1) << "duplicate WRITE placed again";
-    const auto& ca = p->a.qp->counters;
-    const auto& cb = p->b.qp->counters;
+    const auto& ca = p->a.qp->counters();
+    const auto& cb = p->b.qp->counters();
     run.count("A timeouts", ca.timeouts, 1);
     run.count("A retransmits", ca.retransmits, kPkts);
     run.count("B duplicates", cb.duplicate_requests, kPkts);
@@ -681,8 +673,8 @@ TEST_F(RcScripted, ReadResponseLostFoundByLaterAck) {
     expect_ok(p->a.send_done[1], OperationType::kWrite, ctx(2));
     EXPECT_EQ(first_diff(sink.bytes, with(sink_before, 0, remote.part(0, 512))), -1);
     EXPECT_EQ(first_diff(remote.bytes, with(remote_before, 768, src)), -1);
-    const auto& ca = p->a.qp->counters;
-    const auto& cb = p->b.qp->counters;
+    const auto& ca = p->a.qp->counters();
+    const auto& cb = p->b.qp->counters();
     run.count("A implied NAKs", ca.implied_naks, 1);
     run.count("A retransmits (READ and WRITE)", ca.retransmits, 2);
     run.count("B duplicates", cb.duplicate_requests, 2);
@@ -822,8 +814,8 @@ TEST_F(RcScripted, RnrThenReceivePostedLater) {
     EXPECT_EQ(p->b.recv_done[0].bytes_transferred, kLen);
     EXPECT_EQ(first_diff(buf.bytes, with(before, 0, src)), -1);
     EXPECT_EQ(p->a.qp->state(), dp::QpState::kRts);
-    const auto& ca = p->a.qp->counters;
-    const auto& cb = p->b.qp->counters;
+    const auto& ca = p->a.qp->counters();
+    const auto& cb = p->b.qp->counters();
     run.count("A RNR NAKs received", ca.rnr_naks_received, 3);
     run.count("B RNR NAKs sent", cb.rnr_naks_sent, 3);
     run.count("B out_of_sequence", cb.out_of_sequence, 3 * (kPkts - 1));
@@ -863,7 +855,7 @@ TEST_F(RcScripted, WriteWithImmRnrAtLastPacket) {
     EXPECT_EQ(r.type_specific_completion_output, 0xC0DEu);
     EXPECT_EQ(first_diff(dst.bytes, with(dst_before, 0, src)), -1);
     EXPECT_EQ(first_diff(rbuf.bytes, rbuf_before), -1);  // WRITE with immediate places no data
-    const auto& ca = p->a.qp->counters;
+    const auto& ca = p->a.qp->counters();
     run.count("A RNR NAKs received", ca.rnr_naks_received, 2);
     run.count("B RNR NAKs sent", p->b.qp->counters().rnr_naks_sent, 2);
     run.count("A retransmits (the LAST, twice)", ca.retransmits, 2);
@@ -906,8 +898,8 @@ TEST_P(RcRnrExhausted, SendNeverReceivedFailsAfterRnrRetryRetries) {
     EXPECT_EQ(p->b.recv_done.size() + p->b.send_done.size() + p->a.recv_done.size(), 0u);
     EXPECT_EQ(first_diff(dst.bytes, before), -1);
     EXPECT_EQ(p->b.qp->state(), dp::QpState::kRts);
-    const auto& ca = p->a.qp->counters;
-    const auto& cb = p->b.qp->counters;
+    const auto& ca = p->a.qp->counters();
+    const auto& cb = p->b.qp->counters();
     run.count("A RNR NAKs received", ca.rnr_naks_received, n + 1u);
     run.count("B RNR NAKs sent", cb.rnr_naks_sent, n + 1u);
     run.count("B out_of_sequence (the WRITE, every time)", cb.out_of_sequence, n + 1u);
@@ -961,7 +953,7 @@ TEST_F(RcScripted, RetryExhaustedWhenEveryResponseIsLost) {
   constexpr uint8_t kRetry = 3;
   undisturbed(kTimerRecovery, [](Attempt& run) {
     auto p = make_pair(kTimerRecovery, kRetry);
-    dp::FaultConfig all;
+    FaultConfig all;
     all.drop_ppm = 1'000'000;
     Faults f(*p, {}, all);
     const auto src1 = pattern(kLen, 27), src2 = pattern(64, 28);
@@ -990,8 +982,8 @@ TEST_F(RcScripted, RetryExhaustedWhenEveryResponseIsLost) {
     expect_flushed(p->a.send_done[2], OperationType::kWrite, ctx(3));
     EXPECT_EQ(first_diff(dst.bytes, with(with(before, 0, src1), kLen, src2)), -1);
     EXPECT_EQ(p->b.qp->state(), dp::QpState::kRts);
-    const auto& ca = p->a.qp->counters;
-    const auto& cb = p->b.qp->counters;
+    const auto& ca = p->a.qp->counters();
+    const auto& cb = p->b.qp->counters();
     EXPECT_GT(cb.tx_packets, 0u);
     EXPECT_EQ(f.b().dropped, cb.tx_packets);  // every frame B sent was lost
     run.count("A timeouts", ca.timeouts, kRetry + 1u);
@@ -1023,8 +1015,7 @@ TEST_F(RcScripted, PeerStopsAnsweringRetryExceededWithinBound) {
   Guarded dst(kLen, 31);
   const uint32_t kdst = p->b.reg(dst.region(), dst.size(), kRemoteAll);
   const auto before = dst.snapshot();
-  ASSERT_EQ(p->b.adapter->destroy_qp(p->b.qp), Status::kSuccess);
-  p->b.qp = nullptr;
+  ASSERT_TRUE(p->destroy_qp(p->b, p->b.qp));
 
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(
@@ -1051,12 +1042,11 @@ TEST_F(RcScripted, PeerStopsAnsweringRetryExceededWithinBound) {
   EXPECT_GE(elapsed, nominal * 95 / 100)
       << Attempt::gap_ms(elapsed) << " ms, nominal " << Attempt::gap_ms(nominal) << " ms";
   // Nothing comes back, so these counts do not depend on scheduling.
-  const auto& ca = p->a.qp->counters;
+  const auto& ca = p->a.qp->counters();
   EXPECT_EQ(ca.timeouts, kRetry + 1u);
   EXPECT_EQ(ca.retransmits, kRetry * (kPkts + 1));
   EXPECT_EQ(ca.acks_received, 0u);
-  EXPECT_EQ(p->b.adapter->endpoint_counters().rx_drops[static_cast<size_t>(dp::RxDrop::kNoQp)],
-            ca.tx_packets);
+  EXPECT_EQ(p->counters(p->b).port.rx_drops[static_cast<size_t>(RxDrop::kNoQp)], ca.tx_packets);
   EXPECT_EQ(first_diff(dst.bytes, before), -1);
 }
 
@@ -1089,21 +1079,15 @@ TEST_F(RcScripted, PeerRestartsWithNewQpOldQpFailsMemoryIntact) {
 
     // The old QP's next request PSN: 0x10000 (RcPair::connect) + WRITE 0's one packet.
     constexpr uint32_t kOldNextPsn = 0x10000 + 1;
-    dp::Qp* const old_a = p->a.qp;
+    TestQp* const old_a = p->a.qp;
     const uint32_t old_b_qpn = p->b.qp->qpn();
+    // B restarts before the WRITE reaches it (closing a QP takes engine steps, which would send
+    // the WRITE, so B's QP goes first and the WRITE is posted right after).
+    ASSERT_TRUE(p->destroy_qp(p->b, p->b.qp));
     ASSERT_EQ(p->a.qp->post_send(
                   data_wr(WrOpcode::kWrite, ctx(2), src_old.data(), kLen, kold, dst.va(), kdst)),
               Status::kSuccess);
-    // B restarts before the WRITE reaches it.
-    ASSERT_EQ(p->b.adapter->destroy_qp(p->b.qp), Status::kSuccess);
-    for (Side* s : {&p->a, &p->b}) {
-      ctl::QpInit qi;
-      qi.pd = s->pd;
-      qi.send_cq = s->scq.get();
-      qi.recv_cq = s->rcq.get();
-      qi.context = s;
-      ASSERT_EQ(s->adapter->create_qp(qi, &s->qp), Status::kSuccess);
-    }
+    for (Side* s : {&p->a, &p->b}) ASSERT_EQ(s->create_qp(s, 256, 256, &s->qp), Status::kSuccess);
     ASSERT_NE(p->b.qp->qpn(), old_b_qpn);
     const uint32_t access =
         dp::access::kRemoteRead | dp::access::kRemoteWrite | dp::access::kRemoteAtomic;
@@ -1127,16 +1111,16 @@ TEST_F(RcScripted, PeerRestartsWithNewQpOldQpFailsMemoryIntact) {
     EXPECT_EQ(r_new.qpn, p->a.qp->qpn());
     expect_result(r_old, Status::kIoTimeout, WcStatus::kRetryExcErr, OperationType::kWrite, ctx(2));
     EXPECT_EQ(r_old.qpn, old_a->qpn());
-    EXPECT_EQ(old_a->public_state(), dp::QpState::kErr);
+    EXPECT_EQ(old_a->state(), dp::QpState::kErr);
     EXPECT_EQ(p->a.qp->state(), dp::QpState::kRts);
     EXPECT_EQ(p->b.qp->state(), dp::QpState::kRts);
     // Exactly the new WRITE landed; the old one left no byte anywhere.
     EXPECT_EQ(first_diff(dst.bytes, with(before, kLen, src_new)), -1);
     // Every frame the old QP sent after the restart (four times the WRITE's four packets) was
     // dropped at B for naming no QP.
-    EXPECT_EQ(p->b.adapter->endpoint_counters().rx_drops[static_cast<size_t>(dp::RxDrop::kNoQp)],
+    EXPECT_EQ(p->counters(p->b).port.rx_drops[static_cast<size_t>(RxDrop::kNoQp)],
               (kRetry + 1u) * kPkts);
-    const auto& old_c = old_a->counters;
+    const QpCounters old_c = old_a->counters();
     EXPECT_EQ(old_c.timeouts, kRetry + 1u);
     run.count("old A QP retransmits", old_c.retransmits, kRetry * kPkts);
     // The new responder never saw them (no duplicates, no sequence errors).

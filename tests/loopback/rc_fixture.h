@@ -167,6 +167,23 @@ class RcPair : public AdapterPair<Side> {
     bring_up(b, *b.qp, a, *a.qp, mtu, ipv6, access, 0x20000, 0x10000);
   }
 
+  // The same for the sides' current QPs.
+  void bring_up(Side& s, Side& peer, uint32_t mtu, bool ipv6, uint32_t access, uint32_t sq_psn,
+                uint32_t rq_psn) {
+    bring_up(s, *s.qp, peer, *peer.qp, mtu, ipv6, access, sq_psn, rq_psn);
+  }
+
+  // Closes QP `q` of side `s` and drives the engine until the close completed: its work is
+  // flushed and it is detached from the engine, so its QPN names no QP from then on. False if
+  // that takes longer than `max_steps` engine steps.
+  bool destroy_qp(Side& s, TestQp* q, uint64_t max_steps = 20'000'000) {
+    Completion done;
+    const Status st = q->handle().close(&Completion::on_close, &done);
+    s.destroy_qp(q);
+    if (st == Status::kSuccess) return true;
+    return st == Status::kPending && run_until([&] { return done.count() > 0; }, max_steps);
+  }
+
   // Connects QP `qp` of side `s` (one connect() did not create, too) towards QP `peer_qp` of
   // side `peer`, with the requester attributes below.
   void bring_up(Side&, TestQp& qp, Side& peer, TestQp& peer_qp, uint32_t mtu, bool ipv6,
