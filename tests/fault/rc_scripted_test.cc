@@ -554,8 +554,8 @@ TEST_F(RcScripted, WriteLostSecondAck) {
     expect_ok(p->a.send_done[0], OperationType::kWrite, ctx(1));
     expect_ok(p->a.send_done[1], OperationType::kWrite, ctx(2));
     EXPECT_EQ(first_diff(dst.bytes, expected), -1) << "duplicate WRITE placed again";
-    const auto& ca = p->a.qp->counters();
-    const auto& cb = p->b.qp->counters();
+    const QpCounters& ca = p->a.qp->live_counters();
+    const QpCounters& cb = p->b.qp->live_counters();
     run.count("A timeouts", ca.timeouts, 1);
     run.count("A retransmits", ca.retransmits, kPkts);
     run.count("B duplicates", cb.duplicate_requests, kPkts);
@@ -673,8 +673,8 @@ TEST_F(RcScripted, ReadResponseLostFoundByLaterAck) {
     expect_ok(p->a.send_done[1], OperationType::kWrite, ctx(2));
     EXPECT_EQ(first_diff(sink.bytes, with(sink_before, 0, remote.part(0, 512))), -1);
     EXPECT_EQ(first_diff(remote.bytes, with(remote_before, 768, src)), -1);
-    const auto& ca = p->a.qp->counters();
-    const auto& cb = p->b.qp->counters();
+    const QpCounters& ca = p->a.qp->live_counters();
+    const QpCounters& cb = p->b.qp->live_counters();
     run.count("A implied NAKs", ca.implied_naks, 1);
     run.count("A retransmits (READ and WRITE)", ca.retransmits, 2);
     run.count("B duplicates", cb.duplicate_requests, 2);
@@ -814,8 +814,8 @@ TEST_F(RcScripted, RnrThenReceivePostedLater) {
     EXPECT_EQ(p->b.recv_done[0].bytes_transferred, kLen);
     EXPECT_EQ(first_diff(buf.bytes, with(before, 0, src)), -1);
     EXPECT_EQ(p->a.qp->state(), dp::QpState::kRts);
-    const auto& ca = p->a.qp->counters();
-    const auto& cb = p->b.qp->counters();
+    const QpCounters& ca = p->a.qp->live_counters();
+    const QpCounters& cb = p->b.qp->live_counters();
     run.count("A RNR NAKs received", ca.rnr_naks_received, 3);
     run.count("B RNR NAKs sent", cb.rnr_naks_sent, 3);
     run.count("B out_of_sequence", cb.out_of_sequence, 3 * (kPkts - 1));
@@ -855,7 +855,7 @@ TEST_F(RcScripted, WriteWithImmRnrAtLastPacket) {
     EXPECT_EQ(r.type_specific_completion_output, 0xC0DEu);
     EXPECT_EQ(first_diff(dst.bytes, with(dst_before, 0, src)), -1);
     EXPECT_EQ(first_diff(rbuf.bytes, rbuf_before), -1);  // WRITE with immediate places no data
-    const auto& ca = p->a.qp->counters();
+    const QpCounters& ca = p->a.qp->live_counters();
     run.count("A RNR NAKs received", ca.rnr_naks_received, 2);
     run.count("B RNR NAKs sent", p->b.qp->counters().rnr_naks_sent, 2);
     run.count("A retransmits (the LAST, twice)", ca.retransmits, 2);
@@ -898,8 +898,8 @@ TEST_P(RcRnrExhausted, SendNeverReceivedFailsAfterRnrRetryRetries) {
     EXPECT_EQ(p->b.recv_done.size() + p->b.send_done.size() + p->a.recv_done.size(), 0u);
     EXPECT_EQ(first_diff(dst.bytes, before), -1);
     EXPECT_EQ(p->b.qp->state(), dp::QpState::kRts);
-    const auto& ca = p->a.qp->counters();
-    const auto& cb = p->b.qp->counters();
+    const QpCounters& ca = p->a.qp->live_counters();
+    const QpCounters& cb = p->b.qp->live_counters();
     run.count("A RNR NAKs received", ca.rnr_naks_received, n + 1u);
     run.count("B RNR NAKs sent", cb.rnr_naks_sent, n + 1u);
     run.count("B out_of_sequence (the WRITE, every time)", cb.out_of_sequence, n + 1u);
@@ -982,8 +982,8 @@ TEST_F(RcScripted, RetryExhaustedWhenEveryResponseIsLost) {
     expect_flushed(p->a.send_done[2], OperationType::kWrite, ctx(3));
     EXPECT_EQ(first_diff(dst.bytes, with(with(before, 0, src1), kLen, src2)), -1);
     EXPECT_EQ(p->b.qp->state(), dp::QpState::kRts);
-    const auto& ca = p->a.qp->counters();
-    const auto& cb = p->b.qp->counters();
+    const QpCounters& ca = p->a.qp->live_counters();
+    const QpCounters& cb = p->b.qp->live_counters();
     EXPECT_GT(cb.tx_packets, 0u);
     EXPECT_EQ(f.b().dropped, cb.tx_packets);  // every frame B sent was lost
     run.count("A timeouts", ca.timeouts, kRetry + 1u);
@@ -1042,7 +1042,7 @@ TEST_F(RcScripted, PeerStopsAnsweringRetryExceededWithinBound) {
   EXPECT_GE(elapsed, nominal * 95 / 100)
       << Attempt::gap_ms(elapsed) << " ms, nominal " << Attempt::gap_ms(nominal) << " ms";
   // Nothing comes back, so these counts do not depend on scheduling.
-  const auto& ca = p->a.qp->counters();
+  const QpCounters& ca = p->a.qp->live_counters();
   EXPECT_EQ(ca.timeouts, kRetry + 1u);
   EXPECT_EQ(ca.retransmits, kRetry * (kPkts + 1));
   EXPECT_EQ(ca.acks_received, 0u);
@@ -1120,7 +1120,7 @@ TEST_F(RcScripted, PeerRestartsWithNewQpOldQpFailsMemoryIntact) {
     // dropped at B for naming no QP.
     EXPECT_EQ(p->counters(p->b).port.rx_drops[static_cast<size_t>(RxDrop::kNoQp)],
               (kRetry + 1u) * kPkts);
-    const QpCounters old_c = old_a->counters();
+    const QpCounters& old_c = old_a->live_counters();
     EXPECT_EQ(old_c.timeouts, kRetry + 1u);
     run.count("old A QP retransmits", old_c.retransmits, kRetry * kPkts);
     // The new responder never saw them (no duplicates, no sequence errors).

@@ -74,7 +74,10 @@ class TestQp {
   }
   void flush() noexcept { h_->flush(); }
 
-  QpCounters counters() const noexcept { return ext_->counters(); }
+  QpCounters counters() const noexcept { return ext_->counters(); }  // a snapshot
+  // The engine's counters themselves, read live (for a test that keeps a reference across
+  // engine steps).
+  const QpCounters& live_counters() noexcept { return internal().counters; }
   QpState state() const noexcept { return conn_->state(); }
   uint32_t qpn() const noexcept { return conn_->qpn(); }
   Qp& public_qp() noexcept { return *h_; }
@@ -249,6 +252,10 @@ class RcPair : public AdapterPair<Side> {
     return false;
   }
 
+  // The internal adapter behind a side: for tests that inspect its port or pool on purpose.
+  static ctl::Adapter& internal(Side& s) { return *s.adapter->impl().ctl; }
+  // The engine's CQ behind a public one (overrun, produced and dropped counts).
+  static dp::Cq& internal(Cq& cq) { return detail::CqImpl::of(cq)->cq; }
   // The engine itself: for tests that step it with a synthetic clock or inspect it on purpose.
   dp::Engine& dp_engine() { return engine_.impl().dp; }
 
