@@ -28,27 +28,27 @@ class ControlPlaneTest : public ::testing::Test {
 };
 
 TEST_F(ControlPlaneTest, ArpResolvesBothWaysAndAnswersForOwnAddressOnly) {
-  auto& ca = p->a.adapter->control();
-  auto& cb = p->b.adapter->control();
+  auto& ca = RcPair::internal(p->a).control();
+  auto& cb = RcPair::internal(p->b).control();
   wire::MacAddr mac{};
-  ASSERT_EQ(ca.resolve(ctl::gid_from_ipv4(p->b.adapter->ipv4()), &mac), Status::kSuccess);
-  EXPECT_EQ(mac, p->b.adapter->mac());
+  ASSERT_EQ(ca.resolve(ctl::gid_from_ipv4(RcPair::internal(p->b).ipv4()), &mac), Status::kSuccess);
+  EXPECT_EQ(mac, RcPair::internal(p->b).mac());
   // B learns A from the request that targeted it (RFC 826 merge rule). A may have learnt B
   // from B's gratuitous ARP before its own request reached B, so wait for B (bounded).
-  const auto ga = ctl::gid_from_ipv4(p->a.adapter->ipv4());
+  const auto ga = ctl::gid_from_ipv4(RcPair::internal(p->a).ipv4());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!cb.lookup(ga) && std::chrono::steady_clock::now() < deadline) {
   }
   ASSERT_TRUE(cb.lookup(ga).has_value());
-  EXPECT_EQ(*cb.lookup(ctl::gid_from_ipv4(p->a.adapter->ipv4())), p->a.adapter->mac());
+  EXPECT_EQ(*cb.lookup(ctl::gid_from_ipv4(RcPair::internal(p->a).ipv4())), RcPair::internal(p->a).mac());
   EXPECT_GE(cb.counters().arp_replies_out, 1u);
   EXPECT_GE(cb.counters().arp_requests_in, 1u);
   // Our own address is not a neighbour.
-  EXPECT_EQ(ca.resolve(ctl::gid_from_ipv4(p->a.adapter->ipv4()), &mac), Status::kInvalidAddress);
+  EXPECT_EQ(ca.resolve(ctl::gid_from_ipv4(RcPair::internal(p->a).ipv4()), &mac), Status::kInvalidAddress);
 }
 
 TEST_F(ControlPlaneTest, UnansweredResolutionTimesOutAfterRetries) {
-  auto& ca = p->a.adapter->control();
+  auto& ca = RcPair::internal(p->a).control();
   wire::MacAddr mac{};
   const auto before = ca.counters().arp_requests_out;
   const auto t0 = std::chrono::steady_clock::now();
@@ -60,24 +60,24 @@ TEST_F(ControlPlaneTest, UnansweredResolutionTimesOutAfterRetries) {
 }
 
 TEST_F(ControlPlaneTest, NeighbourDiscoveryForIpv6Gids) {
-  auto& ca = p->a.adapter->control();
+  auto& ca = RcPair::internal(p->a).control();
   wire::MacAddr mac{};
-  ASSERT_EQ(ca.resolve(*p->b.adapter->ipv6(), &mac), Status::kSuccess);
-  EXPECT_EQ(mac, p->b.adapter->mac());
-  EXPECT_GE(p->b.adapter->control().counters().nd_adverts_out, 1u);
+  ASSERT_EQ(ca.resolve(*RcPair::internal(p->b).ipv6(), &mac), Status::kSuccess);
+  EXPECT_EQ(mac, RcPair::internal(p->b).mac());
+  EXPECT_GE(RcPair::internal(p->b).control().counters().nd_adverts_out, 1u);
   // Link-local GID (derived from the MAC) resolves too.
-  ASSERT_EQ(ca.resolve(ctl::link_local_gid(p->b.adapter->mac()), &mac), Status::kSuccess);
-  EXPECT_EQ(mac, p->b.adapter->mac());
+  ASSERT_EQ(ca.resolve(ctl::link_local_gid(RcPair::internal(p->b).mac()), &mac), Status::kSuccess);
+  EXPECT_EQ(mac, RcPair::internal(p->b).mac());
 }
 
 TEST_F(ControlPlaneTest, GidTableHasLinkLocalIpv4MappedAndIpv6) {
-  const auto g = p->a.adapter->control().gids();
+  const auto g = RcPair::internal(p->a).control().gids();
   ASSERT_EQ(g.size(), 3u);
-  EXPECT_EQ(g[0], ctl::link_local_gid(p->a.adapter->mac()));
+  EXPECT_EQ(g[0], ctl::link_local_gid(RcPair::internal(p->a).mac()));
   EXPECT_EQ(g[1], ctl::gid_from_ipv4(0xC0000201));
   EXPECT_TRUE(ctl::gid_is_ipv4(g[1]));
   EXPECT_EQ(ctl::gid_to_ipv4(g[1]), 0xC0000201u);
-  EXPECT_EQ(g[2], *p->a.adapter->ipv6());
+  EXPECT_EQ(g[2], *RcPair::internal(p->a).ipv6());
   // fe80::ff:fe00:1 with the U/L bit flipped: 02:00:00:.. -> 00:00:00:ff:fe:..
   EXPECT_EQ(g[0][8], 0x00);
   EXPECT_EQ(g[0][11], 0xFF);
@@ -85,8 +85,8 @@ TEST_F(ControlPlaneTest, GidTableHasLinkLocalIpv4MappedAndIpv6) {
 }
 
 TEST_F(ControlPlaneTest, MadsReachQp1AndWrongQkeyIsDropped) {
-  auto& ca = p->a.adapter->control();
-  auto& cb = p->b.adapter->control();
+  auto& ca = RcPair::internal(p->a).control();
+  auto& cb = RcPair::internal(p->b).control();
   std::mutex mu;
   std::vector<std::vector<uint8_t>> got;
   std::vector<ctl::MadIn> meta;
@@ -96,7 +96,7 @@ TEST_F(ControlPlaneTest, MadsReachQp1AndWrongQkeyIsDropped) {
     meta.push_back(in);
   });
   wire::MacAddr mac{};
-  const auto gb = ctl::gid_from_ipv4(p->b.adapter->ipv4());
+  const auto gb = ctl::gid_from_ipv4(RcPair::internal(p->b).ipv4());
   ASSERT_EQ(ca.resolve(gb, &mac), Status::kSuccess);
   std::vector<uint8_t> mad(256);
   for (size_t i = 0; i < mad.size(); ++i) mad[i] = static_cast<uint8_t>(i ^ 0x5A);
@@ -115,9 +115,9 @@ TEST_F(ControlPlaneTest, MadsReachQp1AndWrongQkeyIsDropped) {
   std::lock_guard lock(mu);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0], mad);
-  EXPECT_EQ(meta[0].src_gid, ctl::gid_from_ipv4(p->a.adapter->ipv4()));
+  EXPECT_EQ(meta[0].src_gid, ctl::gid_from_ipv4(RcPair::internal(p->a).ipv4()));
   EXPECT_EQ(meta[0].src_qp, 1u);
-  EXPECT_EQ(meta[0].src_mac, p->a.adapter->mac());
+  EXPECT_EQ(meta[0].src_mac, RcPair::internal(p->a).mac());
   // Unresolved destination: refused, nothing sent.
   EXPECT_EQ(ca.send_mad(ctl::gid_from_ipv4(0xC0000299), 1, ctl::ControlPlane::kGsiQkey, mad),
             Status::kHostUnreachable);
@@ -131,7 +131,7 @@ TEST_F(ControlPlaneTest, MadsReachQp1AndWrongQkeyIsDropped) {
 TEST(ControlPlaneFlood, LearntNeighboursAreBoundedAndResolutionStillWorks) {
   eal_up_once();
   RcPair p("cpflood");
-  auto& cb = p.b.adapter->control();
+  auto& cb = RcPair::internal(p.b).control();
   rte_mempool* pool =
       rte_pktmbuf_pool_create("cpflood_pool", 1023, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
   ASSERT_NE(pool, nullptr);
@@ -161,7 +161,7 @@ TEST(ControlPlaneFlood, LearntNeighboursAreBoundedAndResolutionStillWorks) {
     arp.sha = sha;
     arp.spa = wire::Be32::of(0x0A400000u + i);  // 10.64.x.y
     arp.tha = wire::MacAddr{};
-    arp.tpa = wire::Be32::of(p.b.adapter->ipv4());
+    arp.tpa = wire::Be32::of(RcPair::internal(p.b).ipv4());
     m->data_len = m->pkt_len = sizeof(wire::EthHdr) + sizeof(wire::ArpHdr);
     while (!cb.take(m)) std::this_thread::yield();  // ring full: the control thread drains it
   }
@@ -185,8 +185,8 @@ TEST(ControlPlaneFlood, LearntNeighboursAreBoundedAndResolutionStillWorks) {
   // Our own resolution gets an entry although the table is full of live learnt ones.
   ASSERT_TRUE(p.engine().launch(1));
   wire::MacAddr mac{};
-  ASSERT_EQ(cb.resolve(ctl::gid_from_ipv4(p.a.adapter->ipv4()), &mac), Status::kSuccess);
-  EXPECT_EQ(mac, p.a.adapter->mac());
+  ASSERT_EQ(cb.resolve(ctl::gid_from_ipv4(RcPair::internal(p.a).ipv4()), &mac), Status::kSuccess);
+  EXPECT_EQ(mac, RcPair::internal(p.a).mac());
 }
 
 }  // namespace
