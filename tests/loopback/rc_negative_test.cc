@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -105,42 +107,6 @@ class RcNegative : public ::testing::Test {
   uint32_t bkey_ = 0;
 };
 
-// ---- 1. Bad R_Key ---------------------------------------------------------------------------
-
-TEST_F(RcNegative, WriteWithNeverRegisteredRkey) {
-  RcPair p("neg_rkey_none");
-  p.connect(1024);
-  Guarded dst(4096, 1);
-  (void)p.b.reg(dst.region(), dst.size(), kRemoteAll);
-  const auto before = dst.snapshot();
-  std::vector<uint8_t> src(256);
-  fill(src, 2);
-  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
-  // Index 4000 of B's table was never handed out (indices are allocated from 1 up).
-  const uint32_t rkey = dp::make_key(4000, 0x5A);
-  const auto w = data_wr(WrOpcode::kWrite, ctx(1), src.data(), 256, ksrc, dst.va(), rkey);
-  expect_refused(p, w, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kWrite);
-  EXPECT_EQ(first_diff(dst.bytes, before), -1);
-  EXPECT_EQ(p.b.qp->counters().naks_sent[wire::aeth::kNakRemoteAccessError], 1u);
-}
-
-TEST_F(RcNegative, WriteWithWrongTagRkey) {
-  RcPair p("neg_rkey_tag");
-  p.connect(1024);
-  Guarded dst(4096, 3);
-  const uint32_t kdst = p.b.reg(dst.region(), dst.size(), kRemoteAll);
-  const auto before = dst.snapshot();
-  std::vector<uint8_t> src(256);
-  fill(src, 4);
-  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
-  // The region's index with another tag: what a stale key of a re-registered region looks like.
-  const uint32_t rkey = dp::make_key(dp::key_index(kdst), dp::key_tag(kdst) ^ 0x5A);
-  ASSERT_NE(rkey, kdst);
-  const auto w = data_wr(WrOpcode::kWrite, ctx(1), src.data(), 256, ksrc, dst.va(), rkey);
-  expect_refused(p, w, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kWrite);
-  EXPECT_EQ(first_diff(dst.bytes, before), -1);
-}
-
 // ---- 2. Region of another protection domain -------------------------------------------------
 
 TEST_F(RcNegative, WriteIntoRegionOfAnotherPd) {
@@ -163,160 +129,108 @@ TEST_F(RcNegative, WriteIntoRegionOfAnotherPd) {
   EXPECT_EQ(first_diff(dst.bytes, before), -1);
 }
 
-// ---- 3. Missing rights on the region ---------------------------------------------------------
+// ---- 1, 3, 4, 5. Requests the responder refuses -----------------------------------------------
 
-TEST_F(RcNegative, WriteIntoReadOnlyRegion) {
-  // ndmemorytest NdWriteViolation: initiator ND_ACCESS_VIOLATION, peer receive ND_CANCELED.
-  RcPair p("neg_rights_w");
-  p.connect(1024);
-  Guarded dst(4096, 7);
-  const uint32_t kdst =
-      p.b.reg(dst.region(), dst.size(),
-              mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteRead | mr_flag::kAllowRemoteAtomic);
-  const auto before = dst.snapshot();
-  std::vector<uint8_t> src(256);
-  fill(src, 8);
-  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
-  const auto w = data_wr(WrOpcode::kWrite, ctx(1), src.data(), 256, ksrc, dst.va(), kdst);
-  expect_refused(p, w, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kWrite);
-  EXPECT_EQ(first_diff(dst.bytes, before), -1);
+// One request A sends into B's region that B must refuse with a NAK, nothing executed: a bad
+// R_Key (IBTA §9.7.5.1.5 / §10.6.3.1: the key must name a valid region whose tag matches), a
+// region without the right the operation needs, a range outside the region (ndmemorytest
+// NdOverWrite / NdOverRead), or a QP that does not accept the operation at all (IBTA §9.7.5.1.2:
+// NAK invalid request).
+struct Refused {
+  const char* name;
+  WrOpcode op;
+  uint32_t region_len;  // B's region
+  uint32_t rights;      // its mr_flag rights
+  int64_t offset;       // of the remote address: from the region's start, or (from_end) its end
+  bool from_end;
+  uint32_t len;  // bytes moved (8 for atomics)
+  enum class Key : uint8_t { kRegion, kNeverRegistered, kOtherTag } key = Key::kRegion;
+  uint32_t qp_access = kRemoteAccess;  // B's QP remote rights
+  Status st = Status::kAccessViolation;
+  WcStatus wc = WcStatus::kRemAccessErr;
+  uint8_t nak = wire::aeth::kNakRemoteAccessError;  // the NAK code B sends, once
+};
+
+constexpr uint32_t kNoWrite =
+    mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteRead | mr_flag::kAllowRemoteAtomic;
+constexpr uint32_t kNoRead = mr_flag::kAllowRemoteWrite | mr_flag::kAllowRemoteAtomic;
+constexpr uint32_t kNoAtomic =
+    mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite | mr_flag::kAllowRemoteRead;
+using Key = Refused::Key;
+
+const Refused kRefused[] = {
+    // 1. Bad R_Key: index 4000 of B's table was never handed out (indices are allocated from 1
+    // up); the region's index with another tag is what a stale key of a re-registered region
+    // looks like.
+    {"WriteWithNeverRegisteredRkey", WrOpcode::kWrite, 4096, kRemoteAll, 0, false, 256,
+     Key::kNeverRegistered},
+    {"WriteWithWrongTagRkey", WrOpcode::kWrite, 4096, kRemoteAll, 0, false, 256, Key::kOtherTag},
+    // 3. Missing rights (ndmemorytest NdWriteViolation: initiator ND_ACCESS_VIOLATION, peer
+    // receive ND_CANCELED).
+    {"WriteIntoReadOnlyRegion", WrOpcode::kWrite, 4096, kNoWrite, 0, false, 256},
+    {"ReadFromRegionWithoutRemoteRead", WrOpcode::kRead, 4096, kNoRead, 128, false, 256},
+    {"AtomicOnRegionWithoutRemoteAtomic", WrOpcode::kFetchAdd, 4096, kNoAtomic, 64, false, 8},
+    {"CompareSwapOnRegionWithoutRemoteAtomic", WrOpcode::kCompareSwap, 64, kNoAtomic, 8, false,
+     8},
+    // 4. Bounds: [end - 15, end + 1); five packets at PMTU 1024 refused at the first, so no
+    // packet writes anything; one byte before the start; a READ past the end.
+    {"WriteOneBytePastTheEnd", WrOpcode::kWrite, 4096, kRemoteAll, -15, true, 16},
+    {"MultiPacketWriteOneBytePastTheEnd", WrOpcode::kWrite, 4096, kRemoteAll, 0, false, 4097},
+    {"WriteStartingBeforeTheStart", WrOpcode::kWrite, 4096, kRemoteAll, -1, false, 16},
+    {"ReadPastTheEnd", WrOpcode::kRead, 4096, kRemoteAll, -8, true, 16},
+    // 5. QP access flags: B's QP accepts only READs, so a WRITE is an invalid request.
+    {"WriteToQpWithoutRemoteWrite", WrOpcode::kWrite, 4096, kRemoteAll, 0, false, 256,
+     Key::kRegion, qp_access::kRemoteRead, Status::kRemoteResources, WcStatus::kRemInvReqErr,
+     wire::aeth::kNakInvalidRequest},
+};
+
+OperationType type_of(WrOpcode op) {
+  switch (op) {
+    case WrOpcode::kRead:
+      return OperationType::kRead;
+    case WrOpcode::kFetchAdd:
+      return OperationType::kFetchAdd;
+    case WrOpcode::kCompareSwap:
+      return OperationType::kCompareSwap;
+    default:
+      return OperationType::kWrite;
+  }
 }
 
-TEST_F(RcNegative, ReadFromRegionWithoutRemoteRead) {
-  RcPair p("neg_rights_r");
-  p.connect(1024);
-  Guarded remote(4096, 9);
-  const uint32_t krem = p.b.reg(remote.region(), remote.size(),
-                                mr_flag::kAllowRemoteWrite | mr_flag::kAllowRemoteAtomic);
+class RcRefused : public RcNegative, public ::testing::WithParamInterface<Refused> {};
+
+TEST_P(RcRefused, NothingExecutesAndBothQpsFail) {
+  const Refused& c = GetParam();
+  const auto seed = static_cast<uint32_t>(&c - kRefused) * 2 + 1;
+  RcPair p("neg_r" + std::to_string(seed));  // ring names are short
+  p.connect(1024, false, 256, 256, c.qp_access);
+  Guarded remote(c.region_len, seed);
+  const uint32_t kreg = p.b.reg(remote.region(), remote.size(), c.rights);
+  uint32_t rkey = kreg;
+  if (c.key == Key::kNeverRegistered) rkey = dp::make_key(4000, 0x5A);
+  if (c.key == Key::kOtherTag) rkey = dp::make_key(dp::key_index(kreg), dp::key_tag(kreg) ^ 0x5A);
+  ASSERT_TRUE(c.key == Key::kRegion || rkey != kreg);
   const auto remote_before = remote.snapshot();
-  Guarded sink(256, 10);
-  const uint32_t ksink = p.a.reg(sink.region(), sink.size(), mr_flag::kAllowLocalWrite);
-  const auto sink_before = sink.snapshot();
-  const auto r =
-      data_wr(WrOpcode::kRead, ctx(1), sink.region(), 256, ksink, remote.va() + 128, krem);
-  expect_refused(p, r, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kRead);
+  // The local side: the WRITE's source, or the READ / atomic's sink (which must stay untouched).
+  Guarded local(c.len, seed + 1);
+  const uint32_t klocal = p.a.reg(local.region(), local.size(), mr_flag::kAllowLocalWrite);
+  const auto local_before = local.snapshot();
+  const uint64_t raddr = (c.from_end ? remote.va() + remote.size() : remote.va()) + c.offset;
+  auto w = data_wr(c.op, ctx(1), local.region(), c.len, klocal, raddr, rkey);
+  if (c.op == WrOpcode::kFetchAdd) w.compare_add = 1;
+  if (c.op == WrOpcode::kCompareSwap) {
+    // The compare would succeed if the CAS were (wrongly) executed.
+    std::memcpy(&w.compare_add, remote.region() + c.offset, 8);
+    w.swap = ~w.compare_add;
+  }
+  expect_refused(p, w, c.st, c.wc, type_of(c.op));
   EXPECT_EQ(first_diff(remote.bytes, remote_before), -1);
-  EXPECT_EQ(first_diff(sink.bytes, sink_before), -1);  // no response data was placed
+  EXPECT_EQ(first_diff(local.bytes, local_before), -1);  // no response data was placed
+  EXPECT_EQ(p.b.qp->counters().naks_sent[c.nak], 1u);
 }
 
-TEST_F(RcNegative, AtomicOnRegionWithoutRemoteAtomic) {
-  RcPair p("neg_rights_a");
-  p.connect(1024);
-  Guarded remote(4096, 11);
-  const uint32_t krem =
-      p.b.reg(remote.region(), remote.size(),
-              mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite | mr_flag::kAllowRemoteRead);
-  const auto remote_before = remote.snapshot();
-  Guarded orig(8, 12);
-  const uint32_t korig = p.a.reg(orig.region(), 8, mr_flag::kAllowLocalWrite);
-  const auto orig_before = orig.snapshot();
-  auto f = data_wr(WrOpcode::kFetchAdd, ctx(1), orig.region(), 8, korig, remote.va() + 64, krem);
-  f.compare_add = 1;
-  expect_refused(p, f, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kFetchAdd);
-  EXPECT_EQ(first_diff(remote.bytes, remote_before), -1);
-  EXPECT_EQ(first_diff(orig.bytes, orig_before), -1);
-}
-
-TEST_F(RcNegative, CompareSwapOnRegionWithoutRemoteAtomic) {
-  RcPair p("neg_rights_cs");
-  p.connect(1024);
-  Guarded remote(64, 13);
-  const uint32_t krem =
-      p.b.reg(remote.region(), remote.size(),
-              mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite | mr_flag::kAllowRemoteRead);
-  // Make the compare succeed if the CAS were (wrongly) executed.
-  uint64_t current = 0;
-  std::memcpy(&current, remote.region() + 8, 8);
-  const auto remote_before = remote.snapshot();
-  Guarded orig(8, 14);
-  const uint32_t korig = p.a.reg(orig.region(), 8, mr_flag::kAllowLocalWrite);
-  auto c = data_wr(WrOpcode::kCompareSwap, ctx(1), orig.region(), 8, korig, remote.va() + 8, krem);
-  c.compare_add = current;
-  c.swap = ~current;
-  expect_refused(p, c, Status::kAccessViolation, WcStatus::kRemAccessErr,
-                 OperationType::kCompareSwap);
-  EXPECT_EQ(first_diff(remote.bytes, remote_before), -1);
-}
-
-// ---- 4. Bounds (ndmemorytest NdOverWrite / NdOverRead) -----------------------------------------
-
-TEST_F(RcNegative, WriteOneBytePastTheEnd) {
-  RcPair p("neg_oob_end");
-  p.connect(1024);
-  Guarded dst(4096, 15);
-  const uint32_t kdst = p.b.reg(dst.region(), dst.size(), kRemoteAll);
-  const auto before = dst.snapshot();
-  std::vector<uint8_t> src(16);
-  fill(src, 16);
-  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
-  // [end - 15, end + 1): the last byte is outside the region.
-  const auto w =
-      data_wr(WrOpcode::kWrite, ctx(1), src.data(), 16, ksrc, dst.va() + dst.size() - 15, kdst);
-  expect_refused(p, w, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kWrite);
-  EXPECT_EQ(first_diff(dst.bytes, before), -1);
-}
-
-TEST_F(RcNegative, MultiPacketWriteOneBytePastTheEnd) {
-  // Five packets at PMTU 1024: the range is refused at the first, so no packet writes anything.
-  RcPair p("neg_oob_multi");
-  p.connect(1024);
-  Guarded dst(4096, 17);
-  const uint32_t kdst = p.b.reg(dst.region(), dst.size(), kRemoteAll);
-  const auto before = dst.snapshot();
-  std::vector<uint8_t> src(4097);
-  fill(src, 18);
-  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
-  const auto w = data_wr(WrOpcode::kWrite, ctx(1), src.data(), 4097, ksrc, dst.va(), kdst);
-  expect_refused(p, w, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kWrite);
-  EXPECT_EQ(first_diff(dst.bytes, before), -1);
-}
-
-TEST_F(RcNegative, WriteStartingBeforeTheStart) {
-  RcPair p("neg_oob_start");
-  p.connect(1024);
-  Guarded dst(4096, 19);
-  const uint32_t kdst = p.b.reg(dst.region(), dst.size(), kRemoteAll);
-  const auto before = dst.snapshot();
-  std::vector<uint8_t> src(16);
-  fill(src, 20);
-  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
-  const auto w = data_wr(WrOpcode::kWrite, ctx(1), src.data(), 16, ksrc, dst.va() - 1, kdst);
-  expect_refused(p, w, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kWrite);
-  EXPECT_EQ(first_diff(dst.bytes, before), -1);
-}
-
-TEST_F(RcNegative, ReadPastTheEnd) {
-  RcPair p("neg_oob_read");
-  p.connect(1024);
-  Guarded remote(4096, 21);
-  const uint32_t krem = p.b.reg(remote.region(), remote.size(), kRemoteAll);
-  const auto remote_before = remote.snapshot();
-  Guarded sink(16, 22);
-  const uint32_t ksink = p.a.reg(sink.region(), sink.size(), mr_flag::kAllowLocalWrite);
-  const auto sink_before = sink.snapshot();
-  const auto r = data_wr(WrOpcode::kRead, ctx(1), sink.region(), 16, ksink,
-                         remote.va() + remote.size() - 8, krem);
-  expect_refused(p, r, Status::kAccessViolation, WcStatus::kRemAccessErr, OperationType::kRead);
-  EXPECT_EQ(first_diff(remote.bytes, remote_before), -1);
-  EXPECT_EQ(first_diff(sink.bytes, sink_before), -1);
-}
-
-// ---- 5. QP access flags (C9-98: operation not allowed -> NAK invalid request) -----------------
-
-TEST_F(RcNegative, WriteToQpWithoutRemoteWrite) {
-  RcPair p("neg_qp_access");
-  p.connect(1024, false, 256, 256, dp::access::kRemoteRead);
-  Guarded dst(4096, 23);
-  const uint32_t kdst = p.b.reg(dst.region(), dst.size(), kRemoteAll);
-  const auto before = dst.snapshot();
-  std::vector<uint8_t> src(256);
-  fill(src, 24);
-  const uint32_t ksrc = p.a.reg(src.data(), src.size(), mr_flag::kAllowLocalWrite);
-  const auto w = data_wr(WrOpcode::kWrite, ctx(1), src.data(), 256, ksrc, dst.va(), kdst);
-  expect_refused(p, w, Status::kRemoteResources, WcStatus::kRemInvReqErr, OperationType::kWrite);
-  EXPECT_EQ(first_diff(dst.bytes, before), -1);
-  EXPECT_EQ(p.b.qp->counters().naks_sent[wire::aeth::kNakInvalidRequest], 1u);
-}
+INSTANTIATE_TEST_SUITE_P(Cases, RcRefused, ::testing::ValuesIn(kRefused),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // ---- 6. Receive too small (ndmval) ------------------------------------------------------------
 
