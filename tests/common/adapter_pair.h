@@ -92,11 +92,10 @@ inline void bring_up(Qp& q, Qp& peer, const LocalAddress& peer_addr, const Conne
   at.rq_psn = rq_psn;
   at.max_dest_rd_atomic = cp.read_limit;
   at.min_rnr_timer = cp.min_rnr_timer;
-  ASSERT_EQ(ext->modify(at,
-                        kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic |
-                            kMinRnrTimer,
-                        nullptr, nullptr),
-            Status::kSuccess);
+  ASSERT_EQ(
+      ext->modify(at, kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer,
+                  nullptr, nullptr),
+      Status::kSuccess);
   at.state = QpState::kRts;
   at.sq_psn = sq_psn;
   at.timeout = cp.timeout;

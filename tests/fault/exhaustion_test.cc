@@ -580,7 +580,7 @@ struct SmallTraffic {
   // Connects `p` as these tests want it (control threads stopped, ACK timeout 4: 65.5 us, queues
   // of 64) and lets the control planes' start-up frames cross; returns the clock to go on with.
   static Clock connect(RcPair& p) {
-      p.timeout = 4;
+    p.timeout = 4;
     p.connect(1024, false, 64, 64);
     Clock c;
     settle(p, c);

@@ -27,6 +27,7 @@
 // is ever rerun; a mismatch without such a gap fails at once.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -356,163 +357,299 @@ class RcScripted : public ::testing::Test {
   }
 };
 
-// ---- 1. Lost request packets of a multi-packet SEND / WRITE --------------------------------
+// ---- 1-4. One message with one scripted fault ----------------------------------------------
 //
-// A lost FIRST or MIDDLE is found by the responder: the next packet is out of sequence, it sends
-// one NAK PSN sequence error carrying its expected PSN and drops the rest of the burst quietly;
-// the requester goes back to that PSN and resends from there (go-back-N, rocev2.md §3.6). A lost
-// LAST leaves no later packet to notice the gap (only LAST asks for an ACK): the local ACK timer
-// expires and the requester resends the whole message from the oldest unacknowledged PSN
-// (IBTA §9.7.6.1.3); the responder sees the first three again as duplicates (IBTA §9.7.5.1.1).
+// Lost request packets of a multi-packet SEND / WRITE. A lost FIRST or MIDDLE is found by the
+// responder: the next packet is out of sequence, it sends one NAK PSN sequence error carrying its
+// expected PSN and drops the rest of the burst quietly; the requester goes back to that PSN and
+// resends from there (go-back-N, rocev2.md §3.6). A lost LAST leaves no later packet to notice
+// the gap (only LAST asks for an ACK): the local ACK timer expires and the requester resends the
+// whole message from the oldest unacknowledged PSN (IBTA §9.7.6.1.3); the responder sees the
+// first three again as duplicates (IBTA §9.7.5.1.1).
+//
+// Duplicated and reordered frames: a duplicate is re-ACKed, not placed again, and a receive is
+// not consumed twice (rocev2.md §3.5). A READ response gap is answered at once with a re-request
+// (rocev2.md §3.6).
+//
+// Lost ACKs: the data arrived, the retransmission must not execute again.
+//
+// Lost READ responses and READ requests: a gap before the LAST is an implied NAK and A
+// re-requests only the rest (rxe req_retry(), rocev2.md §3.2), which B replays from its responder
+// resources (rocev2.md §3.5); a lost LAST or ONLY leaves the timer; a lost request is new to B.
 
-TEST_F(RcScripted, SendLostFirstPacket) {
-  undisturbed(kNoTimer, [](Attempt& run) {
-    auto p = make_pair(kNoTimer);
-    Faults f(*p, script({{opc::kSendFirst, 1, Action::kDrop}}));
+enum class Msg : uint8_t { kSend, kWrite, kRead };
+// A recovery counter of A's or B's QP.
+enum class Field : uint8_t {
+  kAOutOfSeq,
+  kBOutOfSeq,
+  kBSeqNaksSent,
+  kASeqNaksReceived,
+  kARetransmits,
+  kATimeouts,
+  kAImpliedNaks,
+  kAAcksReceived,
+  kBDuplicates,
+  kBAcksSent,
+  kBTxPackets,
+  kBRxPackets,
+};
+
+uint64_t value(const Snapshot& s, Field f) {
+  switch (f) {
+    case Field::kAOutOfSeq:
+      return s.a.out_of_sequence;
+    case Field::kBOutOfSeq:
+      return s.b.out_of_sequence;
+    case Field::kBSeqNaksSent:
+      return s.b.naks_sent[0];
+    case Field::kASeqNaksReceived:
+      return s.a.naks_received[0];
+    case Field::kARetransmits:
+      return s.a.retransmits;
+    case Field::kATimeouts:
+      return s.a.timeouts;
+    case Field::kAImpliedNaks:
+      return s.a.implied_naks;
+    case Field::kAAcksReceived:
+      return s.a.acks_received;
+    case Field::kBDuplicates:
+      return s.b.duplicate_requests;
+    case Field::kBAcksSent:
+      return s.b.acks_sent;
+    case Field::kBTxPackets:
+      return s.b.tx_packets;
+    case Field::kBRxPackets:
+      return s.b.rx_packets;
+  }
+  return 0;
+}
+
+struct Expect {
+  const char* what = nullptr;  // null: no more expectations
+  Field field = Field::kATimeouts;
+  uint64_t value = 0;
+};
+
+struct OneFault {
+  const char* name;
+  uint8_t timeout;  // kNoTimer: recovery must not need the ACK timer; kTimerRecovery: it does
+  Msg msg;
+  uint32_t len;  // READ length (SEND and WRITE move kLen)
+  bool on_b;     // the rule acts on B's transmit side (responses, ACKs), else on A's (requests)
+  FaultConfig::Rule rule;
+  std::array<Expect, 6> expect;
+};
+
+void PrintTo(const OneFault& c, std::ostream* os) { *os << c.name; }
+
+using F = Field;
+const OneFault kOneFault[] = {
+    {"SendLostFirstPacket",
+     kNoTimer,
+     Msg::kSend,
+     0,
+     false,
+     {opc::kSendFirst, 1, Action::kDrop},
+     {{{"B out_of_sequence (MIDDLE, MIDDLE, LAST)", F::kBOutOfSeq, 3},
+       {"B sequence NAKs sent", F::kBSeqNaksSent, 1},
+       {"A sequence NAKs received", F::kASeqNaksReceived, 1},
+       {"A retransmits (all four, from the NAK's PSN)", F::kARetransmits, kPkts},
+       {"A timeouts", F::kATimeouts, 0},
+       {"B duplicates", F::kBDuplicates, 0}}}},
+    {"SendLostMiddlePacket",
+     kNoTimer,
+     Msg::kSend,
+     0,
+     false,
+     {opc::kSendMiddle, 1, Action::kDrop},
+     {{{"B out_of_sequence (second MIDDLE, LAST)", F::kBOutOfSeq, 2},
+       {"B sequence NAKs sent", F::kBSeqNaksSent, 1},
+       {"A sequence NAKs received", F::kASeqNaksReceived, 1},
+       {"A retransmits (from the lost MIDDLE; FIRST acknowledged by the NAK)", F::kARetransmits,
+        kPkts - 1},
+       {"A timeouts", F::kATimeouts, 0},
+       {"B duplicates", F::kBDuplicates, 0}}}},
+    {"SendLostLastPacket",
+     kTimerRecovery,
+     Msg::kSend,
+     0,
+     false,
+     {opc::kSendLast, 1, Action::kDrop},
+     {{{"A timeouts", F::kATimeouts, 1},
+       {"A retransmits", F::kARetransmits, kPkts},
+       {"B duplicates (FIRST, MIDDLE, MIDDLE: not placed again)", F::kBDuplicates, kPkts - 1},
+       {"B out_of_sequence", F::kBOutOfSeq, 0},
+       {"A sequence NAKs received", F::kASeqNaksReceived, 0},
+       {"B ACKs sent (nothing before the LAST asks for one)", F::kBAcksSent, 1}}}},
+    {"WriteLostFirstPacket",
+     kNoTimer,
+     Msg::kWrite,
+     0,
+     false,
+     {opc::kWriteFirst, 1, Action::kDrop},
+     {{{"B out_of_sequence", F::kBOutOfSeq, 3},
+       {"B sequence NAKs sent", F::kBSeqNaksSent, 1},
+       {"A sequence NAKs received", F::kASeqNaksReceived, 1},
+       {"A retransmits", F::kARetransmits, kPkts},
+       {"A timeouts", F::kATimeouts, 0},
+       {"B duplicates", F::kBDuplicates, 0}}}},
+    {"WriteLostMiddlePacket",
+     kNoTimer,
+     Msg::kWrite,
+     0,
+     false,
+     {opc::kWriteMiddle, 2, Action::kDrop},  // the second MIDDLE
+     {{{"B out_of_sequence (the LAST)", F::kBOutOfSeq, 1},
+       {"B sequence NAKs sent", F::kBSeqNaksSent, 1},
+       {"A sequence NAKs received", F::kASeqNaksReceived, 1},
+       {"A retransmits (second MIDDLE, LAST)", F::kARetransmits, 2},
+       {"A timeouts", F::kATimeouts, 0},
+       {"B duplicates", F::kBDuplicates, 0}}}},
+    {"WriteLostLastPacket",
+     kTimerRecovery,
+     Msg::kWrite,
+     0,
+     false,
+     {opc::kWriteLast, 1, Action::kDrop},
+     {{{"A timeouts", F::kATimeouts, 1},
+       {"A retransmits", F::kARetransmits, kPkts},
+       {"B duplicates", F::kBDuplicates, kPkts - 1},
+       {"B out_of_sequence", F::kBOutOfSeq, 0},
+       {"A sequence NAKs received", F::kASeqNaksReceived, 0},
+       {"B ACKs sent", F::kBAcksSent, 1}}}},
+    // The copy arrives first and is placed; the original is a duplicate.
+    {"SendFirstPacketDuplicated",
+     kNoTimer,
+     Msg::kSend,
+     0,
+     false,
+     {opc::kSendFirst, 1, Action::kDuplicate},
+     {{{"B duplicates", F::kBDuplicates, 1},
+       {"A retransmits", F::kARetransmits, 0},
+       {"A timeouts", F::kATimeouts, 0},
+       {"A sequence NAKs received", F::kASeqNaksReceived, 0}}}},
+    // Six responses p0..p5; the first MIDDLE (p1) is held back behind three later frames, so A
+    // receives p0 p2 p3 p1 p4 p5. p2 shows a gap: implied NAK, re-request from p1. p1 then
+    // arrives and is placed; p4 shows the gap at p2: a second implied NAK, and the re-request
+    // finally sent starts at p2 (both rewinds happen within one RX burst, so only one READ
+    // request goes out).
+    {"ReadResponseMiddleReordered",
+     kNoTimer,
+     Msg::kRead,
+     5 * kMtu + 100,
+     true,
+     {opc::kReadRespMiddle, 1, Action::kDelay},
+     {{{"A implied NAKs", F::kAImpliedNaks, 2},
+       {"A retransmits (one READ request)", F::kARetransmits, 1},
+       {"B duplicates (the re-request, answered from the saved resource)", F::kBDuplicates, 1},
+       {"A timeouts", F::kATimeouts, 0}}}},
+    // B placed all four packets and completed the receive; its ACK is lost. A's timer expires
+    // and it resends the message; B sees four duplicates, re-ACKs with its last PSN and neither
+    // places them again nor consumes the second receive.
+    {"SendLostAck",
+     kTimerRecovery,
+     Msg::kSend,
+     0,
+     true,
+     {opc::kAcknowledge, 1, Action::kDrop},
+     {{{"A timeouts", F::kATimeouts, 1},
+       {"A retransmits", F::kARetransmits, kPkts},
+       {"B duplicates", F::kBDuplicates, kPkts},
+       {"B ACKs sent (the lost one and the re-ACK)", F::kBAcksSent, 2},
+       {"A ACKs received", F::kAAcksReceived, 1}}}},
+    // MIDDLE p1 arrives while p0 is expected: implied NAK, the whole READ is requested again.
+    {"ReadLostFirstResponse",
+     kNoTimer,
+     Msg::kRead,
+     kLen,
+     true,
+     {opc::kReadRespFirst, 1, Action::kDrop},
+     {{{"A implied NAKs", F::kAImpliedNaks, 1},
+       {"A retransmits", F::kARetransmits, 1},
+       {"B duplicates", F::kBDuplicates, 1},
+       {"A timeouts", F::kATimeouts, 0},
+       {"B frames sent", F::kBTxPackets, 2 * kPkts}}}},
+    // p0..p2 are placed; p4 shows the gap and A re-requests p3.. (RETH VA + 3 MTU).
+    {"ReadLostThirdMiddleResponse",
+     kNoTimer,
+     Msg::kRead,
+     5 * kMtu + 100,
+     true,
+     {opc::kReadRespMiddle, 3, Action::kDrop},
+     {{{"A implied NAKs", F::kAImpliedNaks, 1},
+       {"A retransmits", F::kARetransmits, 1},
+       {"B duplicates", F::kBDuplicates, 1},
+       {"A timeouts", F::kATimeouts, 0},
+       {"B frames sent (six, then the last three again)", F::kBTxPackets, 6 + 3}}}},
+    // Nothing follows the lost LAST: the timer expires and A re-requests the last 100 bytes.
+    {"ReadLostLastResponse",
+     kTimerRecovery,
+     Msg::kRead,
+     kLen,
+     true,
+     {opc::kReadRespLast, 1, Action::kDrop},
+     {{{"A timeouts", F::kATimeouts, 1},
+       {"A retransmits", F::kARetransmits, 1},
+       {"B duplicates", F::kBDuplicates, 1},
+       {"A implied NAKs", F::kAImpliedNaks, 0},
+       {"B frames sent", F::kBTxPackets, kPkts + 1}}}},
+    {"ReadLostOnlyResponse",
+     kTimerRecovery,
+     Msg::kRead,
+     512,
+     true,
+     {opc::kReadRespOnly, 1, Action::kDrop},
+     {{{"A timeouts", F::kATimeouts, 1},
+       {"A retransmits", F::kARetransmits, 1},
+       {"B duplicates", F::kBDuplicates, 1},
+       {"A implied NAKs", F::kAImpliedNaks, 0},
+       {"B frames sent", F::kBTxPackets, 2}}}},
+    // B never saw the request: the retransmitted request is new to B, executed once.
+    {"ReadLostRequest",
+     kTimerRecovery,
+     Msg::kRead,
+     kLen,
+     false,
+     {opc::kReadRequest, 1, Action::kDrop},
+     {{{"A timeouts", F::kATimeouts, 1},
+       {"A retransmits", F::kARetransmits, 1},
+       {"B duplicates", F::kBDuplicates, 0},
+       {"B frames received", F::kBRxPackets, 1},
+       {"B frames sent", F::kBTxPackets, kPkts}}}},
+};
+
+class RcOneFault : public RcScripted, public ::testing::WithParamInterface<OneFault> {};
+
+TEST_P(RcOneFault, RecoversExactlyOnce) {
+  const OneFault& c = GetParam();
+  undisturbed(c.timeout, [&](Attempt& run) {
+    auto p = make_pair(c.timeout);
+    const FaultConfig rule = script({c.rule});
+    Faults f(*p, c.on_b ? FaultConfig{} : rule, c.on_b ? rule : FaultConfig{});
     Snapshot s;
-    ASSERT_NO_FATAL_FAILURE(send_message(*p, run, f, 1, &s));
-    run.count("B out_of_sequence (MIDDLE, MIDDLE, LAST)", s.b.out_of_sequence, 3);
-    run.count("B sequence NAKs sent", s.b.naks_sent[0], 1);
-    run.count("A sequence NAKs received", s.a.naks_received[0], 1);
-    run.count("A retransmits (all four, from the NAK's PSN)", s.a.retransmits, kPkts);
-    run.count("A timeouts", s.a.timeouts, 0);
-    run.count("B duplicates", s.b.duplicate_requests, 0);
+    switch (c.msg) {
+      case Msg::kSend:
+        ASSERT_NO_FATAL_FAILURE(send_message(*p, run, f, 1, &s));
+        break;
+      case Msg::kWrite:
+        ASSERT_NO_FATAL_FAILURE(write_message(*p, run, f, 1, &s));
+        break;
+      case Msg::kRead:
+        ASSERT_NO_FATAL_FAILURE(read_message(*p, run, f, c.len, 1, &s));
+        break;
+    }
+    const FaultCounters injected = c.on_b ? f.b() : f.a();
+    if (c.rule.action == Action::kDuplicate) EXPECT_EQ(injected.duplicated, 1u);
+    if (c.rule.action == Action::kDelay) EXPECT_EQ(injected.reordered, 1u);
+    for (const Expect& e : c.expect)
+      if (e.what != nullptr) run.count(e.what, value(s, e.field), e.value);
   });
 }
 
-TEST_F(RcScripted, SendLostMiddlePacket) {
-  undisturbed(kNoTimer, [](Attempt& run) {
-    auto p = make_pair(kNoTimer);
-    Faults f(*p, script({{opc::kSendMiddle, 1, Action::kDrop}}));
-    Snapshot s;
-    ASSERT_NO_FATAL_FAILURE(send_message(*p, run, f, 1, &s));
-    run.count("B out_of_sequence (second MIDDLE, LAST)", s.b.out_of_sequence, 2);
-    run.count("B sequence NAKs sent", s.b.naks_sent[0], 1);
-    run.count("A sequence NAKs received", s.a.naks_received[0], 1);
-    run.count("A retransmits (from the lost MIDDLE; FIRST acknowledged by the NAK)",
-              s.a.retransmits, kPkts - 1);
-    run.count("A timeouts", s.a.timeouts, 0);
-    run.count("B duplicates", s.b.duplicate_requests, 0);
-  });
-}
+INSTANTIATE_TEST_SUITE_P(Cases, RcOneFault, ::testing::ValuesIn(kOneFault),
+                         [](const auto& info) { return std::string(info.param.name); });
 
-TEST_F(RcScripted, SendLostLastPacket) {
-  undisturbed(kTimerRecovery, [](Attempt& run) {
-    auto p = make_pair(kTimerRecovery);
-    Faults f(*p, script({{opc::kSendLast, 1, Action::kDrop}}));
-    Snapshot s;
-    ASSERT_NO_FATAL_FAILURE(send_message(*p, run, f, 1, &s));
-    run.count("A timeouts", s.a.timeouts, 1);
-    run.count("A retransmits", s.a.retransmits, kPkts);
-    run.count("B duplicates (FIRST, MIDDLE, MIDDLE: not placed again)", s.b.duplicate_requests,
-              kPkts - 1);
-    run.count("B out_of_sequence", s.b.out_of_sequence, 0);
-    run.count("A sequence NAKs received", s.a.naks_received[0], 0);
-    run.count("B ACKs sent (nothing before the LAST asks for one)", s.b.acks_sent, 1);
-  });
-}
-
-TEST_F(RcScripted, WriteLostFirstPacket) {
-  undisturbed(kNoTimer, [](Attempt& run) {
-    auto p = make_pair(kNoTimer);
-    Faults f(*p, script({{opc::kWriteFirst, 1, Action::kDrop}}));
-    Snapshot s;
-    ASSERT_NO_FATAL_FAILURE(write_message(*p, run, f, 1, &s));
-    run.count("B out_of_sequence", s.b.out_of_sequence, 3);
-    run.count("B sequence NAKs sent", s.b.naks_sent[0], 1);
-    run.count("A sequence NAKs received", s.a.naks_received[0], 1);
-    run.count("A retransmits", s.a.retransmits, kPkts);
-    run.count("A timeouts", s.a.timeouts, 0);
-    run.count("B duplicates", s.b.duplicate_requests, 0);
-  });
-}
-
-TEST_F(RcScripted, WriteLostMiddlePacket) {
-  undisturbed(kNoTimer, [](Attempt& run) {
-    auto p = make_pair(kNoTimer);
-    Faults f(*p, script({{opc::kWriteMiddle, 2, Action::kDrop}}));  // the second MIDDLE
-    Snapshot s;
-    ASSERT_NO_FATAL_FAILURE(write_message(*p, run, f, 1, &s));
-    run.count("B out_of_sequence (the LAST)", s.b.out_of_sequence, 1);
-    run.count("B sequence NAKs sent", s.b.naks_sent[0], 1);
-    run.count("A sequence NAKs received", s.a.naks_received[0], 1);
-    run.count("A retransmits (second MIDDLE, LAST)", s.a.retransmits, 2);
-    run.count("A timeouts", s.a.timeouts, 0);
-    run.count("B duplicates", s.b.duplicate_requests, 0);
-  });
-}
-
-TEST_F(RcScripted, WriteLostLastPacket) {
-  undisturbed(kTimerRecovery, [](Attempt& run) {
-    auto p = make_pair(kTimerRecovery);
-    Faults f(*p, script({{opc::kWriteLast, 1, Action::kDrop}}));
-    Snapshot s;
-    ASSERT_NO_FATAL_FAILURE(write_message(*p, run, f, 1, &s));
-    run.count("A timeouts", s.a.timeouts, 1);
-    run.count("A retransmits", s.a.retransmits, kPkts);
-    run.count("B duplicates", s.b.duplicate_requests, kPkts - 1);
-    run.count("B out_of_sequence", s.b.out_of_sequence, 0);
-    run.count("A sequence NAKs received", s.a.naks_received[0], 0);
-    run.count("B ACKs sent", s.b.acks_sent, 1);
-  });
-}
-
-// ---- 2. Duplicated and reordered frames ---------------------------------------------------
-
-TEST_F(RcScripted, SendFirstPacketDuplicated) {
-  // The copy arrives first and is placed; the original is a duplicate (rocev2.md §3.5):
-  // re-ACKed, not placed again, and the receive is not consumed twice.
-  undisturbed(kNoTimer, [](Attempt& run) {
-    auto p = make_pair(kNoTimer);
-    Faults f(*p, script({{opc::kSendFirst, 1, Action::kDuplicate}}));
-    Snapshot s;
-    ASSERT_NO_FATAL_FAILURE(send_message(*p, run, f, 1, &s));
-    EXPECT_EQ(f.a().duplicated, 1u);
-    run.count("B duplicates", s.b.duplicate_requests, 1);
-    run.count("A retransmits", s.a.retransmits, 0);
-    run.count("A timeouts", s.a.timeouts, 0);
-    run.count("A sequence NAKs received", s.a.naks_received[0], 0);
-  });
-}
-
-TEST_F(RcScripted, ReadResponseMiddleReordered) {
-  // Six responses p0..p5; the first MIDDLE (p1) is held back behind three later frames, so A
-  // receives p0 p2 p3 p1 p4 p5. p2 shows a gap: implied NAK, re-request from p1 (rocev2.md
-  // §3.6: answering a response gap at once is allowed). p1 then arrives and is placed; p4 shows
-  // the gap at p2: a second implied NAK, and the re-request finally sent starts at p2 (both
-  // rewinds happen within one RX burst, so only one READ request goes out).
-  undisturbed(kNoTimer, [](Attempt& run) {
-    auto p = make_pair(kNoTimer);
-    Faults f(*p, {}, script({{opc::kReadRespMiddle, 1, Action::kDelay}}));
-    Snapshot s;
-    ASSERT_NO_FATAL_FAILURE(read_message(*p, run, f, 5 * kMtu + 100, 1, &s));
-    EXPECT_EQ(f.b().reordered, 1u);
-    run.count("A implied NAKs", s.a.implied_naks, 2);
-    run.count("A retransmits (one READ request)", s.a.retransmits, 1);
-    run.count("B duplicates (the re-request, answered from the saved resource)",
-              s.b.duplicate_requests, 1);
-    run.count("A timeouts", s.a.timeouts, 0);
-  });
-}
-
-// ---- 3. Lost ACKs: the data arrived, the retransmission must not execute again ------------
-
-TEST_F(RcScripted, SendLostAck) {
-  // B placed all four packets and completed the receive; its ACK is lost. A's timer expires and
-  // it resends the message; B sees four duplicates, re-ACKs with its last PSN (rocev2.md §3.5)
-  // and neither places them again nor consumes the second receive.
-  undisturbed(kTimerRecovery, [](Attempt& run) {
-    auto p = make_pair(kTimerRecovery);
-    Faults f(*p, {}, script({{opc::kAcknowledge, 1, Action::kDrop}}));
-    Snapshot s;
-    ASSERT_NO_FATAL_FAILURE(send_message(*p, run, f, 1, &s));
-    run.count("A timeouts", s.a.timeouts, 1);
-    run.count("A retransmits", s.a.retransmits, kPkts);
-    run.count("B duplicates", s.b.duplicate_requests, kPkts);
-    run.count("B ACKs sent (the lost one and the re-ACK)", s.b.acks_sent, 2);
-    run.count("A ACKs received", s.a.acks_received, 1);
-  });
-}
+// ---- 3. Lost ACKs (continued) ----------------------------------------------------------------
 
 TEST_F(RcScripted, WriteLostSecondAck) {
   // WRITE 1 completes normally (ACK 1). WRITE 2 is placed, its ACK (the 2nd ACKNOWLEDGE from B)
@@ -563,87 +700,7 @@ TEST_F(RcScripted, WriteLostSecondAck) {
   });
 }
 
-// ---- 4. Lost READ responses and READ requests -----------------------------------------------
-
-TEST_F(RcScripted, ReadLostFirstResponse) {
-  // MIDDLE p1 arrives while p0 is expected: implied NAK, the whole READ is requested again at
-  // p0; B finds the request in its responder resources and replays it from memory (rocev2.md
-  // §3.5), answering four more responses.
-  undisturbed(kNoTimer, [](Attempt& run) {
-    auto p = make_pair(kNoTimer);
-    Faults f(*p, {}, script({{opc::kReadRespFirst, 1, Action::kDrop}}));
-    Snapshot s;
-    ASSERT_NO_FATAL_FAILURE(read_message(*p, run, f, kLen, 1, &s));
-    run.count("A implied NAKs", s.a.implied_naks, 1);
-    run.count("A retransmits", s.a.retransmits, 1);
-    run.count("B duplicates", s.b.duplicate_requests, 1);
-    run.count("A timeouts", s.a.timeouts, 0);
-    run.count("B frames sent", s.b.tx_packets, 2 * kPkts);
-  });
-}
-
-TEST_F(RcScripted, ReadLostThirdMiddleResponse) {
-  // Six responses p0..p5, the third MIDDLE (p3) is lost. p0..p2 are placed; p4 shows the gap and
-  // A re-requests only the rest (PSN p3, RETH VA + 3 MTU, length - 3 MTU; rxe req_retry(),
-  // rocev2.md §3.2), which B replays as three responses.
-  undisturbed(kNoTimer, [](Attempt& run) {
-    auto p = make_pair(kNoTimer);
-    Faults f(*p, {}, script({{opc::kReadRespMiddle, 3, Action::kDrop}}));
-    Snapshot s;
-    ASSERT_NO_FATAL_FAILURE(read_message(*p, run, f, 5 * kMtu + 100, 1, &s));
-    run.count("A implied NAKs", s.a.implied_naks, 1);
-    run.count("A retransmits", s.a.retransmits, 1);
-    run.count("B duplicates", s.b.duplicate_requests, 1);
-    run.count("A timeouts", s.a.timeouts, 0);
-    run.count("B frames sent (six, then the last three again)", s.b.tx_packets, 6 + 3);
-  });
-}
-
-TEST_F(RcScripted, ReadLostLastResponse) {
-  // Nothing follows the lost LAST: the ACK timer expires and A re-requests the last 100 bytes,
-  // which B replays as one READ RESPONSE ONLY.
-  undisturbed(kTimerRecovery, [](Attempt& run) {
-    auto p = make_pair(kTimerRecovery);
-    Faults f(*p, {}, script({{opc::kReadRespLast, 1, Action::kDrop}}));
-    Snapshot s;
-    ASSERT_NO_FATAL_FAILURE(read_message(*p, run, f, kLen, 1, &s));
-    run.count("A timeouts", s.a.timeouts, 1);
-    run.count("A retransmits", s.a.retransmits, 1);
-    run.count("B duplicates", s.b.duplicate_requests, 1);
-    run.count("A implied NAKs", s.a.implied_naks, 0);
-    run.count("B frames sent", s.b.tx_packets, kPkts + 1);
-  });
-}
-
-TEST_F(RcScripted, ReadLostOnlyResponse) {
-  undisturbed(kTimerRecovery, [](Attempt& run) {
-    auto p = make_pair(kTimerRecovery);
-    Faults f(*p, {}, script({{opc::kReadRespOnly, 1, Action::kDrop}}));
-    Snapshot s;
-    ASSERT_NO_FATAL_FAILURE(read_message(*p, run, f, 512, 1, &s));
-    run.count("A timeouts", s.a.timeouts, 1);
-    run.count("A retransmits", s.a.retransmits, 1);
-    run.count("B duplicates", s.b.duplicate_requests, 1);
-    run.count("A implied NAKs", s.a.implied_naks, 0);
-    run.count("B frames sent", s.b.tx_packets, 2);
-  });
-}
-
-TEST_F(RcScripted, ReadLostRequest) {
-  // B never saw the request: after the timeout the retransmitted request is new to B, executed
-  // once, not a duplicate.
-  undisturbed(kTimerRecovery, [](Attempt& run) {
-    auto p = make_pair(kTimerRecovery);
-    Faults f(*p, script({{opc::kReadRequest, 1, Action::kDrop}}));
-    Snapshot s;
-    ASSERT_NO_FATAL_FAILURE(read_message(*p, run, f, kLen, 1, &s));
-    run.count("A timeouts", s.a.timeouts, 1);
-    run.count("A retransmits", s.a.retransmits, 1);
-    run.count("B duplicates", s.b.duplicate_requests, 0);
-    run.count("B frames received", s.b.rx_packets, 1);
-    run.count("B frames sent", s.b.tx_packets, kPkts);
-  });
-}
+// ---- 4. Lost READ responses (continued) ---------------------------------------------------
 
 TEST_F(RcScripted, ReadResponseLostFoundByLaterAck) {
   // READ (one response) followed by a WRITE. The READ's response is lost, the WRITE's ACK
@@ -748,38 +805,40 @@ constexpr AtomicCase kFetchAdd{WrOpcode::kFetchAdd, 5, 0, 1000, 1005, 7777};
 // CAS 1000 -> 2000; the test puts 1000 back, so a second execution would swap again.
 constexpr AtomicCase kCompareSwap{WrOpcode::kCompareSwap, 1000, 2000, 1000, 2000, 1000};
 
-TEST_F(RcScripted, FetchAddLostAtomicAck) {
-  undisturbed(kTimerRecovery, [](Attempt& run) {
-    auto p = make_pair(kTimerRecovery);
+// The atomic alone: only the timer finds the loss. Followed by a WRITE: its ACK implies the
+// ATOMIC ACK was lost (rocev2.md §3.6), and A goes back without the timer; B answers the
+// duplicate atomic from the saved resource and re-ACKs the duplicate WRITE.
+struct AtomicLoss {
+  const char* name;
+  AtomicCase atomic;
+  bool with_write;
+  uint64_t timeouts, implied_naks;
+};
+
+void PrintTo(const AtomicLoss& c, std::ostream* os) { *os << c.name; }
+
+const AtomicLoss kAtomicLoss[] = {
+    {"FetchAddLostAtomicAck", kFetchAdd, false, 1, 0},
+    {"CompareSwapLostAtomicAck", kCompareSwap, false, 1, 0},
+    {"FetchAddLostAtomicAckFoundByLaterAck", kFetchAdd, true, 0, 1},
+};
+
+class RcAtomicLoss : public RcScripted, public ::testing::WithParamInterface<AtomicLoss> {};
+
+TEST_P(RcAtomicLoss, AnsweredFromTheSavedResultNeverExecutedTwice) {
+  const AtomicLoss& c = GetParam();
+  const uint8_t timeout = c.with_write ? kNoTimer : kTimerRecovery;
+  undisturbed(timeout, [&](Attempt& run) {
+    auto p = make_pair(timeout);
     Faults f(*p, {}, script({{opc::kAtomicAcknowledge, 1, Action::kDrop}}));
-    ASSERT_NO_FATAL_FAILURE(atomic_lost_ack(*p, run, f, kFetchAdd, false));
-    run.count("A timeouts", p->a.qp->counters().timeouts, 1);
-    run.count("A implied NAKs", p->a.qp->counters().implied_naks, 0);
+    ASSERT_NO_FATAL_FAILURE(atomic_lost_ack(*p, run, f, c.atomic, c.with_write));
+    run.count("A timeouts", p->a.qp->counters().timeouts, c.timeouts);
+    run.count("A implied NAKs", p->a.qp->counters().implied_naks, c.implied_naks);
   });
 }
 
-TEST_F(RcScripted, CompareSwapLostAtomicAck) {
-  undisturbed(kTimerRecovery, [](Attempt& run) {
-    auto p = make_pair(kTimerRecovery);
-    Faults f(*p, {}, script({{opc::kAtomicAcknowledge, 1, Action::kDrop}}));
-    ASSERT_NO_FATAL_FAILURE(atomic_lost_ack(*p, run, f, kCompareSwap, false));
-    run.count("A timeouts", p->a.qp->counters().timeouts, 1);
-    run.count("A implied NAKs", p->a.qp->counters().implied_naks, 0);
-  });
-}
-
-TEST_F(RcScripted, FetchAddLostAtomicAckFoundByLaterAck) {
-  // A WRITE follows the atomic: its ACK implies the ATOMIC ACK was lost (rocev2.md §3.6), and A
-  // goes back without the timer; B answers the duplicate atomic from the saved resource and
-  // re-ACKs the duplicate WRITE.
-  undisturbed(kNoTimer, [](Attempt& run) {
-    auto p = make_pair(kNoTimer);
-    Faults f(*p, {}, script({{opc::kAtomicAcknowledge, 1, Action::kDrop}}));
-    ASSERT_NO_FATAL_FAILURE(atomic_lost_ack(*p, run, f, kFetchAdd, true));
-    run.count("A timeouts", p->a.qp->counters().timeouts, 0);
-    run.count("A implied NAKs", p->a.qp->counters().implied_naks, 1);
-  });
-}
+INSTANTIATE_TEST_SUITE_P(Cases, RcAtomicLoss, ::testing::ValuesIn(kAtomicLoss),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // ---- 6. RNR: receive not ready ----------------------------------------------------------------
 //

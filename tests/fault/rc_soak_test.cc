@@ -228,8 +228,7 @@ TEST_P(RcSoak, EveryByteEveryCompletionExactlyOnce) {
     EXPECT_GT(cb.duplicate_requests + ca.dropped_stale, 0u);
   }
   if (sc.corrupt_ppm) {
-    EXPECT_GT(ab.port.rx_drops[static_cast<size_t>(RxDrop::kBadIcrc)],
-              0u);
+    EXPECT_GT(ab.port.rx_drops[static_cast<size_t>(RxDrop::kBadIcrc)], 0u);
   }
   RecordProperty("retransmits", std::to_string(ca.retransmits));
   std::printf(
@@ -240,10 +239,8 @@ TEST_P(RcSoak, EveryByteEveryCompletionExactlyOnce) {
       static_cast<unsigned long long>(ca.naks_received[0]),
       static_cast<unsigned long long>(ca.implied_naks),
       static_cast<unsigned long long>(cb.duplicate_requests),
-      static_cast<unsigned long long>(f.dropped),
-      static_cast<unsigned long long>(f.duplicated),
-      static_cast<unsigned long long>(f.reordered),
-      static_cast<unsigned long long>(f.corrupted),
+      static_cast<unsigned long long>(f.dropped), static_cast<unsigned long long>(f.duplicated),
+      static_cast<unsigned long long>(f.reordered), static_cast<unsigned long long>(f.corrupted),
       static_cast<unsigned long long>(steps));
 }
 

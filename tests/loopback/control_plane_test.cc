@@ -40,11 +40,13 @@ TEST_F(ControlPlaneTest, ArpResolvesBothWaysAndAnswersForOwnAddressOnly) {
   while (!cb.lookup(ga) && std::chrono::steady_clock::now() < deadline) {
   }
   ASSERT_TRUE(cb.lookup(ga).has_value());
-  EXPECT_EQ(*cb.lookup(ctl::gid_from_ipv4(RcPair::internal(p->a).ipv4())), RcPair::internal(p->a).mac());
+  EXPECT_EQ(*cb.lookup(ctl::gid_from_ipv4(RcPair::internal(p->a).ipv4())),
+            RcPair::internal(p->a).mac());
   EXPECT_GE(cb.counters().arp_replies_out, 1u);
   EXPECT_GE(cb.counters().arp_requests_in, 1u);
   // Our own address is not a neighbour.
-  EXPECT_EQ(ca.resolve(ctl::gid_from_ipv4(RcPair::internal(p->a).ipv4()), &mac), Status::kInvalidAddress);
+  EXPECT_EQ(ca.resolve(ctl::gid_from_ipv4(RcPair::internal(p->a).ipv4()), &mac),
+            Status::kInvalidAddress);
 }
 
 TEST_F(ControlPlaneTest, UnansweredResolutionTimesOutAfterRetries) {

@@ -98,7 +98,7 @@ struct Side {
   Handle<Cq> scq, rcq;
   std::vector<Handle<Mr>> mrs;
   std::vector<std::unique_ptr<TestQp>> qps;
-  TestQp* qp = nullptr;  // the QP connect() made
+  TestQp* qp = nullptr;                        // the QP connect() made
   std::vector<ResultEx> send_done, recv_done;  // completions collected by the fixture
 
   // Registers a buffer (an MR held until the side goes, or deregister()); returns its token.
@@ -165,7 +165,8 @@ class RcPair : public AdapterPair<Side> {
   // Creates a QP on each side and connects them (INIT -> RTR -> RTS).
   void connect(uint32_t mtu, bool ipv6 = false, uint32_t sq_depth = 256, uint32_t rq_depth = 256,
                uint32_t access = kRemoteAccess) {
-    for (Side* s : {&a, &b}) ASSERT_EQ(s->create_qp(s, sq_depth, rq_depth, &s->qp), Status::kSuccess);
+    for (Side* s : {&a, &b})
+      ASSERT_EQ(s->create_qp(s, sq_depth, rq_depth, &s->qp), Status::kSuccess);
     bring_up(a, *a.qp, b, *b.qp, mtu, ipv6, access, 0x10000, 0x20000);
     bring_up(b, *b.qp, a, *a.qp, mtu, ipv6, access, 0x20000, 0x10000);
   }

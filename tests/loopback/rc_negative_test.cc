@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "dataplane/wire/headers.h"
@@ -151,6 +151,8 @@ struct Refused {
   uint8_t nak = wire::aeth::kNakRemoteAccessError;  // the NAK code B sends, once
 };
 
+void PrintTo(const Refused& c, std::ostream* os) { *os << c.name; }
+
 constexpr uint32_t kNoWrite =
     mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteRead | mr_flag::kAllowRemoteAtomic;
 constexpr uint32_t kNoRead = mr_flag::kAllowRemoteWrite | mr_flag::kAllowRemoteAtomic;
@@ -170,8 +172,7 @@ const Refused kRefused[] = {
     {"WriteIntoReadOnlyRegion", WrOpcode::kWrite, 4096, kNoWrite, 0, false, 256},
     {"ReadFromRegionWithoutRemoteRead", WrOpcode::kRead, 4096, kNoRead, 128, false, 256},
     {"AtomicOnRegionWithoutRemoteAtomic", WrOpcode::kFetchAdd, 4096, kNoAtomic, 64, false, 8},
-    {"CompareSwapOnRegionWithoutRemoteAtomic", WrOpcode::kCompareSwap, 64, kNoAtomic, 8, false,
-     8},
+    {"CompareSwapOnRegionWithoutRemoteAtomic", WrOpcode::kCompareSwap, 64, kNoAtomic, 8, false, 8},
     // 4. Bounds: [end - 15, end + 1); five packets at PMTU 1024 refused at the first, so no
     // packet writes anything; one byte before the start; a READ past the end.
     {"WriteOneBytePastTheEnd", WrOpcode::kWrite, 4096, kRemoteAll, -15, true, 16},
@@ -179,8 +180,8 @@ const Refused kRefused[] = {
     {"WriteStartingBeforeTheStart", WrOpcode::kWrite, 4096, kRemoteAll, -1, false, 16},
     {"ReadPastTheEnd", WrOpcode::kRead, 4096, kRemoteAll, -8, true, 16},
     // 5. QP access flags: B's QP accepts only READs, so a WRITE is an invalid request.
-    {"WriteToQpWithoutRemoteWrite", WrOpcode::kWrite, 4096, kRemoteAll, 0, false, 256,
-     Key::kRegion, qp_access::kRemoteRead, Status::kRemoteResources, WcStatus::kRemInvReqErr,
+    {"WriteToQpWithoutRemoteWrite", WrOpcode::kWrite, 4096, kRemoteAll, 0, false, 256, Key::kRegion,
+     qp_access::kRemoteRead, Status::kRemoteResources, WcStatus::kRemInvReqErr,
      wire::aeth::kNakInvalidRequest},
 };
 
