@@ -50,6 +50,8 @@ using dp::WrOpcode;
 using Action = FaultConfig::Action;
 namespace opc = wire::opc;
 
+void* ctx(uintptr_t i) { return reinterpret_cast<void*>(0x1000 + i); }
+
 constexpr uint32_t kMtu = 1024;
 // A multi-packet message: FIRST, MIDDLE, MIDDLE, LAST, the LAST one short (100 bytes).
 constexpr uint32_t kLen = 3 * kMtu + 100;
@@ -57,53 +59,10 @@ constexpr uint32_t kPkts = 4;
 // Local ACK timeouts (IBTA §9.7.6.1.3: 4.096 us * 2^timeout); see the file comment.
 constexpr uint8_t kTimerRecovery = 8;  // 1.05 ms
 constexpr uint8_t kNoTimer = 16;       // 268 ms
-// Bytes on each side of a registered region that no operation may touch.
-constexpr size_t kGuard = 64;
 // Consecutive idle engine steps after which nothing is in flight: a frame sent in one step is
 // received in the next (net_ring delivers at once), so two would do; eight leave a margin.
 constexpr uint32_t kIdleSteps = 8;
 constexpr uint64_t kMaxSettleSteps = 1'000'000;
-
-void* ctx(uintptr_t i) { return reinterpret_cast<void*>(0x1000 + i); }
-uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
-
-// Host memory with a registered region in the middle and kGuard bytes before and after it, all
-// filled with a pattern.
-struct Guarded {
-  Guarded(size_t n, uint32_t seed) : bytes(n + 2 * kGuard) { fill(bytes, seed); }
-  uint8_t* region() { return bytes.data() + kGuard; }
-  size_t size() const { return bytes.size() - 2 * kGuard; }
-  uint64_t va() { return addr(region()); }
-  std::vector<uint8_t> snapshot() const { return bytes; }
-  // The region's bytes [off, off + len).
-  std::vector<uint8_t> part(size_t off, size_t len) const {
-    const auto b = bytes.begin() + static_cast<ptrdiff_t>(kGuard + off);
-    return {b, b + static_cast<ptrdiff_t>(len)};
-  }
-  uint64_t word(size_t off) const {
-    uint64_t w = 0;
-    std::memcpy(&w, bytes.data() + kGuard + off, sizeof(w));
-    return w;
-  }
-  void set_word(size_t off, uint64_t w) { std::memcpy(bytes.data() + kGuard + off, &w, sizeof(w)); }
-  std::vector<uint8_t> bytes;
-};
-
-// `before` (a Guarded snapshot) with `data` placed at region offset `off`: what the memory must
-// hold after an operation wrote exactly `data` there and nothing else.
-std::vector<uint8_t> with(std::vector<uint8_t> before, size_t off,
-                          const std::vector<uint8_t>& data) {
-  std::copy(data.begin(), data.end(), before.begin() + static_cast<ptrdiff_t>(kGuard + off));
-  return before;
-}
-
-// Index of the first byte where `a` and `b` differ, or -1.
-long first_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
-  if (a.size() != b.size()) return 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i] != b[i]) return static_cast<long>(i);
-  return -1;
-}
 
 std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
   std::vector<uint8_t> v(n);

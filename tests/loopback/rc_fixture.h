@@ -268,6 +268,49 @@ class RcPair : public AdapterPair<Side> {
   uint8_t max_rd_atomic = 16;
 };
 
+// ---- Memory the tests check byte for byte --------------------------------------------------
+
+// Bytes on each side of a registered region that no operation may touch.
+constexpr size_t kGuard = 64;
+
+// Host memory with a registered region in the middle and kGuard bytes before and after it, all
+// filled with a pattern.
+struct Guarded {
+  Guarded(size_t n, uint32_t seed) : bytes(n + 2 * kGuard) { fill(bytes, seed); }
+  uint8_t* region() { return bytes.data() + kGuard; }
+  size_t size() const { return bytes.size() - 2 * kGuard; }
+  uint64_t va() { return addr(region()); }
+  std::vector<uint8_t> snapshot() const { return bytes; }
+  // The region's bytes [off, off + len).
+  std::vector<uint8_t> part(size_t off, size_t len) const {
+    const auto b = bytes.begin() + static_cast<ptrdiff_t>(kGuard + off);
+    return {b, b + static_cast<ptrdiff_t>(len)};
+  }
+  uint64_t word(size_t off) const {
+    uint64_t w = 0;
+    std::memcpy(&w, bytes.data() + kGuard + off, sizeof(w));
+    return w;
+  }
+  void set_word(size_t off, uint64_t w) { std::memcpy(bytes.data() + kGuard + off, &w, sizeof(w)); }
+  std::vector<uint8_t> bytes;
+};
+
+// `before` (a Guarded snapshot) with `data` placed at region offset `off`: what the memory must
+// hold after an operation wrote exactly `data` there and nothing else.
+inline std::vector<uint8_t> with(std::vector<uint8_t> before, size_t off,
+                                 const std::vector<uint8_t>& data) {
+  std::copy(data.begin(), data.end(), before.begin() + static_cast<ptrdiff_t>(kGuard + off));
+  return before;
+}
+
+// Index of the first byte where `a` and `b` differ, or -1.
+inline long first_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return static_cast<long>(i);
+  return -1;
+}
+
 inline dp::SendWqe wqe(dp::WrOpcode op, void* ctx, uint32_t flags = 0) {
   dp::SendWqe w;
   w.opcode = op;

@@ -23,35 +23,12 @@ namespace {
 
 using dp::WrOpcode;
 
-// Bytes on each side of a registered region that no operation may touch.
-constexpr size_t kGuard = 64;
+void* ctx(uintptr_t i) { return reinterpret_cast<void*>(0x1000 + i); }
+
 // Consecutive idle engine steps after which nothing is in flight: a frame sent in one step is
 // received in the next (net_ring delivers at once), so two would do; eight leave a margin.
 constexpr uint32_t kIdleSteps = 8;
 constexpr uint64_t kMaxSettleSteps = 1'000'000;
-
-void* ctx(uintptr_t i) { return reinterpret_cast<void*>(0x1000 + i); }
-uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
-
-// Host memory with a registered region in the middle and kGuard bytes before and after it, all
-// filled with a pattern; `snapshot()` is what it must still hold after a refused operation.
-struct Guarded {
-  Guarded(size_t n, uint32_t seed) : bytes(n + 2 * kGuard) { fill(bytes, seed); }
-  uint8_t* region() { return bytes.data() + kGuard; }
-  size_t size() const { return bytes.size() - 2 * kGuard; }
-  uint64_t va() { return addr(region()); }
-  std::vector<uint8_t> snapshot() const { return bytes; }
-  std::vector<uint8_t> bytes;
-};
-
-// Index of the first byte where `a` and `b` differ, or -1 (a readable failure for large
-// buffers).
-long first_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
-  if (a.size() != b.size()) return 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i] != b[i]) return static_cast<long>(i);
-  return -1;
-}
 
 // Drives the engine until it has been idle for kIdleSteps steps, then collects completions, so
 // that any completion that should not exist has had every chance to appear.
