@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "control/eal.h"
+#include "eal.h"
 #include "urnic/urnic.h"
 
 namespace urnic {
@@ -30,14 +31,9 @@ inline void PrintTo(Status s, std::ostream* os) { *os << to_string(s); }
 
 namespace urnic::test {
 
-// EAL without hugepages (idempotent: later calls join the running EAL). `lcores` "0" for suites
-// that never launch an engine.
+// EAL without hugepages, once per process (tests/common/eal.h).
 inline void eal_up_once(const char* lcores = "0-1", unsigned memory_mb = 512) {
-  ctl::EalOptions o;
-  o.memory = ctl::EalOptions::Memory::kNoHuge;
-  o.memory_mb = memory_mb;
-  o.lcores = lcores;
-  ASSERT_EQ(ctl::eal_init(o), Status::kSuccess);
+  ASSERT_EQ(eal_up(lcores, memory_mb), Status::kSuccess);
 }
 
 inline uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }

@@ -32,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-#include "control/eal.h"
+#include "../common/eal.h"
 #include "dataplane/cq.h"
 #include "dataplane/engine.h"
 #include "dataplane/internal.h"
@@ -209,13 +209,7 @@ inline constexpr uint16_t kDataRoom = RTE_PKTMBUF_HEADROOM + 4096 + 512;
 // count is exact and a leaked mbuf shows.
 inline rte_mempool* adapter_pool() {
   static rte_mempool* const pool = []() -> rte_mempool* {
-    ctl::EalOptions o;
-    o.program = "urnic-fuzz";
-    o.memory = ctl::EalOptions::Memory::kNoHuge;
-    o.memory_mb = 128;
-    o.lcores = "0";
-    o.log_level = "*:error";
-    if (ctl::eal_init(o) != Status::kSuccess) return nullptr;
+    if (test::eal_up("0", 128, "*:error") != Status::kSuccess) return nullptr;
     return rte_pktmbuf_pool_create("urnic_fuzz", kPoolSize, 0, 0, kDataRoom, SOCKET_ID_ANY);
   }();
   return pool;

@@ -16,7 +16,7 @@
 #include <span>
 #include <vector>
 
-#include "control/eal.h"
+#include "../common/eal.h"
 #include "dataplane/cq.h"
 #include "dataplane/engine.h"
 #include "dataplane/internal.h"
@@ -103,11 +103,7 @@ inline void* ctx(uintptr_t n) { return reinterpret_cast<void*>(n); }
 class RcProtocol : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    ctl::EalOptions o;
-    o.memory = ctl::EalOptions::Memory::kNoHuge;
-    o.memory_mb = 256;
-    o.lcores = "0";
-    ASSERT_EQ(ctl::eal_init(o), Status::kSuccess);
+    ASSERT_EQ(eal_up("0", 256), Status::kSuccess);
     if (g_pool == nullptr) {
       g_pool = rte_pktmbuf_pool_create("rc_protocol", kPoolSize, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
                                        SOCKET_ID_ANY);
