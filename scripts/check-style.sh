@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# House style checks (rules 14 and 26): clang-format and the forbidden-token scan of the
-# dataplane hot path. Exits non-zero on any finding.
+# House style checks (rules 14 and 26): clang-format, the forbidden-token scan of the
+# dataplane hot path, and the size limits (scripts/check-sizes.py). Exits non-zero on any finding.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -28,5 +28,8 @@ for f in $(git ls-files 'dataplane/*.h' 'dataplane/*.cc' 2>/dev/null); do
     status=1
   fi
 done
+# Size limits (files <= 800 lines, functions <= 120 lines in dataplane/ and control/).
+python3 scripts/check-sizes.py || status=1
+
 [ $status -eq 0 ] && echo "check-style: clean"
 exit $status
