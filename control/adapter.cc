@@ -24,7 +24,8 @@ Status Adapter::open(const AdapterConfig& cfg, dp::Engine* engine, std::unique_p
       std::make_unique<dp::Endpoint>(&a->port_, 0, a->port_.pool(), a->mrs_.get(), cfg.max_qps);
   a->engine_ = engine;
   a->qpn_used_.assign(cfg.max_qps, false);
-  a->control_ = std::make_unique<ControlPlane>(*a);
+  a->control_ =
+      std::make_unique<ControlPlane>(LocalAddresses{a->mac_, cfg.ipv4, cfg.ipv6}, *a->ep_);
   a->ep_->set_control_sink(a->control_.get());
   if (cfg.tx_faults.active()) a->tx_fault_ = std::make_unique<dp::FaultInjector>(cfg.tx_faults);
   if (cfg.rx_faults.active()) a->rx_fault_ = std::make_unique<dp::FaultInjector>(cfg.rx_faults);

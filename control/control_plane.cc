@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "control/adapter.h"
 #include "dataplane/wire/frame.h"
 #include "dataplane/wire/icrc.h"
 
@@ -83,7 +82,9 @@ Gid link_local_gid(const wire::MacAddr& mac) noexcept {
   return g;
 }
 
-ControlPlane::ControlPlane(Adapter& adapter) : adapter_(adapter) { rx_.init(1024); }
+ControlPlane::ControlPlane(const LocalAddresses& local, dp::Endpoint& ep) : local_(local), ep_(ep) {
+  rx_.init(1024);
+}
 
 ControlPlane::~ControlPlane() {
   stop();
@@ -99,11 +100,10 @@ void ControlPlane::start() {
   running_.store(true, std::memory_order_release);
   thread_ = std::thread([this] { loop(); });
   // Gratuitous ARP (RFC 5227 §3 announcement): peers update stale entries for our address.
-  if (adapter_.ipv4() != 0)
-    send_arp(wire::kArpRequest, kBroadcast, wire::MacAddr{}, adapter_.ipv4());
-  if (adapter_.ipv6()) {
+  if (local_.ipv4 != 0) send_arp(wire::kArpRequest, kBroadcast, wire::MacAddr{}, local_.ipv4);
+  if (local_.ipv6) {
     const Gid all_nodes{0xFF, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01};
-    send_na(*adapter_.ipv6(), all_nodes, multicast_mac(all_nodes), false);
+    send_na(*local_.ipv6, all_nodes, multicast_mac(all_nodes), false);
   }
 }
 
@@ -170,9 +170,9 @@ ControlCounters ControlPlane::counters() const {
 }
 
 std::vector<Gid> ControlPlane::gids() const {
-  std::vector<Gid> g{link_local_gid(adapter_.mac())};
-  if (adapter_.ipv4() != 0) g.push_back(gid_from_ipv4(adapter_.ipv4()));
-  if (adapter_.ipv6()) g.push_back(*adapter_.ipv6());
+  std::vector<Gid> g{link_local_gid(local_.mac)};
+  if (local_.ipv4 != 0) g.push_back(gid_from_ipv4(local_.ipv4));
+  if (local_.ipv6) g.push_back(*local_.ipv6);
   return g;
 }
 
@@ -246,7 +246,7 @@ void ControlPlane::handle_arp(const uint8_t* d, uint32_t len) {
   if (a.htype.get() != 1 || a.ptype.get() != wire::kEtherTypeIpv4 || a.hlen != 6 || a.plen != 4)
     return;
   const uint32_t spa = a.spa.get(), tpa = a.tpa.get();
-  const bool for_us = adapter_.ipv4() != 0 && tpa == adapter_.ipv4();
+  const bool for_us = local_.ipv4 != 0 && tpa == local_.ipv4;
   // RFC 826: update an existing entry for the sender, or create one when we are the target.
   bool known = false;
   {
@@ -354,21 +354,21 @@ void ControlPlane::handle_ud(rte_mbuf* m) {
 }
 
 bool ControlPlane::transmit(rte_mbuf* m) {
-  if (adapter_.endpoint().control_send(m)) return true;
+  if (ep_.control_send(m)) return true;
   rte_pktmbuf_free(m);
   return false;
 }
 
 void ControlPlane::send_arp(uint16_t oper, const wire::MacAddr& dst_mac, const wire::MacAddr& tha,
                             uint32_t tpa) {
-  rte_mbuf* m = rte_pktmbuf_alloc(adapter_.endpoint().pool());
+  rte_mbuf* m = rte_pktmbuf_alloc(ep_.pool());
   if (m == nullptr) return;
   // 14 + 28 bytes, padded to the 60-byte Ethernet minimum.
   auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, 60));
   std::memset(d, 0, 60);
   auto& eth = *reinterpret_cast<wire::EthHdr*>(d);
   eth.dst = dst_mac;
-  eth.src = adapter_.mac();
+  eth.src = local_.mac;
   eth.ether_type = Be16::of(wire::kEtherTypeArp);
   auto& a = *reinterpret_cast<wire::ArpHdr*>(d + sizeof(wire::EthHdr));
   a.htype = Be16::of(1);
@@ -376,8 +376,8 @@ void ControlPlane::send_arp(uint16_t oper, const wire::MacAddr& dst_mac, const w
   a.hlen = 6;
   a.plen = 4;
   a.oper = Be16::of(oper);
-  a.sha = adapter_.mac();
-  a.spa = Be32::of(adapter_.ipv4());
+  a.sha = local_.mac;
+  a.spa = Be32::of(local_.ipv4);
   a.tha = tha;
   a.tpa = Be32::of(tpa);
   transmit(m);
@@ -426,13 +426,12 @@ void build_nd(rte_mbuf* m, const wire::MacAddr& src_mac, const wire::MacAddr& ds
 }  // namespace
 
 void ControlPlane::send_ns(const Gid& target) {
-  rte_mbuf* m = rte_pktmbuf_alloc(adapter_.endpoint().pool());
+  rte_mbuf* m = rte_pktmbuf_alloc(ep_.pool());
   if (m == nullptr) return;
   const Gid dst = solicited_node(target);
-  const Gid src = (!is_link_local(target) && adapter_.ipv6()) ? *adapter_.ipv6()
-                                                              : link_local_gid(adapter_.mac());
-  build_nd(m, adapter_.mac(), multicast_mac(dst), src, dst, wire::kIcmpv6NeighborSolicit, 0, target,
-           1);
+  const Gid src =
+      (!is_link_local(target) && local_.ipv6) ? *local_.ipv6 : link_local_gid(local_.mac);
+  build_nd(m, local_.mac, multicast_mac(dst), src, dst, wire::kIcmpv6NeighborSolicit, 0, target, 1);
   transmit(m);
   std::lock_guard lock(mu_);
   ++counters_.nd_solicits_out;
@@ -440,9 +439,9 @@ void ControlPlane::send_ns(const Gid& target) {
 
 void ControlPlane::send_na(const Gid& target, const Gid& dst, const wire::MacAddr& dst_mac,
                            bool solicited) {
-  rte_mbuf* m = rte_pktmbuf_alloc(adapter_.endpoint().pool());
+  rte_mbuf* m = rte_pktmbuf_alloc(ep_.pool());
   if (m == nullptr) return;
-  build_nd(m, adapter_.mac(), dst_mac, target, dst, wire::kIcmpv6NeighborAdvert,
+  build_nd(m, local_.mac, dst_mac, target, dst, wire::kIcmpv6NeighborAdvert,
            wire::kNaOverride | (solicited ? wire::kNaSolicited : 0), target, 2);
   transmit(m);
   std::lock_guard lock(mu_);
@@ -551,17 +550,16 @@ Status ControlPlane::send_mad(const Gid& dst, uint32_t dst_qp, uint32_t qkey,
   const auto mac = lookup(dst);
   if (!mac) return Status::kHostUnreachable;
   wire::NetHeaders net;
-  net.src_mac = adapter_.mac();
+  net.src_mac = local_.mac;
   net.dst_mac = *mac;
   net.traffic_class = traffic_class;
   net.hop_limit = hop_limit;
   if (gid_is_ipv4(dst)) {
-    net.src_ip4 = adapter_.ipv4();
+    net.src_ip4 = local_.ipv4;
     net.dst_ip4 = gid_to_ipv4(dst);
   } else {
     net.ipv6 = true;
-    net.src_ip6 = (!is_link_local(dst) && adapter_.ipv6()) ? *adapter_.ipv6()
-                                                           : link_local_gid(adapter_.mac());
+    net.src_ip6 = (!is_link_local(dst) && local_.ipv6) ? *local_.ipv6 : link_local_gid(local_.mac);
     net.dst_ip6 = dst;
   }
   net.udp_sport = wire::udp_sport_for(1, dst_qp);
@@ -577,7 +575,7 @@ Status ControlPlane::send_mad(const Gid& dst, uint32_t dst_qp, uint32_t qkey,
   wire::Bth::Psn::set(th.bth, psn);
   th.deth.qkey = Be32::of(qkey);
   wire::Deth::SrcQp::set(th.deth, 1u);
-  rte_mbuf* m = rte_pktmbuf_alloc(adapter_.endpoint().pool());
+  rte_mbuf* m = rte_pktmbuf_alloc(ep_.pool());
   if (m == nullptr) return Status::kInsufficientResources;
   const uint32_t len = wire::frame_length(net, th.bth.opcode, static_cast<uint32_t>(mad.size()));
   auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));

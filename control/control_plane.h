@@ -28,9 +28,18 @@
 #include "dataplane/wire/headers.h"
 #include "urnic/status.h"
 
+namespace urnic::dp {
+class Endpoint;
+}  // namespace urnic::dp
+
 namespace urnic::ctl {
 
-class Adapter;
+// What the control plane answers for and sends from: the adapter's own addresses.
+struct LocalAddresses {
+  wire::MacAddr mac{};
+  uint32_t ipv4 = 0;  // host order; 0: none
+  std::optional<wire::Ipv6Addr> ipv6;
+};
 
 // A RoCEv2 GID: an IPv6 address; IPv4 addresses appear IPv4-mapped (::ffff:a.b.c.d),
 // rocev2.md §4.5.
@@ -79,7 +88,9 @@ class ControlPlane : public dp::ControlSink {
   // GSI Q_Key (IBTA §13.5.1; rxe GSI_QKEY).
   static constexpr uint32_t kGsiQkey = 0x80010000;
 
-  explicit ControlPlane(Adapter& adapter);
+  // `ep` is the adapter's port queue: slow-path frames leave through its control ring, built in
+  // mbufs of its pool.
+  ControlPlane(const LocalAddresses& local, dp::Endpoint& ep);
   ~ControlPlane() override;
 
   // Starts / stops the control thread. start() also sends a gratuitous ARP for the adapter's
@@ -144,7 +155,8 @@ class ControlPlane : public dp::ControlSink {
   bool transmit(rte_mbuf* m);
   void run_timers();
 
-  Adapter& adapter_;
+  const LocalAddresses local_;
+  dp::Endpoint& ep_;
   dp::SpscRing<rte_mbuf*> rx_;
   std::atomic<bool> running_{false};
   std::atomic<bool> stop_{false};
