@@ -36,12 +36,8 @@
 namespace urnic::test {
 namespace {
 
-class ApiBadInput : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { eal_up_once(); }
-};
+class ApiBadInput : public EalTest {};
 
-constexpr auto kQuiet = std::chrono::milliseconds(30);
 constexpr uint8_t kSentinel = 0x5A;
 constexpr uint64_t kTop = std::numeric_limits<uint64_t>::max();
 

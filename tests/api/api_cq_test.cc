@@ -40,10 +40,8 @@ size_t drain(Cq& cq, std::vector<ResultEx>* out) {
   return total;
 }
 
-class ApiCq : public ::testing::Test {
+class ApiCq : public EalTest {
  protected:
-  static void SetUpTestSuite() { eal_up_once(); }
-
   // QPs on both sides whose CQs have notification callbacks: a's initiator CQ `acq` (with
   // `an`), b's receive CQ `bcq` (with `bn`).
   void SetUpPair(ApiPair& p, uint32_t depth = 64) {
@@ -88,8 +86,6 @@ class ApiCq : public ::testing::Test {
   Handle<Mr> mr;
   std::vector<ResultEx> ares, bres;
 };
-
-constexpr auto kQuiet = std::chrono::milliseconds(30);
 
 TEST_F(ApiCq, AnyArmFiresOncePerArmOnTheControlThread) {
   ApiPair p("cq_any");

@@ -13,12 +13,7 @@
 namespace urnic::test {
 namespace {
 
-class ApiDefer : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { eal_up_once(); }
-};
-
-constexpr auto kQuiet = std::chrono::milliseconds(30);
+class ApiDefer : public EalTest {};
 
 TEST_F(ApiDefer, DeferredChainIsInvisibleUntilTheDoorbell) {
   ApiPair p("defer_chain");

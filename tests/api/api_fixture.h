@@ -17,6 +17,9 @@ namespace urnic::test {
 
 inline void* ctx(uintptr_t i) { return reinterpret_cast<void*>(0x1000 + i); }
 
+// How long a test runs the engine to show that nothing more happens.
+constexpr auto kQuiet = std::chrono::milliseconds(30);
+
 // One side: adapter, PD, one CQ for both queues, one QP, and the completions collected.
 struct Side {
   std::unique_ptr<Adapter> adapter;

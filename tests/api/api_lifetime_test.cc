@@ -15,12 +15,7 @@
 namespace urnic::test {
 namespace {
 
-class ApiLifetime : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { eal_up_once(); }
-};
-
-constexpr auto kQuiet = std::chrono::milliseconds(30);
+class ApiLifetime : public EalTest {};
 
 // An ordered log of callbacks ("close:cq", "notify:cq", ...).
 struct Log {

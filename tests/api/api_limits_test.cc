@@ -11,10 +11,7 @@
 namespace urnic::test {
 namespace {
 
-class ApiLimits : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { eal_up_once(); }
-};
+class ApiLimits : public EalTest {};
 
 // An address range reserved without memory behind it (never touched by these tests).
 struct Reserved {

@@ -13,12 +13,7 @@
 namespace urnic::test {
 namespace {
 
-class ApiMr : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { eal_up_once(); }
-};
-
-constexpr auto kQuiet = std::chrono::milliseconds(30);
+class ApiMr : public EalTest {};
 
 // Page-aligned anonymous memory.
 struct Pages {

@@ -12,12 +12,7 @@
 namespace urnic::test {
 namespace {
 
-class ApiMw : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { eal_up_once(); }
-};
-
-constexpr auto kQuiet = std::chrono::milliseconds(30);
+class ApiMw : public EalTest {};
 
 // b owns the memory and binds windows on its QP (the one a's requests arrive on).
 struct Server {

@@ -11,10 +11,7 @@
 namespace urnic::test {
 namespace {
 
-class ApiQp : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { eal_up_once(); }
-};
+class ApiQp : public EalTest {};
 
 TEST_F(ApiQp, SendReceiveWithSgeListsAndContexts) {
   ApiPair p("qp_send");

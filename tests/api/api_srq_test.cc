@@ -12,12 +12,7 @@
 namespace urnic::test {
 namespace {
 
-class ApiSrq : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { eal_up_once(); }
-};
-
-constexpr auto kQuiet = std::chrono::milliseconds(30);
+class ApiSrq : public EalTest {};
 
 struct SrqNotes {
   std::atomic<int> n{0};

@@ -16,10 +16,7 @@
 namespace urnic::test {
 namespace {
 
-class ApiStress : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { eal_up_once(); }
-};
+class ApiStress : public EalTest {};
 
 constexpr int kWorkers = 3;
 constexpr uint32_t kOpsPerWorker = 20000;

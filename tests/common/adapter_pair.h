@@ -36,6 +36,14 @@ inline void eal_up_once(const char* lcores = "0-1", unsigned memory_mb = 512) {
   ASSERT_EQ(eal_up(lcores, memory_mb), Status::kSuccess);
 }
 
+// A test suite whose tests need EAL (brought up once, before the first test).
+class EalTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { eal_up_once(); }
+};
+template <class Param>
+class EalTestWithParam : public EalTest, public ::testing::WithParamInterface<Param> {};
+
 inline uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
 // Deterministic byte pattern for message `seed`.

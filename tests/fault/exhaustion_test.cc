@@ -203,10 +203,7 @@ std::vector<ResultEx> drain(Cq& cq) {
   return out;
 }
 
-class Exhaustion : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { eal_up_once(); }
-};
+class Exhaustion : public EalTest {};
 
 // =============================================================================================
 // 1. Requests flooding a QP with no receive posted

@@ -210,10 +210,8 @@ struct Snapshot {
   QpCounters a, b;
 };
 
-class RcScripted : public ::testing::Test {
+class RcScripted : public EalTest {
  protected:
-  static void SetUpTestSuite() { eal_up_once(); }
-
   // A connected pair with the given requester attributes (applied at RTR -> RTS).
   static std::unique_ptr<RcPair> make_pair(uint8_t timeout, uint8_t retry_cnt = 7,
                                            uint8_t rnr_retry = 7) {

@@ -36,10 +36,7 @@ constexpr Scenario kScenarios[] = {
 
 enum class Kind { kSend, kWrite, kRead, kAtomic };
 
-class RcSoak : public ::testing::TestWithParam<std::tuple<Kind, Scenario>> {
- protected:
-  static void SetUpTestSuite() { eal_up_once(); }
-};
+class RcSoak : public EalTestWithParam<std::tuple<Kind, Scenario>> {};
 
 constexpr uint32_t kMessages = 10000;
 constexpr uint32_t kSlots = 512;     // > send queue depth: a slot is reused only after completion

@@ -105,9 +105,8 @@ BufInfo decode_info(const uint8_t* p) {
   return b;
 }
 
-class CmLoopback : public ::testing::Test {
+class CmLoopback : public EalTest {
  protected:
-  static void SetUpTestSuite() { eal_up_once(); }
   void SetUp() override {
     dp::EngineConfig ec;
     ec.idle_yield_after = 256;

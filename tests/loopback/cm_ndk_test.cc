@@ -66,9 +66,8 @@ struct Passive {
   static void on_disconnect(void* ctx) { static_cast<Passive*>(ctx)->disconnects.fetch_add(1); }
 };
 
-class CmNdk : public ::testing::Test {
+class CmNdk : public EalTest {
  protected:
-  static void SetUpTestSuite() { eal_up_once(); }
   void SetUp() override {
     static int n = 0;
     EngineConfig ec;

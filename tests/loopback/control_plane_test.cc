@@ -13,9 +13,8 @@
 namespace urnic::test {
 namespace {
 
-class ControlPlaneTest : public ::testing::Test {
+class ControlPlaneTest : public EalTest {
  protected:
-  static void SetUpTestSuite() { eal_up_once(); }
   void SetUp() override {
     dp::EngineConfig ec;
     ec.idle_yield_after = 256;

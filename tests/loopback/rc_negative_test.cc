@@ -49,10 +49,8 @@ struct PageBuf {
   std::unique_ptr<uint8_t, decltype(&std::free)> p;
 };
 
-class RcNegative : public ::testing::Test {
+class RcNegative : public EalTest {
  protected:
-  static void SetUpTestSuite() { eal_up_once(); }
-
   // One 64-byte receive posted on B, so that the flush of B's receive queue is visible.
   void post_b_receive(RcPair& p) {
     bkey_ = p.b.reg(brecv_.data(), brecv_.size(), mr_flag::kAllowLocalWrite);

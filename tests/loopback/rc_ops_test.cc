@@ -21,10 +21,7 @@ using dp::WrOpcode;
 constexpr uint32_t kGuard = 64;
 constexpr uint8_t kGuardByte = 0xEE;
 
-class RcOps : public ::testing::TestWithParam<std::tuple<WrOpcode, uint32_t, bool>> {
- protected:
-  static void SetUpTestSuite() { eal_up_once(); }
-};
+class RcOps : public EalTestWithParam<std::tuple<WrOpcode, uint32_t, bool>> {};
 
 // Splits `len` bytes at `base` into `n` SGEs (the last takes the remainder; pieces may be 0).
 void split(Sge* sge, uint8_t* base, uint32_t len, uint32_t n, uint32_t key) {
@@ -155,10 +152,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(1024u, 4096u), ::testing::Values(true)),
     name_of);
 
-class RcMore : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { eal_up_once(); }
-};
+class RcMore : public EalTest {};
 
 TEST_F(RcMore, AtomicsCompareSwapAndFetchAdd) {
   RcPair p("atomics");

@@ -6,10 +6,7 @@
 namespace urnic::test {
 namespace {
 
-class RcSmoke : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { eal_up_once(); }
-};
+class RcSmoke : public EalTest {};
 
 TEST_F(RcSmoke, SendWriteReadAtomic) {
   RcPair p("smoke0");
