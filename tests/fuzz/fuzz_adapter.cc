@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 
 #include "tests/fuzz/harness.h"
 
@@ -17,10 +16,5 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string err = urnic::fuzz::check_adapter(data, size);
-  if (!err.empty()) {
-    std::fprintf(stderr, "fuzz_adapter: %s\n", err.c_str());
-    std::abort();
-  }
-  return 0;
+  return urnic::fuzz::verdict("fuzz_adapter", urnic::fuzz::check_adapter(data, size));
 }

@@ -202,6 +202,14 @@ enum Target : uint32_t {
   kNumTargets
 };
 
+// What a libFuzzer target returns for a harness's verdict: 0, or (a broken invariant) the
+// description on stderr and an abort, which libFuzzer reports with the input that caused it.
+inline int verdict(const char* target, const std::string& err) {
+  if (err.empty()) return 0;
+  std::fprintf(stderr, "%s: %s\n", target, err.c_str());
+  std::abort();
+}
+
 inline constexpr uint32_t kPoolSize = 1023;  // 2^n - 1: the mempool optimum
 inline constexpr uint16_t kDataRoom = RTE_PKTMBUF_HEADROOM + 4096 + 512;
 
