@@ -36,6 +36,16 @@ struct Side {
     EXPECT_EQ(mr->register_mr(p, len, flags, nullptr, nullptr), Status::kSuccess);
     return mr;
   }
+  // A fast-register MR of this side's PD, initialised for `npages` pages (with remote access
+  // unless `remote` is false); the handle keeps it.
+  Handle<Mr> fast_mr(uint32_t npages, bool remote = true) {
+    Handle<Mr> mr;
+    EXPECT_EQ(pd->create_mr(true, nullptr, nullptr, &mr), Status::kSuccess);
+    if (mr)
+      EXPECT_EQ(mr->initialize_fast_register_mr(npages, remote, nullptr, nullptr),
+                Status::kSuccess);
+    return mr;
+  }
   std::vector<ResultEx> take(OperationType type) {
     std::vector<ResultEx> out;
     for (const auto& r : done)

@@ -150,9 +150,8 @@ TEST_F(ApiMr, FastRegisterInvalidateAndRegisterAgain) {
   auto pages = mem.lam(*p.b.adapter, &fbo, 100, 2 * kPageSize);
   ASSERT_EQ(fbo, 100u);
   ASSERT_EQ(pages.size(), 3u);
-  Handle<Mr> fr;
-  ASSERT_EQ(p.b.pd->create_mr(true, nullptr, nullptr, &fr), Status::kSuccess);
-  ASSERT_EQ(fr->initialize_fast_register_mr(16, true, nullptr, nullptr), Status::kSuccess);
+  Handle<Mr> fr = p.b.fast_mr(16);
+  ASSERT_TRUE(fr);
   const uint64_t base = 0x40000000 + fbo;
   ASSERT_EQ(p.b.qp->fast_register(ctx(1), *fr, pages, fbo, 2 * kPageSize, base,
                                   op_flag::kAllowRemoteWrite | op_flag::kAllowRemoteRead),
@@ -195,9 +194,8 @@ TEST_F(ApiMr, WriteThroughAnInvalidatedRegionFailsAndCancelsThePeersReceives) {
   Pages mem(1);
   uint32_t fbo = 0;
   auto pages = mem.lam(*p.b.adapter, &fbo);
-  Handle<Mr> fr;
-  ASSERT_EQ(p.b.pd->create_mr(true, nullptr, nullptr, &fr), Status::kSuccess);
-  ASSERT_EQ(fr->initialize_fast_register_mr(1, true, nullptr, nullptr), Status::kSuccess);
+  Handle<Mr> fr = p.b.fast_mr(1);
+  ASSERT_TRUE(fr);
   ASSERT_EQ(
       p.b.qp->fast_register(ctx(1), *fr, pages, 0, kPageSize, 0x10000, op_flag::kAllowRemoteWrite),
       Status::kSuccess);
@@ -225,9 +223,8 @@ TEST_F(ApiMr, SendAndInvalidateInvalidatesAtTheReceiver) {
   Pages mem(1);
   uint32_t fbo = 0;
   auto pages = mem.lam(*p.b.adapter, &fbo);
-  Handle<Mr> fr;
-  ASSERT_EQ(p.b.pd->create_mr(true, nullptr, nullptr, &fr), Status::kSuccess);
-  ASSERT_EQ(fr->initialize_fast_register_mr(1, true, nullptr, nullptr), Status::kSuccess);
+  Handle<Mr> fr = p.b.fast_mr(1);
+  ASSERT_TRUE(fr);
   ASSERT_EQ(
       p.b.qp->fast_register(ctx(1), *fr, pages, 0, kPageSize, 0x20000, op_flag::kAllowRemoteWrite),
       Status::kSuccess);
@@ -258,9 +255,8 @@ TEST_F(ApiMr, SendAndInvalidateInvalidatesAtTheReceiver) {
 TEST_F(ApiMr, LocalInvalidateOfAnInvalidRegionCompletesWithInvalidDeviceRequest) {
   ApiPair p("mr_invinv");
   p.connect();
-  Handle<Mr> fr;
-  ASSERT_EQ(p.a.pd->create_mr(true, nullptr, nullptr, &fr), Status::kSuccess);
-  ASSERT_EQ(fr->initialize_fast_register_mr(1, false, nullptr, nullptr), Status::kSuccess);
+  Handle<Mr> fr = p.a.fast_mr(1, false);
+  ASSERT_TRUE(fr);
   ASSERT_EQ(p.a.qp->invalidate(ctx(1), *fr, 0), Status::kSuccess);
   ASSERT_TRUE(p.wait_done(1, 0));
   EXPECT_EQ(p.a.done[0].status, Status::kInvalidDeviceRequest);
@@ -276,9 +272,8 @@ TEST_F(ApiMr, ReadWithLocalInvalidateInvalidatesTheSink) {
   Pages mem(1);
   uint32_t fbo = 0;
   auto pages = mem.lam(*p.a.adapter, &fbo);
-  Handle<Mr> fr;
-  ASSERT_EQ(p.a.pd->create_mr(true, nullptr, nullptr, &fr), Status::kSuccess);
-  ASSERT_EQ(fr->initialize_fast_register_mr(1, false, nullptr, nullptr), Status::kSuccess);
+  Handle<Mr> fr = p.a.fast_mr(1, false);
+  ASSERT_TRUE(fr);
   ASSERT_EQ(p.a.qp->fast_register(ctx(1), *fr, pages, 0, kPageSize, addr(mem.p),
                                   op_flag::kAllowLocalWrite),
             Status::kSuccess);

@@ -240,9 +240,8 @@ TEST_F(ApiMw, BindInlineErrors) {
   EXPECT_EQ(q.bind(nullptr, *rw.mr, *rw.mw, rw.buf.data(), 100, op_flag::kInline),
             Status::kInvalidParameter);
   // A fast-register MR cannot carry windows.
-  Handle<Mr> fr;
-  ASSERT_EQ(p.b.pd->create_mr(true, nullptr, nullptr, &fr), Status::kSuccess);
-  ASSERT_EQ(fr->initialize_fast_register_mr(2, true, nullptr, nullptr), Status::kSuccess);
+  Handle<Mr> fr = p.b.fast_mr(2);
+  ASSERT_TRUE(fr);
   EXPECT_EQ(q.bind(nullptr, *fr, *rw.mw, rw.buf.data(), 100, op_flag::kAllowRemoteRead),
             Status::kInvalidParameter);
   // A read-only window over the read-only MR is fine; the largest range is the whole MR.
