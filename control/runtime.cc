@@ -22,8 +22,9 @@ namespace urnic {
 namespace {
 
 thread_local std::string t_last_error;
-// Set when rte_eal_init failed past its argument parsing: DPDK does not allow a second attempt
-// in the process (it would answer EALREADY for an EAL that is not up).
+// Set when rte_eal_init failed: DPDK cannot be brought up again in the process (after a late
+// failure it answers EALREADY for an EAL that is not up; after an argument error it keeps some
+// of the parsed options and refuses the next set).
 std::atomic<bool> g_eal_broken{false};
 
 Status fail(Status s, std::string why) noexcept {
@@ -68,8 +69,21 @@ Status need_eal() noexcept {
   return fail(Status::kInvalidDeviceState, "EAL is not running: call urnic::runtime_init first");
 }
 
+// EAL's --log-level: LEVEL or PATTERN:LEVEL, LEVEL a name or 1 .. 8. EAL 22.11 only warns about
+// a bad one and carries on, so it is checked here.
+bool valid_log_level(std::string_view v) {
+  if (v.empty()) return true;
+  const size_t colon = v.rfind(':');
+  if (colon == 0) return false;
+  const std::string_view level = colon == std::string_view::npos ? v : v.substr(colon + 1);
+  for (std::string_view name : {"emergency", "alert", "critical", "error", "warning", "notice",
+                                "info", "debug", "1", "2", "3", "4", "5", "6", "7", "8"})
+    if (level == name) return true;
+  return false;
+}
+
 bool valid_ring_name(std::string_view n) {
-  if (n.empty() || n.size() > 20) return false;
+  if (n.empty() || n.size() > 16) return false;
   return std::all_of(n.begin(), n.end(), [](char ch) {
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
            ch == '_' || ch == '-';
@@ -95,22 +109,26 @@ Status runtime_init(const RuntimeConfig& config) noexcept {
       config.memory != RuntimeConfig::Memory::kNoHuge &&
       config.memory != RuntimeConfig::Memory::kHugepages)
     return fail(Status::kInvalidParameter, "RuntimeConfig::memory is not a Memory value");
+  if (!valid_log_level(config.log_level))
+    return fail(Status::kInvalidParameter,
+                "RuntimeConfig::log_level '" + config.log_level +
+                    "': want LEVEL or PATTERN:LEVEL, LEVEL one of emergency alert critical error "
+                    "warning notice info debug or 1 .. 8");
   if (config.memory == RuntimeConfig::Memory::kHugepages && !ctl::hugepages_available())
     return fail(Status::kInsufficientResources,
                 "RuntimeConfig::Memory::kHugepages: no hugetlbfs mount with free hugepages "
                 "(use kNoHuge or kAuto)");
   if (g_eal_broken.load())
     return fail(Status::kInvalidDeviceState,
-                "an earlier runtime_init failed part-way; EAL cannot be brought up again in this "
-                "process");
+                "an earlier runtime_init failed in EAL; DPDK cannot be brought up again in this "
+                "process (restart it with corrected options)");
   try {
     const ctl::EalOptions o = to_eal(config);
     rte_errno = 0;
     const Status s = ctl::eal_init(o);
     if (s == Status::kSuccess) return ok();
     const int e = rte_errno;
-    // Argument errors leave EAL re-initialisable; anything later does not.
-    if (e != EINVAL) g_eal_broken.store(true);
+    g_eal_broken.store(true);
     std::string args;
     for (const auto& a : ctl::eal_args(o)) args += " " + a;
     return fail(s, "EAL bring-up failed (" + errno_text(e) + ") with arguments:" + args);
@@ -145,7 +163,7 @@ Status create_ring_port_pair(std::string_view name, uint16_t queues, uint16_t* a
                 "create_ring_port_pair: queues must be 1 .. 16, not " + std::to_string(queues));
   if (!valid_ring_name(name))
     return fail(Status::kInvalidParameter,
-                "create_ring_port_pair: the name must be 1 .. 20 characters of [A-Za-z0-9_-]");
+                "create_ring_port_pair: the name must be 1 .. 16 characters of [A-Za-z0-9_-]");
   try {
     const std::string base(name);
     uint16_t existing = 0;

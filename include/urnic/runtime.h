@@ -57,9 +57,12 @@ struct RuntimeConfig {
 
 // Brings up EAL with `config`. Once per process: when EAL is already up (a second call, or a
 // library that brought it up itself), returns kSuccess and joins it whatever `config` says.
-// kInvalidParameter: EAL rejected the arguments (a bad lcore list, log level, extra argument),
-// or `memory_mb` is out of range; kInsufficientResources: not enough memory (hugepages).
-// EAL may print its own diagnostics (usage text) on stderr too.
+// Checked before EAL sees them (kInvalidParameter, nothing done): memory_mb, memory, log_level;
+// kInsufficientResources for kHugepages without free hugepages. Then EAL itself:
+// kInvalidParameter when it rejects the arguments (a bad lcore list or extra argument),
+// kInsufficientResources when it cannot get memory. DPDK cannot retry a failed bring-up: after
+// EAL failed, every later call returns kInvalidDeviceState (restart the process). EAL prints
+// its own diagnostics (usage text) too.
 Status runtime_init(const RuntimeConfig& config) noexcept;
 // Whether EAL is up (runtime_init succeeded, in this process).
 bool runtime_running() noexcept;
@@ -75,7 +78,7 @@ unsigned main_lcore() noexcept;
 std::vector<unsigned> worker_lcores() noexcept;
 
 // Creates two net_ring ports wired back to back (what `a` transmits `b` receives, and vice
-// versa), `queues` queue pairs each (one per engine that serves them; 1 .. 16). `name` (1 .. 20
+// versa), `queues` queue pairs each (one per engine that serves them; 1 .. 16). `name` (1 .. 16
 // characters of [A-Za-z0-9_-]) must be unique in the process: the ports are <name>_a and
 // <name>_b. kSuccess with *a and *b set; kInvalidDeviceState before runtime_init;
 // kInvalidParameter (bad name or queue count, null output); kAddressAlreadyExists (the name was
@@ -84,9 +87,11 @@ Status create_ring_port_pair(std::string_view name, uint16_t queues, uint16_t* a
                              uint16_t* b) noexcept;
 
 // Probes a DPDK virtual device from its devargs ("net_af_packet0,iface=veth0", "net_tap0,
-// iface=t0") and returns its port. kSuccess with *port_id set; kInvalidDeviceState before
-// runtime_init; kInvalidParameter (empty or malformed devargs, null output); kDeviceNotReady
-// (the driver refused the device: no such interface, permissions, name already used).
+// iface=t0") and returns its port (a device probed already gives its port again; opening an
+// adapter on a port twice is refused by Adapter::open). kSuccess with *port_id set;
+// kInvalidDeviceState before runtime_init; kInvalidParameter (empty or malformed devargs, null
+// output); kDeviceNotReady (the driver refused the device: no such interface, permissions, name
+// already used).
 Status open_vdev_port(std::string_view devargs, uint16_t* port_id) noexcept;
 
 // The port of a PCI NIC bound to a DPDK-compatible driver (vfio-pci, uio_pci_generic, or a
