@@ -90,8 +90,8 @@ Status create_ring_port_pair(std::string_view name, uint16_t queues, uint16_t* a
 // iface=t0") and returns its port (a device probed already gives its port again; opening an
 // adapter on a port twice is refused by Adapter::open). kSuccess with *port_id set;
 // kInvalidDeviceState before runtime_init; kInvalidParameter (empty or malformed devargs, null
-// output); kDeviceNotReady (the driver refused the device: no such interface, permissions, name
-// already used).
+// output); kDeviceNotReady (no such driver, or it refused the device: no such interface,
+// permissions); kNotSupported (the device is not an Ethernet port, e.g. crypto_null).
 Status open_vdev_port(std::string_view devargs, uint16_t* port_id) noexcept;
 
 // The port of a PCI NIC bound to a DPDK-compatible driver (vfio-pci, uio_pci_generic, or a

@@ -132,6 +132,11 @@ TEST(ApiRuntime, VdevPorts) {
   EXPECT_EQ(open_vdev_port(std::string_view("net_null0\0x", 11), &p), Status::kInvalidParameter);
   EXPECT_EQ(open_vdev_port("net_nosuchdriver0", &p), Status::kDeviceNotReady);
   EXPECT_NE(err().find("net_nosuchdriver0"), std::string::npos) << err();
+  // A device that is not an Ethernet port (when the crypto_null PMD is there at all).
+  const Status crypto = open_vdev_port("crypto_null0", &p);
+  EXPECT_TRUE(crypto == Status::kNotSupported || crypto == Status::kDeviceNotReady)
+      << to_string(crypto);
+  EXPECT_NE(err(), "");
   // net_null is an EAL plugin (Debian's DPDK loads every PMD it ships).
   const Status s = open_vdev_port("net_null0", &p);
   if (s != Status::kSuccess) GTEST_SKIP() << "no net_null PMD: " << err();
