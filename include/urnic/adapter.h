@@ -8,8 +8,9 @@
 // close are closed then. Never close an adapter from inside a callback, and do not keep a
 // Handle of one of its objects past it (the handle would close a freed object).
 //
-// Bringing up EAL and probing the port (PCI NIC, net_ring pair, net_tap ...) is outside NDK's
-// surface (NDIS does it); see control/eal.h.
+// Bringing up EAL and getting the port (PCI NIC, net_ring pair, net_tap ...) is outside NDK's
+// surface (NDIS does it); urnic/runtime.h does it: runtime_init, then create_ring_port_pair,
+// open_vdev_port or open_pci_port for AdapterConfig::port_id.
 #pragma once
 
 #include <array>
@@ -30,7 +31,7 @@
 namespace urnic {
 
 struct AdapterConfig {
-  uint16_t port_id = 0;  // an ethdev port already probed
+  uint16_t port_id = 0;  // an ethdev port already probed (urnic/runtime.h)
   uint32_t ipv4 = 0;     // host order; 0: no IPv4 address
   std::optional<std::array<uint8_t, 16>> ipv6;
   std::optional<std::array<uint8_t, 6>> mac;  // default: the port's MAC

@@ -33,8 +33,8 @@ class Engine {
   // One loop step (mailbox, RX, timers, TX). Returns whether it did any work. Only while not
   // launched, from the thread that drives the engine.
   bool run_once() noexcept;
-  // Runs the loop on DPDK lcore `lcore` (which EAL must have been given). False if the lcore
-  // is not available or the engine runs already.
+  // Runs the loop on DPDK lcore `lcore`, a worker lcore EAL was given (worker_lcores(),
+  // urnic/runtime.h). False if the lcore is not available or the engine runs already.
   bool launch(unsigned lcore) noexcept;
   // Stops the loop and waits for the lcore to return. Idempotent.
   void stop() noexcept;
