@@ -203,7 +203,7 @@ inline constexpr uint32_t kPageSize = 4096;
 // ---- QP states and attributes ------------------------------------------------------------------
 
 // QP states (IBTA §10.3.1; the values of enum ibv_qp_state). The one QP state type: the
-// engine's state machine (dataplane/qp.h) uses it too.
+// engine's own state machine uses it too.
 enum class QpState : uint8_t { kReset = 0, kInit, kRtr, kRts, kSqd, kSqe, kErr };
 inline constexpr size_t kQpStateCount = 7;
 const char* to_string(QpState s) noexcept;

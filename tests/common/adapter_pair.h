@@ -20,7 +20,6 @@
 #include <string>
 #include <thread>
 
-#include "control/eal.h"
 #include "eal.h"
 #include "urnic/urnic.h"
 
@@ -124,7 +123,7 @@ class AdapterPair {
   explicit AdapterPair(const std::string& name, const EngineConfig& ec = {}, uint32_t mbufs = 8191)
       : engine_(ec) {
     uint16_t pa = 0, pb = 0;
-    EXPECT_EQ(ctl::create_ring_pair(name, 1, &pa, &pb), Status::kSuccess);
+    EXPECT_EQ(create_ring_port_pair(name, 1, &pa, &pb), Status::kSuccess);
     AdapterConfig ca, cb;
     ca.port_id = pa;
     cb.port_id = pb;
