@@ -26,7 +26,7 @@ class Srq;
 using ::urnic::QpState;
 namespace qp_attr = ::urnic::qp_attr_mask;
 using ::urnic::QpCounters;  // urnic/counters.h
-using ::urnic::to_string;    // QpState, RxDrop, Status names
+using ::urnic::to_string;   // QpState, RxDrop, Status names
 
 struct QpAttr {
   QpState state = QpState::kReset;
