@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "dataplane/cq.h"
-#include "dataplane/engine.h"
+#include "dataplane/endpoint.h"
 #include "dataplane/mr.h"
 #include "dataplane/qp.h"
 #include "dataplane/wire/frame.h"
