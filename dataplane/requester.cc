@@ -23,13 +23,6 @@ namespace opc = wire::opc;
 // requester's window keeps moving without waiting for the end of a message.
 constexpr uint32_t kAckReqEvery = 64;
 
-constexpr bool is_read_or_atomic(WrOpcode op) noexcept {
-  return op == WrOpcode::kRead || op == WrOpcode::kCompareSwap || op == WrOpcode::kFetchAdd;
-}
-constexpr bool is_local(WrOpcode op) noexcept {
-  return op == WrOpcode::kLocalInvalidate || op == WrOpcode::kFastRegister || op == WrOpcode::kBind;
-}
-
 uint32_t packets_for(uint32_t length, uint32_t mtu) noexcept {
   return length == 0 ? 1 : (length + mtu - 1) / mtu;
 }
@@ -106,7 +99,7 @@ bool build_packet_lc(Endpoint& ep, Qp& qp, SendSlot& s, uint32_t k, WcStatus* er
     qp_send_frame_lc(ep, qp, m, opc::kReadRequest, 0);
     return true;
   }
-  if (w.opcode == WrOpcode::kCompareSwap || w.opcode == WrOpcode::kFetchAdd) {
+  if (wr_has(w.opcode, wr_mask::kAtomic)) {
     const uint8_t op = w.opcode == WrOpcode::kCompareSwap ? opc::kCompareSwap : opc::kFetchAdd;
     auto th = qp_headers(qp, op, psn, true);
     th.atomic_eth.va = wire::Be64::of(w.remote_addr);
@@ -164,7 +157,7 @@ void requester_rewind_lc(Qp& qp, Psn psn) noexcept {
   for (uint64_t i = r.head; i != r.tail; ++i) {
     SendSlot& s = r.at(i);
     if (!s.started) break;
-    if (s.done || is_local(s.wqe.opcode)) continue;
+    if (s.done || wr_has(s.wqe.opcode, wr_mask::kLocalOp)) continue;
     if (Psn::diff(s.last_psn, psn) >= 0) {
       const int32_t k = Psn::diff(psn, s.first_psn);
       r.cur = i;
@@ -221,7 +214,7 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
       const WrOpcode op = s.wqe.opcode;
       // READ_FENCE: wait for every earlier READ/ATOMIC to complete (NDK_OP_FLAG_READ_FENCE).
       if ((s.wqe.flags & op_flag::kReadFence) && r.rd_atomic_outstanding != 0) break;
-      if (is_local(op)) {
+      if (wr_has(op, wr_mask::kLocalOp)) {
         s.started = s.done = true;
         s.wc = execute_local_lc(ep, qp, s.wqe);
         ++r.cur;
@@ -233,21 +226,21 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
         }
         continue;
       }
-      if (is_read_or_atomic(op) && r.rd_atomic_outstanding >= qp.attr.max_rd_atomic) break;
+      if (wr_has(op, wr_mask::kReadOrAtomic) && r.rd_atomic_outstanding >= qp.attr.max_rd_atomic)
+        break;
       if (Psn::diff(r.psn, r.una) >= static_cast<int32_t>(window)) break;
       s.first_psn = r.psn;
-      s.npkts = op == WrOpcode::kRead   ? packets_for(s.wqe.length, qp.attr.path_mtu)
-                : is_read_or_atomic(op) ? 1
-                                        : packets_for(s.wqe.length, qp.attr.path_mtu);
+      s.npkts = wr_has(op, wr_mask::kAtomic) ? 1 : packets_for(s.wqe.length, qp.attr.path_mtu);
       s.last_psn = s.first_psn + static_cast<int32_t>(s.npkts - 1);
       s.started = true;
       r.cur_pkt = 0;
-      if (is_read_or_atomic(op)) ++r.rd_atomic_outstanding;
+      if (wr_has(op, wr_mask::kReadOrAtomic)) ++r.rd_atomic_outstanding;
     }
-    if (s.done || is_local(s.wqe.opcode)) {
+    if (s.done || wr_has(s.wqe.opcode, wr_mask::kLocalOp)) {
       // Completed while a go-back-N pass was heading for it: skip it, and its PSNs with it,
       // so the next new message never reuses them.
-      if (!is_local(s.wqe.opcode) && Psn::after(s.last_psn + 1, r.psn)) r.psn = s.last_psn + 1;
+      if (!wr_has(s.wqe.opcode, wr_mask::kLocalOp) && Psn::after(s.last_psn + 1, r.psn))
+        r.psn = s.last_psn + 1;
       ++r.cur;
       r.cur_pkt = 0;
       continue;
@@ -265,7 +258,7 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
     ++built;
     const Psn sent = s.first_psn + static_cast<int32_t>(r.cur_pkt);
     if (Psn::before(sent, r.max_sent)) ++qp.counters.retransmits;
-    if (s.wqe.opcode == WrOpcode::kRead || is_read_or_atomic(s.wqe.opcode)) {
+    if (wr_has(s.wqe.opcode, wr_mask::kReadOrAtomic)) {
       // One request packet stands for all remaining PSNs of the READ (or the atomic's one).
       r.psn = s.last_psn + 1;
       ++r.cur;
