@@ -4,22 +4,10 @@
 namespace urnic::dp {
 
 const char* to_string(RxDrop r) noexcept {
-  switch (r) {
-    case RxDrop::kMalformed:
-      return "malformed";
-    case RxDrop::kBadIcrc:
-      return "bad_icrc";
-    case RxDrop::kNoQp:
-      return "no_qp";
-    case RxDrop::kBadAddress:
-      return "bad_address";
-    case RxDrop::kUnsupported:
-      return "unsupported";
-    case RxDrop::kNotRoce:
-      return "not_roce";
-    default:
-      return "?";
-  }
+  static constexpr std::array<const char*, static_cast<size_t>(RxDrop::kCount)> kNames = {
+      "malformed", "bad_icrc", "no_qp", "bad_address", "unsupported", "not_roce"};
+  const auto i = static_cast<size_t>(r);
+  return i < kNames.size() ? kNames[i] : "?";
 }
 
 Endpoint::Endpoint(Port* port, uint16_t queue, rte_mempool* pool, MrTable* mrs, uint32_t max_qps)

@@ -4,12 +4,13 @@
 // (fast-register, local invalidate) execute when the requester reaches them, so they are
 // ordered with the remote operations around them (IBTA §10.7.3). Messages are segmented by path
 // MTU into FIRST / MIDDLE / LAST or ONLY packets (§9.7.4.1), a READ request consumes one PSN per
-// response packet (C9-88), and at most `max_unacked_psns` PSNs are outstanding. Retransmission is
-// go-back-N from the slot array: frames are rebuilt from the WQE and registered memory, never
-// kept (rocev2.md §3.2).
+// response packet (IBTA §9.7.4.1; rocev2.md §3.4), and at most `max_unacked_psns` PSNs are
+// outstanding. Retransmission is go-back-N from the slot array: frames are rebuilt from the WQE and
+// registered memory, never kept (rocev2.md §3.2).
 #include <rte_cycles.h>
 
 #include <algorithm>
+#include <array>
 
 #include "dataplane/internal.h"
 
@@ -47,36 +48,26 @@ WcStatus execute_local_lc(Endpoint& ep, Qp& qp, const SendWqe& w) noexcept {
   return c == MrCheck::kAccessDenied ? WcStatus::kLocAccessErr : WcStatus::kLocQpOpErr;
 }
 
-// Opcode of packet `k` of `n` of a SEND or WRITE message (IBTA table 38).
+// The packet opcodes of each SEND / WRITE work request, indexed by WrOpcode (kSend..
+// kWriteWithImm; IBTA table 38).
+struct DataOpcodes {
+  uint8_t first, middle, last, only;
+};
+constexpr std::array<DataOpcodes, 5> kDataOpcodes = {{
+    {opc::kSendFirst, opc::kSendMiddle, opc::kSendLast, opc::kSendOnly},
+    {opc::kSendFirst, opc::kSendMiddle, opc::kSendLastImm, opc::kSendOnlyImm},
+    {opc::kSendFirst, opc::kSendMiddle, opc::kSendLastInv, opc::kSendOnlyInv},
+    {opc::kWriteFirst, opc::kWriteMiddle, opc::kWriteLast, opc::kWriteOnly},
+    {opc::kWriteFirst, opc::kWriteMiddle, opc::kWriteLastImm, opc::kWriteOnlyImm},
+}};
+static_assert(static_cast<size_t>(WrOpcode::kWriteWithImm) == kDataOpcodes.size() - 1);
+
+// Opcode of packet `k` of `n` of a SEND or WRITE message.
 uint8_t data_opcode(WrOpcode op, uint32_t k, uint32_t n) noexcept {
   const bool first = k == 0, last = k + 1 == n;
-  switch (op) {
-    case WrOpcode::kSend:
-      return first && last ? opc::kSendOnly
-             : first       ? opc::kSendFirst
-             : last        ? opc::kSendLast
-                           : opc::kSendMiddle;
-    case WrOpcode::kSendWithImm:
-      return first && last ? opc::kSendOnlyImm
-             : first       ? opc::kSendFirst
-             : last        ? opc::kSendLastImm
-                           : opc::kSendMiddle;
-    case WrOpcode::kSendWithInv:
-      return first && last ? opc::kSendOnlyInv
-             : first       ? opc::kSendFirst
-             : last        ? opc::kSendLastInv
-                           : opc::kSendMiddle;
-    case WrOpcode::kWrite:
-      return first && last ? opc::kWriteOnly
-             : first       ? opc::kWriteFirst
-             : last        ? opc::kWriteLast
-                           : opc::kWriteMiddle;
-    default:  // kWriteWithImm
-      return first && last ? opc::kWriteOnlyImm
-             : first       ? opc::kWriteFirst
-             : last        ? opc::kWriteLastImm
-                           : opc::kWriteMiddle;
-  }
+  const auto i = static_cast<size_t>(op);
+  const DataOpcodes& o = kDataOpcodes[i < kDataOpcodes.size() ? i : kDataOpcodes.size() - 1];
+  return first && last ? o.only : first ? o.first : last ? o.last : o.middle;
 }
 
 // Builds packet `k` of slot `s`. Returns false on mempool exhaustion (retry next step) and sets
@@ -291,7 +282,7 @@ bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
   if (r.ack_deadline == 0 || now < r.ack_deadline) return false;
   ++qp.counters.timeouts;
   if (r.retry_left == 0) {
-    // Transport retries exhausted (IBTA §9.7.6.1.3 / C9-142): the oldest outstanding WQE fails
+    // Transport retries exhausted (IBTA §9.7.6.1.3): the oldest outstanding WQE fails
     // with RETRY_EXC_ERR, the QP enters ERR and everything else flushes.
     for (uint64_t i = r.head; i != r.tail; ++i) {
       SendSlot& s = r.at(i);

@@ -1,7 +1,8 @@
 // Responder stage: request packets -> execution, ACK/NAK, READ responses (IBTA Vol. 1 §9.7.5
 // responder; rxe_resp.c; rocev2.md §3.4-3.5).
 //
-// Checks run in the IBTA order and the first failure decides the outcome:
+// Checks run in the IBTA order, one check_* function per step returning the next RespState
+// (internal.h; rxe_resp.c's enum resp_states), and the first failure decides the outcome:
 //   PSN (new / duplicate / out of sequence) -> opcode sequence -> operation allowed by the QP's
 //   access flags -> packet length rules -> receive WQE available (else RNR NAK) -> receive
 //   buffer large enough -> R_Key, address and rights -> execute.
@@ -11,6 +12,7 @@
 //
 // Output (READ responses, ATOMIC ACKs, NAKs, ACKs) is queued as jobs and emitted in PSN order by
 // responder_tx_lc, so an ACK never overtakes an earlier READ response.
+#include <array>
 #include <atomic>
 
 #include "dataplane/internal.h"
@@ -153,12 +155,12 @@ RespResource& next_resource(Qp& qp) noexcept {
   return r;
 }
 
-// Duplicate requests (rocev2.md §3.5; IBTA §9.7.5.1.1 C9-105..C9-110).
+// Duplicate requests (rocev2.md §3.5; IBTA §9.7.5.1.1).
 void duplicate_lc(Qp& qp, const wire::ParsedFrame& f, Psn p) noexcept {
   auto& s = qp.resp;
   ++qp.counters.duplicate_requests;
   if (f.has(op::kSend) || f.has(op::kWrite)) {
-    // Never executed twice: re-ACK the newest PSN received, with the current MSN.
+    // Never executed twice: re-ACK the newest PSN received, with the current MSN (C9-105).
     owe_ack(qp, s.epsn - 1);
     return;
   }
@@ -193,48 +195,6 @@ void duplicate_lc(Qp& qp, const wire::ParsedFrame& f, Psn p) noexcept {
   }
   // No saved resource (recycled): drop silently (class D), the requester times out.
 }
-
-// ---- Request checks (IBTA §9.7.5.1; rxe_resp.c enum resp_states) ----------------------------
-//
-// responder_rx_lc runs one packet through the steps below in a short loop: each step returns
-// the next one, or a terminal state that names the packet's fate. Every NAK cause is a state of
-// its own (kErr*); fatal_error_lc maps each to its NAK code.
-enum class RespState : uint8_t {
-  // Steps, in the IBTA order.
-  kChkQpState,     // QP in RTR / RTS / SQD, no fatal NAK queued, room for a response job
-  kChkPsn,         // new, duplicate or out of sequence (§9.7.5.1.1)
-  kChkOpSeq,       // opcode sequence inside / outside a message (§9.7.5.1.2)
-  kChkOpRights,    // operation allowed by the QP's access flags
-  kChkLength,      // packet payload and DMA length rules
-  kChkResources,   // a receive WQE for SEND and WRITE with immediate (else RNR NAK)
-  kChkRecvLength,  // the receive buffer holds the SEND's bytes
-  kChkRkey,        // R_Key, bounds and rights of READ / ATOMIC / WRITE
-  kExecRead,       // queue the READ responses
-  kExecAtomic,     // execute the atomic, queue the ATOMIC ACK
-  kExecWrite,      // place the WRITE payload
-  kExecSend,       // scatter the SEND payload, complete the receive at the last packet
-  kAcknowledge,    // PSN consumed; an ACK is owed when AckReq is set
-  // Terminal states.
-  kDone,
-  kDropBadState,   // QP not receiving, or entering ERR behind a queued NAK
-  kDropQueueFull,  // no room for a response: dropped, the requester retransmits
-  kDuplicate,      // PSN before ePSN (§9.7.5.1.1; rocev2.md §3.5)
-  kErrPsnSeq,      // PSN after ePSN: NAK PSN sequence error, once per gap (class B)
-  kErrRnr,         // no receive WQE: RNR NAK, PSN not consumed (§9.7.5.2.8)
-  // Class C/D: the NAK goes out, then the QP enters ERR.
-  kErrOpSeq,        // invalid request: opcode out of sequence
-  kErrOpRights,     // invalid request: operation not enabled on the QP
-  kErrPktLength,    // invalid request: payload length against the PMTU rules
-  kErrDmaLength,    // invalid request: RETH DMA length above 2^31
-  kErrWriteLength,  // invalid request: WRITE payload against its RETH length
-  kErrRecvLength,   // invalid request: SEND longer than the receive buffer
-  kErrReadRkey,     // remote access error: READ R_Key / bounds / rights
-  kErrAtomicAlign,  // invalid request: atomic address not 8-byte aligned
-  kErrAtomicRkey,   // remote access error: ATOMIC R_Key / bounds / rights
-  kErrWriteRkey,    // remote access error: WRITE R_Key / bounds / rights
-  kErrRecvProt,     // remote operational error: the receive WQE's own buffer is bad
-  kErrInvalidate,   // invalid request: SEND with invalidate names a key that cannot go
-};
 
 // What one request packet carries, read once.
 struct ReqPkt {
@@ -609,6 +569,20 @@ void finish_lc(Endpoint& ep, Qp& qp, const ReqPkt& pkt, RespState st) noexcept {
 }
 
 }  // namespace
+
+const char* to_string(RespState s) noexcept {
+  static constexpr std::array<const char*, static_cast<size_t>(RespState::kCount)> kNames = {
+      "CHK_QP_STATE",    "CHK_PSN",        "CHK_OP_SEQ",       "CHK_OP_RIGHTS",
+      "CHK_LENGTH",      "CHK_RESOURCES",  "CHK_RECV_LENGTH",  "CHK_RKEY",
+      "EXEC_READ",       "EXEC_ATOMIC",    "EXEC_WRITE",       "EXEC_SEND",
+      "ACKNOWLEDGE",     "DONE",           "DROP_BAD_STATE",   "DROP_QUEUE_FULL",
+      "DUPLICATE",       "ERR_PSN_SEQ",    "ERR_RNR",          "ERR_OP_SEQ",
+      "ERR_OP_RIGHTS",   "ERR_PKT_LENGTH", "ERR_DMA_LENGTH",   "ERR_WRITE_LENGTH",
+      "ERR_RECV_LENGTH", "ERR_READ_RKEY",  "ERR_ATOMIC_ALIGN", "ERR_ATOMIC_RKEY",
+      "ERR_WRITE_RKEY",  "ERR_RECV_PROT",  "ERR_INVALIDATE"};
+  const auto i = static_cast<size_t>(s);
+  return i < kNames.size() ? kNames[i] : "?";
+}
 
 // Checks run in the IBTA order and the first failure decides (see RespState).
 void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t) noexcept {
