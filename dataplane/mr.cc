@@ -172,6 +172,16 @@ struct alignas(64) MrTable::Entry {
   // Replaced only by the control thread (under the lock); engines reach the array via `pages`.
   std::unique_ptr<PageStore> store;
 
+  // Lock holder: the entry maps [base, base + length) with `acc` under `tag`, as `k` (a
+  // fast-registered FRMR or a bound window).
+  void map(Kind k, uint64_t b, uint64_t len, uint32_t acc, uint8_t t) noexcept {
+    base.store(b, std::memory_order_relaxed);
+    length.store(len, std::memory_order_relaxed);
+    access.store(acc, std::memory_order_relaxed);
+    tag.store(t, std::memory_order_relaxed);
+    kind.store(k, std::memory_order_relaxed);
+  }
+
   // Takes the write lock; returns the odd sequence value now held.
   uint64_t lock() noexcept {
     // Relaxed loads here only pick the value to try; the CAS that succeeds does the ordering.
@@ -519,12 +529,8 @@ MrCheck MrTable::fast_register(uint32_t new_key, uint32_t pd, const uint64_t* pa
     }
   }
   if (r == MrCheck::kOk) {
-    e.base.store(base_va, std::memory_order_relaxed);
-    e.length.store(length, std::memory_order_relaxed);
     e.fbo.store(fbo, std::memory_order_relaxed);
-    e.access.store(acc, std::memory_order_relaxed);
-    e.tag.store(key_tag(new_key), std::memory_order_relaxed);
-    e.kind.store(Kind::kFrmrValid, std::memory_order_relaxed);
+    e.map(Kind::kFrmrValid, base_va, length, acc, key_tag(new_key));
   }
   e.unlock(odd);
   return r;
@@ -614,12 +620,8 @@ MrCheck MrTable::bind_window(uint32_t new_key, uint32_t pd, uint32_t qpn, uint32
     g.unlock(rodd);
   }
   if (r == MrCheck::kOk) {
-    w.base.store(va, std::memory_order_relaxed);
-    w.length.store(len, std::memory_order_relaxed);
-    w.access.store(acc, std::memory_order_relaxed);
     w.qpn.store(qpn, std::memory_order_relaxed);
-    w.tag.store(key_tag(new_key), std::memory_order_relaxed);
-    w.kind.store(Kind::kWindowValid, std::memory_order_relaxed);
+    w.map(Kind::kWindowValid, va, len, acc, key_tag(new_key));
     w.max_pages = ridx;
   }
   w.unlock(odd);
