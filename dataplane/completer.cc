@@ -15,10 +15,6 @@ namespace {
 
 using wire::Psn;
 
-constexpr bool is_read_or_atomic(WrOpcode op) noexcept {
-  return op == WrOpcode::kRead || op == WrOpcode::kCompareSwap || op == WrOpcode::kFetchAdd;
-}
-
 void progress_lc(Qp& qp, uint64_t now) noexcept {
   // Forward progress resets both retry counters (rxe reset_retry_counters(); IBTA §9.7.6.1).
   qp.req.retry_left = qp.attr.retry_cnt;
@@ -35,20 +31,13 @@ bool ack_through_lc(Qp& qp, Psn upto) noexcept {
     SendSlot& s = r.at(i);
     if (!s.started) break;
     if (s.done) continue;
+    const bool waits = wr_has(s.wqe.opcode, wr_mask::kReadOrAtomic);
     if (Psn::diff(s.last_psn, upto) > 0) {
-      // Partly acknowledged (or not at all): nothing further is complete.
-      if (is_read_or_atomic(s.wqe.opcode) && !Psn::before(upto, s.first_psn)) {
-        // An ACK inside a READ's PSN range cannot come from a conforming responder: treat as a
-        // lost response too.
-        ++qp.counters.implied_naks;
-        const Psn from = s.first_psn + static_cast<int32_t>(s.resp_pkts);
-        r.una = from;
-        requester_rewind_lc(qp, from);
-        return false;
-      }
-      return true;
+      // Partly acknowledged (or not at all): nothing further is complete. An ACK inside a
+      // READ's PSN range cannot come from a conforming responder: a lost response too.
+      if (!waits || Psn::before(upto, s.first_psn)) return true;
     }
-    if (is_read_or_atomic(s.wqe.opcode)) {
+    if (waits) {
       ++qp.counters.implied_naks;
       const Psn from = s.first_psn + static_cast<int32_t>(s.resp_pkts);
       r.una = from;
@@ -170,33 +159,42 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint64_t now) noex
   fail_lc(ep, qp, first_pending_lc(qp), nak_status(value));
 }
 
-void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p,
-                         uint64_t now) noexcept {
-  auto& r = qp.req;
+// The opening shared by READ responses and ATOMIC ACKs. A response acknowledges every request
+// before it (IBTA §9.7.5.1.1), so the SEND/WRITE slots ending before `p` complete; the response
+// is then for the first slot still pending. Returns that slot, or null when the response is stale
+// (a PSN not outstanding, no slot pending, or `p` before the slot: counted as dropped_stale).
+SendSlot* response_slot_lc(Qp& qp, Psn p) noexcept {
   if (!acceptable_lc(qp, p)) {
     ++qp.counters.dropped_stale;
-    return;
+    return nullptr;
   }
-  // A READ response acknowledges every request before the READ (IBTA §9.7.5.1.1).
   SendSlot* s = first_pending_lc(qp);
-  while (s != nullptr && !is_read_or_atomic(s->wqe.opcode) && Psn::before(s->last_psn, p)) {
+  while (s != nullptr && !wr_has(s->wqe.opcode, wr_mask::kReadOrAtomic) &&
+         Psn::before(s->last_psn, p)) {
     s->done = true;
     s->wc = WcStatus::kSuccess;
     s = first_pending_lc(qp);
   }
-  if (s == nullptr || s->wqe.opcode != WrOpcode::kRead || Psn::before(p, s->first_psn) ||
-      Psn::after(p, s->last_psn)) {
-    if (s != nullptr && is_read_or_atomic(s->wqe.opcode) && Psn::after(p, s->last_psn)) {
+  if (s == nullptr || Psn::before(p, s->first_psn)) {
+    ++qp.counters.dropped_stale;
+    return nullptr;
+  }
+  return s;
+}
+
+void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p,
+                         uint64_t now) noexcept {
+  auto& r = qp.req;
+  SendSlot* s = response_slot_lc(qp, p);
+  if (s == nullptr) return;
+  if (s->wqe.opcode != WrOpcode::kRead || Psn::after(p, s->last_psn)) {
+    if (wr_has(s->wqe.opcode, wr_mask::kReadOrAtomic) && Psn::after(p, s->last_psn)) {
       // A response beyond this READ/ATOMIC: its own response was lost (implied NAK).
       if (!r.gap_retry) {
         ++qp.counters.implied_naks;
         r.gap_retry = true;
         requester_rewind_lc(qp, s->first_psn + static_cast<int32_t>(s->resp_pkts));
       }
-      return;
-    }
-    if (s == nullptr || Psn::before(p, s->first_psn)) {
-      ++qp.counters.dropped_stale;
       return;
     }
     // A READ response for a SEND/WRITE: the responder is broken (rocev2.md §3.6).
@@ -248,23 +246,10 @@ void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p
 void on_atomic_ack_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p,
                       uint64_t now) noexcept {
   auto& r = qp.req;
-  if (!acceptable_lc(qp, p)) {
-    ++qp.counters.dropped_stale;
-    return;
-  }
-  SendSlot* s = first_pending_lc(qp);
-  while (s != nullptr && !is_read_or_atomic(s->wqe.opcode) && Psn::before(s->last_psn, p)) {
-    s->done = true;
-    s->wc = WcStatus::kSuccess;
-    s = first_pending_lc(qp);
-  }
-  if (s == nullptr || Psn::before(p, s->first_psn)) {
-    ++qp.counters.dropped_stale;
-    return;
-  }
-  if (s->first_psn != p ||
-      (s->wqe.opcode != WrOpcode::kCompareSwap && s->wqe.opcode != WrOpcode::kFetchAdd)) {
-    if (is_read_or_atomic(s->wqe.opcode) && Psn::after(p, s->last_psn)) {
+  SendSlot* s = response_slot_lc(qp, p);
+  if (s == nullptr) return;
+  if (s->first_psn != p || !wr_has(s->wqe.opcode, wr_mask::kAtomic)) {
+    if (wr_has(s->wqe.opcode, wr_mask::kReadOrAtomic) && Psn::after(p, s->last_psn)) {
       ++qp.counters.implied_naks;
       requester_rewind_lc(qp, s->first_psn + static_cast<int32_t>(s->resp_pkts));
       return;

@@ -11,73 +11,7 @@
 #include "dataplane/internal.h"
 #include "dataplane/port.h"
 
-namespace urnic {
-
-const char* to_string(RxDrop r) noexcept {
-  switch (r) {
-    case RxDrop::kMalformed:
-      return "malformed";
-    case RxDrop::kBadIcrc:
-      return "bad_icrc";
-    case RxDrop::kNoQp:
-      return "no_qp";
-    case RxDrop::kBadAddress:
-      return "bad_address";
-    case RxDrop::kUnsupported:
-      return "unsupported";
-    case RxDrop::kNotRoce:
-      return "not_roce";
-    default:
-      return "?";
-  }
-}
-
-}  // namespace urnic
-
 namespace urnic::dp {
-
-Endpoint::Endpoint(Port* port, uint16_t queue, rte_mempool* pool, MrTable* mrs, uint32_t max_qps)
-    : port_(port),
-      queue_(queue),
-      pool_(pool),
-      mrs_(mrs),
-      max_qps_(max_qps),
-      qps_(std::make_unique<Qp*[]>(max_qps)) {}
-
-void Endpoint::tx_consume(uint32_t n) noexcept {
-  for (uint32_t i = n; i < tx_count_; ++i) tx_[i - n] = tx_[i];
-  tx_count_ -= n;
-}
-
-void Endpoint::tx_append_faulty(rte_mbuf* m) noexcept {
-  rte_mbuf* out[FaultInjector::kMaxHeld + 2];
-  const uint16_t n = tx_fault_->apply(&m, 1, out, FaultInjector::kMaxHeld + 2, pool_);
-  for (uint16_t i = 0; i < n; ++i) {
-    if (tx_count_ < kTxCapacity) {
-      tx_[tx_count_++] = out[i];
-    } else {
-      rte_pktmbuf_free(out[i]);  // a duplicate beyond the TX buffer: lost like a full queue's
-    }
-  }
-}
-
-uint32_t Endpoint::drain_control_tx_lc() noexcept {
-  uint32_t n = 0;
-  // Control frames bypass the fault injector: faults are for the RoCE transport under test.
-  while (tx_count_ < kTxCapacity) {
-    rte_mbuf* m = control_tx_.pop();
-    if (m == nullptr) break;
-    tx_[tx_count_++] = m;
-    ++n;
-  }
-  return n;
-}
-
-void Endpoint::tx_drop_all() noexcept {
-  for (uint32_t i = 0; i < tx_count_; ++i) rte_pktmbuf_free(tx_[i]);
-  tx_count_ = 0;
-  while (rte_mbuf* m = control_tx_.pop()) rte_pktmbuf_free(m);
-}
 
 Engine::Engine(const EngineConfig& cfg)
     : cfg_(cfg),

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "dataplane/cq.h"
-#include "dataplane/engine.h"
+#include "dataplane/endpoint.h"
 #include "dataplane/mr.h"
 #include "dataplane/qp.h"
 #include "dataplane/wire/frame.h"
@@ -76,6 +76,48 @@ void requester_update_timer_lc(Qp& qp, uint64_t now) noexcept;
 bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept;
 
 // ---- responder.cc -----------------------------------------------------------------------------
+
+// responder_rx_lc runs one packet through the steps below in a short loop: each step returns
+// the next one, or a terminal state that names the packet's fate. Every NAK cause is a state of
+// its own (kErr*); nak_cause() in responder.cc maps each to its NAK code and receive status.
+enum class RespState : uint8_t {
+  // Steps, in the IBTA order.
+  kChkQpState,     // QP in RTR / RTS / SQD, no fatal NAK queued, room for a response job
+  kChkPsn,         // new, duplicate or out of sequence (§9.7.5.1.1)
+  kChkOpSeq,       // opcode sequence inside / outside a message (§9.7.5.1.2)
+  kChkOpRights,    // operation allowed by the QP's access flags
+  kChkLength,      // packet payload and DMA length rules
+  kChkResources,   // a receive WQE for SEND and WRITE with immediate (else RNR NAK)
+  kChkRecvLength,  // the receive buffer holds the SEND's bytes
+  kChkRkey,        // R_Key, bounds and rights of READ / ATOMIC / WRITE
+  kExecRead,       // queue the READ responses
+  kExecAtomic,     // execute the atomic, queue the ATOMIC ACK
+  kExecWrite,      // place the WRITE payload
+  kExecSend,       // scatter the SEND payload, complete the receive at the last packet
+  kAcknowledge,    // PSN consumed; an ACK is owed when AckReq is set
+  // Terminal states.
+  kDone,
+  kDropBadState,   // QP not receiving, or entering ERR behind a queued NAK
+  kDropQueueFull,  // no room for a response: dropped, the requester retransmits
+  kDuplicate,      // PSN before ePSN (§9.7.5.1.1; rocev2.md §3.5)
+  kErrPsnSeq,      // PSN after ePSN: NAK PSN sequence error, once per gap (class B)
+  kErrRnr,         // no receive WQE: RNR NAK, PSN not consumed (§9.7.5.2.8)
+  // Class C/D: the NAK goes out, then the QP enters ERR.
+  kErrOpSeq,        // invalid request: opcode out of sequence
+  kErrOpRights,     // invalid request: operation not enabled on the QP
+  kErrPktLength,    // invalid request: payload length against the PMTU rules
+  kErrDmaLength,    // invalid request: RETH DMA length above 2^31
+  kErrWriteLength,  // invalid request: WRITE payload against its RETH length
+  kErrRecvLength,   // invalid request: SEND longer than the receive buffer
+  kErrReadRkey,     // remote access error: READ R_Key / bounds / rights
+  kErrAtomicAlign,  // invalid request: atomic address not 8-byte aligned
+  kErrAtomicRkey,   // remote access error: ATOMIC R_Key / bounds / rights
+  kErrWriteRkey,    // remote access error: WRITE R_Key / bounds / rights
+  kErrRecvProt,     // remote operational error: the receive WQE's own buffer is bad
+  kErrInvalidate,   // invalid request: SEND with invalidate names a key that cannot go
+  kCount,
+};
+const char* to_string(RespState s) noexcept;
 
 // Handles one request packet (IBTA §9.7.5 responder checks, in order).
 void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t now) noexcept;

@@ -172,6 +172,16 @@ struct alignas(64) MrTable::Entry {
   // Replaced only by the control thread (under the lock); engines reach the array via `pages`.
   std::unique_ptr<PageStore> store;
 
+  // Lock holder: the entry maps [base, base + length) with `acc` under `tag`, as `k` (a
+  // fast-registered FRMR or a bound window).
+  void map(Kind k, uint64_t b, uint64_t len, uint32_t acc, uint8_t t) noexcept {
+    base.store(b, std::memory_order_relaxed);
+    length.store(len, std::memory_order_relaxed);
+    access.store(acc, std::memory_order_relaxed);
+    tag.store(t, std::memory_order_relaxed);
+    kind.store(k, std::memory_order_relaxed);
+  }
+
   // Takes the write lock; returns the odd sequence value now held.
   uint64_t lock() noexcept {
     // Relaxed loads here only pick the value to try; the CAS that succeeds does the ordering.
@@ -255,30 +265,39 @@ uint32_t MrTable::View::map_frmr(uint64_t off, uint64_t len, MrSegment* segs, ui
 
 // ---- Flags and names --------------------------------------------------------------------------
 
-uint32_t access_from_mr_flags(uint32_t f) noexcept {
+namespace {
+
+// The NDK flag bits that grant each access right: NDK_MR_FLAG_* and NDK_OP_FLAG_* name the same
+// rights with different values.
+struct AccessBits {
+  uint32_t local_write, remote_read, remote_write, read_sink, remote_atomic;
+};
+
+constexpr uint32_t access_from(uint32_t f, const AccessBits& b) noexcept {
   uint32_t a = 0;
-  if (f & mr_flag::kAllowLocalWrite) a |= access::kLocalWrite;
-  if (f & mr_flag::kAllowRemoteRead) a |= access::kRemoteRead;
-  // NDK_MR_FLAG_ALLOW_REMOTE_WRITE (0x5) includes local write; its own bit is 0x4.
-  if (f & (mr_flag::kAllowRemoteWrite & ~mr_flag::kAllowLocalWrite)) {
-    a |= access::kRemoteWrite | access::kLocalWrite;
-  }
-  if (f & mr_flag::kRdmaReadSink) a |= access::kReadSink;
-  if (f & mr_flag::kAllowRemoteAtomic) a |= access::kRemoteAtomic;
+  if (f & b.local_write) a |= access::kLocalWrite;
+  if (f & b.remote_read) a |= access::kRemoteRead;
+  // ALLOW_REMOTE_WRITE includes local write; only its own bit grants remote write.
+  if (f & (b.remote_write & ~b.local_write)) a |= access::kRemoteWrite | access::kLocalWrite;
+  if (f & b.read_sink) a |= access::kReadSink;
+  if (f & b.remote_atomic) a |= access::kRemoteAtomic;
   return a;
 }
 
+}  // namespace
+
+// NDK_MR_FLAG_ALLOW_REMOTE_WRITE (0x5) includes local write; its own bit is 0x4.
+uint32_t access_from_mr_flags(uint32_t f) noexcept {
+  return access_from(
+      f, {mr_flag::kAllowLocalWrite, mr_flag::kAllowRemoteRead, mr_flag::kAllowRemoteWrite,
+          mr_flag::kRdmaReadSink, mr_flag::kAllowRemoteAtomic});
+}
+
+// NDK_OP_FLAG_ALLOW_REMOTE_WRITE (0x30) includes local write (0x10); its own bit is 0x20.
 uint32_t access_from_op_flags(uint32_t f) noexcept {
-  uint32_t a = 0;
-  if (f & op_flag::kAllowRemoteRead) a |= access::kRemoteRead;
-  if (f & op_flag::kAllowLocalWrite) a |= access::kLocalWrite;
-  // NDK_OP_FLAG_ALLOW_REMOTE_WRITE (0x30) includes local write (0x10); its own bit is 0x20.
-  if (f & (op_flag::kAllowRemoteWrite & ~op_flag::kAllowLocalWrite)) {
-    a |= access::kRemoteWrite | access::kLocalWrite;
-  }
-  if (f & op_flag::kRdmaReadSink) a |= access::kReadSink;
-  if (f & op_flag::kAllowRemoteAtomic) a |= access::kRemoteAtomic;
-  return a;
+  return access_from(
+      f, {op_flag::kAllowLocalWrite, op_flag::kAllowRemoteRead, op_flag::kAllowRemoteWrite,
+          op_flag::kRdmaReadSink, op_flag::kAllowRemoteAtomic});
 }
 
 const char* to_string(MrCheck c) noexcept {
@@ -349,6 +368,43 @@ uint32_t MrTable::next_fast_register_key(uint32_t key) {
 
 // ---- Control side -----------------------------------------------------------------------------
 
+struct MrTable::NewEntry {
+  Kind kind;
+  uint32_t pd;
+  uint64_t base, length;
+  uint32_t access;
+  uint32_t max_pages;
+  bool remote_ok;
+  // A FRMR's larger page store, installed under the lock (may be null).
+  std::unique_ptr<Entry::PageStore>* grown;
+};
+
+uint32_t MrTable::claim(uint32_t idx, const NewEntry& n) noexcept {
+  Entry& e = entries_[idx];
+  const uint64_t odd = e.lock();
+  if (n.grown != nullptr && *n.grown) {
+    (*n.grown)->older = std::move(e.store);
+    e.store = std::move(*n.grown);
+    e.pages.store(e.store->addr.get(), std::memory_order_relaxed);
+  }
+  const uint8_t t =
+      draw_tag(e.tag.load(std::memory_order_relaxed), e.issued_tag.load(std::memory_order_relaxed));
+  e.base.store(n.base, std::memory_order_relaxed);
+  e.length.store(n.length, std::memory_order_relaxed);
+  e.pd.store(n.pd, std::memory_order_relaxed);
+  e.access.store(n.access, std::memory_order_relaxed);
+  e.fbo.store(0, std::memory_order_relaxed);
+  e.qpn.store(0, std::memory_order_relaxed);
+  e.tag.store(t, std::memory_order_relaxed);
+  e.kind.store(n.kind, std::memory_order_relaxed);
+  e.max_pages = n.max_pages;
+  e.remote_ok = n.remote_ok;
+  e.unlock(odd);
+  e.issued_tag.store(t, std::memory_order_relaxed);
+  live_.fetch_add(1, std::memory_order_relaxed);  // a statistic; orders nothing
+  return make_key(idx, t);
+}
+
 Status MrTable::register_region(uint32_t pd, uint64_t va, uint64_t length, uint32_t acc,
                                 uint32_t* key) {
   if (key == nullptr || length == 0 || va == 0 ||
@@ -357,23 +413,7 @@ Status MrTable::register_region(uint32_t pd, uint64_t va, uint64_t length, uint3
   }
   const uint32_t idx = find_free();
   if (idx == 0) return Status::kInsufficientResources;
-  Entry& e = entries_[idx];
-  const uint64_t odd = e.lock();
-  const uint8_t t =
-      draw_tag(e.tag.load(std::memory_order_relaxed), e.issued_tag.load(std::memory_order_relaxed));
-  e.base.store(va, std::memory_order_relaxed);
-  e.length.store(length, std::memory_order_relaxed);
-  e.pd.store(pd, std::memory_order_relaxed);
-  e.access.store(acc & access::kAll, std::memory_order_relaxed);
-  e.fbo.store(0, std::memory_order_relaxed);
-  e.tag.store(t, std::memory_order_relaxed);
-  e.kind.store(Kind::kRegistered, std::memory_order_relaxed);
-  e.max_pages = 0;
-  e.remote_ok = false;
-  e.unlock(odd);
-  e.issued_tag.store(t, std::memory_order_relaxed);
-  live_.fetch_add(1, std::memory_order_relaxed);  // a statistic; orders nothing
-  *key = make_key(idx, t);
+  *key = claim(idx, {Kind::kRegistered, pd, va, length, acc & access::kAll, 0, false, nullptr});
   return Status::kSuccess;
 }
 
@@ -398,27 +438,7 @@ Status MrTable::alloc_fast_register(uint32_t pd, uint32_t max_pages, bool remote
     }
   }
 
-  const uint64_t odd = e.lock();
-  if (grown) {
-    grown->older = std::move(e.store);
-    e.store = std::move(grown);
-    e.pages.store(e.store->addr.get(), std::memory_order_relaxed);
-  }
-  const uint8_t t =
-      draw_tag(e.tag.load(std::memory_order_relaxed), e.issued_tag.load(std::memory_order_relaxed));
-  e.base.store(0, std::memory_order_relaxed);
-  e.length.store(0, std::memory_order_relaxed);
-  e.pd.store(pd, std::memory_order_relaxed);
-  e.access.store(0, std::memory_order_relaxed);
-  e.fbo.store(0, std::memory_order_relaxed);
-  e.tag.store(t, std::memory_order_relaxed);
-  e.kind.store(Kind::kFrmrInvalid, std::memory_order_relaxed);
-  e.max_pages = max_pages;
-  e.remote_ok = remote_access;
-  e.unlock(odd);
-  e.issued_tag.store(t, std::memory_order_relaxed);
-  live_.fetch_add(1, std::memory_order_relaxed);
-  *key = make_key(idx, t);
+  *key = claim(idx, {Kind::kFrmrInvalid, pd, 0, 0, 0, max_pages, remote_access, &grown});
   return Status::kSuccess;
 }
 
@@ -446,24 +466,7 @@ Status MrTable::alloc_window(uint32_t pd, uint32_t* key) {
   if (key == nullptr) return Status::kInvalidParameter;
   const uint32_t idx = find_free();
   if (idx == 0) return Status::kInsufficientResources;
-  Entry& e = entries_[idx];
-  const uint64_t odd = e.lock();
-  const uint8_t t =
-      draw_tag(e.tag.load(std::memory_order_relaxed), e.issued_tag.load(std::memory_order_relaxed));
-  e.base.store(0, std::memory_order_relaxed);
-  e.length.store(0, std::memory_order_relaxed);
-  e.pd.store(pd, std::memory_order_relaxed);
-  e.access.store(0, std::memory_order_relaxed);
-  e.fbo.store(0, std::memory_order_relaxed);
-  e.qpn.store(0, std::memory_order_relaxed);
-  e.tag.store(t, std::memory_order_relaxed);
-  e.kind.store(Kind::kWindowInvalid, std::memory_order_relaxed);
-  e.max_pages = 0;
-  e.remote_ok = false;
-  e.unlock(odd);
-  e.issued_tag.store(t, std::memory_order_relaxed);
-  live_.fetch_add(1, std::memory_order_relaxed);
-  *key = make_key(idx, t);
+  *key = claim(idx, {Kind::kWindowInvalid, pd, 0, 0, 0, 0, false, nullptr});
   return Status::kSuccess;
 }
 
@@ -526,12 +529,8 @@ MrCheck MrTable::fast_register(uint32_t new_key, uint32_t pd, const uint64_t* pa
     }
   }
   if (r == MrCheck::kOk) {
-    e.base.store(base_va, std::memory_order_relaxed);
-    e.length.store(length, std::memory_order_relaxed);
     e.fbo.store(fbo, std::memory_order_relaxed);
-    e.access.store(acc, std::memory_order_relaxed);
-    e.tag.store(key_tag(new_key), std::memory_order_relaxed);
-    e.kind.store(Kind::kFrmrValid, std::memory_order_relaxed);
+    e.map(Kind::kFrmrValid, base_va, length, acc, key_tag(new_key));
   }
   e.unlock(odd);
   return r;
@@ -621,12 +620,8 @@ MrCheck MrTable::bind_window(uint32_t new_key, uint32_t pd, uint32_t qpn, uint32
     g.unlock(rodd);
   }
   if (r == MrCheck::kOk) {
-    w.base.store(va, std::memory_order_relaxed);
-    w.length.store(len, std::memory_order_relaxed);
-    w.access.store(acc, std::memory_order_relaxed);
     w.qpn.store(qpn, std::memory_order_relaxed);
-    w.tag.store(key_tag(new_key), std::memory_order_relaxed);
-    w.kind.store(Kind::kWindowValid, std::memory_order_relaxed);
+    w.map(Kind::kWindowValid, va, len, acc, key_tag(new_key));
     w.max_pages = ridx;
   }
   w.unlock(odd);

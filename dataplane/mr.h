@@ -1,5 +1,5 @@
 // Memory-region table and translation (architecture.md §4; IBTA Vol. 1 §10.6 memory
-// management, §10.7.2.3 fast registration, §9.4.1.1 / C9-xx remote access checks).
+// management, §10.7.2.3 fast registration, §9.4.1.1 remote access checks).
 //
 // A key (lkey/rkey, NDK "token") is `index << 8 | tag`: the upper 24 bits index the table and
 // the lower 8 bits are a tag that changes on every re-registration and fast-register, so a stale
@@ -191,6 +191,10 @@ class MrTable {
   // Drops one from the bound-window count of region `region` (a window bound to it was
   // invalidated or freed). Called with the window's lock held (lock order: window, region).
   void release_region(uint32_t region) noexcept;
+  // Fills the free entry `idx` as `n` describes, under its lock and with a new tag; returns the
+  // entry's key. FBO and bound QP start at 0.
+  struct NewEntry;
+  uint32_t claim(uint32_t idx, const NewEntry& n) noexcept;
   // A random tag that is neither `a`, `b`, nor their successors.
   uint8_t draw_tag(uint8_t a, uint8_t b) noexcept;
   uint32_t find_free() noexcept;  // 0 when the table is full

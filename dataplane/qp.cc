@@ -52,12 +52,7 @@ void QpCounters::add(const QpCounters& o) noexcept {
 namespace urnic::dp {
 
 const char* to_string(WrOpcode op) noexcept {
-  static constexpr std::array<const char*, static_cast<size_t>(WrOpcode::kCount)> kNames = {
-      "SEND",      "SEND_WITH_IMM", "SEND_WITH_INV", "RDMA_WRITE",       "RDMA_WRITE_WITH_IMM",
-      "RDMA_READ", "COMPARE_SWAP",  "FETCH_ADD",     "LOCAL_INVALIDATE", "FAST_REGISTER",
-      "BIND"};
-  const auto i = static_cast<size_t>(op);
-  return i < kNames.size() ? kNames[i] : "?";
+  return op < WrOpcode::kCount ? wr_opcode_info(op).name : "?";
 }
 
 namespace {
@@ -207,7 +202,7 @@ Status Qp::post_send(const SendWqe& wqe) noexcept {
     return fail(Status::kInvalidDeviceState);
   if (wqe.opcode >= WrOpcode::kCount) return fail(Status::kInvalidParameter);
   const bool is_inline = (wqe.flags & op_flag::kInline) != 0;
-  const bool carries_data = wqe.opcode <= WrOpcode::kRead;
+  const bool carries_data = wr_has(wqe.opcode, wr_mask::kData);
   if (carries_data) {
     if (is_inline) {
       if (wqe.opcode == WrOpcode::kRead) return fail(Status::kInvalidParameter);
@@ -222,7 +217,7 @@ Status Qp::post_send(const SendWqe& wqe) noexcept {
     // IBTA §9.4: DMA length is 32 bits, and RETH lengths above 2^31 are invalid requests.
     if (wqe.length > kMaxMessageLength) return fail(Status::kBufferOverflow);
   }
-  if (wqe.opcode == WrOpcode::kCompareSwap || wqe.opcode == WrOpcode::kFetchAdd) {
+  if (wr_has(wqe.opcode, wr_mask::kAtomic)) {
     // Atomics: 8-byte aligned remote address, one 8-byte local SGE for the original value.
     if ((wqe.remote_addr & 7) != 0 || wqe.num_sge != 1 || wqe.sge[0].length != 8)
       return fail(Status::kInvalidParameter);

@@ -19,29 +19,7 @@ uint64_t tsc_from_ns(uint64_t ns) noexcept {
 namespace {
 
 OperationType op_type_of(WrOpcode op) noexcept {
-  switch (op) {
-    case WrOpcode::kSend:
-    case WrOpcode::kSendWithImm:
-    case WrOpcode::kSendWithInv:
-      return OperationType::kSend;
-    case WrOpcode::kWrite:
-    case WrOpcode::kWriteWithImm:
-      return OperationType::kWrite;
-    case WrOpcode::kRead:
-      return OperationType::kRead;
-    case WrOpcode::kCompareSwap:
-      return OperationType::kCompareSwap;
-    case WrOpcode::kFetchAdd:
-      return OperationType::kFetchAdd;
-    case WrOpcode::kLocalInvalidate:
-      return OperationType::kInvalidate;
-    case WrOpcode::kFastRegister:
-      return OperationType::kFastRegister;
-    case WrOpcode::kBind:
-      return OperationType::kBind;
-    default:
-      return OperationType::kSend;
-  }
+  return op < WrOpcode::kCount ? wr_opcode_info(op).type : OperationType::kSend;
 }
 
 void count_completion(Qp& qp, WcStatus wc) noexcept {

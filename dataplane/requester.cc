@@ -4,12 +4,13 @@
 // (fast-register, local invalidate) execute when the requester reaches them, so they are
 // ordered with the remote operations around them (IBTA §10.7.3). Messages are segmented by path
 // MTU into FIRST / MIDDLE / LAST or ONLY packets (§9.7.4.1), a READ request consumes one PSN per
-// response packet (C9-88), and at most `max_unacked_psns` PSNs are outstanding. Retransmission is
-// go-back-N from the slot array: frames are rebuilt from the WQE and registered memory, never
-// kept (rocev2.md §3.2).
+// response packet (IBTA §9.7.4.1; rocev2.md §3.4), and at most `max_unacked_psns` PSNs are
+// outstanding. Retransmission is go-back-N from the slot array: frames are rebuilt from the WQE and
+// registered memory, never kept (rocev2.md §3.2).
 #include <rte_cycles.h>
 
 #include <algorithm>
+#include <array>
 
 #include "dataplane/internal.h"
 
@@ -22,13 +23,6 @@ namespace opc = wire::opc;
 // rxe asks for an ACK every 64 packets inside long messages (RXE_MAX_PKT_PER_ACK), so that the
 // requester's window keeps moving without waiting for the end of a message.
 constexpr uint32_t kAckReqEvery = 64;
-
-constexpr bool is_read_or_atomic(WrOpcode op) noexcept {
-  return op == WrOpcode::kRead || op == WrOpcode::kCompareSwap || op == WrOpcode::kFetchAdd;
-}
-constexpr bool is_local(WrOpcode op) noexcept {
-  return op == WrOpcode::kLocalInvalidate || op == WrOpcode::kFastRegister || op == WrOpcode::kBind;
-}
 
 uint32_t packets_for(uint32_t length, uint32_t mtu) noexcept {
   return length == 0 ? 1 : (length + mtu - 1) / mtu;
@@ -54,36 +48,26 @@ WcStatus execute_local_lc(Endpoint& ep, Qp& qp, const SendWqe& w) noexcept {
   return c == MrCheck::kAccessDenied ? WcStatus::kLocAccessErr : WcStatus::kLocQpOpErr;
 }
 
-// Opcode of packet `k` of `n` of a SEND or WRITE message (IBTA table 38).
+// The packet opcodes of each SEND / WRITE work request, indexed by WrOpcode (kSend..
+// kWriteWithImm; IBTA table 38).
+struct DataOpcodes {
+  uint8_t first, middle, last, only;
+};
+constexpr std::array<DataOpcodes, 5> kDataOpcodes = {{
+    {opc::kSendFirst, opc::kSendMiddle, opc::kSendLast, opc::kSendOnly},
+    {opc::kSendFirst, opc::kSendMiddle, opc::kSendLastImm, opc::kSendOnlyImm},
+    {opc::kSendFirst, opc::kSendMiddle, opc::kSendLastInv, opc::kSendOnlyInv},
+    {opc::kWriteFirst, opc::kWriteMiddle, opc::kWriteLast, opc::kWriteOnly},
+    {opc::kWriteFirst, opc::kWriteMiddle, opc::kWriteLastImm, opc::kWriteOnlyImm},
+}};
+static_assert(static_cast<size_t>(WrOpcode::kWriteWithImm) == kDataOpcodes.size() - 1);
+
+// Opcode of packet `k` of `n` of a SEND or WRITE message.
 uint8_t data_opcode(WrOpcode op, uint32_t k, uint32_t n) noexcept {
   const bool first = k == 0, last = k + 1 == n;
-  switch (op) {
-    case WrOpcode::kSend:
-      return first && last ? opc::kSendOnly
-             : first       ? opc::kSendFirst
-             : last        ? opc::kSendLast
-                           : opc::kSendMiddle;
-    case WrOpcode::kSendWithImm:
-      return first && last ? opc::kSendOnlyImm
-             : first       ? opc::kSendFirst
-             : last        ? opc::kSendLastImm
-                           : opc::kSendMiddle;
-    case WrOpcode::kSendWithInv:
-      return first && last ? opc::kSendOnlyInv
-             : first       ? opc::kSendFirst
-             : last        ? opc::kSendLastInv
-                           : opc::kSendMiddle;
-    case WrOpcode::kWrite:
-      return first && last ? opc::kWriteOnly
-             : first       ? opc::kWriteFirst
-             : last        ? opc::kWriteLast
-                           : opc::kWriteMiddle;
-    default:  // kWriteWithImm
-      return first && last ? opc::kWriteOnlyImm
-             : first       ? opc::kWriteFirst
-             : last        ? opc::kWriteLastImm
-                           : opc::kWriteMiddle;
-  }
+  const auto i = static_cast<size_t>(op);
+  const DataOpcodes& o = kDataOpcodes[i < kDataOpcodes.size() ? i : kDataOpcodes.size() - 1];
+  return first && last ? o.only : first ? o.first : last ? o.last : o.middle;
 }
 
 // Builds packet `k` of slot `s`. Returns false on mempool exhaustion (retry next step) and sets
@@ -106,7 +90,7 @@ bool build_packet_lc(Endpoint& ep, Qp& qp, SendSlot& s, uint32_t k, WcStatus* er
     qp_send_frame_lc(ep, qp, m, opc::kReadRequest, 0);
     return true;
   }
-  if (w.opcode == WrOpcode::kCompareSwap || w.opcode == WrOpcode::kFetchAdd) {
+  if (wr_has(w.opcode, wr_mask::kAtomic)) {
     const uint8_t op = w.opcode == WrOpcode::kCompareSwap ? opc::kCompareSwap : opc::kFetchAdd;
     auto th = qp_headers(qp, op, psn, true);
     th.atomic_eth.va = wire::Be64::of(w.remote_addr);
@@ -164,7 +148,7 @@ void requester_rewind_lc(Qp& qp, Psn psn) noexcept {
   for (uint64_t i = r.head; i != r.tail; ++i) {
     SendSlot& s = r.at(i);
     if (!s.started) break;
-    if (s.done || is_local(s.wqe.opcode)) continue;
+    if (s.done || wr_has(s.wqe.opcode, wr_mask::kLocalOp)) continue;
     if (Psn::diff(s.last_psn, psn) >= 0) {
       const int32_t k = Psn::diff(psn, s.first_psn);
       r.cur = i;
@@ -221,7 +205,7 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
       const WrOpcode op = s.wqe.opcode;
       // READ_FENCE: wait for every earlier READ/ATOMIC to complete (NDK_OP_FLAG_READ_FENCE).
       if ((s.wqe.flags & op_flag::kReadFence) && r.rd_atomic_outstanding != 0) break;
-      if (is_local(op)) {
+      if (wr_has(op, wr_mask::kLocalOp)) {
         s.started = s.done = true;
         s.wc = execute_local_lc(ep, qp, s.wqe);
         ++r.cur;
@@ -233,21 +217,21 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
         }
         continue;
       }
-      if (is_read_or_atomic(op) && r.rd_atomic_outstanding >= qp.attr.max_rd_atomic) break;
+      if (wr_has(op, wr_mask::kReadOrAtomic) && r.rd_atomic_outstanding >= qp.attr.max_rd_atomic)
+        break;
       if (Psn::diff(r.psn, r.una) >= static_cast<int32_t>(window)) break;
       s.first_psn = r.psn;
-      s.npkts = op == WrOpcode::kRead   ? packets_for(s.wqe.length, qp.attr.path_mtu)
-                : is_read_or_atomic(op) ? 1
-                                        : packets_for(s.wqe.length, qp.attr.path_mtu);
+      s.npkts = wr_has(op, wr_mask::kAtomic) ? 1 : packets_for(s.wqe.length, qp.attr.path_mtu);
       s.last_psn = s.first_psn + static_cast<int32_t>(s.npkts - 1);
       s.started = true;
       r.cur_pkt = 0;
-      if (is_read_or_atomic(op)) ++r.rd_atomic_outstanding;
+      if (wr_has(op, wr_mask::kReadOrAtomic)) ++r.rd_atomic_outstanding;
     }
-    if (s.done || is_local(s.wqe.opcode)) {
+    if (s.done || wr_has(s.wqe.opcode, wr_mask::kLocalOp)) {
       // Completed while a go-back-N pass was heading for it: skip it, and its PSNs with it,
       // so the next new message never reuses them.
-      if (!is_local(s.wqe.opcode) && Psn::after(s.last_psn + 1, r.psn)) r.psn = s.last_psn + 1;
+      if (!wr_has(s.wqe.opcode, wr_mask::kLocalOp) && Psn::after(s.last_psn + 1, r.psn))
+        r.psn = s.last_psn + 1;
       ++r.cur;
       r.cur_pkt = 0;
       continue;
@@ -265,7 +249,7 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
     ++built;
     const Psn sent = s.first_psn + static_cast<int32_t>(r.cur_pkt);
     if (Psn::before(sent, r.max_sent)) ++qp.counters.retransmits;
-    if (s.wqe.opcode == WrOpcode::kRead || is_read_or_atomic(s.wqe.opcode)) {
+    if (wr_has(s.wqe.opcode, wr_mask::kReadOrAtomic)) {
       // One request packet stands for all remaining PSNs of the READ (or the atomic's one).
       r.psn = s.last_psn + 1;
       ++r.cur;
@@ -298,7 +282,7 @@ bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
   if (r.ack_deadline == 0 || now < r.ack_deadline) return false;
   ++qp.counters.timeouts;
   if (r.retry_left == 0) {
-    // Transport retries exhausted (IBTA §9.7.6.1.3 / C9-142): the oldest outstanding WQE fails
+    // Transport retries exhausted (IBTA §9.7.6.1.3): the oldest outstanding WQE fails
     // with RETRY_EXC_ERR, the QP enters ERR and everything else flushes.
     for (uint64_t i = r.head; i != r.tail; ++i) {
       SendSlot& s = r.at(i);

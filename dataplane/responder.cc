@@ -1,7 +1,8 @@
 // Responder stage: request packets -> execution, ACK/NAK, READ responses (IBTA Vol. 1 §9.7.5
 // responder; rxe_resp.c; rocev2.md §3.4-3.5).
 //
-// Checks run in the IBTA order and the first failure decides the outcome:
+// Checks run in the IBTA order, one check_* function per step returning the next RespState
+// (internal.h; rxe_resp.c's enum resp_states), and the first failure decides the outcome:
 //   PSN (new / duplicate / out of sequence) -> opcode sequence -> operation allowed by the QP's
 //   access flags -> packet length rules -> receive WQE available (else RNR NAK) -> receive
 //   buffer large enough -> R_Key, address and rights -> execute.
@@ -11,6 +12,7 @@
 //
 // Output (READ responses, ATOMIC ACKs, NAKs, ACKs) is queued as jobs and emitted in PSN order by
 // responder_tx_lc, so an ACK never overtakes an earlier READ response.
+#include <array>
 #include <atomic>
 
 #include "dataplane/internal.h"
@@ -153,12 +155,12 @@ RespResource& next_resource(Qp& qp) noexcept {
   return r;
 }
 
-// Duplicate requests (rocev2.md §3.5; IBTA §9.7.5.1.1 C9-105..C9-110).
+// Duplicate requests (rocev2.md §3.5; IBTA §9.7.5.1.1).
 void duplicate_lc(Qp& qp, const wire::ParsedFrame& f, Psn p) noexcept {
   auto& s = qp.resp;
   ++qp.counters.duplicate_requests;
   if (f.has(op::kSend) || f.has(op::kWrite)) {
-    // Never executed twice: re-ACK the newest PSN received, with the current MSN.
+    // Never executed twice: re-ACK the newest PSN received, with the current MSN (C9-105).
     owe_ack(qp, s.epsn - 1);
     return;
   }
@@ -194,253 +196,400 @@ void duplicate_lc(Qp& qp, const wire::ParsedFrame& f, Psn p) noexcept {
   // No saved resource (recycled): drop silently (class D), the requester times out.
 }
 
-}  // namespace
+// What one request packet carries, read once.
+struct ReqPkt {
+  const wire::ParsedFrame& f;
+  Psn psn;
+  uint32_t mask;   // wire::op bits of the opcode
+  uint32_t plen;   // payload bytes
+  uint64_t* word;  // kChkRkey -> kExecAtomic: the target word
+  bool starts() const noexcept { return (mask & op::kFirst) != 0; }
+};
 
-void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t) noexcept {
-  if (qp.state != QpState::kRtr && qp.state != QpState::kRts && qp.state != QpState::kSqd) {
-    ++qp.counters.dropped_bad_state;
-    return;
-  }
-  if (fatal_nak_queued(qp)) {  // entering ERR once the NAK is out (fatal_nak_lc)
-    ++qp.counters.dropped_bad_state;
-    return;
-  }
-  auto& s = qp.resp;
-  const Psn p(wire::Bth::Psn::get(f.bth()));
-  if (jobs_full(qp)) [[unlikely]] {
-    // Cannot answer now: drop, the requester retransmits. The queue is a fixed array sized at
-    // creation (kRespJobs), so a flood costs no memory.
-    ++qp.counters.resp_queue_full;
-    return;
-  }
+RespState check_qp_state(const Qp& qp) noexcept {
+  if (qp.state != QpState::kRtr && qp.state != QpState::kRts && qp.state != QpState::kSqd)
+    return RespState::kDropBadState;
+  // Entering ERR once the NAK is out (fatal_nak_lc).
+  if (fatal_nak_queued(qp)) return RespState::kDropBadState;
+  // Cannot answer now: drop, the requester retransmits. The queue is a fixed array sized at
+  // creation (kRespJobs), so a flood costs no memory.
+  if (jobs_full(qp)) [[unlikely]]
+    return RespState::kDropQueueFull;
+  return RespState::kChkPsn;
+}
 
-  // 1. PSN (IBTA §9.7.5.1.1).
-  const int32_t d = Psn::diff(p, s.epsn);
-  if (d < 0) {
-    duplicate_lc(qp, f, p);
-    return;
-  }
-  if (d > 0) {
-    ++qp.counters.out_of_sequence;
-    if (!s.nak_sent) {
-      // One NAK per gap: further out-of-order packets are dropped quietly (rocev2.md §3.6).
-      s.nak_sent = true;
-      ++qp.counters.naks_sent[aeth::kNakPsnSeqError];
-      if (RespJob* j = push_job(qp, Kind::kNak, s.epsn)) j->syndrome = aeth::kNak;
-    }
-    return;
-  }
-  s.nak_sent = false;
-  const uint32_t m = f.mask;
+RespState check_psn(Qp& qp, const ReqPkt& pkt) noexcept {
+  const int32_t d = Psn::diff(pkt.psn, qp.resp.epsn);
+  if (d < 0) return RespState::kDuplicate;
+  if (d > 0) return RespState::kErrPsnSeq;
+  qp.resp.nak_sent = false;
+  return RespState::kChkOpSeq;
+}
+
+// Inside a message only MIDDLE/LAST of the same operation may follow; outside one, only
+// FIRST/ONLY.
+RespState check_op_seq(const Qp& qp, const ReqPkt& pkt) noexcept {
+  const uint32_t m = pkt.mask;
+  const bool starts = pkt.starts();
+  const InMsg in = qp.resp.in_msg;
+  const bool bad = in == InMsg::kSend    ? !(m & op::kSend) || starts
+                   : in == InMsg::kWrite ? !(m & op::kWrite) || starts
+                                         : !starts;
+  return bad ? RespState::kErrOpSeq : RespState::kChkOpRights;
+}
+
+RespState check_op_rights(const Qp& qp, const ReqPkt& pkt) noexcept {
+  const uint32_t m = pkt.mask;
+  const uint32_t a = qp.attr.access;
+  if (((m & op::kWrite) && !(a & access::kRemoteWrite)) ||
+      ((m & op::kRead) && !(a & access::kRemoteRead)) ||
+      ((m & op::kAtomic) && !(a & access::kRemoteAtomic)))
+    return RespState::kErrOpRights;
+  return RespState::kChkLength;
+}
+
+// FIRST/MIDDLE carry exactly one PMTU, LAST 1..PMTU, ONLY 0..PMTU (IBTA §9.7.4.1); an RDMA DMA
+// length above 2^31 is invalid (§9.4); a WRITE's packets add up to its RETH length.
+RespState check_length(const Qp& qp, const ReqPkt& pkt) noexcept {
+  const uint32_t m = pkt.mask;
   const uint32_t mtu = qp.attr.path_mtu;
-  const uint32_t plen = f.l.payload_len;
-
-  // 2. Opcode sequence (IBTA §9.7.5.1.2, C9-97): inside a message only MIDDLE/LAST of the
-  //    same operation may follow; outside one, only FIRST/ONLY.
-  const bool starts = (m & op::kFirst) != 0;
-  if (s.in_msg == InMsg::kSend    ? !(m & op::kSend) || starts
-      : s.in_msg == InMsg::kWrite ? !(m & op::kWrite) || starts
-                                  : !starts) {
-    fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
-    return;
-  }
-  // 3. Operation allowed by the QP's access flags (C9-98).
-  if (((m & op::kWrite) && !(qp.attr.access & access::kRemoteWrite)) ||
-      ((m & op::kRead) && !(qp.attr.access & access::kRemoteRead)) ||
-      ((m & op::kAtomic) && !(qp.attr.access & access::kRemoteAtomic))) {
-    fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
-    return;
-  }
-  // 4. Length rules (C9-99, C9-100): FIRST/MIDDLE carry exactly one PMTU, LAST 1..PMTU, ONLY
-  //    0..PMTU; an RDMA DMA length above 2^31 is invalid.
+  const uint32_t plen = pkt.plen;
   const bool only = (m & op::kOnly) == op::kOnly;
-  if (m & op::kPayload) {
-    if (only ? plen > mtu : (m & op::kLast) ? (plen == 0 || plen > mtu) : plen != mtu) {
-      fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
-      return;
-    }
-  }
-  if ((m & op::kReth) && f.reth().dma_length.get() > kMaxMessageLength) {
-    fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
-    return;
-  }
+  if ((m & op::kPayload) && (only              ? plen > mtu
+                             : (m & op::kLast) ? (plen == 0 || plen > mtu)
+                                               : plen != mtu))
+    return RespState::kErrPktLength;
+  if ((m & op::kReth) && pkt.f.reth().dma_length.get() > kMaxMessageLength)
+    return RespState::kErrDmaLength;
   if (m & op::kWrite) {
-    if (starts) {
-      const uint32_t dlen = f.reth().dma_length.get();
-      if (only ? plen != dlen : dlen <= mtu) {
-        fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
-        return;
-      }
-    } else if ((m & op::kLast) ? plen != s.write_left : plen >= s.write_left) {
-      fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
-      return;
+    if (pkt.starts()) {
+      const uint32_t dlen = pkt.f.reth().dma_length.get();
+      if (only ? plen != dlen : dlen <= mtu) return RespState::kErrWriteLength;
+    } else if ((m & op::kLast) ? plen != qp.resp.write_left : plen >= qp.resp.write_left) {
+      return RespState::kErrWriteLength;
     }
   }
+  return RespState::kChkResources;
+}
 
-  // 5. Resources: a receive WQE for SEND (taken at its first packet) and for WRITE with
-  //    immediate (taken at its last packet). None posted: RNR NAK, PSN not consumed (C9-xx).
-  const bool needs_recv = ((m & op::kSend) && starts) || ((m & op::kWrite) && (m & op::kImmDt));
+// A receive WQE for SEND (taken at its first packet) and for WRITE with immediate (taken at its
+// last packet).
+RespState check_resources(Qp& qp, const ReqPkt& pkt) noexcept {
+  auto& s = qp.resp;
+  const uint32_t m = pkt.mask;
+  const bool needs_recv =
+      ((m & op::kSend) && pkt.starts()) || ((m & op::kWrite) && (m & op::kImmDt));
   if (needs_recv && !s.have_recv) {
     // A QP with a shared receive queue takes from it (same engine: the SRQ's only consumer).
     Srq* srq = qp.config().srq;
-    if (!(srq != nullptr ? srq->pop_lc(&s.recv) : qp.rq.pop(s.recv))) {
-      // Packets already in flight behind this one are dropped without a sequence NAK: the
-      // requester resends from p after the RNR timer anyway.
-      s.nak_sent = true;
-      if (const RespJob* last = last_job(qp);
-          last != nullptr && last->kind == Kind::kRnrNak && last->psn == p) {
-        // The RNR NAK for this PSN has not gone out yet: it answers this copy too, so a flood
-        // of retries costs one NAK, not one job each (IBTA §9.7.5.2.8).
-        ++qp.counters.rnr_naks_coalesced;
-        return;
-      }
-      ++qp.counters.rnr_naks_sent;
-      if (RespJob* j = push_job(qp, Kind::kRnrNak, p))
-        j->syndrome = static_cast<uint8_t>(aeth::kRnrNak | (qp.attr.min_rnr_timer & 0x1f));
-      return;
-    }
+    if (!(srq != nullptr ? srq->pop_lc(&s.recv) : qp.rq.pop(s.recv))) return RespState::kErrRnr;
     s.have_recv = true;
     s.recv_off = 0;
   }
+  return RespState::kChkRecvLength;
+}
 
-  // 6. Receive buffer large enough (C9-xx; ND: receive smaller than the send).
-  if ((m & op::kSend) && uint64_t{s.recv_off} + plen > s.recv.length) {
-    fail_recv_lc(qp, WcStatus::kLocLenErr);
-    fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
-    return;
-  }
+// The receive buffer is large enough (ND: a receive smaller than the send fails both sides).
+RespState check_recv_length(const Qp& qp, const ReqPkt& pkt) noexcept {
+  if ((pkt.mask & op::kSend) && uint64_t{qp.resp.recv_off} + pkt.plen > qp.resp.recv.length)
+    return RespState::kErrRecvLength;
+  return RespState::kChkRkey;
+}
 
-  // 7. R_Key, bounds and rights (C9-xx), then execute.
+// R_Key, bounds and rights (IBTA §9.4 / §10.6.3), before anything is executed.
+RespState check_rkey(Endpoint& ep, Qp& qp, ReqPkt& pkt) noexcept {
+  const uint32_t m = pkt.mask;
   const uint32_t pd = qp.config().pd;
   MrTable& mrs = ep.mrs();
   if (m & op::kRead) {
-    const uint64_t va = f.reth().va.get();
-    const uint32_t rkey = f.reth().rkey.get();
-    const uint32_t len = f.reth().dma_length.get();
+    const auto& reth = pkt.f.reth();
+    const uint32_t len = reth.dma_length.get();
     // A zero-length READ checks no R_Key (IBTA §9.4.4: nothing is accessed).
-    if (len != 0 && mrs.check(rkey, pd, va, len, access::kRemoteRead, qp.qpn()) != MrCheck::kOk) {
-      fatal_nak_lc(ep, qp, p, aeth::kNakRemoteAccessError);
-      return;
-    }
-    const uint32_t npkts = read_packets(len, mtu);
-    ++s.msn;  // C9-148: the MSN counts the READ when it is accepted
-    RespResource& r = next_resource(qp);
-    r = RespResource{true, false, p, p + static_cast<int32_t>(npkts - 1), va, rkey, len, 0};
-    RespJob* j = push_job(qp, Kind::kRead, p);
-    j->va = va;
-    j->rkey = rkey;
-    j->length = len;
-    j->npkts = npkts;
-    s.epsn = p + static_cast<int32_t>(npkts);
-    return;
+    if (len != 0 && mrs.check(reth.rkey.get(), pd, reth.va.get(), len, access::kRemoteRead,
+                              qp.qpn()) != MrCheck::kOk)
+      return RespState::kErrReadRkey;
+    return RespState::kExecRead;
   }
   if (m & op::kAtomic) {
-    const auto& a = f.atomic_eth();
+    const auto& a = pkt.f.atomic_eth();
     const uint64_t va = a.va.get();
-    if (va & 7) {  // C9-xx: atomics must be 8-byte aligned
-      fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
-      return;
-    }
-    uint64_t* word = nullptr;
-    if (mrs.atomic_target(a.rkey.get(), pd, va, &word, qp.qpn()) != MrCheck::kOk) {
-      fatal_nak_lc(ep, qp, p, aeth::kNakRemoteAccessError);
-      return;
-    }
-    // Atomic with respect to every other atomic on this host, whichever engine runs it
-    // (IBTA §9.4.5 / C9-xx): a locked RMW on the word itself.
-    std::atomic_ref<uint64_t> target(*word);
-    uint64_t orig;
-    if (f.opcode == wire::opc::kCompareSwap) {
-      orig = a.compare.get();
-      target.compare_exchange_strong(orig, a.swap_add.get(), std::memory_order_acq_rel);
-    } else {
-      orig = target.fetch_add(a.swap_add.get(), std::memory_order_acq_rel);
-    }
-    ++s.msn;
-    RespResource& r = next_resource(qp);
-    r = RespResource{true, true, p, p, va, a.rkey.get(), 8, orig};
-    RespJob* j = push_job(qp, Kind::kAtomicAck, p);
-    j->orig = orig;
-    s.epsn = p + 1;
+    if (va & 7) return RespState::kErrAtomicAlign;  // atomics are 8-byte aligned (IBTA §9.4.5)
+    if (mrs.atomic_target(a.rkey.get(), pd, va, &pkt.word, qp.qpn()) != MrCheck::kOk)
+      return RespState::kErrAtomicRkey;
+    return RespState::kExecAtomic;
+  }
+  if (!(m & op::kWrite)) return RespState::kExecSend;
+  if (pkt.starts()) {
+    auto& s = qp.resp;
+    s.write_va = pkt.f.reth().va.get();
+    s.write_rkey = pkt.f.reth().rkey.get();
+    s.write_len = s.write_left = pkt.f.reth().dma_length.get();
+    // The whole range is checked at the first packet so that a bad WRITE writes nothing; a
+    // zero-length WRITE accesses nothing and checks no R_Key (IBTA §9.4.3).
+    if (s.write_len != 0 && mrs.check(s.write_rkey, pd, s.write_va, s.write_len,
+                                      access::kRemoteWrite, qp.qpn()) != MrCheck::kOk)
+      return RespState::kErrWriteRkey;
+  }
+  return RespState::kExecWrite;
+}
+
+// ---- Execution ----------------------------------------------------------------------------
+
+RespState execute_read(Qp& qp, const ReqPkt& pkt) noexcept {
+  auto& s = qp.resp;
+  const Psn p = pkt.psn;
+  const uint64_t va = pkt.f.reth().va.get();
+  const uint32_t rkey = pkt.f.reth().rkey.get();
+  const uint32_t len = pkt.f.reth().dma_length.get();
+  const uint32_t npkts = read_packets(len, qp.attr.path_mtu);
+  ++s.msn;  // C9-148: the MSN counts the READ when it is accepted
+  RespResource& r = next_resource(qp);
+  r = RespResource{true, false, p, p + static_cast<int32_t>(npkts - 1), va, rkey, len, 0};
+  RespJob* j = push_job(qp, Kind::kRead, p);  // room: check_qp_state
+  j->va = va;
+  j->rkey = rkey;
+  j->length = len;
+  j->npkts = npkts;
+  // A READ request consumes one PSN per response packet (IBTA §9.7.4.1).
+  s.epsn = p + static_cast<int32_t>(npkts);
+  return RespState::kDone;
+}
+
+RespState execute_atomic(Qp& qp, const ReqPkt& pkt) noexcept {
+  auto& s = qp.resp;
+  const Psn p = pkt.psn;
+  const auto& a = pkt.f.atomic_eth();
+  // Atomic with respect to every other atomic on this host, whichever engine runs it
+  // (IBTA §9.4.5): a locked RMW on the word itself.
+  std::atomic_ref<uint64_t> target(*pkt.word);
+  uint64_t orig;
+  if (pkt.f.opcode == wire::opc::kCompareSwap) {
+    orig = a.compare.get();
+    target.compare_exchange_strong(orig, a.swap_add.get(), std::memory_order_acq_rel);
+  } else {
+    orig = target.fetch_add(a.swap_add.get(), std::memory_order_acq_rel);
+  }
+  ++s.msn;
+  RespResource& r = next_resource(qp);
+  r = RespResource{true, true, p, p, a.va.get(), a.rkey.get(), 8, orig};
+  RespJob* j = push_job(qp, Kind::kAtomicAck, p);  // room: check_qp_state
+  j->orig = orig;
+  s.epsn = p + 1;
+  return RespState::kDone;
+}
+
+RespState execute_write(Endpoint& ep, Qp& qp, const ReqPkt& pkt) noexcept {
+  auto& s = qp.resp;
+  const uint32_t m = pkt.mask;
+  const uint32_t plen = pkt.plen;
+  // Re-checked per packet: an invalidation takes effect before the next packet.
+  if (plen != 0 &&
+      ep.mrs().copy_in(s.write_rkey, qp.config().pd, s.write_va, pkt.f.payload().data(), plen,
+                       access::kRemoteWrite, qp.qpn()) != MrCheck::kOk)
+    return RespState::kErrWriteRkey;
+  s.write_va += plen;
+  s.write_left -= plen;
+  if (!(m & op::kLast)) {
+    s.in_msg = InMsg::kWrite;
+    return RespState::kAcknowledge;
+  }
+  s.in_msg = InMsg::kNone;
+  ++s.msn;
+  if (m & op::kImmDt) {
+    const uint32_t flags =
+        kResultHasImmediate | (wire::Bth::Se::get(pkt.f.bth()) ? kResultSolicited : 0u);
+    qp_complete_recv_lc(qp, s.recv, WcStatus::kSuccess, s.write_len, OperationType::kReceive,
+                        pkt.f.imm().imm.get(), flags, 0);
+    s.have_recv = false;
+  }
+  return RespState::kAcknowledge;
+}
+
+RespState execute_send(Endpoint& ep, Qp& qp, const ReqPkt& pkt) noexcept {
+  auto& s = qp.resp;
+  const uint32_t m = pkt.mask;
+  const uint32_t pd = qp.config().pd;
+  // The receive buffer's own registration is bad: a local error at this responder, a remote
+  // operational error for the requester.
+  if (scatter_lc(ep.mrs(), pd, s.recv.sge, s.recv.num_sge, s.recv_off, pkt.f.payload().data(),
+                 pkt.plen, access::kLocalWrite) != WcStatus::kSuccess)
+    return RespState::kErrRecvProt;
+  s.recv_off += pkt.plen;
+  if (!(m & op::kLast)) {
+    s.in_msg = InMsg::kSend;
+    return RespState::kAcknowledge;
+  }
+  uint32_t flags = wire::Bth::Se::get(pkt.f.bth()) ? kResultSolicited : 0u;
+  OperationType type = OperationType::kReceive;
+  uint64_t extra = 0;
+  uint32_t imm = 0;
+  if (m & op::kIeth) {
+    // Remote invalidate (IBTA §9.3.8 / §10.6.6.2): the key must be valid here; a bad one aborts
+    // the connection (NDK SendAndInvalidate rule), as rxe does with invalid request.
+    const uint32_t key = pkt.f.ieth().rkey.get();
+    if (ep.mrs().invalidate(key, pd, qp.qpn()) != MrCheck::kOk) return RespState::kErrInvalidate;
+    type = OperationType::kReceiveAndInvalidate;
+    extra = key;
+    flags |= kResultInvalidated;
+  }
+  if (m & op::kImmDt) {
+    imm = pkt.f.imm().imm.get();
+    flags |= kResultHasImmediate;
+  }
+  qp_complete_recv_lc(qp, s.recv, WcStatus::kSuccess, s.recv_off, type, imm, flags, extra);
+  s.have_recv = false;
+  s.in_msg = InMsg::kNone;
+  ++s.msn;
+  return RespState::kAcknowledge;
+}
+
+RespState acknowledge(Qp& qp, const ReqPkt& pkt) noexcept {
+  qp.resp.epsn = pkt.psn + 1;
+  if (wire::Bth::AckReq::get(pkt.f.bth())) owe_ack(qp, pkt.psn);
+  return RespState::kDone;
+}
+
+// ---- Outcomes -------------------------------------------------------------------------------
+
+// PSN after ePSN: one NAK per gap; further out-of-order packets are dropped quietly
+// (rocev2.md §3.6).
+void psn_seq_error_lc(Qp& qp) noexcept {
+  auto& s = qp.resp;
+  ++qp.counters.out_of_sequence;
+  if (s.nak_sent) return;
+  s.nak_sent = true;
+  ++qp.counters.naks_sent[aeth::kNakPsnSeqError];
+  if (RespJob* j = push_job(qp, Kind::kNak, s.epsn)) j->syndrome = aeth::kNak;
+}
+
+// No receive WQE: RNR NAK, the PSN is not consumed.
+void rnr_nak_lc(Qp& qp, Psn p) noexcept {
+  // Packets already in flight behind this one are dropped without a sequence NAK: the
+  // requester resends from p after the RNR timer anyway.
+  qp.resp.nak_sent = true;
+  if (const RespJob* last = last_job(qp);
+      last != nullptr && last->kind == Kind::kRnrNak && last->psn == p) {
+    // The RNR NAK for this PSN has not gone out yet: it answers this copy too, so a flood of
+    // retries costs one NAK, not one job each (IBTA §9.7.5.2.8).
+    ++qp.counters.rnr_naks_coalesced;
     return;
   }
-  if (m & op::kWrite) {
-    if (starts) {
-      s.write_va = f.reth().va.get();
-      s.write_rkey = f.reth().rkey.get();
-      s.write_len = s.write_left = f.reth().dma_length.get();
-      // The whole range is checked at the first packet so that a bad WRITE writes nothing; a
-      // zero-length WRITE accesses nothing and checks no R_Key (IBTA §9.4.3).
-      if (s.write_len != 0 && mrs.check(s.write_rkey, pd, s.write_va, s.write_len,
-                                        access::kRemoteWrite, qp.qpn()) != MrCheck::kOk) {
-        fatal_nak_lc(ep, qp, p, aeth::kNakRemoteAccessError);
-        return;
-      }
-    }
-    // Re-checked per packet: an invalidation takes effect before the next packet.
-    if (plen != 0 && mrs.copy_in(s.write_rkey, pd, s.write_va, f.payload().data(), plen,
-                                 access::kRemoteWrite, qp.qpn()) != MrCheck::kOk) {
-      fatal_nak_lc(ep, qp, p, aeth::kNakRemoteAccessError);
-      return;
-    }
-    s.write_va += plen;
-    s.write_left -= plen;
-    if (m & op::kLast) {
-      s.in_msg = InMsg::kNone;
-      ++s.msn;
-      if (m & op::kImmDt) {
-        const uint32_t flags =
-            kResultHasImmediate | (wire::Bth::Se::get(f.bth()) ? kResultSolicited : 0u);
-        qp_complete_recv_lc(qp, s.recv, WcStatus::kSuccess, s.write_len, OperationType::kReceive,
-                            f.imm().imm.get(), flags, 0);
-        s.have_recv = false;
-      }
-    } else {
-      s.in_msg = InMsg::kWrite;
-    }
-  } else {  // SEND
-    const WcStatus w = scatter_lc(mrs, pd, s.recv.sge, s.recv.num_sge, s.recv_off,
-                                  f.payload().data(), plen, access::kLocalWrite);
-    if (w != WcStatus::kSuccess) {
-      // The receive buffer's own registration is bad: a local error at this responder, a
-      // remote operational error for the requester.
-      fail_recv_lc(qp, WcStatus::kLocProtErr);
-      fatal_nak_lc(ep, qp, p, aeth::kNakRemoteOperationalError);
-      return;
-    }
-    s.recv_off += plen;
-    if (m & op::kLast) {
-      uint32_t flags = wire::Bth::Se::get(f.bth()) ? kResultSolicited : 0u;
-      OperationType type = OperationType::kReceive;
-      uint64_t extra = 0;
-      uint32_t imm = 0;
-      if (m & op::kIeth) {
-        // Remote invalidate (IBTA §9.3.8 / §10.6.6.2): the key must be valid here; a bad one
-        // aborts the connection (NDK SendAndInvalidate rule), as rxe does with invalid request.
-        const uint32_t key = f.ieth().rkey.get();
-        if (mrs.invalidate(key, pd, qp.qpn()) != MrCheck::kOk) {
-          fail_recv_lc(qp, WcStatus::kLocQpOpErr);
-          fatal_nak_lc(ep, qp, p, aeth::kNakInvalidRequest);
-          return;
-        }
-        type = OperationType::kReceiveAndInvalidate;
-        extra = key;
-        flags |= kResultInvalidated;
-      }
-      if (m & op::kImmDt) {
-        imm = f.imm().imm.get();
-        flags |= kResultHasImmediate;
-      }
-      qp_complete_recv_lc(qp, s.recv, WcStatus::kSuccess, s.recv_off, type, imm, flags, extra);
-      s.have_recv = false;
-      s.in_msg = InMsg::kNone;
-      ++s.msn;
-    } else {
-      s.in_msg = InMsg::kSend;
-    }
+  ++qp.counters.rnr_naks_sent;
+  if (RespJob* j = push_job(qp, Kind::kRnrNak, p))
+    j->syndrome = static_cast<uint8_t>(aeth::kRnrNak | (qp.attr.min_rnr_timer & 0x1f));
+}
+
+// The NAK code of a class C/D error state, and how the receive WQE in use (if any) completes:
+// kSuccess = left for the flush when the QP enters ERR.
+struct NakCause {
+  uint8_t code;
+  WcStatus recv;
+};
+constexpr NakCause nak_cause(RespState st) noexcept {
+  switch (st) {
+    case RespState::kErrReadRkey:
+    case RespState::kErrAtomicRkey:
+    case RespState::kErrWriteRkey:
+      return {aeth::kNakRemoteAccessError, WcStatus::kSuccess};
+    case RespState::kErrRecvLength:
+      return {aeth::kNakInvalidRequest, WcStatus::kLocLenErr};
+    case RespState::kErrRecvProt:
+      return {aeth::kNakRemoteOperationalError, WcStatus::kLocProtErr};
+    case RespState::kErrInvalidate:
+      return {aeth::kNakInvalidRequest, WcStatus::kLocQpOpErr};
+    default:  // kErrOpSeq, kErrOpRights, kErr*Length, kErrAtomicAlign
+      return {aeth::kNakInvalidRequest, WcStatus::kSuccess};
   }
-  s.epsn = p + 1;
-  if (wire::Bth::AckReq::get(f.bth())) owe_ack(qp, p);
+}
+
+// Class C/D error: the receive WQE in use fails where the cause is local to it, and the NAK
+// goes out (behind any response still owed), then the QP enters ERR.
+void fatal_error_lc(Endpoint& ep, Qp& qp, Psn p, RespState st) noexcept {
+  const NakCause c = nak_cause(st);
+  if (c.recv != WcStatus::kSuccess) fail_recv_lc(qp, c.recv);
+  fatal_nak_lc(ep, qp, p, c.code);
+}
+
+// One step: the check or execution `st` names, returning the next state.
+RespState step_lc(Endpoint& ep, Qp& qp, ReqPkt& pkt, RespState st) noexcept {
+  switch (st) {
+    case RespState::kChkQpState:
+      return check_qp_state(qp);
+    case RespState::kChkPsn:
+      return check_psn(qp, pkt);
+    case RespState::kChkOpSeq:
+      return check_op_seq(qp, pkt);
+    case RespState::kChkOpRights:
+      return check_op_rights(qp, pkt);
+    case RespState::kChkLength:
+      return check_length(qp, pkt);
+    case RespState::kChkResources:
+      return check_resources(qp, pkt);
+    case RespState::kChkRecvLength:
+      return check_recv_length(qp, pkt);
+    case RespState::kChkRkey:
+      return check_rkey(ep, qp, pkt);
+    case RespState::kExecRead:
+      return execute_read(qp, pkt);
+    case RespState::kExecAtomic:
+      return execute_atomic(qp, pkt);
+    case RespState::kExecWrite:
+      return execute_write(ep, qp, pkt);
+    case RespState::kExecSend:
+      return execute_send(ep, qp, pkt);
+    default:  // kAcknowledge
+      return acknowledge(qp, pkt);
+  }
+}
+
+// A terminal state: what becomes of the packet.
+void finish_lc(Endpoint& ep, Qp& qp, const ReqPkt& pkt, RespState st) noexcept {
+  switch (st) {
+    case RespState::kDone:
+      return;
+    case RespState::kDropBadState:
+      ++qp.counters.dropped_bad_state;
+      return;
+    case RespState::kDropQueueFull:
+      ++qp.counters.resp_queue_full;
+      return;
+    case RespState::kDuplicate:
+      duplicate_lc(qp, pkt.f, pkt.psn);
+      return;
+    case RespState::kErrPsnSeq:
+      psn_seq_error_lc(qp);
+      return;
+    case RespState::kErrRnr:
+      rnr_nak_lc(qp, pkt.psn);
+      return;
+    default:
+      fatal_error_lc(ep, qp, pkt.psn, st);
+      return;
+  }
+}
+
+}  // namespace
+
+const char* to_string(RespState s) noexcept {
+  static constexpr std::array<const char*, static_cast<size_t>(RespState::kCount)> kNames = {
+      "CHK_QP_STATE",    "CHK_PSN",        "CHK_OP_SEQ",       "CHK_OP_RIGHTS",
+      "CHK_LENGTH",      "CHK_RESOURCES",  "CHK_RECV_LENGTH",  "CHK_RKEY",
+      "EXEC_READ",       "EXEC_ATOMIC",    "EXEC_WRITE",       "EXEC_SEND",
+      "ACKNOWLEDGE",     "DONE",           "DROP_BAD_STATE",   "DROP_QUEUE_FULL",
+      "DUPLICATE",       "ERR_PSN_SEQ",    "ERR_RNR",          "ERR_OP_SEQ",
+      "ERR_OP_RIGHTS",   "ERR_PKT_LENGTH", "ERR_DMA_LENGTH",   "ERR_WRITE_LENGTH",
+      "ERR_RECV_LENGTH", "ERR_READ_RKEY",  "ERR_ATOMIC_ALIGN", "ERR_ATOMIC_RKEY",
+      "ERR_WRITE_RKEY",  "ERR_RECV_PROT",  "ERR_INVALIDATE"};
+  const auto i = static_cast<size_t>(s);
+  return i < kNames.size() ? kNames[i] : "?";
+}
+
+// Checks run in the IBTA order and the first failure decides (see RespState).
+void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t) noexcept {
+  ReqPkt pkt{f, Psn(wire::Bth::Psn::get(f.bth())), f.mask, f.l.payload_len, nullptr};
+  RespState st = RespState::kChkQpState;
+  while (st < RespState::kDone) st = step_lc(ep, qp, pkt, st);
+  finish_lc(ep, qp, pkt, st);
 }
 
 uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget) noexcept {

@@ -2,6 +2,7 @@
 // (architecture.md §3). Fixed-size, trivially copyable slots.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -27,6 +28,54 @@ enum class WrOpcode : uint8_t {
   kCount,
 };
 const char* to_string(WrOpcode op) noexcept;
+
+// What each work request opcode is (rxe's wr_opcode_info in rxe_opcode.c, for urnic): mask bits,
+// the completion's operation type and the name. Indexed by WrOpcode; posting rejects an opcode
+// >= kCount, so the engine indexes it without a bounds check.
+namespace wr_mask {
+inline constexpr uint32_t kSend = 1u << 0;       // SEND, SEND with immediate / invalidate
+inline constexpr uint32_t kWrite = 1u << 1;      // RDMA WRITE, with or without immediate
+inline constexpr uint32_t kRead = 1u << 2;       // RDMA READ
+inline constexpr uint32_t kAtomic = 1u << 3;     // CompareSwap, FetchAdd
+inline constexpr uint32_t kLocalOp = 1u << 4;    // executed by the requester, sends no packet
+inline constexpr uint32_t kImm = 1u << 5;        // carries immediate data
+inline constexpr uint32_t kInv = 1u << 6;        // carries an R_Key for the responder to invalidate
+inline constexpr uint32_t kNeedsRecv = 1u << 7;  // consumes a receive WQE at the responder
+inline constexpr uint32_t kData = 1u << 8;       // SGE list or inline data of `length` bytes
+// Waits for its own response (READ response / ATOMIC ACK), counts against max_rd_atomic.
+inline constexpr uint32_t kReadOrAtomic = kRead | kAtomic;
+}  // namespace wr_mask
+
+struct WrOpcodeInfo {
+  const char* name;
+  uint32_t mask;
+  OperationType type;  // the completion's operation type
+};
+
+inline constexpr std::array<WrOpcodeInfo, static_cast<size_t>(WrOpcode::kCount)> kWrOpcodeInfo = {{
+    {"SEND", wr_mask::kSend | wr_mask::kNeedsRecv | wr_mask::kData, OperationType::kSend},
+    {"SEND_WITH_IMM", wr_mask::kSend | wr_mask::kImm | wr_mask::kNeedsRecv | wr_mask::kData,
+     OperationType::kSend},
+    {"SEND_WITH_INV", wr_mask::kSend | wr_mask::kInv | wr_mask::kNeedsRecv | wr_mask::kData,
+     OperationType::kSend},
+    {"RDMA_WRITE", wr_mask::kWrite | wr_mask::kData, OperationType::kWrite},
+    {"RDMA_WRITE_WITH_IMM", wr_mask::kWrite | wr_mask::kImm | wr_mask::kNeedsRecv | wr_mask::kData,
+     OperationType::kWrite},
+    {"RDMA_READ", wr_mask::kRead | wr_mask::kData, OperationType::kRead},
+    {"COMPARE_SWAP", wr_mask::kAtomic, OperationType::kCompareSwap},
+    {"FETCH_ADD", wr_mask::kAtomic, OperationType::kFetchAdd},
+    {"LOCAL_INVALIDATE", wr_mask::kLocalOp, OperationType::kInvalidate},
+    {"FAST_REGISTER", wr_mask::kLocalOp, OperationType::kFastRegister},
+    {"BIND", wr_mask::kLocalOp, OperationType::kBind},
+}};
+
+constexpr const WrOpcodeInfo& wr_opcode_info(WrOpcode op) noexcept {
+  return kWrOpcodeInfo[static_cast<size_t>(op)];
+}
+// True when `op` has any of the bits in `mask` (wr_mask).
+constexpr bool wr_has(WrOpcode op, uint32_t mask) noexcept {
+  return (wr_opcode_info(op).mask & mask) != 0;
+}
 
 // SGEs per WQE slot, and the inline capacity that shares their space.
 inline constexpr uint32_t kMaxSge = 16;

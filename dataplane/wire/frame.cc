@@ -65,6 +65,20 @@ FrameLayout layout_for(const NetHeaders& net, uint8_t opcode, uint32_t payload_l
   return l;
 }
 
+// Calls f(Hdr, header) for each extension header field of a TransportHeaders (const or not),
+// in wire order: build() writes the ones the opcode carries, transport_headers_of() reads them.
+template <class Th, class F>
+void for_each_ext_header(Th& th, F&& f) {
+  f(Hdr::kDeth, th.deth);
+  f(Hdr::kReth, th.reth);
+  f(Hdr::kAtomicEth, th.atomic_eth);
+  f(Hdr::kAeth, th.aeth);
+  f(Hdr::kAtomicAckEth, th.atomic_ack);
+  f(Hdr::kImmDt, th.imm);
+  f(Hdr::kIeth, th.ieth);
+  f(Hdr::kCnpPad, th.cnp);
+}
+
 }  // namespace
 
 std::string_view to_string(ParseError e) noexcept {
@@ -210,17 +224,9 @@ uint32_t build_headers(uint8_t* out, const NetHeaders& net, const TransportHeade
   Bth::PadCnt::set(*bth, l.pad);
 
   uint8_t* const bth_base = out + l.bth_off;
-  auto put = [&](Hdr h, const auto& hdr) {
+  for_each_ext_header(th, [&](Hdr h, const auto& hdr) {
     if (info.mask & op::hdr_bit(h)) std::memcpy(bth_base + info.off(h), &hdr, sizeof(hdr));
-  };
-  put(Hdr::kDeth, th.deth);
-  put(Hdr::kReth, th.reth);
-  put(Hdr::kAtomicEth, th.atomic_eth);
-  put(Hdr::kAeth, th.aeth);
-  put(Hdr::kAtomicAckEth, th.atomic_ack);
-  put(Hdr::kImmDt, th.imm);
-  put(Hdr::kIeth, th.ieth);
-  put(Hdr::kCnpPad, th.cnp);
+  });
   return l.payload_off;
 }
 
@@ -279,17 +285,9 @@ TransportHeaders transport_headers_of(const ParsedFrame& f) noexcept {
   t.bth = f.bth();
   const OpcodeInfo& info = f.info();
   const uint8_t* base = f.data + f.l.bth_off;
-  auto get = [&](Hdr h, auto& hdr) {
+  for_each_ext_header(t, [&](Hdr h, auto& hdr) {
     if (info.mask & op::hdr_bit(h)) std::memcpy(&hdr, base + info.off(h), sizeof(hdr));
-  };
-  get(Hdr::kDeth, t.deth);
-  get(Hdr::kReth, t.reth);
-  get(Hdr::kAtomicEth, t.atomic_eth);
-  get(Hdr::kAeth, t.aeth);
-  get(Hdr::kAtomicAckEth, t.atomic_ack);
-  get(Hdr::kImmDt, t.imm);
-  get(Hdr::kIeth, t.ieth);
-  get(Hdr::kCnpPad, t.cnp);
+  });
   return t;
 }
 

@@ -27,7 +27,7 @@ enum class ParseError : uint8_t {
   kWrongUdpPort,       // UDP destination port is not 4791
   kIpLengthMismatch,   // IP total/payload length larger than the frame, or smaller than UDP
   kUdpLengthMismatch,  // UDP length disagrees with the IP length
-  kBadTver,            // BTH TVer != 0 (C9-xx, rxe hdr_check "bad tver")
+  kBadTver,            // BTH TVer != 0 (IBTA §9.2, BTH; rxe hdr_check "bad tver")
   kBadPkey,            // P_Key is not the default partition 0xFFFF
   kUnknownOpcode,      // opcode not in the table (reserved, RD, vendor)
   kHeaderTruncated,    // UDP payload too short for BTH + extension headers + ICRC
