@@ -38,6 +38,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../loopback/rc_fixture.h"
@@ -1206,12 +1207,20 @@ TEST_F(Exhaustion, QpsUpToTheAdapterLimitEachCarryTrafficAndAllGoAway) {
     EXPECT_EQ(ta.retransmits + ta.timeouts, 0u);
 
     expect_pools_full(p, c);
-    // Closing every QP (the closes complete on the control thread as the engine applies them).
+    // Closing every QP: each close completes on the control thread once the engine has flushed
+    // and detached the QP, and only then is the QP's memory freed (counted for the heap check).
+    Completion closed;
+    int inline_closes = 0;
     for (uint32_t i = 0; i < kPairs; ++i) {
-      p.a.destroy_qp(qa[i]);
-      p.b.destroy_qp(qb[i]);
+      for (auto [s, q] : {std::pair{&p.a, qa[i]}, std::pair{&p.b, qb[i]}}) {
+        const Status st = q->handle().close(&Completion::on_close, &closed);
+        ASSERT_TRUE(st == Status::kSuccess || st == Status::kPending) << i;
+        inline_closes += st == Status::kSuccess ? 1 : 0;
+        s->destroy_qp(q);
+      }
     }
-    ASSERT_TRUE(p.run_until([&] { return p.dp_engine().active_qps() == 0; }));
+    ASSERT_TRUE(p.run_until([&] { return closed.count() + inline_closes == int{2 * kPairs}; }));
+    EXPECT_EQ(p.dp_engine().active_qps(), 0u);
     for (Side* s : {&p.a, &p.b}) {
       const dp::Endpoint& ep = RcPair::internal(*s).endpoint();
       uint32_t left = 0;
