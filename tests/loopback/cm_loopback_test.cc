@@ -78,15 +78,6 @@ class Latch {
   std::optional<T> v_;
 };
 
-ctl::QpInit qp_init(Side& s) {
-  ctl::QpInit qi;
-  qi.pd = s.pd;
-  qi.send_cq = s.scq.get();
-  qi.recv_cq = s.rcq.get();
-  qi.context = &s;
-  return qi;
-}
-
 // A buffer advertised in private data, as rping does: address and rkey, big-endian.
 struct BufInfo {
   uint64_t addr = 0;
@@ -119,8 +110,8 @@ class CmLoopback : public EalTest {
     cb.reset();
     p.reset();
   }
-  cm::Gid gid_a() const { return ctl::gid_from_ipv4(p->a.adapter->ipv4()); }
-  cm::Gid gid_b() const { return ctl::gid_from_ipv4(p->b.adapter->ipv4()); }
+  cm::Gid gid_a() const { return ctl::gid_from_ipv4(RcPair::internal(p->a).ipv4()); }
+  cm::Gid gid_b() const { return ctl::gid_from_ipv4(RcPair::internal(p->b).ipv4()); }
 
   std::unique_ptr<RcPair> p;
   std::unique_ptr<ctl::CmAgent> ca, cb;
@@ -132,8 +123,8 @@ class CmPair : public CmLoopback {
  protected:
   void start(const ctl::CmConfig& cfg = steady_config()) {
     launch();
-    ca = std::make_unique<ctl::CmAgent>(*p->a.adapter, cfg);
-    cb = std::make_unique<ctl::CmAgent>(*p->b.adapter, cfg);
+    ca = std::make_unique<ctl::CmAgent>(RcPair::internal(p->a), cfg);
+    cb = std::make_unique<ctl::CmAgent>(RcPair::internal(p->b), cfg);
   }
 };
 
@@ -159,6 +150,9 @@ TEST_F(CmPair, ConnectAcceptMoveDataDisconnect) {
   std::unique_ptr<ctl::CmConnector> b_conn;
   BufInfo a_info;
   ctl::ReadLimits b_seen{};
+  // The passive QP is made before listening: the listener callback runs on the adapter's
+  // control thread, where a synchronous create would wait for itself (docs/api.md).
+  ASSERT_EQ(p->b.create_qp(nullptr, 256, 256, &p->b.qp), Status::kSuccess);
   auto listener = cb->create_listener();
   ASSERT_EQ(
       listener->listen(
@@ -172,14 +166,13 @@ TEST_F(CmPair, ConnectAcceptMoveDataDisconnect) {
             EXPECT_EQ(c->state(), ctl::CmState::kReqRcvd);
             EXPECT_EQ(c->peer_gid(), gid_a());
             EXPECT_EQ(c->local_port(), 18515);
-            ASSERT_EQ(p->b.adapter->create_qp(qp_init(p->b), &p->b.qp), Status::kSuccess);
             dp::RecvWqe rw;
             rw.num_sge = 1;
             rw.length = kLen;
             rw.sge[0] = {reinterpret_cast<uint64_t>(b_dst.data()), kLen, kb_dst};
             const auto pdata = encode_info({reinterpret_cast<uint64_t>(b_win.data()), kb_win});
             EXPECT_EQ(c->accept(
-                          p->b.qp, {4, 2}, pdata, [&] { b_disconnected.set(true); },
+                          &p->b.qp->internal(), {4, 2}, pdata, [&] { b_disconnected.set(true); },
                           [&](Status s) { accepted.set(s); }),
                       Status::kPending);
             // Receives may be posted once the QP left RESET.
@@ -190,11 +183,11 @@ TEST_F(CmPair, ConnectAcceptMoveDataDisconnect) {
   EXPECT_EQ(listener->port(), 18515);
 
   // Active side.
-  ASSERT_EQ(p->a.adapter->create_qp(qp_init(p->a), &p->a.qp), Status::kSuccess);
+  ASSERT_EQ(p->a.create_qp(nullptr, 256, 256, &p->a.qp), Status::kSuccess);
   auto a_conn = ca->create_connector();
   Latch<Status> connected;
   const auto req_pdata = encode_info({reinterpret_cast<uint64_t>(a_win.data()), ka_win});
-  ASSERT_EQ(a_conn->connect(p->a.qp, gid_b(), 18515, {2, 3}, req_pdata,
+  ASSERT_EQ(a_conn->connect(&p->a.qp->internal(), gid_b(), 18515, {2, 3}, req_pdata,
                             [&](Status s) { connected.set(s); }),
             Status::kPending);
   // The QP is in INIT now: receives can go in before the connection completes.
@@ -275,10 +268,10 @@ TEST_F(CmPair, ConnectAcceptMoveDataDisconnect) {
   EXPECT_FALSE(a_disconnected.is_set());  // the side that disconnects gets no event
   EXPECT_EQ(a_conn->state(), ctl::CmState::kTimewait);
   EXPECT_EQ(b_conn->state(), ctl::CmState::kTimewait);
-  EXPECT_EQ(p->a.qp->public_state(), dp::QpState::kErr);  // flushed after the DREP
+  EXPECT_EQ(p->a.qp->state(), dp::QpState::kErr);  // flushed after the DREP
   // B's disconnect after the peer's: done at once, and its QP is flushed.
   EXPECT_EQ(b_conn->disconnect([](Status) { ADD_FAILURE(); }), Status::kSuccess);
-  EXPECT_EQ(p->b.qp->public_state(), dp::QpState::kErr);
+  EXPECT_EQ(p->b.qp->state(), dp::QpState::kErr);
   EXPECT_EQ(a_conn->disconnect([](Status) {}), Status::kConnectionInvalid);
   const auto c1 = ca->counters(), c2 = cb->counters();
   EXPECT_EQ(c1.out_by_attr[0], 1u);  // REQ
@@ -306,11 +299,12 @@ TEST_F(CmPair, ConsumerRejectCarriesPrivateData) {
                                EXPECT_EQ(c->reject(why), Status::kConnectionInvalid);
                              }),
             Status::kSuccess);
-  ASSERT_EQ(p->a.adapter->create_qp(qp_init(p->a), &p->a.qp), Status::kSuccess);
+  ASSERT_EQ(p->a.create_qp(nullptr, 256, 256, &p->a.qp), Status::kSuccess);
   auto conn = ca->create_connector();
   Latch<Status> done;
-  ASSERT_EQ(conn->connect(p->a.qp, gid_b(), 7174, {}, {}, [&](Status s) { done.set(s); }),
-            Status::kPending);
+  ASSERT_EQ(
+      conn->connect(&p->a.qp->internal(), gid_b(), 7174, {}, {}, [&](Status s) { done.set(s); }),
+      Status::kPending);
   EXPECT_EQ(done.wait(), Status::kConnectionRefused);
   EXPECT_EQ(conn->reject_reason(), static_cast<uint16_t>(cm::RejReason::kConsumerDefined));
   uint8_t pd[cm::kRejPrivateData];
@@ -320,18 +314,19 @@ TEST_F(CmPair, ConsumerRejectCarriesPrivateData) {
   EXPECT_EQ(std::string(reinterpret_cast<char*>(pd), 4), "nope");
   EXPECT_EQ(conn->complete_connect({}), Status::kConnectionInvalid);
   // A connector is used once.
-  EXPECT_EQ(conn->connect(p->a.qp, gid_b(), 7174, {}, {}, [](Status) {}),
+  EXPECT_EQ(conn->connect(&p->a.qp->internal(), gid_b(), 7174, {}, {}, [](Status) {}),
             Status::kConnectionActive);
 }
 
 TEST_F(CmPair, NoListenerUnreachableAndBadArguments) {
   start();
-  ASSERT_EQ(p->a.adapter->create_qp(qp_init(p->a), &p->a.qp), Status::kSuccess);
+  ASSERT_EQ(p->a.create_qp(nullptr, 256, 256, &p->a.qp), Status::kSuccess);
   {
     auto conn = ca->create_connector();
     Latch<Status> done;
-    ASSERT_EQ(conn->connect(p->a.qp, gid_b(), 999, {}, {}, [&](Status s) { done.set(s); }),
-              Status::kPending);
+    ASSERT_EQ(
+        conn->connect(&p->a.qp->internal(), gid_b(), 999, {}, {}, [&](Status s) { done.set(s); }),
+        Status::kPending);
     EXPECT_EQ(done.wait(), Status::kConnectionRefused);
     EXPECT_EQ(conn->reject_reason(), static_cast<uint16_t>(cm::RejReason::kInvalidServiceId));
     EXPECT_EQ(cb->counters().no_listener, 1u);
@@ -340,7 +335,7 @@ TEST_F(CmPair, NoListenerUnreachableAndBadArguments) {
     auto conn = ca->create_connector();
     Latch<Status> done;
     const auto t0 = Clock::now();
-    ASSERT_EQ(conn->connect(p->a.qp, ctl::gid_from_ipv4(0xC0000263), 999, {}, {},
+    ASSERT_EQ(conn->connect(&p->a.qp->internal(), ctl::gid_from_ipv4(0xC0000263), 999, {}, {},
                             [&](Status s) { done.set(s); }),
               Status::kPending);
     EXPECT_EQ(done.wait(), Status::kHostUnreachable);
@@ -348,11 +343,13 @@ TEST_F(CmPair, NoListenerUnreachableAndBadArguments) {
   }
   auto conn = ca->create_connector();
   const std::vector<uint8_t> too_long(cm::kMaxReqUserData + 1);
-  EXPECT_EQ(conn->connect(p->a.qp, gid_b(), 1, {}, too_long, [](Status) {}),
+  EXPECT_EQ(conn->connect(&p->a.qp->internal(), gid_b(), 1, {}, too_long, [](Status) {}),
             Status::kInvalidBufferSize);
   EXPECT_EQ(conn->connect(nullptr, gid_b(), 1, {}, {}, [](Status) {}), Status::kInvalidParameter);
-  EXPECT_EQ(conn->connect(p->a.qp, gid_b(), 0, {}, {}, [](Status) {}), Status::kInvalidParameter);
-  EXPECT_EQ(conn->connect(p->a.qp, gid_a(), 1, {}, {}, [](Status) {}), Status::kInvalidAddress);
+  EXPECT_EQ(conn->connect(&p->a.qp->internal(), gid_b(), 0, {}, {}, [](Status) {}),
+            Status::kInvalidParameter);
+  EXPECT_EQ(conn->connect(&p->a.qp->internal(), gid_a(), 1, {}, {}, [](Status) {}),
+            Status::kInvalidAddress);
   // Two listeners on one port.
   auto l1 = cb->create_listener(), l2 = cb->create_listener();
   ASSERT_EQ(l1->listen(5000, [](std::unique_ptr<ctl::CmConnector>) {}), Status::kSuccess);
@@ -370,21 +367,23 @@ TEST_F(CmPair, Ipv6GidsAndPassiveDisconnect) {
   start();
   std::unique_ptr<ctl::CmConnector> b_conn;
   Latch<Status> accepted;
+  // The passive QP is made before listening: the listener callback runs on the adapter's
+  // control thread, where a synchronous create would wait for itself (docs/api.md).
+  ASSERT_EQ(p->b.create_qp(nullptr, 256, 256, &p->b.qp), Status::kSuccess);
   auto listener = cb->create_listener();
-  ASSERT_EQ(listener->listen(
-                4791,
-                [&](std::unique_ptr<ctl::CmConnector> c) {
-                  EXPECT_EQ(c->peer_gid(), *p->a.adapter->ipv6());
-                  ASSERT_EQ(p->b.adapter->create_qp(qp_init(p->b), &p->b.qp), Status::kSuccess);
-                  EXPECT_EQ(c->accept(p->b.qp, {}, {}, {}, [&](Status s) { accepted.set(s); }),
-                            Status::kPending);
-                  b_conn = std::move(c);
-                }),
+  ASSERT_EQ(listener->listen(4791,
+                             [&](std::unique_ptr<ctl::CmConnector> c) {
+                               EXPECT_EQ(c->peer_gid(), *RcPair::internal(p->a).ipv6());
+                               EXPECT_EQ(c->accept(&p->b.qp->internal(), {}, {}, {},
+                                                   [&](Status s) { accepted.set(s); }),
+                                         Status::kPending);
+                               b_conn = std::move(c);
+                             }),
             Status::kSuccess);
-  ASSERT_EQ(p->a.adapter->create_qp(qp_init(p->a), &p->a.qp), Status::kSuccess);
+  ASSERT_EQ(p->a.create_qp(nullptr, 256, 256, &p->a.qp), Status::kSuccess);
   auto a_conn = ca->create_connector();
   Latch<Status> connected;
-  ASSERT_EQ(a_conn->connect(p->a.qp, *p->b.adapter->ipv6(), 4791, {}, {},
+  ASSERT_EQ(a_conn->connect(&p->a.qp->internal(), *RcPair::internal(p->b).ipv6(), 4791, {}, {},
                             [&](Status s) { connected.set(s); }),
             Status::kPending);
   std::vector<uint8_t> msg(100), got(100, 0);
@@ -400,7 +399,7 @@ TEST_F(CmPair, Ipv6GidsAndPassiveDisconnect) {
   Latch<bool> a_disc;
   ASSERT_EQ(a_conn->complete_connect([&] { a_disc.set(true); }), Status::kSuccess);
   ASSERT_EQ(accepted.wait(), Status::kSuccess);
-  EXPECT_EQ(a_conn->local_gid(), *p->a.adapter->ipv6());
+  EXPECT_EQ(a_conn->local_gid(), *RcPair::internal(p->a).ipv6());
   // B sends first (it is RTS since the REP).
   const uint32_t kbm = p->b.reg(msg.data(), msg.size(), mr_flag::kAllowLocalWrite);
   auto w = wqe(dp::WrOpcode::kSend, nullptr);
@@ -437,27 +436,30 @@ TEST_F(CmPair, LostMadsAreRetransmitted) {
       loser({{cm::AttrId::kReq, 1}, {cm::AttrId::kRtu, 1}, {cm::AttrId::kDreq, 1}});
   cfg_b.testing_drop_tx = loser({{cm::AttrId::kRep, 1}});
   launch();
-  ca = std::make_unique<ctl::CmAgent>(*p->a.adapter, cfg_a);
-  cb = std::make_unique<ctl::CmAgent>(*p->b.adapter, cfg_b);
+  ca = std::make_unique<ctl::CmAgent>(RcPair::internal(p->a), cfg_a);
+  cb = std::make_unique<ctl::CmAgent>(RcPair::internal(p->b), cfg_b);
   std::unique_ptr<ctl::CmConnector> b_conn;
   Latch<Status> accepted;
   Latch<bool> b_disc;
+  // The passive QP is made before listening: the listener callback runs on the adapter's
+  // control thread, where a synchronous create would wait for itself (docs/api.md).
+  ASSERT_EQ(p->b.create_qp(nullptr, 256, 256, &p->b.qp), Status::kSuccess);
   auto listener = cb->create_listener();
   ASSERT_EQ(listener->listen(1,
                              [&](std::unique_ptr<ctl::CmConnector> c) {
-                               ASSERT_EQ(p->b.adapter->create_qp(qp_init(p->b), &p->b.qp),
-                                         Status::kSuccess);
-                               EXPECT_EQ(c->accept(
-                                             p->b.qp, {}, {}, [&] { b_disc.set(true); },
-                                             [&](Status s) { accepted.set(s); }),
-                                         Status::kPending);
+                               EXPECT_EQ(
+                                   c->accept(
+                                       &p->b.qp->internal(), {}, {}, [&] { b_disc.set(true); },
+                                       [&](Status s) { accepted.set(s); }),
+                                   Status::kPending);
                                b_conn = std::move(c);
                              }),
             Status::kSuccess);
-  ASSERT_EQ(p->a.adapter->create_qp(qp_init(p->a), &p->a.qp), Status::kSuccess);
+  ASSERT_EQ(p->a.create_qp(nullptr, 256, 256, &p->a.qp), Status::kSuccess);
   auto a_conn = ca->create_connector();
   Latch<Status> connected;
-  ASSERT_EQ(a_conn->connect(p->a.qp, gid_b(), 1, {}, {}, [&](Status s) { connected.set(s); }),
+  ASSERT_EQ(a_conn->connect(&p->a.qp->internal(), gid_b(), 1, {}, {},
+                            [&](Status s) { connected.set(s); }),
             Status::kPending);
   ASSERT_EQ(connected.wait(), Status::kSuccess);
   ASSERT_EQ(a_conn->complete_connect({}), Status::kSuccess);
@@ -493,8 +495,8 @@ class CmScripted : public CmLoopback {
   }
   void start(const ctl::CmConfig& cfg = scripted_config()) {
     launch();
-    ca = std::make_unique<ctl::CmAgent>(*p->a.adapter, cfg);
-    p->b.adapter->control().set_mad_handler([this](const ctl::MadIn& in) {
+    ca = std::make_unique<ctl::CmAgent>(RcPair::internal(p->a), cfg);
+    RcPair::internal(p->b).control().set_mad_handler([this](const ctl::MadIn& in) {
       cm::Message m;
       if (cm::decode(in.mad, &m) != cm::MadError::kOk) return;
       std::lock_guard lock(mu_);
@@ -502,7 +504,7 @@ class CmScripted : public CmLoopback {
       cv_.notify_all();
     });
     wire::MacAddr mac{};
-    ASSERT_EQ(p->b.adapter->control().resolve(gid_a(), &mac), Status::kSuccess);
+    ASSERT_EQ(RcPair::internal(p->b).control().resolve(gid_a(), &mac), Status::kSuccess);
   }
   // Next MAD B received, within `d`.
   std::optional<cm::Message> next(std::chrono::milliseconds d = 5s) {
@@ -524,7 +526,7 @@ class CmScripted : public CmLoopback {
   }
   void send(const cm::Message& m) {
     const auto b = cm::encode(m);
-    ASSERT_EQ(p->b.adapter->control().send_mad(gid_a(), 1, ctl::ControlPlane::kGsiQkey, b),
+    ASSERT_EQ(RcPair::internal(p->b).control().send_mad(gid_a(), 1, ctl::ControlPlane::kGsiQkey, b),
               Status::kSuccess);
   }
   // B's QP to RTS, Linux-style: rq_psn = the Starting PSN B announced, sq_psn = A's.
@@ -533,20 +535,22 @@ class CmScripted : public CmLoopback {
     dp::QpAttr at;
     at.state = dp::QpState::kInit;
     at.access = dp::access::kRemoteWrite | dp::access::kRemoteRead;
-    ASSERT_EQ(p->b.adapter->modify_qp(p->b.qp, at, kState | kAccessFlags), Status::kSuccess);
+    ASSERT_EQ(RcPair::internal(p->b).modify_qp(&p->b.qp->internal(), at, kState | kAccessFlags),
+              Status::kSuccess);
     at.state = dp::QpState::kRtr;
-    at.av = p->b.adapter->address_to(*p->a.adapter);
+    at.av = RcPair::internal(p->b).address_to(RcPair::internal(p->a));
     at.path_mtu = 1024;
     at.dest_qpn = dest_qpn;
     at.rq_psn = rq_psn;
-    ASSERT_EQ(p->b.adapter->modify_qp(
-                  p->b.qp, at,
+    ASSERT_EQ(RcPair::internal(p->b).modify_qp(
+                  &p->b.qp->internal(), at,
                   kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer),
               Status::kSuccess);
     at.state = dp::QpState::kRts;
     at.sq_psn = sq_psn;
-    ASSERT_EQ(p->b.adapter->modify_qp(
-                  p->b.qp, at, kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic),
+    ASSERT_EQ(RcPair::internal(p->b).modify_qp(
+                  &p->b.qp->internal(), at,
+                  kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic),
               Status::kSuccess);
   }
   // One SEND each way over the connected QPs, checked byte for byte.
@@ -614,14 +618,14 @@ class CmScripted : public CmLoopback {
 // -> MRA, then RTU, data, a DREQ from the peer answered with DREP.
 TEST_F(CmScripted, ActiveSideFollowsLinuxPsnConvention) {
   start();
-  ASSERT_EQ(p->a.adapter->create_qp(qp_init(p->a), &p->a.qp), Status::kSuccess);
-  ASSERT_EQ(p->b.adapter->create_qp(qp_init(p->b), &p->b.qp), Status::kSuccess);
+  ASSERT_EQ(p->a.create_qp(nullptr, 256, 256, &p->a.qp), Status::kSuccess);
+  ASSERT_EQ(p->b.create_qp(nullptr, 256, 256, &p->b.qp), Status::kSuccess);
   auto conn = ca->create_connector();
   Latch<Status> connected;
   const uint8_t hello[] = {'h', 'i'};
-  ASSERT_EQ(
-      conn->connect(p->a.qp, gid_b(), 7471, {1, 1}, hello, [&](Status s) { connected.set(s); }),
-      Status::kPending);
+  ASSERT_EQ(conn->connect(&p->a.qp->internal(), gid_b(), 7471, {1, 1}, hello,
+                          [&](Status s) { connected.set(s); }),
+            Status::kPending);
   // Receive REQ -> expect the rdma_cm layout.
   const auto req = expect<cm::Req>();
   const uint64_t tid = last_tid_;
@@ -697,7 +701,7 @@ TEST_F(CmScripted, ActiveSideFollowsLinuxPsnConvention) {
 // retransmitted while the RTU is missing, then data, a stale REQ in TIMEWAIT -> REJ 10.
 TEST_F(CmScripted, PassiveSideMraRepRetransmitAndStaleReq) {
   start();
-  ASSERT_EQ(p->b.adapter->create_qp(qp_init(p->b), &p->b.qp), Status::kSuccess);
+  ASSERT_EQ(p->b.create_qp(nullptr, 256, 256, &p->b.qp), Status::kSuccess);
   std::unique_ptr<ctl::CmConnector> conn;
   Latch<bool> requested;
   Latch<Status> accepted;
@@ -727,9 +731,9 @@ TEST_F(CmScripted, PassiveSideMraRepRetransmitAndStaleReq) {
   send(cm::Message{0x42, 0, req});
   expect<cm::Mra>();  // and again
   // Accept.
-  ASSERT_EQ(p->a.adapter->create_qp(qp_init(p->a), &p->a.qp), Status::kSuccess);
+  ASSERT_EQ(p->a.create_qp(nullptr, 256, 256, &p->a.qp), Status::kSuccess);
   const uint8_t ok[] = {'o', 'k'};
-  ASSERT_EQ(conn->accept(p->a.qp, {1, 1}, ok, {}, [&](Status s) { accepted.set(s); }),
+  ASSERT_EQ(conn->accept(&p->a.qp->internal(), {1, 1}, ok, {}, [&](Status s) { accepted.set(s); }),
             Status::kPending);
   const auto rep = expect<cm::Rep>();
   EXPECT_EQ(last_tid_, 0x42u);
@@ -773,10 +777,10 @@ TEST_F(CmScripted, PassiveSideMraRepRetransmitAndStaleReq) {
 // kIoTimeout. Nobody answers the REP: the same on the passive side.
 TEST_F(CmScripted, HandshakeTimeoutsSendRejTimeout) {
   start(fast_config());
-  ASSERT_EQ(p->a.adapter->create_qp(qp_init(p->a), &p->a.qp), Status::kSuccess);
+  ASSERT_EQ(p->a.create_qp(nullptr, 256, 256, &p->a.qp), Status::kSuccess);
   auto conn = ca->create_connector();
   Latch<Status> done;
-  ASSERT_EQ(conn->connect(p->a.qp, gid_b(), 1, {}, {}, [&](Status s) { done.set(s); }),
+  ASSERT_EQ(conn->connect(&p->a.qp->internal(), gid_b(), 1, {}, {}, [&](Status s) { done.set(s); }),
             Status::kPending);
   const auto req = expect<cm::Req>();
   for (int i = 0; i < 3; ++i) EXPECT_EQ(expect<cm::Req>(), req) << i;
@@ -795,15 +799,15 @@ TEST_F(CmScripted, HandshakeTimeoutsSendRejTimeout) {
   // Passive: REQ, accept, no RTU ever.
   std::unique_ptr<ctl::CmConnector> pc;
   Latch<Status> accepted;
-  ASSERT_EQ(p->b.adapter->create_qp(qp_init(p->b), &p->b.qp), Status::kSuccess);
+  ASSERT_EQ(p->b.create_qp(nullptr, 256, 256, &p->b.qp), Status::kSuccess);
   auto listener = ca->create_listener();
-  dp::Qp* q2 = nullptr;
-  ASSERT_EQ(p->a.adapter->create_qp(qp_init(p->a), &q2), Status::kSuccess);
+  TestQp* q2 = nullptr;
+  ASSERT_EQ(p->a.create_qp(nullptr, 256, 256, &q2), Status::kSuccess);
   ASSERT_EQ(listener->listen(2,
                              [&](std::unique_ptr<ctl::CmConnector> c) {
-                               EXPECT_EQ(
-                                   c->accept(q2, {}, {}, {}, [&](Status s) { accepted.set(s); }),
-                                   Status::kPending);
+                               EXPECT_EQ(c->accept(&q2->internal(), {}, {}, {},
+                                                   [&](Status s) { accepted.set(s); }),
+                                         Status::kPending);
                                pc = std::move(c);
                              }),
             Status::kSuccess);
@@ -814,7 +818,7 @@ TEST_F(CmScripted, HandshakeTimeoutsSendRejTimeout) {
   EXPECT_EQ(rej2.reason, cm::RejReason::kTimeout);
   EXPECT_EQ(rej2.message_rejected, cm::MsgResponse::kRep);
   EXPECT_EQ(accepted.wait(), Status::kIoTimeout);
-  EXPECT_EQ(q2->public_state(), dp::QpState::kErr);  // flushed
+  EXPECT_EQ(q2->state(), dp::QpState::kErr);  // flushed
 }
 
 // A peer flooding REQs (distinct comm IDs) at a listener whose consumer decides nothing: the
@@ -895,8 +899,8 @@ TEST_F(CmScripted, PeerGivesUpWhileConsumerDecides) {
   const auto deadline = Clock::now() + 5s;
   while (conn->state() != ctl::CmState::kIdle && Clock::now() < deadline)
     std::this_thread::sleep_for(1ms);
-  ASSERT_EQ(p->a.adapter->create_qp(qp_init(p->a), &p->a.qp), Status::kSuccess);
-  EXPECT_EQ(conn->accept(p->a.qp, {}, {}, {}, [](Status) { ADD_FAILURE(); }),
+  ASSERT_EQ(p->a.create_qp(nullptr, 256, 256, &p->a.qp), Status::kSuccess);
+  EXPECT_EQ(conn->accept(&p->a.qp->internal(), {}, {}, {}, [](Status) { ADD_FAILURE(); }),
             Status::kConnectionAborted);
   EXPECT_EQ(conn->reject({}), Status::kConnectionAborted);
 }
