@@ -189,11 +189,13 @@ class CmWorld {
     c.max_qps = 64;
     c.key_seed = 0x5eed;
     c.start_control = false;  // the fuzz thread runs ControlPlane::poll_once()
-    if (ctl::Adapter::open(c, &st->engine, &adapter_) != Status::kSuccess ||
-        adapter_->create_cq(1024, &cq_) != Status::kSuccess) {
+    if (ctl::Adapter::open(c, &st->engine, &adapter_) != Status::kSuccess) {
       fail("adapter setup failed");
       return;
     }
+    // The CM core is fuzzed on its own: its QPs are dataplane QPs on the internal adapter, set
+    // up here directly (the public objects need a control thread this harness does not run).
+    cq_ = std::make_unique<dp::Cq>(1024);
     pd_ = adapter_->alloc_pd();
     adapter_->control().add_static(ctl::gid_from_ipv4(kCmPeerIp), kCmPeerMac);
     adapter_->control().add_static(kCmPeerIp6, kCmPeerMac);
@@ -382,15 +384,26 @@ class CmWorld {
   }
 
   dp::Qp* new_qp() {
-    ctl::QpInit qi;
-    qi.pd = pd_;
-    qi.send_cq = cq_.get();
-    qi.recv_cq = cq_.get();
-    qi.sq_depth = qi.rq_depth = 4;
-    dp::Qp* qp = nullptr;
-    if (adapter_->create_qp(qi, &qp) != Status::kSuccess) return nullptr;
-    qps_.push_back(qp);
-    return qp;
+    dp::QpConfig qc;
+    qc.qpn = adapter_->alloc_qpn();
+    if (qc.qpn == 0) return nullptr;
+    qc.pd = pd_;
+    qc.send_cq = qc.recv_cq = cq_.get();
+    qc.sq_depth = qc.rq_depth = 4;
+    auto qp = std::make_unique<dp::Qp>(qc);
+    if (engine_op(dp::MailboxMsg::Kind::kAddQp, qp.get()) != Status::kSuccess) {
+      adapter_->free_qpn(qc.qpn);
+      return nullptr;
+    }
+    qps_.push_back(std::move(qp));
+    return qps_.back().get();
+  }
+  Status engine_op(dp::MailboxMsg::Kind kind, dp::Qp* qp) {
+    dp::MailboxMsg m;
+    m.kind = kind;
+    m.ep = &adapter_->endpoint();
+    m.qp = qp;
+    return adapter_->engine().call(m);
   }
 
   Conn& add_conn(std::unique_ptr<ctl::CmConnector> cm, bool active) {
@@ -474,8 +487,11 @@ class CmWorld {
     conns_.clear();
     listener_.reset();
     agent_.reset();
-    for (dp::Qp* qp : qps_)
-      if (adapter_->destroy_qp(qp) != Status::kSuccess) fail("destroy_qp failed");
+    for (const auto& qp : qps_) {
+      if (engine_op(dp::MailboxMsg::Kind::kDestroyQp, qp.get()) != Status::kSuccess)
+        fail("destroy_qp failed");
+      adapter_->free_qpn(qp->qpn());
+    }
     qps_.clear();
     cq_.reset();
     close_port();
@@ -516,7 +532,7 @@ class CmWorld {
   std::unique_ptr<ctl::CmAgent> agent_;
   std::unique_ptr<ctl::CmListener> listener_;
   std::vector<std::unique_ptr<Conn>> conns_;
-  std::vector<dp::Qp*> qps_;
+  std::vector<std::unique_ptr<dp::Qp>> qps_;
   std::vector<uint32_t> our_ids_;  // local comm IDs of the MADs the CM sent
   uint64_t mads_handed_ = 0;
   unsigned pool_avail_ = 0;
