@@ -2,26 +2,64 @@
 
 #include <rte_errno.h>
 
+#include <rte_log.h>
+
+#include <bitset>
 #include <cstdio>
+#include <mutex>
 
 namespace urnic::dp {
+namespace {
+
+// Ports an urnic Port has open in this process: a second open of the same ethdev would fight
+// over its queues (and its mempool name), so it is refused up front with a reason.
+std::mutex g_claim_mu;
+std::bitset<RTE_MAX_ETHPORTS> g_claimed;
+
+bool claim(uint16_t port_id) {
+  std::lock_guard lk(g_claim_mu);
+  if (g_claimed.test(port_id)) return false;
+  g_claimed.set(port_id);
+  return true;
+}
+
+void release(uint16_t port_id) {
+  std::lock_guard lk(g_claim_mu);
+  g_claimed.reset(port_id);
+}
+
+}  // namespace
 
 Status Port::open(const PortConfig& cfg) {
   if (open_) return Status::kInvalidDeviceState;
   if (!rte_eth_dev_is_valid_port(cfg.port_id) || cfg.queues == 0) return Status::kInvalidParameter;
+  if (!claim(cfg.port_id)) {
+    RTE_LOG(ERR, USER1, "urnic: port %u is already open by another adapter of this process\n",
+            cfg.port_id);
+    return Status::kDeviceBusy;
+  }
+  claimed_ = true;
   cfg_ = cfg;
 
   rte_eth_dev_info info{};
-  if (rte_eth_dev_info_get(cfg.port_id, &info) != 0) return Status::kDeviceNotReady;
-  if (cfg.queues > info.max_rx_queues || cfg.queues > info.max_tx_queues)
+  if (rte_eth_dev_info_get(cfg.port_id, &info) != 0) {
+    close();
+    return Status::kDeviceNotReady;
+  }
+  if (cfg.queues > info.max_rx_queues || cfg.queues > info.max_tx_queues) {
+    close();
     return Status::kInsufficientResources;
+  }
 
   char name[RTE_MEMPOOL_NAMESIZE];
   std::snprintf(name, sizeof(name), "urnic_p%u", cfg.port_id);
   const int socket = rte_eth_dev_socket_id(cfg.port_id);
   pool_ = rte_pktmbuf_pool_create(name, cfg.mbufs, cfg.mbuf_cache, 0, kMbufDataRoom,
                                   socket < 0 ? static_cast<int>(SOCKET_ID_ANY) : socket);
-  if (pool_ == nullptr) return Status::kInsufficientResources;
+  if (pool_ == nullptr) {
+    close();
+    return Status::kInsufficientResources;
+  }
 
   rte_eth_conf conf{};
   if (rte_eth_dev_configure(cfg.port_id, cfg.queues, cfg.queues, &conf) != 0) {
@@ -63,6 +101,8 @@ void Port::close() noexcept {
     rte_mempool_free(pool_);
     pool_ = nullptr;
   }
+  if (claimed_) release(cfg_.port_id);
+  claimed_ = false;
 }
 
 Port::Stats Port::stats() const noexcept {

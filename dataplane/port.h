@@ -45,8 +45,9 @@ class Port {
   ~Port() { close(); }
 
   // Configures queues and the mempool and starts the port. Returns kInvalidParameter for an
-  // unknown port id, kInsufficientResources when the mempool cannot be created, and
-  // kDeviceNotReady when the driver refuses the configuration.
+  // unknown port id, kDeviceBusy (logged) when another Port of this process has it open,
+  // kInsufficientResources when the mempool cannot be created, and kDeviceNotReady when the
+  // driver refuses the configuration.
   Status open(const PortConfig& cfg);
   // Stops and closes the port (a virtual device is released with it) and frees its mempool.
   // Idempotent.
@@ -77,6 +78,7 @@ class Port {
   wire::MacAddr mac_{};
   bool configured_ = false;
   bool open_ = false;
+  bool claimed_ = false;  // this Port holds the process-wide claim on its port id
 };
 
 }  // namespace urnic::dp

@@ -54,6 +54,7 @@ class Adapter {
   // Opens the port `config.port_id` and attaches it to `engine`, which must not be launched yet
   // (launch it afterwards; objects may be created either way). Returns kSuccess with *out set;
   // kInvalidParameter for a bad configuration or port id, or a launched engine;
+  // kDeviceBusy (with an error logged) when another adapter of this process has the port open;
   // kDeviceNotReady when the driver refuses the port; kInsufficientResources when memory or
   // mempools cannot be had. Control side; blocks briefly.
   static Status open(const AdapterConfig& config, Engine& engine,

@@ -61,6 +61,31 @@ TEST_F(ApiLimits, QueryAdapterInfo) {
   EXPECT_EQ(again.max_cq_depth, info.max_cq_depth);
 }
 
+// A port serves one adapter: a second open says so (STATUS_DEVICE_BUSY), and leaves the first
+// adapter working; once the first is closed the port can be opened again.
+TEST_F(ApiLimits, SamePortOpenedTwiceIsBusy) {
+  ApiPair p("twice");
+  for (uint16_t port : {p.port_a, p.port_b}) {
+    AdapterConfig c;
+    c.port_id = port;
+    c.ipv4 = 0xC0000263;
+    Engine e;
+    std::unique_ptr<Adapter> again;
+    EXPECT_EQ(Adapter::open(c, e, &again), Status::kDeviceBusy);
+    EXPECT_EQ(again, nullptr);
+  }
+  // The first adapters still move data.
+  p.connect();
+  uint64_t v = 0x1122334455667788ull, dst = 0;
+  auto mr = p.b.reg(&dst, sizeof(dst), mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite);
+  const Sge sge{addr(&v), sizeof(v), 0};
+  ASSERT_EQ(p.a.qp->write(ctx(1), {&sge, 1}, addr(&dst), mr->get_remote_token(), op_flag::kInline),
+            Status::kSuccess);
+  ASSERT_TRUE(p.wait_done(1, 0));
+  EXPECT_EQ(p.a.done[0].status, Status::kSuccess);
+  EXPECT_EQ(dst, v);
+}
+
 TEST_F(ApiLimits, CqDepth) {
   ApiPair p("lim_cq");
   const uint32_t max = p.a.adapter->adapter_info().max_cq_depth;

@@ -122,8 +122,8 @@ class AdapterPair {
   // `name` must be unique in the process (it names the rings).
   explicit AdapterPair(const std::string& name, const EngineConfig& ec = {}, uint32_t mbufs = 8191)
       : engine_(ec) {
-    uint16_t pa = 0, pb = 0;
-    EXPECT_EQ(create_ring_port_pair(name, 1, &pa, &pb), Status::kSuccess);
+    EXPECT_EQ(create_ring_port_pair(name, 1, &port_a, &port_b), Status::kSuccess);
+    const uint16_t pa = port_a, pb = port_b;
     AdapterConfig ca, cb;
     ca.port_id = pa;
     cb.port_id = pb;
@@ -189,7 +189,8 @@ class AdapterPair {
     return c;
   }
 
-  Engine engine_;  // declared first: destroyed after the sides' adapters
+  Engine engine_;                   // declared first: destroyed after the sides' adapters
+  uint16_t port_a = 0, port_b = 0;  // the ring pair's ethdev ports
   Side a, b;
 };
 
