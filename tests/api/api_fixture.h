@@ -41,9 +41,10 @@ struct Side {
   Handle<Mr> fast_mr(uint32_t npages, bool remote = true) {
     Handle<Mr> mr;
     EXPECT_EQ(pd->create_mr(true, nullptr, nullptr, &mr), Status::kSuccess);
-    if (mr)
+    if (mr) {
       EXPECT_EQ(mr->initialize_fast_register_mr(npages, remote, nullptr, nullptr),
                 Status::kSuccess);
+    }
     return mr;
   }
   std::vector<ResultEx> take(OperationType type) {

@@ -1,0 +1,261 @@
+// Internals of the connection manager (cm.h): the per-connection state (Conn), listeners
+// (Listen) and the core that owns them (Core). Private to control/cm/; the code is split by
+// concern: cm_core.cc (helpers, MAD output, QP transitions), cm_states.cc (the state machine),
+// cm_dispatch.cc (received MADs and timers), cm_actions.cc (API actions) and cm_facades.cc (the
+// CmConnector / CmListener / CmAgent objects). See cm_core.cc for the overall structure.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "control/cm/cm.h"
+#include "urnic/config.h"
+
+namespace urnic::ctl::cm_detail {
+
+using Clock = std::chrono::steady_clock;
+using cm::Message;
+using cm::MsgResponse;
+using cm::RejReason;
+
+// Ephemeral ports (RFC 6335 §6): listeners on port 0 and active sides' source ports.
+constexpr uint16_t kEphemeralFirst = 49152;
+
+struct Listen {
+  uint16_t port = 0;
+  bool listening = false;
+  bool paused = false;
+  bool closed = false;
+  CmListener::RequestHandler on_request;
+};
+
+enum class Timer : uint8_t { kNone, kResolve, kRetransmit, kTimewait };
+
+struct Conn : std::enable_shared_from_this<Conn> {
+  CmState state = CmState::kIdle;
+  bool used = false;     // connect() or a REQ started it; a connector is used once
+  bool active = false;   // we sent the REQ
+  bool closed = false;   // the consumer closed the connector: no callbacks, no QP access
+  bool aborted = false;  // the peer gave up while the consumer was deciding
+  bool peer_disconnected = false;
+  bool local_disconnect = false;  // the consumer called disconnect()
+  bool have_peer_data = false;
+
+  uint32_t local_id = 0;
+  uint32_t remote_id = 0;
+  uint64_t remote_guid = 0;
+  uint64_t tid = 0;  // of the REQ exchange (REP, RTU, REJ, MRA reuse it); DREQ gets its own
+  cm::Gid local_gid{};
+  cm::Gid remote_gid{};
+  wire::MacAddr remote_mac{};
+  uint16_t local_port = 0;
+  uint16_t remote_port = 0;
+
+  dp::Qp* qp = nullptr;
+  uint32_t local_qpn = 0;
+  uint32_t remote_qpn = 0;
+  uint32_t sq_psn = 0;  // first PSN we send (the peer's Starting PSN)
+  uint32_t rq_psn = 0;  // first PSN we expect (our Starting PSN)
+  uint32_t mtu = 0;
+  uint8_t retry_count = 7;      // for our QP
+  uint8_t rnr_retry_count = 7;  // for our QP (the peer's REP / REQ value)
+  ReadLimits requested;         // what the consumer asked for (clamped to the adapter)
+  ReadLimits effective;
+  ReadLimits peer;            // the peer's: inbound = its responder resources, outbound = depth
+  uint8_t resp_timeout = 20;  // our retransmission interval exponent for this connection
+  uint8_t max_retries = 15;
+  std::vector<uint8_t> peer_pdata;  // the peer's REQ / REP / REJ private data
+  std::vector<uint8_t> own_pdata;   // active: the consumer's REQ data until the REQ is built
+  uint16_t reject_reason = 0;
+
+  Timer timer = Timer::kNone;
+  Clock::time_point deadline{};
+  int retries_left = 0;
+  std::array<uint8_t, cm::kMadSize> last_sent{};   // REQ / REP / DREQ being retransmitted
+  std::array<uint8_t, cm::kMadSize> last_reply{};  // MRA / RTU / DREP answering duplicates
+  bool have_reply = false;
+
+  CmConnector::Completion done;
+  CmConnector::DisconnectEvent on_disconnect;
+};
+
+// What drives a state function: a received message (with where it came from) or a timer.
+struct Input {
+  enum class Kind : uint8_t { kReq, kMra, kRej, kRep, kRtu, kDreq, kDrep, kTimeout };
+  Kind kind = Kind::kTimeout;
+  const Message* msg = nullptr;
+  const MadIn* in = nullptr;
+};
+
+class Core : public std::enable_shared_from_this<Core> {
+ public:
+  Core(Adapter& adapter, const CmConfig& cfg) : adapter_(adapter), cfg_(cfg) {
+    std::random_device rd;
+    rng_.seed((static_cast<uint64_t>(rd()) << 32) ^ rd() ^ rte_get_tsc_cycles());
+    tid_hi_ = static_cast<uint32_t>(rng_());
+    const auto& m = adapter.mac();
+    // Modified EUI-64 from the MAC (flip the U/L bit, insert FF:FE), as rxe makes its node GUID.
+    guid_ = static_cast<uint64_t>(m[0] ^ 0x02) << 56 | static_cast<uint64_t>(m[1]) << 48 |
+            static_cast<uint64_t>(m[2]) << 40 | 0xFFull << 32 | 0xFEull << 24 |
+            static_cast<uint64_t>(m[3]) << 16 | static_cast<uint64_t>(m[4]) << 8 | m[5];
+  }
+
+  Adapter& adapter_;
+  const CmConfig cfg_;
+  uint64_t guid_ = 0;
+
+  mutable std::mutex mu_;
+  bool dead_ = false;
+  CmCounters counters_;
+
+  // ---- Control thread entry points ----
+  void on_mad(const MadIn& in);
+  bool poll();
+
+  // ---- API (any thread) ----
+  Status connect(const std::shared_ptr<Conn>& cp, dp::Qp* qp, const cm::Gid& dst, uint16_t port,
+                 const ReadLimits& lim, std::span<const uint8_t> pdata,
+                 CmConnector::Completion done);
+  Status complete_connect(Conn& c, CmConnector::DisconnectEvent on_disconnect);
+  Status accept(Conn& c, dp::Qp* qp, const ReadLimits& lim, std::span<const uint8_t> pdata,
+                CmConnector::DisconnectEvent on_disconnect, CmConnector::Completion done);
+  Status reject(Conn& c, std::span<const uint8_t> pdata);
+  Status disconnect(Conn& c, CmConnector::Completion done);
+  void close(Conn& c);
+  Status listen(const std::shared_ptr<Listen>& l, uint16_t port,
+                CmListener::RequestHandler on_request);
+  void close_listener(Listen& l);
+  void shutdown();
+  size_t connections() const {
+    std::lock_guard lock(mu_);
+    return by_local_.size();
+  }
+
+ private:
+  // ---- State functions (rule 11): one per state, returning the next state ----
+  CmState step(Conn& c, const Input& in);
+  CmState on_idle(Conn& c, const Input& in);
+  CmState on_req_sent(Conn& c, const Input& in);  // also MRA_REQ_RCVD
+  CmState on_req_rcvd(Conn& c, const Input& in);  // also MRA_REQ_SENT
+  CmState on_rep_sent(Conn& c, const Input& in);  // also MRA_REP_RCVD
+  CmState on_rep_rcvd(Conn& c, const Input& in);  // also MRA_REP_SENT
+  CmState on_established(Conn& c, const Input& in);
+  CmState on_dreq_sent(Conn& c, const Input& in);
+  CmState on_timewait(Conn& c, const Input& in);  // also DREQ_RCVD (transient)
+  void drive(const std::shared_ptr<Conn>& c, const Input& in);
+  void enter(Conn& c, CmState s);
+
+  // ---- MAD handlers ----
+  void handle_req(const MadIn& in, const Message& m);
+  void handle_rep(const MadIn& in, const Message& m);
+  void handle_rej(const MadIn& in, const Message& m);
+  void handle_mra(const MadIn& in, const Message& m);
+  void handle_by_ids(const MadIn& in, const Message& m, uint32_t local_id, uint32_t remote_id,
+                     Input::Kind kind);
+
+  // ---- Helpers ----
+  std::shared_ptr<Conn> find_local(uint32_t id) const {
+    auto it = by_local_.find(id);
+    return it == by_local_.end() ? nullptr : it->second;
+  }
+  uint32_t new_comm_id();
+  uint64_t new_tid() { return static_cast<uint64_t>(tid_hi_) << 32 | ++tid_lo_; }
+  uint32_t new_psn() { return static_cast<uint32_t>(rng_()) & 0xFFFFFF; }
+  uint16_t ephemeral_port() {
+    return static_cast<uint16_t>(kEphemeralFirst + rng_() % (65536 - kEphemeralFirst));
+  }
+  void register_conn(const std::shared_ptr<Conn>& c) { by_local_[c->local_id] = c; }
+  // Passive connections on `port` whose request the consumer has not decided yet.
+  size_t pending_requests(uint16_t port) const {
+    size_t n = 0;
+    for (const auto& [id, c] : by_local_)
+      n += !c->active && c->local_port == port &&
+           (c->state == CmState::kReqRcvd || c->state == CmState::kMraReqSent);
+    return n;
+  }
+  void register_remote(const std::shared_ptr<Conn>& c);
+  void unregister(Conn& c);
+  bool stale_qpn(const cm::Gid& gid, uint32_t qpn, const Conn* except) const;
+
+  void send(Conn& c, const Message& m, bool retransmit);
+  void send_to(const cm::Gid& dst, const Message& m);
+  void send_rej(Conn& c, RejReason reason, MsgResponse msg, std::span<const uint8_t> pdata = {});
+  void send_timeout_rej(Conn& c, MsgResponse msg);
+  void rej_unmatched(const MadIn& in, const Message& m, uint32_t their_id, MsgResponse msg,
+                     RejReason reason);
+  void arm_retransmit(Conn& c) {
+    c.timer = Timer::kRetransmit;
+    c.retries_left = c.max_retries;
+    c.deadline = Clock::now() + interval(c.resp_timeout);
+  }
+  static Clock::duration interval(uint8_t t) {
+    return std::chrono::nanoseconds(cm::cm_timeout_ns(t));
+  }
+  void send_req(Conn& c);
+  // Sends the last MRA / RTU / DREP again (answer to a duplicate).
+  void resend_reply(Conn& c) {
+    Message m;
+    if (c.have_reply && cm::decode(c.last_reply, &m) == cm::MadError::kOk) send_to(c.remote_gid, m);
+  }
+  Status qp_to_rts(Conn& c, dp::Qp* qp);
+  void flush_qp(Conn& c) {
+    if (c.qp != nullptr && !c.closed) (void)adapter_.flush_qp(c.qp);
+  }
+  wire::NetHeaders av_for(const Conn& c) const;
+
+  void complete(Conn& c, Status s) {
+    if (c.closed || !c.done) return;
+    auto f = std::move(c.done);
+    c.done = nullptr;
+    post(c, [f = std::move(f), s] { f(s); });
+  }
+  void notify_disconnect(Conn& c) {
+    c.peer_disconnected = true;
+    if (c.closed || c.local_disconnect || !c.on_disconnect) return;
+    auto f = std::move(c.on_disconnect);
+    c.on_disconnect = nullptr;
+    post(c, std::move(f));
+  }
+  // Queues a callback of `c`'s consumer; it is dropped if the connector is closed before it
+  // runs (close() promises no later callbacks).
+  void post(Conn& c, std::function<void()> f) {
+    pending_.push_back([self = this, conn = c.shared_from_this(), f = std::move(f)] {
+      {
+        std::lock_guard lock(self->mu_);
+        if (conn->closed || self->dead_) return;
+      }
+      f();
+    });
+  }
+  void post(std::function<void()> f) { pending_.push_back(std::move(f)); }
+
+ public:
+  // Runs the queued callbacks; control thread only, without mu_ held.
+  bool drain() {
+    std::vector<std::function<void()>> run;
+    {
+      std::lock_guard lock(mu_);
+      run.swap(pending_);
+    }
+    for (auto& f : run) f();
+    return !run.empty();
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  uint32_t tid_hi_ = 0;
+  uint32_t tid_lo_ = 0;
+  std::unordered_map<uint32_t, std::shared_ptr<Conn>> by_local_;
+  std::map<std::pair<uint64_t, uint32_t>, std::shared_ptr<Conn>> by_remote_;  // guid, comm ID
+  std::map<std::pair<cm::Gid, uint32_t>, std::shared_ptr<Conn>> by_qpn_;      // gid, QPN
+  std::map<uint16_t, std::shared_ptr<Listen>> listeners_;
+  std::vector<std::function<void()>> pending_;
+};
+
+}  // namespace urnic::ctl::cm_detail
