@@ -3,11 +3,38 @@
 #include <rte_cycles.h>
 
 #include <algorithm>
+#include <bit>
 
 #include "urnic/config.h"
 #include "urnic/types.h"
 
 namespace urnic::ctl {
+
+Status make_qp_config(const QpInit& init, uint32_t qpn, dp::QpConfig* out) noexcept {
+  const bool srq = init.srq != nullptr;
+  if (init.send_cq == nullptr || init.recv_cq == nullptr || init.sq_depth == 0 ||
+      init.sq_depth > dp::kMaxQueueDepth || init.max_send_sge > dp::kMaxSge ||
+      init.max_inline > dp::kMaxInline ||
+      (!srq && (init.rq_depth == 0 || init.rq_depth > dp::kMaxQueueDepth ||
+                init.max_recv_sge > dp::kMaxSge)))
+    return Status::kInvalidParameter;
+  dp::QpConfig c;
+  c.qpn = qpn;
+  c.pd = init.pd;
+  c.send_cq = init.send_cq;
+  c.recv_cq = init.recv_cq;
+  c.context = init.context;
+  c.sq_depth = std::bit_ceil(init.sq_depth);
+  c.rq_depth = srq ? 1 : std::bit_ceil(init.rq_depth);
+  c.max_send_sge = init.max_send_sge;
+  c.max_recv_sge = srq ? init.srq->max_sge() : init.max_recv_sge;
+  c.max_inline = init.max_inline;
+  c.srq = init.srq;
+  c.sq_limit = init.limit_outstanding ? init.sq_depth : 0;
+  c.rq_limit = init.limit_outstanding && !srq ? init.rq_depth : 0;
+  *out = c;
+  return Status::kSuccess;
+}
 Status Adapter::open(const AdapterConfig& cfg, dp::Engine* engine, std::unique_ptr<Adapter>* out) {
   if (engine == nullptr || engine->running() || cfg.max_qps < 3 || cfg.max_qps > (1u << 24))
     return Status::kInvalidParameter;
@@ -38,6 +65,14 @@ Status Adapter::open(const AdapterConfig& cfg, dp::Engine* engine, std::unique_p
 
 Adapter::~Adapter() {
   if (control_) control_->stop();
+  // QPs of create_qp (transitional) still attached are detached from the engine first.
+  for (auto& qp : qps_) {
+    dp::MailboxMsg m;
+    m.kind = dp::MailboxMsg::Kind::kDestroyQp;
+    m.ep = ep_.get();
+    m.qp = qp.get();
+    (void)engine_->call(m);
+  }
   // Every QP was destroyed by the objects that own them (control/ndk_qp.cc) before this.
   if (ep_) {
     ep_->tx_drop_all();
@@ -72,6 +107,65 @@ Status Adapter::set_faults(const FaultConfig& tx, const FaultConfig& rx) {
 }
 
 uint32_t Adapter::alloc_pd() { return next_pd_.fetch_add(1, std::memory_order_relaxed); }
+
+Status Adapter::create_cq(uint32_t depth, std::unique_ptr<dp::Cq>* out) {
+  if (depth == 0 || depth > dp::kMaxCqDepth) return Status::kInvalidParameter;
+  *out = std::make_unique<dp::Cq>(depth);
+  return Status::kSuccess;
+}
+
+Status Adapter::register_mr(uint32_t pd, const void* addr, uint64_t length, uint32_t mr_flags,
+                            uint32_t* key) {
+  return mrs_->register_region(pd, reinterpret_cast<uint64_t>(addr), length,
+                               dp::access_from_mr_flags(mr_flags), key);
+}
+
+Status Adapter::deregister_mr(uint32_t key) { return mrs_->deregister(key); }
+
+Status Adapter::create_qp(const QpInit& init, dp::Qp** out) {
+  dp::QpConfig qc;
+  if (Status s = make_qp_config(init, 0, &qc); s != Status::kSuccess) return s;
+  qc.qpn = alloc_qpn();
+  if (qc.qpn == 0) return Status::kInsufficientResources;
+  auto qp = std::make_unique<dp::Qp>(qc);
+  dp::MailboxMsg m;
+  m.kind = dp::MailboxMsg::Kind::kAddQp;
+  m.ep = ep_.get();
+  m.qp = qp.get();
+  if (Status s = engine_->call(m); s != Status::kSuccess) {
+    free_qpn(qc.qpn);
+    return s;
+  }
+  *out = qp.get();
+  std::lock_guard lock(mu_);
+  qps_.push_back(std::move(qp));
+  return Status::kSuccess;
+}
+
+Status Adapter::destroy_qp(dp::Qp* qp) {
+  std::unique_ptr<dp::Qp> owned;
+  {
+    std::lock_guard lock(mu_);
+    auto it = std::find_if(qps_.begin(), qps_.end(), [&](const auto& q) { return q.get() == qp; });
+    if (it == qps_.end()) return Status::kInvalidParameter;
+    owned = std::move(*it);
+    qps_.erase(it);
+  }
+  dp::MailboxMsg m;
+  m.kind = dp::MailboxMsg::Kind::kDestroyQp;
+  m.ep = ep_.get();
+  m.qp = qp;
+  (void)engine_->call(m);
+  free_qpn(qp->qpn());
+  return Status::kSuccess;
+}
+
+QpCounters Adapter::qp_counter_totals() {
+  std::lock_guard lock(mu_);
+  QpCounters t;
+  for (const auto& qp : qps_) t.add(qp->counters);
+  return t;
+}
 
 uint32_t Adapter::alloc_qpn() {
   std::lock_guard lock(mu_);

@@ -22,6 +22,7 @@
 #include "dataplane/mr.h"
 #include "dataplane/port.h"
 #include "dataplane/qp.h"
+#include "dataplane/srq.h"
 #include "urnic/status.h"
 
 namespace urnic::ctl {
@@ -39,6 +40,24 @@ struct AdapterConfig {
   // Fault injection at the port boundary (testing builds; kNotSupported otherwise when active).
   FaultConfig tx_faults, rx_faults;
 };
+
+// A QP's set-up parameters; make_qp_config() turns them into the dataplane's QpConfig. The one QP
+// set-up path: the NDK layer (control/ndk_qp.cc) and Adapter::create_qp both use it.
+struct QpInit {
+  uint32_t pd = 0;
+  dp::Cq* send_cq = nullptr;
+  dp::Cq* recv_cq = nullptr;
+  dp::Srq* srq = nullptr;  // receives from this SRQ instead of an own receive queue
+  void* context = nullptr;
+  uint32_t sq_depth = 256;  // 1 .. dp::kMaxQueueDepth, rounded up to a power of two
+  uint32_t rq_depth = 256;  // (ignored with an SRQ)
+  uint32_t max_send_sge = dp::kMaxSge;
+  uint32_t max_recv_sge = dp::kMaxSge;
+  uint32_t max_inline = dp::kMaxInline;
+  bool limit_outstanding = false;  // NDK: at most sq_depth / rq_depth requests outstanding
+};
+// kInvalidParameter (as `*out` untouched) when a depth or limit is out of range.
+Status make_qp_config(const QpInit& init, uint32_t qpn, dp::QpConfig* out) noexcept;
 
 class Adapter {
  public:
@@ -67,6 +86,21 @@ class Adapter {
   // its successor). Any thread.
   uint32_t alloc_qpn();
   void free_qpn(uint32_t qpn);
+
+  // ---- Transitional: objects without the public API ----------------------------------------
+  // Used only by the tools that are not yet ported to the public API (urnic-perf,
+  // urnic-rc-pingpong, the CM peer programs) and by nothing else; they go once those tools are
+  // ported. They share the QP set-up path (make_qp_config) and the QPN allocator with the NDK
+  // layer, so the two cannot hand out the same QP number.
+  Status create_cq(uint32_t depth, std::unique_ptr<dp::Cq>* out);
+  Status register_mr(uint32_t pd, const void* addr, uint64_t length, uint32_t mr_flags,
+                     uint32_t* key);
+  Status deregister_mr(uint32_t key);
+  // A QP in RESET on the engine; kInvalidParameter, kInsufficientResources (no QPN).
+  Status create_qp(const QpInit& init, dp::Qp** out);
+  Status destroy_qp(dp::Qp* qp);
+  // Sum of the counters of the QPs made by create_qp.
+  QpCounters qp_counter_totals();
 
   // Applies a transition on the engine (IBTA §10.3.1 table; see dp::validate_modify) and waits
   // for it: for the connection manager, which runs on the control thread of a launched engine.
@@ -97,9 +131,10 @@ class Adapter {
   std::unique_ptr<ControlPlane> control_;
   std::unique_ptr<dp::FaultInjector> tx_fault_, rx_fault_;
   dp::Engine* engine_ = nullptr;
-  std::mutex mu_;               // the QPN allocator; never on the post/poll path
-  std::vector<bool> qpn_used_;  // by QPN; guarded by mu_
-  uint32_t next_qpn_ = 2;       // guarded by mu_
+  std::mutex mu_;                             // the QPN allocator; never on the post/poll path
+  std::vector<bool> qpn_used_;                // by QPN; guarded by mu_
+  std::vector<std::unique_ptr<dp::Qp>> qps_;  // create_qp's (transitional); guarded by mu_
+  uint32_t next_qpn_ = 2;                     // guarded by mu_
   std::atomic<uint32_t> next_pd_{1};
 };
 

@@ -162,22 +162,23 @@ Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_contex
   const CreateCompletion done = cb != nullptr ? cb : &SyncWait::on_create;
   void* const done_ctx = cb != nullptr ? ctx : &sync;
   const Status st = guarded([&] {
+    ctl::QpInit init;
+    init.pd = pd->pd;
+    init.send_cq = &s->cq;
+    init.recv_cq = &r->cq;
+    init.srq = srq != nullptr ? &srq->srq : nullptr;
+    init.context = qp_context;
+    init.sq_depth = sq_depth;
+    init.rq_depth = rq_depth;
+    init.max_send_sge = max_ssge;
+    init.max_recv_sge = max_rsge;
+    init.max_inline = inline_size;
+    init.limit_outstanding = true;  // NDK queue depths bound what is outstanding (ndkpi.md §2.4)
+    dp::QpConfig c;
+    if (Status st = ctl::make_qp_config(init, 0, &c); st != Status::kSuccess) return st;
     const uint32_t qpn = a->ctl->alloc_qpn();
     if (qpn == 0) return Status::kInsufficientResources;
-    dp::QpConfig c;
     c.qpn = qpn;
-    c.pd = pd->pd;
-    c.send_cq = &s->cq;
-    c.recv_cq = &r->cq;
-    c.context = qp_context;
-    c.sq_depth = std::bit_ceil(sq_depth);
-    c.rq_depth = srq != nullptr ? 1 : std::bit_ceil(rq_depth);
-    c.max_send_sge = max_ssge;
-    c.max_recv_sge = srq != nullptr ? srq->srq.max_sge() : max_rsge;
-    c.max_inline = inline_size;
-    c.srq = srq != nullptr ? &srq->srq : nullptr;
-    c.sq_limit = sq_depth;
-    c.rq_limit = srq != nullptr ? 0 : rq_depth;
     std::unique_ptr<QpImpl> q;
     try {
       q = std::make_unique<QpImpl>(a, pd, r, s, srq, c);

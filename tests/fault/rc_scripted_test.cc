@@ -596,8 +596,12 @@ TEST_P(RcOneFault, RecoversExactlyOnce) {
         break;
     }
     const FaultCounters injected = c.on_b ? f.b() : f.a();
-    if (c.rule.action == Action::kDuplicate) EXPECT_EQ(injected.duplicated, 1u);
-    if (c.rule.action == Action::kDelay) EXPECT_EQ(injected.reordered, 1u);
+    if (c.rule.action == Action::kDuplicate) {
+      EXPECT_EQ(injected.duplicated, 1u);
+    }
+    if (c.rule.action == Action::kDelay) {
+      EXPECT_EQ(injected.reordered, 1u);
+    }
     for (const Expect& e : c.expect)
       if (e.what != nullptr) run.count(e.what, value(s, e.field), e.value);
   });
