@@ -500,6 +500,20 @@ LocalAddress AdapterExtension::local_address() const noexcept {
   return l;
 }
 
+uint32_t AdapterExtension::gid_count() const noexcept {
+  return static_cast<uint32_t>(a_->ctl->control().gids().size());
+}
+
+Status AdapterExtension::query_gid(uint32_t index, std::array<uint8_t, 16>* gid) const noexcept {
+  if (gid == nullptr) return Status::kInvalidParameter;
+  return detail::guarded([&] {
+    const auto all = a_->ctl->control().gids();
+    if (index >= all.size()) return Status::kInvalidParameter;
+    *gid = all[index];
+    return Status::kSuccess;
+  });
+}
+
 Status AdapterExtension::set_faults(const FaultConfig& tx, const FaultConfig& rx) noexcept {
   // A manual engine is stepped by the application's thread: the control thread must not apply
   // mailbox messages on it concurrently.

@@ -14,6 +14,31 @@ namespace {
 
 using dp::WrOpcode;
 
+// The local half of a manual-connect address vector: the source GID `av` names (sgid_index),
+// or the adapter's address of the destination's IP version. False when there is none, or the
+// GID's version is not the destination's.
+bool source_address(ctl::Adapter& a, const AddressVector& av, wire::NetHeaders* n) {
+  if (av.sgid_index >= 0) {
+    const auto gids = a.control().gids();
+    if (static_cast<size_t>(av.sgid_index) >= gids.size()) return false;
+    const ctl::Gid& g = gids[static_cast<size_t>(av.sgid_index)];
+    if (ctl::gid_is_ipv4(g) == av.ipv6) return false;
+    if (av.ipv6)
+      n->src_ip6 = g;
+    else
+      n->src_ip4 = ctl::gid_to_ipv4(g);
+    return true;
+  }
+  if (av.ipv6) {
+    if (!a.ipv6()) return false;
+    n->src_ip6 = *a.ipv6();
+    return true;
+  }
+  if (a.ipv4() == 0) return false;
+  n->src_ip4 = a.ipv4();
+  return true;
+}
+
 // Flags each operation accepts (ndkpi.md §2.1; the urnic extensions' own).
 constexpr uint32_t kLocalFlags = op_flag::kSilentSuccess | op_flag::kReadFence | op_flag::kDefer;
 constexpr uint32_t kSendFlags = kLocalFlags | op_flag::kSendAndSolicitEvent | op_flag::kInline;
@@ -568,15 +593,9 @@ Status QpConnectExtension::modify(const QpAttributes& at, uint32_t mask,
     n.src_mac = a->ctl->mac();
     n.dst_mac = at.av.dst_mac;
     n.ipv6 = at.av.ipv6;
-    if (at.av.ipv6) {
-      if (!a->ctl->ipv6()) return Status::kInvalidParameter;
-      n.src_ip6 = *a->ctl->ipv6();
-      n.dst_ip6 = at.av.dst_ipv6;
-    } else {
-      if (a->ctl->ipv4() == 0) return Status::kInvalidParameter;
-      n.src_ip4 = a->ctl->ipv4();
-      n.dst_ip4 = at.av.dst_ipv4;
-    }
+    if (!detail::source_address(*a->ctl, at.av, &n)) return Status::kInvalidParameter;
+    n.dst_ip4 = at.av.dst_ipv4;
+    n.dst_ip6 = at.av.dst_ipv6;
     n.traffic_class = at.av.traffic_class;
     n.hop_limit = at.av.hop_limit;
     n.flow_label = at.av.flow_label;

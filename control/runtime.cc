@@ -10,10 +10,13 @@
 #include <rte_pci.h>
 #include <rte_ring.h>
 
+#include <net/if.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <exception>
+#include <fstream>
 #include <string>
 
 #include "control/eal.h"
@@ -246,6 +249,27 @@ Status open_pci_port(std::string_view pci_address, uint16_t* port_id) noexcept {
   } catch (const std::exception& ex) {
     return fail(Status::kInsufficientResources, std::string("open_pci_port: ") + ex.what());
   }
+}
+
+Status port_mtu(uint16_t port_id, uint32_t* mtu) noexcept {
+  if (Status s = need_eal(); s != Status::kSuccess) return s;
+  if (mtu == nullptr) return fail(Status::kInvalidParameter, "port_mtu: null mtu");
+  rte_eth_dev_info info{};
+  if (!rte_eth_dev_is_valid_port(port_id) || rte_eth_dev_info_get(port_id, &info) != 0)
+    return fail(Status::kInvalidParameter, "port_mtu: no port " + std::to_string(port_id));
+  uint16_t m = 0;
+  uint32_t v = rte_eth_dev_get_mtu(port_id, &m) == 0 ? m : RTE_ETHER_MTU;
+  // A kernel interface behind the port (af_packet reports its ifindex) drops what its own MTU
+  // does not allow.
+  char ifname[IF_NAMESIZE] = {};
+  if (info.if_index != 0 && ::if_indextoname(info.if_index, ifname) != nullptr) {
+    std::ifstream f(std::string("/sys/class/net/") + ifname + "/mtu");
+    uint32_t k = 0;
+    if (f >> k && k != 0) v = k;
+  }
+  if (info.max_mtu != 0 && info.max_mtu < v) v = info.max_mtu;
+  *mtu = v;
+  return ok();
 }
 
 const char* last_error() noexcept { return t_last_error.c_str(); }

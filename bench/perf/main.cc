@@ -20,8 +20,6 @@
 // where "close" is one more record each way and "done" each way (ctx_close_connection).
 #include <arpa/inet.h>
 #include <rte_cycles.h>
-#include <rte_ethdev.h>
-#include <rte_lcore.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,10 +39,6 @@
 #include "bench/perf/perf.h"
 #include "bench/perf/runners.h"
 #include "bench/perf/side.h"
-#include "control/adapter.h"
-#include "control/control_plane.h"
-#include "control/eal.h"
-#include "dataplane/port.h"
 
 namespace urnic::perf {
 namespace {
@@ -74,15 +68,6 @@ std::string with_af_packet_defaults(const std::string& devargs) {
   return d;
 }
 
-std::string devarg_value(const std::string& devargs, const std::string& key) {
-  const std::string k = "," + key + "=";
-  const auto p = devargs.find(k);
-  if (p == std::string::npos) return "";
-  const auto e = devargs.find(',', p + k.size());
-  return devargs.substr(p + k.size(),
-                        e == std::string::npos ? std::string::npos : e - p - k.size());
-}
-
 // The largest IBTA path MTU whose packets fit an Ethernet MTU, the way rxe derives its port's
 // active MTU (eth_mtu_int_to_enum(): the MTU minus RXE_MAX_HDR_LENGTH = 80, rounded down).
 uint32_t ib_mtu_for(uint32_t eth_mtu) {
@@ -92,27 +77,7 @@ uint32_t ib_mtu_for(uint32_t eth_mtu) {
   return 256;
 }
 
-uint32_t port_eth_mtu(uint16_t port, const std::string& devargs) {
-  uint32_t mtu = 0;
-  const std::string iface = devarg_value(devargs, "iface");
-  if (!iface.empty()) {
-    std::ifstream f("/sys/class/net/" + iface + "/mtu");
-    f >> mtu;
-  }
-  rte_eth_dev_info info{};
-  (void)rte_eth_dev_info_get(port, &info);
-  if (mtu == 0) {
-    uint16_t m = 0;
-    if (rte_eth_dev_get_mtu(port, &m) == 0) mtu = m;
-  }
-  // net_tap in DPDK 22.11 cannot send frames above its ethdev MTU cap (1504).
-  if (info.driver_name != nullptr && std::strstr(info.driver_name, "tap") != nullptr &&
-      info.max_mtu != 0 && info.max_mtu < mtu)
-    mtu = info.max_mtu;
-  return mtu == 0 ? 1500 : mtu;
-}
-
-bool parse_mac(const std::string& s, wire::MacAddr* m) {
+bool parse_mac(const std::string& s, std::array<uint8_t, 6>* m) {
   unsigned b[6];
   if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5]) != 6)
     return false;
@@ -131,23 +96,22 @@ class Env {
   }
 
   bool open_loopback(const Options& o) {
-    if (!eal(o)) return false;
+    if (!runtime(o)) return false;
     uint16_t pa = 0, pb = 0;
-    if (ctl::create_ring_pair("perf", 1, &pa, &pb) != Status::kSuccess)
-      return error("cannot create the net_ring pair");
-    ctl::AdapterConfig ca, cb;
+    if (create_ring_port_pair("perf", 1, &pa, &pb) != Status::kSuccess)
+      return error(std::string("cannot create the net_ring pair: ") + last_error());
+    AdapterConfig ca, cb;
     ca.port_id = pa;
     cb.port_id = pb;
     ca.ipv4 = 0xC0000201;  // 192.0.2.1 and .2 (documentation range)
     cb.ipv4 = 0xC0000202;
-    ca.ipv6 = wire::Ipv6Addr{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-    cb.ipv6 = wire::Ipv6Addr{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
-    ca.mac = wire::MacAddr{2, 0, 0, 0, 0, 1};
-    cb.mac = wire::MacAddr{2, 0, 0, 0, 0, 2};
-    ca.start_control = cb.start_control = false;  // addresses are known: no ARP needed
-    if (Status s = ctl::Adapter::open(ca, &engine_, &a_); s != Status::kSuccess)
+    ca.ipv6 = std::array<uint8_t, 16>{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    cb.ipv6 = std::array<uint8_t, 16>{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+    ca.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 1};
+    cb.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 2};
+    if (Status s = Adapter::open(ca, engine_, &a_); s != Status::kSuccess)
       return error("cannot open adapter A: " + std::string(to_string(s)));
-    if (Status s = ctl::Adapter::open(cb, &engine_, &b_); s != Status::kSuccess)
+    if (Status s = Adapter::open(cb, engine_, &b_); s != Status::kSuccess)
       return error("cannot open adapter B: " + std::string(to_string(s)));
     mtu_ = 4096;  // net_ring has no MTU
     device_ = "urnic0";
@@ -155,27 +119,23 @@ class Env {
   }
 
   bool open_port(const Options& o) {
-    devargs_.clear();
-    for (const auto& v : o.vdevs) devargs_.push_back(with_af_packet_defaults(v));
-    if (!eal(o)) return false;
+    if (!runtime(o)) return false;
     uint16_t port = 0;
-    std::string name, args;
-    if (!devargs_.empty()) {
-      args = devargs_.front();
-      name = args.substr(0, args.find(','));
+    std::string name;
+    if (!o.vdevs.empty()) {
+      // Every --vdev is probed; the first is the port.
+      for (size_t i = o.vdevs.size(); i-- > 0;) {
+        const std::string args = with_af_packet_defaults(o.vdevs[i]);
+        if (open_vdev_port(args, &port) != Status::kSuccess)
+          return error(std::string("cannot open --vdev: ") + last_error());
+        name = args.substr(0, args.find(','));
+      }
+    } else if (open_pci_port(o.pci, &port) != Status::kSuccess) {
+      return error(std::string("cannot open --port: ") + last_error());
     } else {
       name = o.pci;
     }
-    if (rte_eth_dev_get_port_by_name(name.c_str(), &port) != 0) {
-      bool found = false;
-      uint16_t p = 0;
-      RTE_ETH_FOREACH_DEV(p) {
-        if (!found) port = p;
-        found = true;
-      }
-      if (!found) return error("no ethdev port for '" + name + "'");
-    }
-    ctl::AdapterConfig c;
+    AdapterConfig c;
     c.port_id = port;
     if (!o.ip.empty()) {
       in_addr a{};
@@ -183,25 +143,28 @@ class Env {
       c.ipv4 = ntohl(a.s_addr);
     }
     if (!o.ipv6.empty()) {
-      wire::Ipv6Addr v6{};
+      std::array<uint8_t, 16> v6{};
       if (::inet_pton(AF_INET6, o.ipv6.c_str(), v6.data()) != 1)
         return error("bad --ipv6 " + o.ipv6);
       c.ipv6 = v6;
     }
     if (!o.mac.empty()) {
-      wire::MacAddr m{};
+      std::array<uint8_t, 6> m{};
       if (!parse_mac(o.mac, &m)) return error("bad --mac " + o.mac);
       c.mac = m;
     }
-    if (Status s = ctl::Adapter::open(c, &engine_, &a_); s != Status::kSuccess)
+    if (Status s = Adapter::open(c, engine_, &a_); s != Status::kSuccess)
       return error("cannot open port " + name + ": " + std::string(to_string(s)));
-    mtu_ = ib_mtu_for(port_eth_mtu(port, args));
+    uint32_t eth_mtu = 1500;
+    if (port_mtu(port, &eth_mtu) != Status::kSuccess)
+      return error(std::string("cannot read the port's MTU: ") + last_error());
+    mtu_ = ib_mtu_for(eth_mtu);
     device_ = "urnic0 (" + name + ")";
     return start(o);
   }
 
-  ctl::Adapter& a() { return *a_; }
-  ctl::Adapter& b() { return *b_; }
+  Adapter& a() { return *a_; }
+  Adapter& b() { return *b_; }
   Driver& driver() { return *driver_; }
   uint32_t mtu() const { return mtu_; }
   const std::string& device() const { return device_; }
@@ -209,28 +172,25 @@ class Env {
   bool engine_on_lcore() const { return !driver_->manual(); }
 
  private:
-  bool eal(const Options& o) {
-    ctl::EalOptions eo;
-    eo.program = "urnic-perf";
-    eo.lcores = o.lcores;
-    if (eo.lcores.empty()) eo.lcores = ::sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? "0-1" : "0";
-    eo.vdevs = devargs_;
-    if (!o.pci.empty()) {
-      eo.no_pci = false;
-      eo.pci_allow.push_back(o.pci);
-    }
-    eo.memory_mb = 512;
-    if (Status s = ctl::eal_init(eo); s != Status::kSuccess)
-      return error("EAL bring-up failed: " + std::string(to_string(s)));
+  bool runtime(const Options& o) {
+    RuntimeConfig rc;
+    rc.program = "urnic-perf";
+    rc.lcores = o.lcores;
+    if (rc.lcores.empty()) rc.lcores = ::sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? "0-1" : "0";
+    if (!o.pci.empty()) rc.pci_allow.push_back(o.pci);
+    rc.memory_mb = 512;
+    if (runtime_init(rc) != Status::kSuccess)
+      return error(std::string("EAL bring-up failed: ") + last_error());
     return true;
   }
 
+  // The engine runs on the first worker lcore; without one, this thread drives it.
   bool start(const Options& o) {
-    const unsigned worker = rte_get_next_lcore(-1, 1, 0);
+    const auto workers = worker_lcores();
     bool manual = true;
-    if (worker < RTE_MAX_LCORE) {
-      if (!engine_.launch(worker))
-        return error("cannot launch the engine on lcore " + std::to_string(worker));
+    if (!workers.empty()) {
+      if (!engine_.launch(workers.front()))
+        return error("cannot launch the engine on lcore " + std::to_string(workers.front()));
       manual = false;
     }
     driver_ = std::make_unique<Driver>(engine_, manual, o.idle_yield);
@@ -242,10 +202,9 @@ class Env {
     return false;
   }
 
-  dp::Engine engine_;
-  std::unique_ptr<ctl::Adapter> a_, b_;
+  Engine engine_;
+  std::unique_ptr<Adapter> a_, b_;
   std::unique_ptr<Driver> driver_;
-  std::vector<std::string> devargs_;
   uint32_t mtu_ = 1024;
   std::string device_;
   std::string err_;
@@ -343,15 +302,32 @@ BwReport bw_of(const Options& o, uint64_t size, Runner& r) {
   return bw_report(size, r.iterations(), r.messages, r.tsc_start, r.tsc_end, r.events, o.gbits);
 }
 
-void print_summary(const Outcome& out, uint64_t completions, const dp::QpCounters& c,
-                   const std::vector<ctl::Adapter*>& verbose) {
+// The counters of `adapters` added up (QPs) and each port's (endpoint lines).
+struct Totals {
+  QpCounters qps;
+  std::vector<PortCounters> ports;
+};
+
+Totals totals_of(const std::vector<Adapter*>& adapters) {
+  Totals t;
+  for (Adapter* a : adapters) {
+    AdapterCounters c;
+    if (a->query_counters(&c) != Status::kSuccess) continue;
+    t.qps.add(c.qps);
+    t.ports.push_back(c.port);
+  }
+  return t;
+}
+
+void print_summary(const Outcome& out, uint64_t completions, const Totals& t, bool verbose) {
+  const QpCounters& c = t.qps;
   print_result_line();
   std::printf(" urnic: %llu completions, %llu with errors, %llu retransmitted packets\n",
               static_cast<unsigned long long>(completions),
               static_cast<unsigned long long>(c.completions_error),
               static_cast<unsigned long long>(c.retransmits));
   auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
-  if (!verbose.empty()) {
+  if (verbose) {
     std::printf(
         " qp: tx %llu rx %llu pkts, acks %llu/%llu, timeouts %llu, naks %llu/%llu, rnr %llu/%llu,"
         " dup %llu, ooo %llu, implied %llu, stale %llu\n",
@@ -360,10 +336,8 @@ void print_summary(const Outcome& out, uint64_t completions, const dp::QpCounter
         u(c.naks_received[0] + c.naks_received[1] + c.naks_received[2] + c.naks_received[3]),
         u(c.rnr_naks_sent), u(c.rnr_naks_received), u(c.duplicate_requests), u(c.out_of_sequence),
         u(c.implied_naks), u(c.dropped_stale));
-    for (ctl::Adapter* a : verbose) {
-      const dp::EngineCounters& e = a->endpoint_counters();
-      uint64_t drops = 0;
-      for (uint64_t d : e.rx_drops) drops += d;
+    for (const PortCounters& e : t.ports) {
+      const uint64_t drops = e.rx_drops_total();
       std::printf(
           " endpoint: steps %llu busy %llu, rx %llu tx %llu pkts, rx drops %llu, "
           "tx ring full %llu, mbuf alloc failures %llu\n",
@@ -384,14 +358,44 @@ void print_summary(const Outcome& out, uint64_t completions, const dp::QpCounter
   std::fflush(stdout);
 }
 
-std::array<uint8_t, 16> pick_gid(ctl::Adapter& a, int index, std::string* err) {
-  const auto gids = a.control().gids();
-  if (index < 0 || static_cast<size_t>(index) >= gids.size()) {
+using Gid = std::array<uint8_t, 16>;
+
+Gid pick_gid(Adapter& a, int index, std::string* err) {
+  auto* ext = a.query_extension<AdapterExtension>();
+  Gid g{};
+  if (ext == nullptr || index < 0 ||
+      ext->query_gid(static_cast<uint32_t>(index), &g) != Status::kSuccess) {
     *err = "GID index " + std::to_string(index) + " does not exist (this adapter has " +
-           std::to_string(gids.size()) + ": 0 link-local, then --ip, then --ipv6)";
+           std::to_string(ext != nullptr ? ext->gid_count() : 0) +
+           ": 0 link-local, then --ip, then --ipv6)";
     return {};
   }
-  return gids[static_cast<size_t>(index)];
+  return g;
+}
+
+// An IPv4-mapped GID (::ffff:a.b.c.d) is an IPv4 address (RoCEv2, IBTA A17.4.5.1).
+bool gid_is_ipv4(const Gid& g) {
+  static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+  return std::memcmp(g.data(), kPrefix, sizeof(kPrefix)) == 0;
+}
+uint32_t gid_to_ipv4(const Gid& g) {
+  return static_cast<uint32_t>(g[12]) << 24 | static_cast<uint32_t>(g[13]) << 16 |
+         static_cast<uint32_t>(g[14]) << 8 | g[15];
+}
+
+// The address vector to the peer whose GID is `peer`, from our GID `sgid_index` (MAC
+// resolved by the adapter unless `mac` is given).
+AddressVector address_to(const Gid& peer, int sgid_index,
+                         const std::array<uint8_t, 6>* mac = nullptr) {
+  AddressVector av;
+  av.ipv6 = !gid_is_ipv4(peer);
+  if (av.ipv6)
+    av.dst_ipv6 = peer;
+  else
+    av.dst_ipv4 = gid_to_ipv4(peer);
+  if (mac != nullptr) av.dst_mac = *mac;
+  av.sgid_index = sgid_index;
+  return av;
 }
 
 // ---- Loopback -------------------------------------------------------------------------------
@@ -405,20 +409,26 @@ bool run_loopback_test(Env& env, const Options& o, Test t, const std::vector<uin
   const uint32_t tx = o.effective_tx_depth();
   const uint32_t rx = t.verb == Verb::kSend ? o.effective_rx_depth() : 16;
   const bool ipv6 = o.gid_index != 1;
-  const auto gid_a = pick_gid(env.a(), ipv6 ? 2 : 1, &err);
-  const auto gid_b = pick_gid(env.b(), ipv6 ? 2 : 1, &err);
-  auto a = std::make_unique<Side>(env.a());
-  auto b = std::make_unique<Side>(env.b());
+  const int gid_index = ipv6 ? 2 : 1;
+  const Gid gid_a = pick_gid(env.a(), gid_index, &err);
+  const Gid gid_b = pick_gid(env.b(), gid_index, &err);
+  const auto mac_a = env.a().query_extension<AdapterExtension>()->local_address().mac;
+  const auto mac_b = env.b().query_extension<AdapterExtension>()->local_address().mac;
+  const AddressVector to_b = address_to(gid_b, gid_index, &mac_b);
+  const AddressVector to_a = address_to(gid_a, gid_index, &mac_a);
+  std::unique_ptr<Side> a, b;
   // (Re)creates both sides and connects them back to back.
   auto setup = [&]() {
-    a = std::make_unique<Side>(env.a());
-    b = std::make_unique<Side>(env.b());
+    b.reset();  // the old sides go first: their QPs hold QPNs and engine slots
+    a.reset();
+    a = std::make_unique<Side>(env.a(), env.driver());
+    b = std::make_unique<Side>(env.b(), env.driver());
     if (!a->create(t, nqps, std::max(tx, 16u), rx, geo, gid_a, &err) ||
         !b->create(t, nqps, std::max(tx, 16u), rx, geo, gid_b, &err))
       return false;
     for (uint32_t i = 0; i < nqps; ++i) {
-      if (!a->connect(i, b->qp(i).local, env.mtu(), env.a().address_to(env.b(), ipv6), &err) ||
-          !b->connect(i, a->qp(i).local, env.mtu(), env.b().address_to(env.a(), ipv6), &err))
+      if (!a->connect(i, b->qp(i).local, env.mtu(), to_b, &err) ||
+          !b->connect(i, a->qp(i).local, env.mtu(), to_a, &err))
         return false;
     }
     return true;
@@ -497,12 +507,9 @@ bool run_loopback_test(Env& env, const Options& o, Test t, const std::vector<uin
     }
     if (!out.ok) break;
   }
-  dp::QpCounters c = env.a().qp_counter_totals();
-  c.add(env.b().qp_counter_totals());
-  if (c.completions_error != 0) out.fail("the QPs counted completions with errors");
-  std::vector<ctl::Adapter*> v;
-  if (o.verbose) v = {&env.a(), &env.b()};
-  print_summary(out, completions, c, v);
+  const Totals totals = totals_of({&env.a(), &env.b()});
+  if (totals.qps.completions_error != 0) out.fail("the QPs counted completions with errors");
+  print_summary(out, completions, totals, o.verbose);
   return out.ok;
 }
 
@@ -554,26 +561,11 @@ int run_loopback(const Options& o) {
 
 // ---- Real port ----------------------------------------------------------------------------------
 
-bool resolve_mac(ctl::Adapter& a, Driver& d, const ctl::Gid& gid, wire::MacAddr* mac) {
-  auto& cp = a.control();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  cp.request(gid);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (auto m = cp.lookup(gid)) {
-      *mac = *m;
-      return true;
-    }
-    d.poll();
-    if (!d.manual()) std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  return false;
-}
-
-std::string gid_text(const ctl::Gid& g) {
+std::string gid_text(const Gid& g) {
   char b[INET6_ADDRSTRLEN] = {};
-  if (ctl::gid_is_ipv4(g)) {
+  if (gid_is_ipv4(g)) {
     in_addr a{};
-    a.s_addr = htonl(ctl::gid_to_ipv4(g));
+    a.s_addr = htonl(gid_to_ipv4(g));
     ::inet_ntop(AF_INET, &a, b, sizeof(b));
   } else {
     ::inet_ntop(AF_INET6, g.data(), b, sizeof(b));
@@ -620,7 +612,7 @@ int run_remote(const Options& o) {
     std::fprintf(stderr, "urnic-perf: %s\n", err.c_str());
     return 1;
   }
-  Side side(env.a());
+  Side side(env.a(), drv);
   const uint32_t rq = t.verb == Verb::kSend ? base.rx_depth : 16;
   if (!side.create(t, nqps, std::max(base.tx_depth, 16u), rq, geo, gid, &err)) {
     std::fprintf(stderr, "urnic-perf: %s\n", err.c_str());
@@ -661,26 +653,14 @@ int run_remote(const Options& o) {
     if (k + 1 != connect_after) continue;
     // Every peer QP is known: resolve the peer and bring the QPs up before the next record
     // (the peer starts sending after the last one).
-    const ctl::Gid peer_gid = remote[0].gid;
-    if (ctl::gid_is_ipv4(peer_gid) != ctl::gid_is_ipv4(gid)) {
+    const Gid peer_gid = remote[0].gid;
+    if (gid_is_ipv4(peer_gid) != gid_is_ipv4(gid)) {
       std::fprintf(stderr, "urnic-perf: the peer's GID %s and ours (%s) differ in IP version\n",
                    gid_text(peer_gid).c_str(), gid_text(gid).c_str());
       return 1;
     }
-    wire::NetHeaders av;
-    av.src_mac = env.a().mac();
-    if (!resolve_mac(env.a(), drv, peer_gid, &av.dst_mac)) {
-      std::fprintf(stderr, "urnic-perf: no ARP/ND answer from %s\n", gid_text(peer_gid).c_str());
-      return 1;
-    }
-    av.ipv6 = !ctl::gid_is_ipv4(peer_gid);
-    if (av.ipv6) {
-      av.src_ip6 = gid;
-      av.dst_ip6 = peer_gid;
-    } else {
-      av.src_ip4 = ctl::gid_to_ipv4(gid);
-      av.dst_ip4 = ctl::gid_to_ipv4(peer_gid);
-    }
+    // The adapter resolves the peer's MAC (ARP / neighbour discovery) in the RTR transition.
+    const AddressVector av = address_to(peer_gid, o.gid_index);
     for (uint32_t i = 0; i < nqps; ++i) {
       if (!side.connect(i, remote[i], mtu, av, &err)) {
         std::fprintf(stderr, "urnic-perf: %s\n", err.c_str());
@@ -780,9 +760,7 @@ int run_remote(const Options& o) {
     }
     if (!oob.close_connection(me)) return oob_fail("close");
   }
-  std::vector<ctl::Adapter*> v;
-  if (o.verbose) v = {&env.a()};
-  print_summary(out, completions, env.a().qp_counter_totals(), v);
+  print_summary(out, completions, totals_of({&env.a()}), o.verbose);
   return out.ok ? 0 : 1;
 }
 

@@ -26,6 +26,7 @@ void* encode(size_t qi, uint64_t v) {
 }
 size_t ctx_qp(void* c) { return static_cast<size_t>(reinterpret_cast<uintptr_t>(c) >> 32); }
 uint64_t ctx_val(void* c) { return reinterpret_cast<uintptr_t>(c) & 0xFFFFFFFFu; }
+uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
 // ibv_wc_status_str() names.
 const char* wc_name(uint32_t wc) {
@@ -54,32 +55,15 @@ const char* wc_name(uint32_t wc) {
   return wc < std::size(kNames) ? kNames[wc] : "unknown";
 }
 
-dp::WrOpcode opcode_of(Verb v) {
-  switch (v) {
-    case Verb::kSend:
-      return dp::WrOpcode::kSend;
-    case Verb::kWrite:
-      return dp::WrOpcode::kWrite;
-    case Verb::kRead:
-      return dp::WrOpcode::kRead;
-    case Verb::kAtomic:
-      return dp::WrOpcode::kFetchAdd;
-  }
-  return dp::WrOpcode::kSend;
-}
-
 // The request template of one QP (remote fields from its peer record).
-dp::SendWqe request_template(Side& side, size_t i, const RunConfig& c) {
+Request request_template(Side& side, size_t i, const RunConfig& c) {
   const QpRes& q = side.qp(i);
-  dp::SendWqe w;
-  w.opcode = opcode_of(c.test.verb);
-  w.num_sge = 1;
-  w.length = static_cast<uint32_t>(c.test.verb == Verb::kAtomic ? kAtomicSize : c.size);
-  w.sge[0].length = w.length;
-  w.sge[0].token = side.key();
+  Request w;
+  w.verb = c.test.verb;
+  w.sge.length = static_cast<uint32_t>(c.test.verb == Verb::kAtomic ? kAtomicSize : c.size);
+  w.sge.token = side.key();
   w.rkey = q.remote.rkey;
   w.remote_addr = q.remote.vaddr;
-  w.compare_add = 1;  // FETCH_ADD operand
   return w;
 }
 
@@ -185,29 +169,36 @@ class BwSender final : public Runner {
     uint64_t last_rem = 0;
     bool final_posted = false;
     Cycler loc, rem;
-    dp::SendWqe w;
+    Request w;
   };
 
+  // Fills the QP's send queue up to tx_depth outstanding requests as one batch: every request
+  // but the batch's last is posted with op_flag::kDefer, so the engine is told once per batch
+  // (NDK's deferred doorbell, ndkpi.md §7.3).
   void post_some(size_t i) noexcept {
     PerQp& p = per_[i];
     QpRes& q = side_.qp(i);
-    while (!p.final_posted && p.posted - p.completed < cfg_.tx_depth) {
+    const uint64_t room = cfg_.tx_depth - (p.posted - p.completed);
+    for (uint64_t k = 0; k < room && !p.final_posted; ++k) {
       const bool last = cfg_.duration > 0 ? time_up_ : p.posted + 1 >= cfg_.iters;
       const bool signaled = last || p.unsignaled + 1 >= cfg_.cq_mod;
+      const bool batch_end = last || k + 1 == room;
       const Cycler loc = p.loc, rem = p.rem;
       const uint64_t lo = p.loc.next(), ro = p.rem.next();
-      p.w.sge[0].addr = reinterpret_cast<uint64_t>(last ? q.last : q.src + lo);
+      p.w.sge.addr = addr(last ? q.last : q.src + lo);
       p.w.remote_addr = q.remote.vaddr + ro;
-      p.w.flags = signaled ? 0 : op_flag::kSilentSuccess;
-      p.w.request_context = encode(i, p.unsignaled + 1);
-      const Status s = q.qp->post_send(p.w);
+      p.w.flags = (signaled ? 0 : op_flag::kSilentSuccess) | (batch_end ? 0 : op_flag::kDefer);
+      p.w.context = encode(i, p.unsignaled + 1);
+      const Status s = q.post(p.w);
       if (s == Status::kNoMoreEntries) {
+        // The queue is full until the engine retires more (a failing post hands the deferred
+        // ones to the engine): retry this one next step.
         p.loc = loc;
         p.rem = rem;
         return;
       }
       if (s != Status::kSuccess) {
-        fail("post_send failed: " + std::string(to_string(s)));
+        fail("post failed: " + std::string(to_string(s)));
         return;
       }
       ++p.posted;
@@ -221,7 +212,7 @@ class BwSender final : public Runner {
 
   void poll() noexcept {
     std::span<ResultEx> r(cqe_);
-    const size_t n = side_.scq().poll(r);
+    const size_t n = side_.scq().get_results_ex(r);
     if (n == 0) return;
     const uint64_t now = rte_rdtsc();
     for (size_t k = 0; k < n; ++k) {
@@ -321,12 +312,8 @@ class BwReceiver final : public Runner {
   void post_recv(size_t i) noexcept {
     QpRes& q = side_.qp(i);
     const uint64_t off = per_[i].loc.next();
-    dp::RecvWqe w;
-    w.num_sge = 1;
-    w.length = static_cast<uint32_t>(cfg_.size);
-    w.sge[0] = {reinterpret_cast<uint64_t>(q.target + off), w.length, side_.key()};
-    w.request_context = encode(i, off);
-    if (const Status s = q.qp->post_recv(w); s != Status::kSuccess) {
+    const Sge sge{addr(q.target + off), static_cast<uint32_t>(cfg_.size), side_.key()};
+    if (const Status s = q.receive(encode(i, off), sge); s != Status::kSuccess) {
       fail("post_recv failed: " + std::string(to_string(s)));
       return;
     }
@@ -335,7 +322,7 @@ class BwReceiver final : public Runner {
 
   void poll() noexcept {
     std::span<ResultEx> r(cqe_);
-    const size_t n = side_.rcq().poll(r);
+    const size_t n = side_.rcq().get_results_ex(r);
     if (n == 0) {
       if (stopping_) ++idle_polls_;
       return;
@@ -380,7 +367,7 @@ class Lat final : public Runner {
     n_ = cfg.duration > 0 ? kUnbounded : cfg.iters;
     tposted.reserve(cfg.duration > 0 ? (1u << 20) : cfg.iters);
     w_ = request_template(side, 0, cfg);
-    w_.request_context = encode(0, 1);
+    w_.context = encode(0, 1);
     prepare_last(side, cfg);
     poll_byte_ = q_.target + cfg.size - 1;
     if (cfg.test.verb == Verb::kSend) {
@@ -487,9 +474,9 @@ class Lat final : public Runner {
       // The peer polls the last byte of its buffer for this counter (run_iter_lat_write).
       buf[cfg_.size - 1] = static_cast<uint8_t>(scnt_ + 1);
     }
-    w_.sge[0].addr = reinterpret_cast<uint64_t>(buf);
+    w_.sge.addr = reinterpret_cast<uint64_t>(buf);
     tposted.push_back(now);
-    if (const Status s = q_.qp->post_send(w_); s != Status::kSuccess) {
+    if (const Status s = q_.post(w_); s != Status::kSuccess) {
       fail("post_send failed: " + std::string(to_string(s)));
       return;
     }
@@ -519,7 +506,7 @@ class Lat final : public Runner {
 
   void wait_comp() noexcept {
     std::span<ResultEx> r(cqe_.data(), 4);
-    const size_t n = side_.scq().poll(r);
+    const size_t n = side_.scq().get_results_ex(r);
     if (n == 0) return;
     for (size_t k = 0; k < n; ++k)
       if (!check_completion(r[k])) return;
@@ -543,7 +530,7 @@ class Lat final : public Runner {
       got = b == static_cast<uint8_t>(rcnt_ + 1);
     } else {
       std::span<ResultEx> r(cqe_.data(), 4);
-      const size_t n = side_.rcq().poll(r);
+      const size_t n = side_.rcq().get_results_ex(r);
       for (size_t k = 0; k < n; ++k) {
         if (!check_completion(r[k])) return;
         if (r[k].bytes_transferred != cfg_.size) {
@@ -580,19 +567,15 @@ class Lat final : public Runner {
   void reap_sends() noexcept {
     if (phase_ == Phase::kDone) return;
     std::span<ResultEx> r(cqe_.data(), 8);
-    const size_t n = side_.scq().poll(r);
+    const size_t n = side_.scq().get_results_ex(r);
     for (size_t k = 0; k < n; ++k)
       if (!check_completion(r[k])) return;
     sends_done_ += n;
   }
 
   void post_recv() noexcept {
-    dp::RecvWqe w;
-    w.num_sge = 1;
-    w.length = static_cast<uint32_t>(cfg_.size);
-    w.sge[0] = {reinterpret_cast<uint64_t>(q_.target), w.length, side_.key()};
-    w.request_context = encode(0, 0);
-    if (const Status s = q_.qp->post_recv(w); s != Status::kSuccess) {
+    const Sge sge{addr(q_.target), static_cast<uint32_t>(cfg_.size), side_.key()};
+    if (const Status s = q_.receive(encode(0, 0), sge); s != Status::kSuccess) {
       fail("post_recv failed: " + std::string(to_string(s)));
       return;
     }
@@ -607,7 +590,7 @@ class Lat final : public Runner {
   }
 
   QpRes& q_;
-  dp::SendWqe w_;
+  Request w_;
   uint8_t* poll_byte_ = nullptr;
   Phase phase_ = Phase::kPost;
   uint64_t n_ = 0;

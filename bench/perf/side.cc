@@ -3,11 +3,32 @@
 #include <sched.h>
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <atomic>
 #include <random>
-
-#include "urnic/types.h"
+#include <thread>
 
 namespace urnic::perf {
+namespace {
+
+// Closes `h` and waits until the object is gone (a QP's close pends while its work is flushed),
+// stepping the engine when this thread drives it.
+template <class T>
+void close_and_wait(Handle<T>& h, Driver& d) {
+  std::atomic<bool> gone{false};
+  auto on_closed = [](void* c) { static_cast<std::atomic<bool>*>(c)->store(true); };
+  if (h.close(on_closed, &gone) != Status::kPending) return;
+  while (!gone.load()) {
+    d.poll();
+    if (!d.manual()) std::this_thread::yield();
+  }
+}
+
+std::string what(const char* step, Status s) {
+  return std::string(step) + ": " + std::string(to_string(s));
+}
+
+}  // namespace
 
 void Driver::poll() noexcept {
   if (!manual_) return;
@@ -20,14 +41,37 @@ void Driver::poll() noexcept {
   }
 }
 
+Status QpRes::post(const Request& r) noexcept {
+  const std::span<const Sge> sgl(&r.sge, 1);
+  switch (r.verb) {
+    case Verb::kSend:
+      return qp->send(r.context, sgl, r.flags);
+    case Verb::kWrite:
+      return qp->write(r.context, sgl, r.remote_addr, r.rkey, r.flags);
+    case Verb::kRead:
+      return qp->read(r.context, sgl, r.remote_addr, r.rkey, r.flags);
+    case Verb::kAtomic:
+      return ext->fetch_add(r.context, r.sge, r.remote_addr, r.rkey, 1, r.flags);
+  }
+  return Status::kInvalidParameter;
+}
+
 bool Side::create(Test test, uint32_t nqps, uint32_t sq_depth, uint32_t rq_depth,
                   const Geometry& geo, const std::array<uint8_t, 16>& gid, std::string* err) {
   geo_ = geo;
-  pd_ = adapter_.alloc_pd();
   const uint32_t scq_depth = nqps * sq_depth + 64, rcq_depth = nqps * rq_depth + 64;
-  if (adapter_.create_cq(scq_depth, &scq_) != Status::kSuccess ||
-      adapter_.create_cq(rcq_depth, &rcq_) != Status::kSuccess) {
-    *err = "cannot create the CQs";
+  if (Status s = adapter_.create_pd(nullptr, nullptr, &pd_); s != Status::kSuccess) {
+    *err = what("cannot create the PD", s);
+    return false;
+  }
+  if (Status s = adapter_.create_cq(scq_depth, nullptr, nullptr, nullptr, nullptr, &scq_);
+      s != Status::kSuccess) {
+    *err = what("cannot create the send CQ", s);
+    return false;
+  }
+  if (Status s = adapter_.create_cq(rcq_depth, nullptr, nullptr, nullptr, nullptr, &rcq_);
+      s != Status::kSuccess) {
+    *err = what("cannot create the receive CQ", s);
     return false;
   }
   mem_len_ = geo_.per_qp() * nqps;
@@ -41,42 +85,47 @@ bool Side::create(Test test, uint32_t nqps, uint32_t sq_depth, uint32_t rq_depth
   const uint32_t flags = mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteRead |
                          mr_flag::kAllowRemoteWrite | mr_flag::kRdmaReadSink |
                          mr_flag::kAllowRemoteAtomic;
-  if (Status s = adapter_.register_mr(pd_, mem_, mem_len_, flags, &key_); s != Status::kSuccess) {
-    *err = "cannot register the buffer: " + std::string(to_string(s));
+  if (Status s = pd_->create_mr(false, nullptr, nullptr, &mr_); s != Status::kSuccess) {
+    *err = what("cannot create the MR", s);
     return false;
   }
-  registered_ = true;
+  if (Status s = mr_->register_mr(mem_, mem_len_, flags, nullptr, nullptr); s != Status::kSuccess) {
+    *err = what("cannot register the buffer", s);
+    return false;
+  }
+  key_ = mr_->get_remote_token();  // = the local token (mr.h)
 
   std::random_device rd;
   std::mt19937 rng(rd());
   const bool reads = test.verb == Verb::kRead || test.verb == Verb::kAtomic;
   for (uint32_t i = 0; i < nqps; ++i) {
-    ctl::QpInit qi;
-    qi.pd = pd_;
-    qi.send_cq = scq_.get();
-    qi.recv_cq = rcq_.get();
-    qi.sq_depth = sq_depth;
-    qi.rq_depth = rq_depth;
-    qi.max_send_sge = 1;
-    qi.max_recv_sge = 1;
     QpRes r;
-    if (Status s = adapter_.create_qp(qi, &r.qp); s != Status::kSuccess) {
+    if (Status s = pd_->create_qp(*rcq_, *scq_, nullptr, rq_depth, sq_depth, 1, 1, 0, nullptr,
+                                  nullptr, &r.qp);
+        s != Status::kSuccess) {
       *err = "cannot create QP " + std::to_string(i) + ": " + std::string(to_string(s));
       return false;
     }
-    dp::QpAttr at;
-    at.state = dp::QpState::kInit;
-    at.access = dp::access::kRemoteRead | dp::access::kRemoteWrite | dp::access::kRemoteAtomic;
-    if (Status s = adapter_.modify_qp(r.qp, at, dp::qp_attr::kState | dp::qp_attr::kAccessFlags);
+    r.ext = r.qp->query_extension<QpExtension>();
+    r.conn = r.qp->query_extension<QpConnectExtension>();
+    if (r.ext == nullptr || r.conn == nullptr) {
+      *err = "the QP lacks the urnic extensions";
+      return false;
+    }
+    QpAttributes at;
+    at.state = QpState::kInit;
+    at.access = qp_access::kAll;
+    if (Status s =
+            r.conn->modify(at, qp_attr_mask::kState | qp_attr_mask::kAccessFlags, nullptr, nullptr);
         s != Status::kSuccess) {
-      *err = "QP to INIT: " + std::string(to_string(s));
+      *err = what("QP to INIT", s);
       return false;
     }
     uint8_t* base = mem_ + geo_.per_qp() * i;
     r.src = base;
     r.last = base + geo_.region();
     r.target = r.last + geo_.last_len();
-    r.local.qpn = r.qp->qpn();
+    r.local.qpn = r.conn->qpn();
     r.local.psn = static_cast<uint32_t>(rng()) & 0xFFFFFF;  // perftest: lrand48() & 0xffffff
     r.local.out_reads = reads ? kMaxOutReads : 1;
     r.local.rkey = key_;
@@ -86,58 +135,62 @@ bool Side::create(Test test, uint32_t nqps, uint32_t sq_depth, uint32_t rq_depth
     fill_pattern(r.src, geo_.region(), bulk_seed(r.local.psn), 0);
     if (test.verb == Verb::kRead)
       fill_pattern(r.target, geo_.region(), region_seed(r.local.psn), 0);
-    qps_.push_back(r);
+    qps_.push_back(std::move(r));
   }
   return true;
 }
 
-bool Side::connect(size_t i, const Dest& remote, uint32_t mtu, const wire::NetHeaders& av,
+bool Side::connect(size_t i, const Dest& remote, uint32_t mtu, const AddressVector& av,
                    std::string* err) {
   QpRes& r = qps_[i];
   r.remote = remote;
-  namespace qa = dp::qp_attr;
-  dp::QpAttr at;
-  at.state = dp::QpState::kRtr;
+  namespace qa = qp_attr_mask;
+  QpAttributes at;
+  at.state = QpState::kRtr;
   at.av = av;
   at.path_mtu = mtu;
   at.dest_qpn = remote.qpn;
   at.rq_psn = remote.psn;  // the advertised PSN is the advertiser's send PSN
   at.max_dest_rd_atomic = static_cast<uint8_t>(r.local.out_reads);
   at.min_rnr_timer = kMinRnrTimer;
-  if (Status s = adapter_.modify_qp(r.qp, at,
-                                    qa::kState | qa::kAv | qa::kPathMtu | qa::kDestQpn |
-                                        qa::kRqPsn | qa::kMaxDestRdAtomic | qa::kMinRnrTimer);
+  if (Status s = r.conn->modify(at,
+                                qa::kState | qa::kAv | qa::kPathMtu | qa::kDestQpn | qa::kRqPsn |
+                                    qa::kMaxDestRdAtomic | qa::kMinRnrTimer,
+                                nullptr, nullptr);
       s != Status::kSuccess) {
-    *err = "QP to RTR: " + std::string(to_string(s));
+    *err = s == Status::kHostUnreachable ? "no ARP/ND answer from the peer" : what("QP to RTR", s);
     return false;
   }
-  at.state = dp::QpState::kRts;
+  at.state = QpState::kRts;
   at.sq_psn = r.local.psn;
   at.timeout = kQpTimeout;
   at.retry_cnt = 7;
   at.rnr_retry = 7;
   const uint32_t out = remote.out_reads == 0 ? 1 : std::min(remote.out_reads, kMaxOutReads);
   at.max_rd_atomic = static_cast<uint8_t>(out);
-  if (Status s = adapter_.modify_qp(r.qp, at,
-                                    qa::kState | qa::kSqPsn | qa::kTimeout | qa::kRetryCnt |
-                                        qa::kRnrRetry | qa::kMaxRdAtomic);
+  if (Status s = r.conn->modify(
+          at,
+          qa::kState | qa::kSqPsn | qa::kTimeout | qa::kRetryCnt | qa::kRnrRetry | qa::kMaxRdAtomic,
+          nullptr, nullptr);
       s != Status::kSuccess) {
-    *err = "QP to RTS: " + std::string(to_string(s));
+    *err = what("QP to RTS", s);
     return false;
   }
   return true;
 }
 
 void Side::destroy() {
-  for (auto& r : qps_)
-    if (r.qp != nullptr) (void)adapter_.destroy_qp(r.qp);
+  Driver& d = driver_;
+  // QPs first (their close flushes outstanding work), then the registration: the buffer is
+  // unmapped only once nothing can reach it.
+  for (auto& r : qps_) close_and_wait(r.qp, d);
   qps_.clear();
-  if (registered_) (void)adapter_.deregister_mr(key_);
-  registered_ = false;
+  close_and_wait(mr_, d);
   if (mem_ != nullptr) ::munmap(mem_, mem_len_);
   mem_ = nullptr;
-  scq_.reset();
-  rcq_.reset();
+  close_and_wait(scq_, d);
+  close_and_wait(rcq_, d);
+  close_and_wait(pd_, d);
 }
 
 }  // namespace urnic::perf

@@ -1,19 +1,17 @@
 // One side of a urnic-perf connection: an adapter's PD, CQs, QPs and the registered buffer
 // they use, laid out the way perftest lays out its own (so a perftest peer's addressing fits),
-// and the Driver that runs the engine when no lcore does.
+// and the Driver that runs the engine when no lcore does. Everything goes through the public
+// API (urnic::Pd, Cq, Qp, Mr and the manual-connect extension), as an application would.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "bench/perf/perf.h"
-#include "control/adapter.h"
-#include "dataplane/cq.h"
-#include "dataplane/engine.h"
-#include "dataplane/qp.h"
+#include "urnic/urnic.h"
 
 namespace urnic::perf {
 
@@ -21,11 +19,10 @@ namespace urnic::perf {
 // wait of the benchmark calls poll().
 class Driver {
  public:
-  Driver(dp::Engine& engine, bool manual, uint32_t idle_yield)
+  Driver(Engine& engine, bool manual, uint32_t idle_yield)
       : engine_(engine), manual_(manual), idle_yield_(idle_yield) {}
   void poll() noexcept;
   bool manual() const noexcept { return manual_; }
-  dp::Engine& engine() noexcept { return engine_; }
   // What Oob calls between socket polls: null when the engine has its own lcore.
   std::function<void()> idle_fn() {
     if (!manual_) return nullptr;
@@ -33,7 +30,7 @@ class Driver {
   }
 
  private:
-  dp::Engine& engine_;
+  Engine& engine_;
   bool manual_;
   uint32_t idle_yield_;
   uint32_t idle_ = 0;
@@ -53,18 +50,36 @@ struct Geometry {
   uint64_t per_qp() const { return 2 * region() + last_len(); }
 };
 
+// One work request of a test: the verb picks the public call (Qp::send / write / read,
+// QpExtension::fetch_add with an add of 1).
+struct Request {
+  Verb verb = Verb::kWrite;
+  Sge sge{};
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint32_t flags = 0;
+  void* context = nullptr;
+};
+
 struct QpRes {
-  dp::Qp* qp = nullptr;
+  Handle<Qp> qp;
+  QpExtension* ext = nullptr;
+  QpConnectExtension* conn = nullptr;
   uint8_t* src = nullptr;
   uint8_t* last = nullptr;
   uint8_t* target = nullptr;
   Dest local;
   Dest remote;
+
+  Status post(const Request& r) noexcept;
+  Status receive(void* context, const Sge& sge) noexcept {
+    return qp->receive(context, std::span<const Sge>(&sge, 1));
+  }
 };
 
 class Side {
  public:
-  explicit Side(ctl::Adapter& adapter) : adapter_(adapter) {}
+  Side(Adapter& adapter, Driver& driver) : adapter_(adapter), driver_(driver) {}
   ~Side() { destroy(); }
   Side(const Side&) = delete;
   Side& operator=(const Side&) = delete;
@@ -73,29 +88,32 @@ class Side {
   // (random PSNs, out_reads 128 for READ/ATOMIC tests, else 1; `gid` advertised).
   bool create(Test test, uint32_t nqps, uint32_t sq_depth, uint32_t rq_depth, const Geometry& geo,
               const std::array<uint8_t, 16>& gid, std::string* err);
-  // RTR and RTS against `remote` (perftest's ctx_modify_qp_to_rtr/rts attributes).
-  bool connect(size_t i, const Dest& remote, uint32_t mtu, const wire::NetHeaders& av,
+  // RTR and RTS against `remote` (perftest's ctx_modify_qp_to_rtr/rts attributes) over `av`
+  // (a zero dst_mac: the adapter resolves it).
+  bool connect(size_t i, const Dest& remote, uint32_t mtu, const AddressVector& av,
                std::string* err);
+  // Closes everything, waiting for the QPs' closes (the engine steps through driver_).
   void destroy();
 
-  ctl::Adapter& adapter() { return adapter_; }
+  Adapter& adapter() { return adapter_; }
   const Geometry& geo() const { return geo_; }
-  dp::Cq& scq() { return *scq_; }
-  dp::Cq& rcq() { return *rcq_; }
+  Cq& scq() { return *scq_; }
+  Cq& rcq() { return *rcq_; }
   uint32_t key() const { return key_; }
   std::vector<QpRes>& qps() { return qps_; }
   QpRes& qp(size_t i) { return qps_[i]; }
 
  private:
-  ctl::Adapter& adapter_;
+  Adapter& adapter_;
+  Driver& driver_;
   Geometry geo_;
-  uint32_t pd_ = 0;
-  std::unique_ptr<dp::Cq> scq_, rcq_;
+  Handle<Pd> pd_;
+  Handle<Cq> scq_, rcq_;
+  Handle<Mr> mr_;
   std::vector<QpRes> qps_;
   uint8_t* mem_ = nullptr;
   size_t mem_len_ = 0;
   uint32_t key_ = 0;
-  bool registered_ = false;
 };
 
 }  // namespace urnic::perf

@@ -82,6 +82,10 @@ struct AddressVector {
   uint8_t traffic_class = 0;
   uint8_t hop_limit = 64;
   uint32_t flow_label = 0;  // IPv6
+  // The source GID, an index into the adapter's GID table (AdapterExtension::query_gid), as
+  // ibv_global_route.sgid_index; its IP version must be the destination's. -1: the adapter's
+  // IPv4 address (ipv6 false) or its IPv6 address (ipv6 true).
+  int32_t sgid_index = -1;
 };
 
 // ibv_qp_attr, the part RoCE RC uses. Ranges as IBTA: path_mtu 256..4096 (powers of two),
@@ -168,6 +172,12 @@ class AdapterExtension {
 
   // The adapter's MAC and IP addresses (its GIDs are these IPs). Any thread.
   LocalAddress local_address() const noexcept;
+  // The GID table (ibv_query_gid; a RoCEv2 GID is an IPv6 address, IPv4 ones IPv4-mapped):
+  // index 0 the link-local fe80::/64 address made from the MAC (EUI-64), then the IPv4 address
+  // if the adapter has one, then its IPv6 address if it has one. query_gid: kSuccess with *gid
+  // set; kInvalidParameter for index >= gid_count() or a null gid. Any thread.
+  uint32_t gid_count() const noexcept;
+  Status query_gid(uint32_t index, std::array<uint8_t, 16>* gid) const noexcept;
   // Replaces the fault injectors on the adapter's RoCEv2 frames (urnic/counters.h), applied by
   // the engine between two bursts; an inactive config removes that direction's injector. The
   // replaced injectors' counters (Adapter::query_counters) are gone with them, and frames they

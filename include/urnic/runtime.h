@@ -103,6 +103,14 @@ Status open_vdev_port(std::string_view devargs, uint16_t* port_id) noexcept;
 // failed); kNotSupported (the device is not an Ethernet port).
 Status open_pci_port(std::string_view pci_address, uint16_t* port_id) noexcept;
 
+// The largest Ethernet MTU (IP packet bytes, without the Ethernet header) frames sent on the
+// port may carry: for a kernel interface behind net_af_packet, the interface's own MTU (the
+// kernel drops larger frames whatever the ethdev says); otherwise the ethdev MTU, capped at the
+// driver's maximum (net_tap in DPDK 22.11: 1504). What rxe calls the port's active MTU before
+// the RoCE headers come off. kSuccess with *mtu set; kInvalidDeviceState before runtime_init;
+// kInvalidParameter (no such port, null output).
+Status port_mtu(uint16_t port_id, uint32_t* mtu) noexcept;
+
 // Why the last call of this header made on this thread failed, in one line; "" after a
 // success. Valid until the next such call on the same thread.
 const char* last_error() noexcept;

@@ -316,5 +316,63 @@ TEST_F(ApiLimits, ReadLimits) {
   EXPECT_EQ(ext->state(), QpState::kRts);
 }
 
+// The GID table (ibv_query_gid) and the source GID of a manual connect (sgid_index): index 0
+// is the link-local address from the MAC, then the IPv4-mapped and the IPv6 address; a source
+// GID of the other IP version, or one past the table, is refused; link-local GIDs carry data.
+TEST_F(ApiLimits, GidTableAndSourceGid) {
+  ApiPair p("lim_gid");
+  auto* ext = p.a.adapter->query_extension<AdapterExtension>();
+  ASSERT_NE(ext, nullptr);
+  ASSERT_EQ(ext->gid_count(), 3u);
+  std::array<uint8_t, 16> g{};
+  ASSERT_EQ(ext->query_gid(0, &g), Status::kSuccess);  // MAC 02:00:00:00:00:01, U/L bit flipped
+  EXPECT_EQ(g,
+            (std::array<uint8_t, 16>{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xfe, 0, 0, 1}));
+  ASSERT_EQ(ext->query_gid(1, &g), Status::kSuccess);
+  EXPECT_EQ(g, (std::array<uint8_t, 16>{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 1}));
+  ASSERT_EQ(ext->query_gid(2, &g), Status::kSuccess);
+  EXPECT_EQ(g,
+            (std::array<uint8_t, 16>{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}));
+  EXPECT_EQ(ext->query_gid(3, &g), Status::kInvalidParameter);
+  EXPECT_EQ(ext->query_gid(0, nullptr), Status::kInvalidParameter);
+
+  Handle<Qp> q;
+  ASSERT_EQ(p.a.pd->create_qp(*p.a.cq, *p.a.cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &q),
+            Status::kSuccess);
+  auto* conn = q->query_extension<QpConnectExtension>();
+  QpAttributes at;
+  at.state = QpState::kRtr;
+  at.av.dst_mac = p.b.address().mac;
+  at.dest_qpn = 0x100;
+  using namespace qp_attr_mask;
+  const uint32_t rtr =
+      kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer;
+  for (const auto& [ipv6, index] : {std::pair{false, 2}, {false, 0}, {true, 1}, {true, 3}}) {
+    at.av.ipv6 = ipv6;
+    at.av.sgid_index = index;
+    EXPECT_EQ(conn->modify(at, rtr, nullptr, nullptr), Status::kInvalidParameter)
+        << "ipv6 " << ipv6 << " sgid_index " << index;
+  }
+  at.av.ipv6 = false;
+  at.av.sgid_index = 1;  // the same attributes with a matching source GID are fine
+  at.av.dst_ipv4 = p.b.address().ipv4;
+  EXPECT_EQ(conn->modify(at, rtr, nullptr, nullptr), Status::kSuccess);
+
+  ConnectParams cp;
+  cp.ipv6 = true;
+  cp.sgid_index = 0;
+  p.connect(cp);
+  std::vector<uint8_t> local(5000), remote(5000, 0);
+  fill(local, 9);
+  auto ml = p.a.reg(local.data(), local.size(), 0);
+  auto mr = p.b.reg(remote.data(), remote.size(), mr_flag::kAllowRemoteWrite);
+  const Sge ws{addr(local.data()), 5000, ml->get_local_token()};
+  ASSERT_EQ(p.a.qp->write(ctx(1), {&ws, 1}, addr(remote.data()), mr->get_remote_token(), 0),
+            Status::kSuccess);
+  ASSERT_TRUE(p.wait_done(1, 0));
+  EXPECT_EQ(p.a.done[0].status, Status::kSuccess);
+  EXPECT_EQ(remote, local);
+}
+
 }  // namespace
 }  // namespace urnic::test

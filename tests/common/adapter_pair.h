@@ -66,6 +66,9 @@ struct ConnectParams {
   uint8_t read_limit = 16;
   uint32_t access = qp_access::kAll;  // remote rights the QPs accept
   bool ipv6 = false;
+  // The source GID index (AddressVector::sgid_index); the destination is then the peer's GID
+  // at the same index. -1: the adapters' configured addresses.
+  int32_t sgid_index = -1;
 };
 
 inline LocalAddress address_of(Adapter& a) {
@@ -90,6 +93,7 @@ inline void bring_up(Qp& q, Qp& peer, const LocalAddress& peer_addr, const Conne
   at.av.dst_ipv4 = peer_addr.ipv4;
   at.av.dst_ipv6 = peer_addr.ipv6;
   at.av.dst_mac = peer_addr.mac;
+  at.av.sgid_index = cp.sgid_index;
   at.path_mtu = cp.mtu;
   at.dest_qpn = pext->qpn();
   at.rq_psn = rq_psn;
@@ -110,10 +114,22 @@ inline void bring_up(Qp& q, Qp& peer, const LocalAddress& peer_addr, const Conne
             Status::kSuccess);
 }
 
+// Where a QP connected with `cp` sends to on `peer`: its addresses, or (cp.sgid_index set) its
+// GID at that index as the IPv6 destination.
+inline LocalAddress destination(Adapter& peer, const ConnectParams& cp) {
+  LocalAddress d = address_of(peer);
+  if (cp.sgid_index >= 0) {
+    EXPECT_EQ(peer.query_extension<AdapterExtension>()->query_gid(
+                  static_cast<uint32_t>(cp.sgid_index), &d.ipv6),
+              Status::kSuccess);
+  }
+  return d;
+}
+
 // Connects two QPs towards each other (A sends from PSN 0x10000, B from 0x20000).
 inline void connect_qps(Qp& qa, Adapter& aa, Qp& qb, Adapter& ab, const ConnectParams& cp = {}) {
-  bring_up(qa, qb, address_of(ab), cp, 0x10000, 0x20000);
-  bring_up(qb, qa, address_of(aa), cp, 0x20000, 0x10000);
+  bring_up(qa, qb, destination(ab, cp), cp, 0x10000, 0x20000);
+  bring_up(qb, qa, destination(aa, cp), cp, 0x20000, 0x10000);
 }
 
 template <class Side>
