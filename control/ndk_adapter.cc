@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "control/ndk_internal.h"
+#include "urnic/config.h"
 
 namespace urnic {
 namespace detail {
@@ -364,6 +365,12 @@ Status Adapter::open(const AdapterConfig& config, Engine& engine,
   if (out == nullptr) return Status::kInvalidParameter;
   // ctl::Adapter attaches its endpoint directly, which needs the engine stopped.
   if (engine.running()) return Status::kInvalidParameter;
+  const uint32_t mtu = config.cm.path_mtu;
+  if ((mtu != 0 && (mtu < 256 || mtu > 4096 || (mtu & (mtu - 1)) != 0)) ||
+      config.cm.response_timeout > 31 || config.cm.timewait_ms == 0 ||
+      config.cm.timewait_ms > 600000)
+    return Status::kInvalidParameter;
+  if (!kTesting && !config.cm.drop_tx.empty()) return Status::kNotSupported;
   return detail::guarded([&] {
     auto impl = std::make_unique<detail::AdapterImpl>();
     ctl::AdapterConfig c;
@@ -383,6 +390,7 @@ Status Adapter::open(const AdapterConfig& config, Engine& engine,
     impl->engine = &engine;
     impl->eng = &engine.impl().dp;
     impl->info = detail::make_adapter_info();
+    impl->cm_settings = config.cm;
     std::unique_ptr<Adapter> a(new Adapter(impl.get()));
     detail::AdapterImpl* p = impl.release();  // owned by `a` from here on
     p->pub = a.get();
@@ -425,6 +433,7 @@ Status Adapter::query_counters(AdapterCounters* out) const noexcept {
     c.port = impl_->ctl->endpoint_counters();
     c.tx_faults = impl_->ctl->tx_fault_counters();
     c.rx_faults = impl_->ctl->rx_fault_counters();
+    c.cm = detail::cm_counters(impl_);
     *out = c;
     return Status::kSuccess;
   });

@@ -77,6 +77,10 @@ inline constexpr uint32_t kMaxCalleeData = 148;
 struct AdapterImpl;
 struct PdImpl;
 
+// The connection manager's counters of `a`, its agents gone included (control/cm/
+// ndk_connector.cc).
+CmCounters cm_counters(AdapterImpl* a);
+
 // QueryExtension's version rule: same major, a minor up to the implemented one.
 inline bool version_ok(Version asked, Version have) noexcept {
   return asked.major == have.major && asked.minor <= have.minor;
@@ -277,6 +281,9 @@ struct AdapterImpl {
   Engine* engine = nullptr;
   dp::Engine* eng = nullptr;
   std::unique_ptr<ctl::Adapter> ctl;
+  AdapterConfig::Cm cm_settings;             // for the CM agent (control/cm/ndk_connector.cc)
+  std::atomic<uint64_t> cm_mads_dropped{0};  // AdapterConfig::Cm::drop_tx (testing builds)
+  CmCounters cm_retired;  // agents already gone (guarded by ndk_connector.cc's agent lock)
   AdapterExtension ext;
   AdapterInfo info{};
   // Rung by the engine (dp::Cq / dp::Srq) when a notification is due.

@@ -614,4 +614,34 @@ Status QpConnectExtension::modify(const QpAttributes& at, uint32_t mask,
   return sync.status;
 }
 
+Status QpConnectExtension::query(QpAttributes* out) const noexcept {
+  if (out == nullptr) return Status::kInvalidParameter;
+  // The engine writes attr only while it applies a modify; the consumer's modifies and the
+  // connection's have completed (their completions synchronise with the engine) and none runs
+  // now (the documented rule), so these reads race with nothing.
+  const dp::QpAttr& a = qp_->qp.attr;
+  QpAttributes q;
+  q.state = qp_->qp.public_state();
+  q.access = a.access;
+  q.path_mtu = a.path_mtu;
+  q.dest_qpn = a.dest_qpn;
+  q.rq_psn = a.rq_psn;
+  q.sq_psn = a.sq_psn;
+  q.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  q.max_rd_atomic = a.max_rd_atomic;
+  q.timeout = a.timeout;
+  q.retry_cnt = a.retry_cnt;
+  q.rnr_retry = a.rnr_retry;
+  q.min_rnr_timer = a.min_rnr_timer;
+  q.av.ipv6 = a.av.ipv6;
+  q.av.dst_ipv4 = a.av.dst_ip4;
+  q.av.dst_ipv6 = a.av.dst_ip6;
+  q.av.dst_mac = a.av.dst_mac;
+  q.av.traffic_class = a.av.traffic_class;
+  q.av.hop_limit = a.av.hop_limit;
+  q.av.flow_label = a.av.flow_label;
+  *out = q;
+  return Status::kSuccess;
+}
+
 }  // namespace urnic

@@ -12,13 +12,10 @@
 #include <string_view>
 #include <thread>
 
-#include "control/eal.h"
-#include "urnic/config.h"
-
 namespace urnic::tools {
 namespace {
 
-bool parse_mac(std::string_view s, wire::MacAddr* mac) {
+bool parse_mac(std::string_view s, std::array<uint8_t, 6>* mac) {
   unsigned v[6];
   if (std::sscanf(std::string(s).c_str(), "%x:%x:%x:%x:%x:%x", &v[0], &v[1], &v[2], &v[3], &v[4],
                   &v[5]) != 6)
@@ -29,8 +26,9 @@ bool parse_mac(std::string_view s, wire::MacAddr* mac) {
 
 // net_af_packet's default ring slots (2048 bytes) cannot hold a 4096-byte-MTU RoCEv2 frame: unless
 // the devargs say otherwise, use the geometry of tests/loopback/port_vdev_test.cc. A slot holds
-// dp::kMaxFrameLen + 66 bytes of TPACKET_V2 header room, rounded up to 4352 (17 x 256); blocks
-// are whole pages holding whole slots (lcm with the page size); 512 slots.
+// the largest frame (4096-byte payload + headers) + 66 bytes of TPACKET_V2 header room, rounded up
+// to 4352 (17 x 256); blocks are whole pages holding whole slots (lcm with the page size); 512
+// slots.
 std::string with_af_packet_geometry(const std::string& vdev) {
   if (vdev.rfind("net_af_packet", 0) != 0 || vdev.find("framesz=") != std::string::npos)
     return vdev;
@@ -80,7 +78,7 @@ bool take_nic_options(int* argc, char** argv, NicOptions* o) {
       }
       o->ipv4 = ntohl(ip.s_addr);
     } else if (auto v3 = val("--mac")) {
-      wire::MacAddr m{};
+      std::array<uint8_t, 6> m{};
       if (!parse_mac(*v3, &m)) {
         std::fprintf(stderr, "bad --mac\n");
         return false;
@@ -114,14 +112,14 @@ bool take_nic_options(int* argc, char** argv, NicOptions* o) {
   return true;
 }
 
-std::string gid_string(const wire::Ipv6Addr& gid) {
+std::string gid_string(const Gid& gid) {
   char buf[INET6_ADDRSTRLEN] = {};
   ::inet_ntop(AF_INET6, gid.data(), buf, sizeof(buf));
   return buf;
 }
 
-dp::EngineConfig Nic::engine_config() {
-  dp::EngineConfig c;
+EngineConfig Nic::engine_config() {
+  EngineConfig c;
   // The engine shares a small machine with the application, the control thread and (in the
   // interop tests) an emulated peer: it yields when idle.
   c.idle_yield_after = 1024;
@@ -129,52 +127,49 @@ dp::EngineConfig Nic::engine_config() {
 }
 
 Nic::~Nic() {
-  engine_.stop();
+  pd_.reset();
   adapter_.reset();
+  engine_.stop();
 }
 
 Status Nic::open(const NicOptions& opts) {
   opts_ = opts;
-  ctl::EalOptions eo;
-  eo.program = "urnic-tool";
-  eo.memory = opts.huge ? ctl::EalOptions::Memory::kHuge : ctl::EalOptions::Memory::kNoHuge;
-  eo.lcores = opts.lcores;
-  if (Status s = ctl::eal_init(eo); s != Status::kSuccess) {
-    std::fprintf(stderr, "urnic: EAL init failed: %s\n", std::string(to_string(s)).c_str());
+  RuntimeConfig rc;
+  rc.program = "urnic-tool";
+  rc.memory = opts.huge ? RuntimeConfig::Memory::kHugepages : RuntimeConfig::Memory::kNoHuge;
+  rc.lcores = opts.lcores;
+  if (Status s = runtime_init(rc); s != Status::kSuccess) {
+    std::fprintf(stderr, "urnic: EAL init failed: %s\n", last_error());
     return s;
   }
   uint16_t port = 0;
-  const std::string devargs = with_af_packet_geometry(opts.vdev);
-  if (Status s = ctl::probe_vdev(devargs, &port); s != Status::kSuccess) {
-    std::fprintf(stderr, "urnic: cannot probe %s\n", devargs.c_str());
+  if (Status s = open_vdev_port(with_af_packet_geometry(opts.vdev), &port); s != Status::kSuccess) {
+    std::fprintf(stderr, "urnic: %s\n", last_error());
     return s;
   }
-  ctl::AdapterConfig ac;
+  AdapterConfig ac;
   ac.port_id = port;
-  ac.port.mbufs = 8191;
+  ac.mbufs = 8191;
   ac.ipv4 = opts.ipv4;
   ac.mac = opts.mac;
-  if (Status s = ctl::Adapter::open(ac, &engine_, &adapter_); s != Status::kSuccess) {
-    std::fprintf(stderr, "urnic: adapter open failed: %s\n", std::string(to_string(s)).c_str());
+  ac.cm = opts.cm;
+  ac.tx_faults.drop_ppm = opts.tx_loss_ppm;
+  ac.tx_faults.seed = opts.loss_seed;
+  for (const auto& [op, nth] : opts.tx_drops)
+    ac.tx_faults.add_rule(op, nth, FaultConfig::Action::kDrop);
+  if (Status s = Adapter::open(ac, engine_, &adapter_); s != Status::kSuccess) {
+    std::fprintf(
+        stderr, "urnic: adapter open failed: %s%s\n", std::string(to_string(s)).c_str(),
+        s == Status::kNotSupported ? " (fault injection needs a URNIC_TESTING build)" : "");
     return s;
   }
-  if (opts.tx_loss_ppm != 0 || !opts.tx_drops.empty()) {
-    if (!kTesting) {
-      std::fprintf(stderr, "urnic: fault injection needs a URNIC_TESTING build\n");
-      return Status::kNotSupported;
-    }
-    dp::FaultConfig fc;
-    fc.drop_ppm = opts.tx_loss_ppm;
-    fc.seed = opts.loss_seed;
-    for (const auto& [op, nth] : opts.tx_drops)
-      fc.add_rule(op, nth, dp::FaultConfig::Action::kDrop);
-    tx_fault_ = std::make_unique<dp::FaultInjector>(fc);
-    adapter_->endpoint().set_faults(nullptr, tx_fault_.get());
+  if (Status s = adapter_->create_pd(nullptr, nullptr, &pd_); s != Status::kSuccess) {
+    std::fprintf(stderr, "urnic: cannot create a PD: %s\n", std::string(to_string(s)).c_str());
+    return s;
   }
-  pd_ = adapter_->alloc_pd();
-  // The first lcore after the main one.
-  const unsigned lcore = rte_get_next_lcore(rte_get_main_lcore(), 1, 0);
-  if (lcore >= RTE_MAX_LCORE || !engine_.launch(lcore)) {
+  // The first worker lcore.
+  const auto workers = worker_lcores();
+  if (workers.empty() || !engine_.launch(workers.front())) {
     std::fprintf(stderr, "urnic: no second lcore for the engine (--lcores=%s)\n",
                  opts.lcores.c_str());
     return Status::kInsufficientResources;
@@ -182,39 +177,70 @@ Status Nic::open(const NicOptions& opts) {
   return Status::kSuccess;
 }
 
-wire::Ipv6Addr Nic::gid() const { return ctl::gid_from_ipv4(opts_.ipv4); }
+Gid Nic::gid() const {
+  const uint32_t a = opts_.ipv4;
+  return Gid{0,
+             0,
+             0,
+             0,
+             0,
+             0,
+             0,
+             0,
+             0,
+             0,
+             0xFF,
+             0xFF,
+             static_cast<uint8_t>(a >> 24),
+             static_cast<uint8_t>(a >> 16),
+             static_cast<uint8_t>(a >> 8),
+             static_cast<uint8_t>(a)};
+}
 
 std::string Nic::counters_line() {
-  const dp::QpCounters q = adapter_->qp_counter_totals();
-  const dp::EngineCounters& e = adapter_->endpoint_counters();
-  uint64_t drops = 0;
-  for (uint64_t d : e.rx_drops) drops += d;
+  AdapterCounters c;
+  (void)adapter_->query_counters(&c);
+  const QpCounters& q = c.qps;
+  auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
   char buf[512];
   std::snprintf(
       buf, sizeof(buf),
       "urnic: tx_packets=%llu rx_packets=%llu retransmits=%llu timeouts=%llu "
       "duplicates=%llu out_of_sequence=%llu naks_sent=%llu naks_received=%llu "
       "rnr_naks_received=%llu rx_drops=%llu faults_dropped=%llu",
-      static_cast<unsigned long long>(q.tx_packets), static_cast<unsigned long long>(q.rx_packets),
-      static_cast<unsigned long long>(q.retransmits), static_cast<unsigned long long>(q.timeouts),
-      static_cast<unsigned long long>(q.duplicate_requests),
-      static_cast<unsigned long long>(q.out_of_sequence),
-      static_cast<unsigned long long>(q.naks_sent[0] + q.naks_sent[1] + q.naks_sent[2] +
-                                      q.naks_sent[3]),
-      static_cast<unsigned long long>(q.naks_received[0] + q.naks_received[1] + q.naks_received[2] +
-                                      q.naks_received[3]),
-      static_cast<unsigned long long>(q.rnr_naks_received), static_cast<unsigned long long>(drops),
-      static_cast<unsigned long long>(tx_fault_ ? tx_fault_->counters().dropped : 0));
+      u(q.tx_packets), u(q.rx_packets), u(q.retransmits), u(q.timeouts), u(q.duplicate_requests),
+      u(q.out_of_sequence), u(q.naks_sent[0] + q.naks_sent[1] + q.naks_sent[2] + q.naks_sent[3]),
+      u(q.naks_received[0] + q.naks_received[1] + q.naks_received[2] + q.naks_received[3]),
+      u(q.rnr_naks_received), u(c.port.rx_drops_total()), u(c.tx_faults.dropped));
   return buf;
 }
 
-size_t poll_cq(dp::Cq& cq, std::vector<ResultEx>& out, size_t want,
-               std::chrono::milliseconds timeout) {
+void Done::on_request(void* ctx, Status s) noexcept {
+  auto* d = static_cast<Done*>(ctx);
+  std::lock_guard lk(d->mu_);
+  d->status_ = s;
+  d->cv_.notify_all();
+}
+
+void Done::on_event(void* ctx) noexcept { on_request(ctx, Status::kSuccess); }
+
+std::optional<Status> Done::wait(std::chrono::milliseconds t) {
+  std::unique_lock lk(mu_);
+  cv_.wait_for(lk, t, [&] { return status_.has_value(); });
+  return status_;
+}
+
+bool Done::done() {
+  std::lock_guard lk(mu_);
+  return status_.has_value();
+}
+
+size_t poll_cq(Cq& cq, std::vector<ResultEx>& out, size_t want, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   ResultEx r[32];
   uint32_t idle = 0;
   while (out.size() < want) {
-    const size_t n = cq.poll(r);
+    const size_t n = cq.get_results_ex(r);
     if (n != 0) {
       out.insert(out.end(), r, r + n);
       idle = 0;

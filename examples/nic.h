@@ -14,28 +14,33 @@
 // Tools call take_nic_options() first, which removes these from argv, then parse their own.
 #pragma once
 
+#include <array>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "control/adapter.h"
-#include "dataplane/engine.h"
-#include "dataplane/fault.h"
+#include "urnic/urnic.h"
 
 namespace urnic::tools {
 
 struct NicOptions {
   std::string vdev;
   uint32_t ipv4 = 0;
-  std::optional<wire::MacAddr> mac;
+  std::optional<std::array<uint8_t, 6>> mac;
   std::string lcores = "0-1";
   bool huge = false;
   uint32_t tx_loss_ppm = 0;
   uint64_t loss_seed = 1;
   std::vector<std::pair<uint16_t, uint32_t>> tx_drops;  // opcode, nth
+  AdapterConfig::Cm cm;  // connection manager settings (set by the tool, not from argv)
 };
+
+using Gid = std::array<uint8_t, 16>;
 
 // Removes urnic's options from argv (compacting it, argc updated). Returns false and prints
 // why on a malformed option.
@@ -43,11 +48,15 @@ bool take_nic_options(int* argc, char** argv, NicOptions* opts);
 // One line per NIC option, for the tools' usage text.
 const char* nic_usage();
 
-std::string gid_string(const wire::Ipv6Addr& gid);  // inet_ntop form, e.g. ::ffff:10.99.0.2
+std::string gid_string(const Gid& gid);  // inet_ntop form, e.g. ::ffff:10.99.0.2
 
+// Everything through the public API (urnic/urnic.h): runtime_init, open_vdev_port,
+// Adapter::open with the fault injectors in its config, one PD.
 class Nic {
  public:
   Nic() = default;
+  // Closes the PD, then the adapter (the tool's own objects must be closed by then), then stops
+  // the engine.
   ~Nic();
   Nic(const Nic&) = delete;
   Nic& operator=(const Nic&) = delete;
@@ -55,28 +64,43 @@ class Nic {
   // Brings everything up; prints the reason and returns an error status on failure.
   Status open(const NicOptions& opts);
 
-  ctl::Adapter& adapter() { return *adapter_; }
-  dp::Engine& engine() { return engine_; }
-  uint32_t pd() const { return pd_; }
+  Adapter& adapter() { return *adapter_; }
+  Pd& pd() { return *pd_; }
   const NicOptions& options() const { return opts_; }
-  wire::Ipv6Addr gid() const;
+  Gid gid() const;  // the IPv4-mapped GID of --ip (GID index 1)
 
-  // One "urnic:" line with the QP and engine counters (retransmits, NAKs, drops, faults).
+  // One "urnic:" line with the QP and port counters (retransmits, NAKs, drops, faults).
   std::string counters_line();
 
  private:
   NicOptions opts_;
-  dp::Engine engine_{engine_config()};
-  std::unique_ptr<ctl::Adapter> adapter_;
-  std::unique_ptr<dp::FaultInjector> tx_fault_;
-  uint32_t pd_ = 0;
-  static dp::EngineConfig engine_config();
+  Engine engine_{engine_config()};
+  std::unique_ptr<Adapter> adapter_;
+  Handle<Pd> pd_;
+  static EngineConfig engine_config();
+};
+
+// The completion of one NDK request or event, for the callbacks (which run on the adapter's
+// control thread) and the tool thread that waits for it.
+class Done {
+ public:
+  // A RequestCompletion: `ctx` is the Done.
+  static void on_request(void* ctx, Status s) noexcept;
+  // A DisconnectEventCallback: completes with kSuccess.
+  static void on_event(void* ctx) noexcept;
+  // The status, once completed within `t`; nullopt otherwise.
+  std::optional<Status> wait(std::chrono::milliseconds t);
+  bool done();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<Status> status_;
 };
 
 // Polls `cq` into `out` until it has at least `want` entries or `timeout` passes; yields the CPU
 // after a run of empty polls (small machines: the engine, the control thread and a peer share
 // the cores). Returns the number of entries in `out`.
-size_t poll_cq(dp::Cq& cq, std::vector<ResultEx>& out, size_t want,
-               std::chrono::milliseconds timeout);
+size_t poll_cq(Cq& cq, std::vector<ResultEx>& out, size_t want, std::chrono::milliseconds timeout);
 
 }  // namespace urnic::tools

@@ -55,84 +55,81 @@ void usage(const char* argv0) {
   std::printf("urnic:\n%s", nic_usage());
 }
 
-// Members go in reverse order: the NIC (engine, adapter and its QPs) first, then the CQ and the
-// buffer its QP used, which the engine may touch until it stops.
+// Members go in reverse order: the QP first (its close flushes its work), then the MR, the CQ,
+// the NIC (PD, adapter, engine) and last the buffer the engine may have touched.
 struct Ctx {
   std::vector<uint8_t> storage;
   uint8_t* buf = nullptr;
   uint32_t size = 4096;
-  uint32_t key = 0;
-  std::unique_ptr<dp::Cq> cq;
-  dp::Qp* qp = nullptr;
   uint32_t rx_depth = 500;
   Nic nic;
+  Handle<Cq> cq;
+  Handle<Mr> mr;
+  uint32_t key = 0;
+  Handle<Qp> qp;
+  QpConnectExtension* conn = nullptr;
 };
 
 int post_recv(Ctx& c, int n) {
-  dp::RecvWqe w;
-  w.request_context = kRecvWrid;
-  w.num_sge = 1;
-  w.length = c.size;
-  w.sge[0] = {reinterpret_cast<uint64_t>(c.buf), c.size, c.key};
+  const Sge sge{reinterpret_cast<uint64_t>(c.buf), c.size, c.key};
   int i = 0;
   for (; i < n; ++i)
-    if (c.qp->post_recv(w) != Status::kSuccess) break;
+    if (c.qp->receive(kRecvWrid, {&sge, 1}) != Status::kSuccess) break;
   return i;
 }
 
 Status post_send(Ctx& c) {
-  dp::SendWqe w;
-  w.request_context = kSendWrid;
-  w.opcode = dp::WrOpcode::kSend;
-  w.num_sge = 1;
-  w.length = c.size;
-  w.sge[0] = {reinterpret_cast<uint64_t>(c.buf), c.size, c.key};
-  return c.qp->post_send(w);
+  const Sge sge{reinterpret_cast<uint64_t>(c.buf), c.size, c.key};
+  return c.qp->send(kSendWrid, {&sge, 1}, 0);
+}
+
+bool gid_is_ipv4(const Gid& g) {
+  static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+  return std::memcmp(g.data(), kMapped, sizeof(kMapped)) == 0;
 }
 
 // pp_connect_ctx(): RTR with the peer's QPN and PSN, RTS with ours. Path MTU from -m, one
-// responder resource, min RNR timer 12, timeout 14, retry_cnt 7, rnr_retry 7, hop limit 1.
+// responder resource, min RNR timer 12, timeout 14, retry_cnt 7, rnr_retry 7. The peer's MAC
+// is resolved by the adapter (ARP / neighbour discovery) in the RTR transition. IP TTL / hop
+// limit 64 as rxe sends (rxe_prepare4: ttl 64 whatever the AH says); ibv_rc_pingpong's AH asks
+// for 1, which would not cross a router.
 bool connect_qp(Ctx& c, uint32_t mtu, uint32_t my_psn, const ctl::oob::PingpongDest& rem) {
-  wire::MacAddr mac{};
-  if (Status s = c.nic.adapter().control().resolve(rem.gid, &mac, std::chrono::seconds(5));
-      s != Status::kSuccess) {
-    std::fprintf(stderr, "Failed to resolve %s: %s\n", gid_string(rem.gid).c_str(),
-                 std::string(to_string(s)).c_str());
-    return false;
-  }
-  using namespace dp::qp_attr;
-  dp::QpAttr at;
-  at.state = dp::QpState::kRtr;
-  at.av.src_mac = c.nic.adapter().mac();
-  at.av.dst_mac = mac;
-  if (ctl::gid_is_ipv4(rem.gid)) {
-    at.av.src_ip4 = c.nic.options().ipv4;
-    at.av.dst_ip4 = ctl::gid_to_ipv4(rem.gid);
+  using namespace qp_attr_mask;
+  QpAttributes at;
+  at.state = QpState::kRtr;
+  if (gid_is_ipv4(rem.gid)) {
+    at.av.dst_ipv4 = static_cast<uint32_t>(rem.gid[12]) << 24 |
+                     static_cast<uint32_t>(rem.gid[13]) << 16 |
+                     static_cast<uint32_t>(rem.gid[14]) << 8 | rem.gid[15];
   } else {
     at.av.ipv6 = true;
-    at.av.src_ip6 = ctl::link_local_gid(c.nic.adapter().mac());
-    at.av.dst_ip6 = rem.gid;
+    at.av.sgid_index = 0;  // our link-local GID
+    at.av.dst_ipv6 = rem.gid;
   }
-  at.av.hop_limit = 1;
+  at.av.hop_limit = 64;
   at.path_mtu = mtu;
   at.dest_qpn = rem.qpn;
   at.rq_psn = rem.psn;
   at.max_dest_rd_atomic = 1;
   at.min_rnr_timer = 12;
-  if (Status s = c.nic.adapter().modify_qp(
-          c.qp, at, kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer);
+  if (Status s = c.conn->modify(
+          at, kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer,
+          nullptr, nullptr);
       s != Status::kSuccess) {
-    std::fprintf(stderr, "Failed to modify QP to RTR: %s\n", std::string(to_string(s)).c_str());
+    std::fprintf(stderr, "Failed to modify QP to RTR: %s%s\n", std::string(to_string(s)).c_str(),
+                 s == Status::kHostUnreachable
+                     ? (" (no ARP/ND answer from " + gid_string(rem.gid) + ")").c_str()
+                     : "");
     return false;
   }
-  at.state = dp::QpState::kRts;
+  at.state = QpState::kRts;
   at.timeout = 14;
   at.retry_cnt = 7;
   at.rnr_retry = 7;
   at.sq_psn = my_psn;
   at.max_rd_atomic = 1;
-  if (Status s = c.nic.adapter().modify_qp(
-          c.qp, at, kState | kTimeout | kRetryCnt | kRnrRetry | kSqPsn | kMaxRdAtomic);
+  if (Status s = c.conn->modify(
+          at, kState | kTimeout | kRetryCnt | kRnrRetry | kSqPsn | kMaxRdAtomic, nullptr, nullptr);
       s != Status::kSuccess) {
     std::fprintf(stderr, "Failed to modify QP to RTS: %s\n", std::string(to_string(s)).c_str());
     return false;
@@ -214,32 +211,29 @@ int run(int argc, char** argv) {
   c.buf = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(c.storage.data()) + page - 1) &
                                      ~static_cast<uintptr_t>(page - 1));
   std::memset(c.buf, 0x7b, size);  // rc_pingpong's fill
-  if (c.nic.adapter().register_mr(c.nic.pd(), c.buf, size, mr_flag::kAllowLocalWrite, &c.key) !=
-      Status::kSuccess) {
+  if (c.nic.pd().create_mr(false, nullptr, nullptr, &c.mr) != Status::kSuccess ||
+      c.mr->register_mr(c.buf, size, mr_flag::kAllowLocalWrite, nullptr, nullptr) !=
+          Status::kSuccess) {
     std::fprintf(stderr, "Couldn't register MR\n");
     return 1;
   }
-  if (c.nic.adapter().create_cq(rx_depth + 1, &c.cq) != Status::kSuccess) {
+  c.key = c.mr->get_local_token();
+  if (c.nic.adapter().create_cq(rx_depth + 1, nullptr, nullptr, nullptr, nullptr, &c.cq) !=
+      Status::kSuccess) {
     std::fprintf(stderr, "Couldn't create CQ\n");
     return 1;
   }
-  ctl::QpInit qi;
-  qi.pd = c.nic.pd();
-  qi.send_cq = c.cq.get();
-  qi.recv_cq = c.cq.get();
-  qi.sq_depth = 16;
-  qi.rq_depth = rx_depth;
-  qi.max_send_sge = 1;
-  qi.max_recv_sge = 1;
-  if (c.nic.adapter().create_qp(qi, &c.qp) != Status::kSuccess) {
+  if (c.nic.pd().create_qp(*c.cq, *c.cq, nullptr, rx_depth, 16, 1, 1, 0, nullptr, nullptr, &c.qp) !=
+          Status::kSuccess ||
+      (c.conn = c.qp->query_extension<QpConnectExtension>()) == nullptr) {
     std::fprintf(stderr, "Couldn't create QP\n");
     return 1;
   }
   {
-    dp::QpAttr at;
-    at.state = dp::QpState::kInit;
+    QpAttributes at;
+    at.state = QpState::kInit;
     at.access = 0;
-    if (c.nic.adapter().modify_qp(c.qp, at, dp::qp_attr::kState | dp::qp_attr::kAccessFlags) !=
+    if (c.conn->modify(at, qp_attr_mask::kState | qp_attr_mask::kAccessFlags, nullptr, nullptr) !=
         Status::kSuccess) {
       std::fprintf(stderr, "Failed to modify QP to INIT\n");
       return 1;
@@ -251,7 +245,7 @@ int run(int argc, char** argv) {
     return 1;
   }
 
-  ctl::oob::PingpongDest my{0, c.qp->qpn(), static_cast<uint32_t>(lrand48() & 0xffffff),
+  ctl::oob::PingpongDest my{0, c.conn->qpn(), static_cast<uint32_t>(lrand48() & 0xffffff),
                             c.nic.gid()};
   std::printf("  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", my.lid, my.qpn,
               my.psn, gid_string(my.gid).c_str());
@@ -307,7 +301,7 @@ int run(int argc, char** argv) {
   ResultEx wc[16];
   uint32_t idle = 0;
   while (rcnt < iters || scnt < iters) {
-    const size_t ne = c.cq->poll(wc);
+    const size_t ne = c.cq->get_results_ex(wc);
     if (ne == 0) {
       if (++idle >= 256) {
         idle = 0;

@@ -11,9 +11,9 @@
 // Lock order: AdapterImpl::mu before the CM's lock; CM callbacks run without the CM's lock.
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <rte_ethdev.h>
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -22,6 +22,7 @@
 #include "control/ndk_internal.h"
 #include "urnic/connector.h"
 #include "urnic/listener.h"
+#include "urnic/runtime.h"
 
 namespace urnic {
 namespace detail {
@@ -34,16 +35,35 @@ struct AgentEntry {
 std::mutex g_agents_mu;
 std::map<AdapterImpl*, AgentEntry> g_agents;
 
-// The path MTU our REQs offer: the largest IB MTU whose frames fit the port's MTU (rdma_cm does
-// the same from the netdev MTU: 1500 -> 1024, 9000 -> 4096).
+// The path MTU our REQs offer: the configured one, else the largest IB MTU whose frames fit the
+// port's MTU (rdma_cm does the same from the netdev MTU: 1500 -> 1024, 9000 -> 4096).
 uint32_t path_mtu_for(AdapterImpl* a) {
-  uint16_t mtu = 0;
-  if (rte_eth_dev_get_mtu(a->ctl->port().id(), &mtu) != 0) return 1024;
+  if (a->cm_settings.path_mtu != 0) return a->cm_settings.path_mtu;
+  uint32_t mtu = 0;
+  if (port_mtu(a->ctl->port().id(), &mtu) != Status::kSuccess) return 1024;
   // IPv6 + UDP + BTH + RETH + ICRC: 40 + 8 + 12 + 16 + 4 = 80 bytes of headers.
   for (uint32_t m : {4096u, 2048u}) {
     if (mtu >= m + 80) return m;
   }
   return 1024;
+}
+
+// AdapterConfig::Cm::drop_tx as the agent's test hook: loses the nth MAD of each listed
+// attribute, counted in the adapter's cm_mads_dropped.
+std::function<bool(const ctl::cm::Message&)> mad_dropper(AdapterImpl* a) {
+  if (a->cm_settings.drop_tx.empty()) return nullptr;
+  auto seen = std::make_shared<std::map<uint16_t, uint32_t>>();
+  return [a, seen](const ctl::cm::Message& m) {
+    const auto attr = static_cast<uint16_t>(ctl::cm::attr_id(m));
+    const uint32_t n = ++(*seen)[attr];
+    for (const auto& d : a->cm_settings.drop_tx) {
+      if (d.attr_id == attr && d.nth == n) {
+        a->cm_mads_dropped.fetch_add(1, std::memory_order_relaxed);
+        return true;
+      }
+    }
+    return false;
+  };
 }
 
 ctl::CmAgent* acquire_agent(AdapterImpl* a) {
@@ -53,10 +73,27 @@ ctl::CmAgent* acquire_agent(AdapterImpl* a) {
     ctl::CmConfig cfg;
     cfg.path_mtu = path_mtu_for(a);
     cfg.max_read_limit = kMaxReadLimit;
+    cfg.cm_response_timeout = a->cm_settings.response_timeout;
+    cfg.timewait = std::chrono::milliseconds(a->cm_settings.timewait_ms);
+    cfg.testing_drop_tx = mad_dropper(a);
     e.agent = std::make_unique<ctl::CmAgent>(*a->ctl, cfg);
   }
   ++e.users;
   return e.agent.get();
+}
+
+void add(CmCounters& t, const ctl::CmCounters& c) {
+  t.mads_in += c.mads_in;
+  t.mads_out += c.mads_out;
+  t.duplicates += c.duplicates;
+  t.unmatched += c.unmatched;
+  t.retransmits += c.retransmits;
+  t.timeouts += c.timeouts;
+  t.rej_sent += c.rej_sent;
+  t.rej_received += c.rej_received;
+  t.mra_sent += c.mra_sent;
+  t.mra_received += c.mra_received;
+  for (uint64_t e : c.decode_errors) t.decode_errors += e;
 }
 
 void release_agent(AdapterImpl* a) {
@@ -67,6 +104,7 @@ void release_agent(AdapterImpl* a) {
     if (it == g_agents.end()) return;
     if (--it->second.users == 0) {
       last = std::move(it->second.agent);
+      add(a->cm_retired, last->counters());
       g_agents.erase(it);
     }
   }
@@ -126,6 +164,15 @@ bool is_wildcard(const ctl::cm::Gid& g) {
 }
 
 }  // namespace
+
+CmCounters cm_counters(AdapterImpl* a) {
+  std::lock_guard lk(g_agents_mu);
+  CmCounters t = a->cm_retired;
+  if (auto it = g_agents.find(a); it != g_agents.end() && it->second.agent)
+    add(t, it->second.agent->counters());
+  t.mads_dropped = a->cm_mads_dropped.load(std::memory_order_relaxed);
+  return t;
+}
 
 struct ConnectorImpl final : ObjectImpl {
   ConnectorImpl(AdapterImpl* a, std::unique_ptr<ctl::CmConnector> from_listener)

@@ -22,12 +22,11 @@
 #include <string>
 #include <string_view>
 
-#include "dataplane/wire/headers.h"
 #include "urnic/status.h"
 
 namespace urnic::ctl::oob {
 
-using Gid = wire::Ipv6Addr;
+using Gid = std::array<uint8_t, 16>;  // a GID as rc_pingpong prints it
 
 inline constexpr uint16_t kPingpongPort = 18515;
 // sizeof "0000:000000:000000:00000000000000000000000000000000" (including the NUL).

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "urnic/counters.h"
 #include "urnic/cq.h"
@@ -43,6 +44,28 @@ struct AdapterConfig {
   // boundary (urnic/counters.h). Testing builds only: an active config elsewhere fails open()
   // with kNotSupported.
   FaultConfig tx_faults, rx_faults;
+  // The connection manager behind Connector / Listener (IB CM over QP1, as rdma_cm speaks it).
+  struct Cm {
+    // Path MTU our connection requests offer (256, 512, 1024, 2048 or 4096); the passive side
+    // takes the request's. 0: the largest whose frames fit the port's MTU (port_mtu in
+    // urnic/runtime.h), as rdma_cm derives it from the netdev (1500 -> 1024, 9000 -> 4096).
+    uint32_t path_mtu = 0;
+    // CM response timeout exponent for our REQ / REP / DREQ retransmissions, 4.096 us * 2^t
+    // (rdma_cm: 20, ~4.3 s; 0 .. 31).
+    uint8_t response_timeout = 20;
+    // How long a finished connection keeps its communication ID before it may be reused, in
+    // ms (1 .. 600000).
+    uint32_t timewait_ms = 1000;
+    // Testing builds (URNIC_TESTING) only, else open() fails with kNotSupported: the MADs the
+    // CM sends that are lost on purpose, to exercise retransmission. Each rule loses the nth
+    // (1-based) MAD whose attribute ID (IBTA 16.7.1: REQ 0x10, MRA 0x11, REJ 0x12, REP 0x13,
+    // RTU 0x14, DREQ 0x15, DREP 0x16) is attr_id. Counted in CmCounters::mads_dropped.
+    struct MadDrop {
+      uint16_t attr_id = 0;
+      uint32_t nth = 0;
+    };
+    std::vector<MadDrop> drop_tx;
+  } cm;
 };
 
 namespace detail {
@@ -53,7 +76,8 @@ class Adapter {
  public:
   // Opens the port `config.port_id` and attaches it to `engine`, which must not be launched yet
   // (launch it afterwards; objects may be created either way). Returns kSuccess with *out set;
-  // kInvalidParameter for a bad configuration or port id, or a launched engine;
+  // kInvalidParameter for a bad configuration (a field out of its range) or port id, or a
+  // launched engine;
   // kDeviceBusy (with an error logged) when another adapter of this process has the port open;
   // kDeviceNotReady when the driver refuses the port; kInsufficientResources when memory or
   // mempools cannot be had. Control side; blocks briefly.

@@ -129,10 +129,25 @@ struct FaultCounters {
 
 // ---- Per adapter --------------------------------------------------------------------------------
 
+// The connection manager's (Connector / Listener: IB CM MADs over QP1). Zero until the adapter's
+// first connector or listener is created.
+struct CmCounters {
+  uint64_t mads_in = 0, mads_out = 0;
+  uint64_t duplicates = 0;   // REQ / REP / RTU / DREQ for a known connection in a later state
+  uint64_t unmatched = 0;    // MADs for no known connection
+  uint64_t retransmits = 0;  // REQ / REP / DREQ sent again on the response timeout
+  uint64_t timeouts = 0;     // handshakes abandoned after the last retry
+  uint64_t rej_sent = 0, rej_received = 0;
+  uint64_t mra_sent = 0, mra_received = 0;
+  uint64_t decode_errors = 0;  // malformed MADs, dropped
+  uint64_t mads_dropped = 0;   // lost on purpose (AdapterConfig::Cm::drop_tx, testing builds)
+};
+
 struct AdapterCounters {
   QpCounters qps;  // the sum over the adapter's live QPs
   PortCounters port;
   FaultCounters tx_faults, rx_faults;
+  CmCounters cm;
 };
 
 }  // namespace urnic

@@ -129,6 +129,11 @@ class QpConnectExtension {
   // inside a callback. Any thread; modifies of one QP are applied in call order.
   Status modify(const QpAttributes& attributes, uint32_t mask, RequestCompletion completion,
                 void* request_context) noexcept;
+  // ibv_query_qp: the state and the attributes the last modify applied (a Connector's
+  // included: path_mtu, dest_qpn, the read limits, the peer's address). The PSNs are those the
+  // modifies set, not the current ones; av.dst_mac is the resolved one. kInvalidParameter for a
+  // null `out`. Any thread, not concurrently with a modify of the QP or its connection.
+  Status query(QpAttributes* out) const noexcept;
 
  private:
   friend struct detail::QpImpl;

@@ -16,22 +16,19 @@
 // exits non-zero with "cm-peer: FAIL ...".
 #include <arpa/inet.h>
 #include <getopt.h>
+#include <netinet/in.h>
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "control/cm/cm.h"
-#include "control/cm/cma.h"
 #include "examples/nic.h"
 
 namespace urnic::tools {
@@ -42,26 +39,6 @@ using namespace std::chrono_literals;
 
 constexpr uint16_t kDefaultPort = 20079;
 constexpr uint32_t kMagic = 0x75636d31;  // "ucm1"
-
-template <typename T>
-class Latch {
- public:
-  void set(T v) {
-    std::lock_guard lock(mu_);
-    v_ = v;
-    cv_.notify_all();
-  }
-  std::optional<T> wait(std::chrono::milliseconds d) {
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, d, [&] { return v_.has_value(); });
-    return v_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<T> v_;
-};
 
 [[noreturn]] void fail(const std::string& why) {
   std::printf("cm-peer: FAIL %s\n", why.c_str());
@@ -112,28 +89,50 @@ std::optional<Window> decode(const uint8_t* p) {
   return Window{get(4, 8), static_cast<uint32_t>(get(12, 4)), static_cast<uint32_t>(get(16, 4))};
 }
 
+// Members close in reverse order: the connection objects, the QP, the MRs and CQs, then the
+// buffers, and the NIC last.
 struct Peer {
   Nic nic;
-  std::unique_ptr<ctl::CmAgent> cm;
-  std::unique_ptr<dp::Cq> scq, rcq;
-  dp::Qp* qp = nullptr;
   std::vector<uint8_t> window, src, recv_area;
-  uint32_t kwin = 0, ksrc = 0, krecv = 0;
   uint32_t max_size = 0;
   std::vector<uint32_t> sizes;
   std::vector<ResultEx> sends, recvs;
   uint64_t bytes_checked = 0;
+  Handle<Cq> scq, rcq;
+  Handle<Mr> mwin, msrc, mrecv;
+  uint32_t kwin = 0, ksrc = 0, krecv = 0;
+  Handle<Qp> qp;
+  QpConnectExtension* qpx = nullptr;
+  Handle<Listener> listener;
+  Handle<Connector> conn;
+  // The listener's connect event (control thread): the first request is kept, later ones are
+  // rejected.
+  std::atomic<Connector*> incoming{nullptr};
+  Done requested;
+
+  uint32_t reg(Handle<Mr>& mr, void* p, size_t n, uint32_t flags) {
+    if (nic.pd().create_mr(false, nullptr, nullptr, &mr) != Status::kSuccess ||
+        mr->register_mr(p, n, flags, nullptr, nullptr) != Status::kSuccess)
+      fail("register_mr");
+    return mr->get_local_token();
+  }
+  static void on_connect(void* ctx, Connector* c) {
+    auto* self = static_cast<Peer*>(ctx);
+    Connector* none = nullptr;
+    if (!self->incoming.compare_exchange_strong(none, c)) {  // one connection only
+      (void)c->reject(nullptr, 0);
+      (void)c->close();
+      return;
+    }
+    Done::on_request(&self->requested, Status::kSuccess);
+  }
 };
 
 void post_recvs(Peer& p) {
   for (size_t i = 0; i < p.sizes.size(); ++i) {
-    dp::RecvWqe r;
-    r.request_context = reinterpret_cast<void*>(i);
-    r.num_sge = 1;
-    r.length = p.max_size;
-    r.sge[0] = {reinterpret_cast<uint64_t>(p.recv_area.data()) + i * p.max_size, p.max_size,
-                p.krecv};
-    if (p.qp->post_recv(r) != Status::kSuccess) fail("post_recv");
+    const Sge sge{reinterpret_cast<uint64_t>(p.recv_area.data()) + i * p.max_size, p.max_size,
+                  p.krecv};
+    if (p.qp->receive(reinterpret_cast<void*>(i), {&sge, 1}) != Status::kSuccess) fail("receive");
   }
 }
 
@@ -143,20 +142,11 @@ void write_and_send(Peer& p, const Window& peer_win, uint32_t size, uint32_t see
   if (size > peer_win.len) fail("peer window too small");
   fill(p.src.data(), size, seed_w);
   fill(p.src.data() + p.max_size, size, seed_s);
-  dp::SendWqe w;
-  w.opcode = dp::WrOpcode::kWrite;
-  w.num_sge = 1;
-  w.length = size;
-  w.sge[0] = {reinterpret_cast<uint64_t>(p.src.data()), size, p.ksrc};
-  w.remote_addr = peer_win.addr;
-  w.rkey = peer_win.rkey;
-  if (p.qp->post_send(w) != Status::kSuccess) fail("post WRITE");
-  dp::SendWqe s;
-  s.opcode = dp::WrOpcode::kSend;
-  s.num_sge = 1;
-  s.length = size;
-  s.sge[0] = {reinterpret_cast<uint64_t>(p.src.data()) + p.max_size, size, p.ksrc};
-  if (p.qp->post_send(s) != Status::kSuccess) fail("post SEND");
+  const Sge w{reinterpret_cast<uint64_t>(p.src.data()), size, p.ksrc};
+  if (p.qp->write(nullptr, {&w, 1}, peer_win.addr, peer_win.rkey, 0) != Status::kSuccess)
+    fail("post WRITE");
+  const Sge sd{reinterpret_cast<uint64_t>(p.src.data()) + p.max_size, size, p.ksrc};
+  if (p.qp->send(nullptr, {&sd, 1}, 0) != Status::kSuccess) fail("post SEND");
   const size_t want = p.sends.size() + 2;
   if (poll_cq(*p.scq, p.sends, want, 30s) < want) fail("send completions missing");
 }
@@ -226,97 +216,82 @@ int run(int argc, char** argv) {
       p.max_size = std::max(p.max_size, p.sizes.back());
     }
   }
+  nic_opts.cm.path_mtu = mtu;
+  nic_opts.cm.response_timeout = 16;  // 268 ms: quick retries if a MAD is lost
+  nic_opts.cm.timewait_ms = 200;
   if (p.nic.open(nic_opts) != Status::kSuccess) return 1;
-  ctl::CmConfig cfg;
-  cfg.path_mtu = mtu;
-  cfg.cm_response_timeout = 16;  // 268 ms: quick retries if a MAD is lost
-  cfg.timewait = 200ms;
-  p.cm = std::make_unique<ctl::CmAgent>(p.nic.adapter(), cfg);
   auto& ad = p.nic.adapter();
   const size_t nsizes = p.sizes.size();
-  if (ad.create_cq(4 * static_cast<uint32_t>(nsizes) + 8, &p.scq) != Status::kSuccess ||
-      ad.create_cq(static_cast<uint32_t>(nsizes) + 8, &p.rcq) != Status::kSuccess)
+  if (ad.create_cq(4 * static_cast<uint32_t>(nsizes) + 8, nullptr, nullptr, nullptr, nullptr,
+                   &p.scq) != Status::kSuccess ||
+      ad.create_cq(static_cast<uint32_t>(nsizes) + 8, nullptr, nullptr, nullptr, nullptr, &p.rcq) !=
+          Status::kSuccess)
     fail("create_cq");
   p.window.assign(p.max_size, 0);
   p.src.assign(2ull * p.max_size, 0);
   p.recv_area.assign(nsizes * p.max_size, 0);
-  if (ad.register_mr(p.nic.pd(), p.window.data(), p.max_size,
-                     mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite,
-                     &p.kwin) != Status::kSuccess ||
-      ad.register_mr(p.nic.pd(), p.src.data(), p.src.size(), mr_flag::kAllowLocalWrite, &p.ksrc) !=
-          Status::kSuccess ||
-      ad.register_mr(p.nic.pd(), p.recv_area.data(), p.recv_area.size(), mr_flag::kAllowLocalWrite,
-                     &p.krecv) != Status::kSuccess)
-    fail("register_mr");
-  ctl::QpInit qi;
-  qi.pd = p.nic.pd();
-  qi.send_cq = p.scq.get();
-  qi.recv_cq = p.rcq.get();
-  qi.sq_depth = 16;
-  qi.rq_depth = static_cast<uint32_t>(nsizes) + 1;
-  if (ad.create_qp(qi, &p.qp) != Status::kSuccess) fail("create_qp");
-  // INIT now, so that every receive is posted before the peer can send (connect() and accept()
-  // take a QP in INIT).
-  {
-    dp::QpAttr at;
-    at.state = dp::QpState::kInit;
-    at.access = dp::access::kRemoteWrite | dp::access::kRemoteRead;
-    if (ad.modify_qp(p.qp, at, dp::qp_attr::kState | dp::qp_attr::kAccessFlags) != Status::kSuccess)
-      fail("QP to INIT");
-  }
+  p.kwin = p.reg(p.mwin, p.window.data(), p.max_size,
+                 mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite);
+  p.ksrc = p.reg(p.msrc, p.src.data(), p.src.size(), mr_flag::kAllowLocalWrite);
+  p.krecv = p.reg(p.mrecv, p.recv_area.data(), p.recv_area.size(), mr_flag::kAllowLocalWrite);
+  // A new QP is in INIT: every receive is posted before the peer can send (connect() and
+  // accept() take a QP in INIT).
+  if (p.nic.pd().create_qp(*p.rcq, *p.scq, nullptr, static_cast<uint32_t>(nsizes) + 1, 16, 1, 1, 0,
+                           nullptr, nullptr, &p.qp) != Status::kSuccess ||
+      (p.qpx = p.qp->query_extension<QpConnectExtension>()) == nullptr)
+    fail("create_qp");
   post_recvs(p);
-  const Window mine{reinterpret_cast<uint64_t>(p.window.data()), p.kwin, p.max_size};
+  const std::vector<uint8_t> mine =
+      encode(Window{reinterpret_cast<uint64_t>(p.window.data()), p.kwin, p.max_size});
 
-  std::unique_ptr<ctl::CmConnector> conn;
-  std::unique_ptr<ctl::CmListener> listener;
   Window peer_win;
-  Latch<bool> peer_disconnected;
-  auto on_disconnect = [&] {
-    std::printf("cm-peer: disconnect event\n");
-    std::fflush(stdout);
-    peer_disconnected.set(true);
-  };
+  Done peer_disconnected;
   const auto t0 = Clock::now();
+  auto window_from = [&](Connector& c, const char* what) {
+    uint8_t pd[196];  // REP private data; a REQ's is 56 bytes
+    uint32_t len = sizeof(pd);
+    if (c.get_connection_data(nullptr, nullptr, pd, &len) != Status::kSuccess)
+      fail(std::string(what) + " data");
+    auto w = decode(pd);
+    if (!w) fail(std::string(what) + " private data has no window");
+    return *w;
+  };
   if (server) {
-    Latch<bool> requested;
-    Latch<Status> accepted;
-    listener = p.cm->create_listener();
-    if (listener->listen(port, [&](std::unique_ptr<ctl::CmConnector> c) {
-          if (conn) {  // one connection only
-            (void)c->reject({});
-            return;
-          }
-          uint8_t pd[ctl::cm::kMaxReqUserData];
-          uint32_t len = sizeof(pd);
-          ctl::ReadLimits lim;
-          if (c->get_connection_data(&lim, pd, &len) != Status::kSuccess) fail("REQ data");
-          auto w = decode(pd);
-          if (!w) fail("REQ private data has no window");
-          peer_win = *w;
-          conn = std::move(c);
-          requested.set(true);
-        }) != Status::kSuccess)
+    if (create_listener(ad, &Peer::on_connect, &p, nullptr, nullptr, &p.listener) !=
+        Status::kSuccess)
+      fail("create_listener");
+    sockaddr_in any{};
+    any.sin_family = AF_INET;
+    any.sin_port = htons(port);
+    if (p.listener->listen(reinterpret_cast<const sockaddr*>(&any), sizeof(any), nullptr,
+                           nullptr) != Status::kSuccess)
       fail("listen");
     std::printf("cm-peer: listening on port %u\n", port);
     std::fflush(stdout);
-    (void)requested.wait(120s);
-    if (!conn) fail("no connection request");
-    if (conn->accept(p.qp, {1, 1}, encode(mine), on_disconnect,
-                     [&](Status s) { accepted.set(s); }) != Status::kPending)
+    if (!p.requested.wait(120s)) fail("no connection request");
+    p.conn = Handle<Connector>(p.incoming.load());
+    peer_win = window_from(*p.conn, "REQ");
+    Done accepted;
+    if (p.conn->accept(*p.qp, 1, 1, mine.data(), static_cast<uint32_t>(mine.size()),
+                       &Done::on_event, &peer_disconnected, &Done::on_request,
+                       &accepted) != Status::kPending)
       fail("accept");
     const auto a = accepted.wait(30s);
     if (!a || *a != Status::kSuccess)
       fail("accept completed with " + std::string(a ? to_string(*a) : "nothing"));
   } else {
-    in_addr ip{};
-    if (::inet_pton(AF_INET, connect_to.c_str(), &ip) != 1) fail("bad --connect address");
-    const auto dst = ctl::gid_from_ipv4(ntohl(ip.s_addr));
+    sockaddr_in dst{};
+    dst.sin_family = AF_INET;
+    dst.sin_port = htons(port);
+    if (::inet_pton(AF_INET, connect_to.c_str(), &dst.sin_addr) != 1) fail("bad --connect address");
     // The server may not listen yet: the connect is retried with a new connector.
     for (;;) {
-      conn = p.cm->create_connector();
-      Latch<Status> connected;
-      const Status s = conn->connect(p.qp, dst, port, {1, 1}, encode(mine),
-                                     [&](Status st) { connected.set(st); });
+      if (create_connector(ad, nullptr, nullptr, &p.conn) != Status::kSuccess)
+        fail("create_connector");
+      Done connected;
+      const Status s = p.conn->connect(
+          *p.qp, nullptr, 0, reinterpret_cast<const sockaddr*>(&dst), sizeof(dst), 1, 1,
+          mine.data(), static_cast<uint32_t>(mine.size()), &Done::on_request, &connected);
       if (s != Status::kPending) fail("connect: " + std::string(to_string(s)));
       const auto r = connected.wait(60s);
       if (r && *r == Status::kSuccess) break;
@@ -324,23 +299,22 @@ int run(int argc, char** argv) {
       // answers ARP): the server is still starting.
       if (r && (*r == Status::kConnectionRefused || *r == Status::kHostUnreachable) &&
           Clock::now() - t0 < 60s) {
+        p.conn.reset();
         std::this_thread::sleep_for(100ms);
         continue;
       }
       fail("connect completed with " + std::string(r ? to_string(*r) : "nothing"));
     }
-    uint8_t pd[ctl::cm::kRepPrivateData];
-    uint32_t len = sizeof(pd);
-    ctl::ReadLimits lim;
-    if (conn->get_connection_data(&lim, pd, &len) != Status::kSuccess) fail("REP data");
-    auto w = decode(pd);
-    if (!w) fail("REP private data has no window");
-    peer_win = *w;
-    if (conn->complete_connect(on_disconnect) != Status::kSuccess) fail("complete_connect");
+    peer_win = window_from(*p.conn, "REP");
+    if (p.conn->complete_connect(&Done::on_event, &peer_disconnected, nullptr, nullptr) !=
+        Status::kSuccess)
+      fail("complete_connect");
   }
+  QpAttributes qa;
+  if (p.qpx->query(&qa) != Status::kSuccess) fail("QpConnectExtension::query");
   std::printf("cm-peer: established in %.1f ms: local QPN 0x%06x, remote QPN 0x%06x, MTU %u\n",
-              std::chrono::duration<double, std::milli>(Clock::now() - t0).count(),
-              conn->local_qpn(), conn->remote_qpn(), conn->mtu());
+              std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), p.qpx->qpn(),
+              qa.dest_qpn, qa.path_mtu);
   std::fflush(stdout);
 
   for (size_t i = 0; i < nsizes; ++i) {
@@ -361,30 +335,31 @@ int run(int argc, char** argv) {
 
   const bool me_first = disconnect_by == (server ? "server" : "client");
   if (me_first) {
-    Latch<Status> done;
-    if (conn->disconnect([&](Status s) { done.set(s); }) != Status::kPending) fail("disconnect");
+    Done done;
+    if (p.conn->disconnect(&Done::on_request, &done) != Status::kPending) fail("disconnect");
     const auto d = done.wait(30s);
     if (!d || *d != Status::kSuccess)
       fail("disconnect completed with " + std::string(d ? to_string(*d) : "nothing"));
     std::printf("cm-peer: disconnected (DREQ sent, DREP received)\n");
   } else {
     if (!peer_disconnected.wait(30s)) fail("no disconnect event");
-    if (conn->disconnect([](Status) {}) != Status::kSuccess) fail("disconnect after the peer's");
+    std::printf("cm-peer: disconnect event\n");
+    if (p.conn->disconnect(nullptr, nullptr) != Status::kSuccess)
+      fail("disconnect after the peer's");
     std::printf("cm-peer: disconnected by the peer (DREQ received, DREP sent)\n");
   }
-  if (p.qp->public_state() != dp::QpState::kErr) fail("QP not flushed after disconnect");
-  const auto c = p.cm->counters();
+  if (p.qpx->state() != QpState::kErr) fail("QP not flushed after disconnect");
+  AdapterCounters c;
+  if (ad.query_counters(&c) != Status::kSuccess) fail("query_counters");
   std::printf(
       "cm-peer: OK rounds=%zu sends=%zu recvs=%zu bytes_checked=%llu completions=%zu "
       "errors=0 mads_in=%llu mads_out=%llu retransmits=%llu\n",
       nsizes, p.sends.size(), p.recvs.size(), static_cast<unsigned long long>(p.bytes_checked),
-      p.sends.size() + p.recvs.size(), static_cast<unsigned long long>(c.mads_in),
-      static_cast<unsigned long long>(c.mads_out), static_cast<unsigned long long>(c.retransmits));
+      p.sends.size() + p.recvs.size(), static_cast<unsigned long long>(c.cm.mads_in),
+      static_cast<unsigned long long>(c.cm.mads_out),
+      static_cast<unsigned long long>(c.cm.retransmits));
   std::printf("%s\n", p.nic.counters_line().c_str());
   std::fflush(stdout);
-  conn.reset();
-  listener.reset();
-  p.cm.reset();
   return 0;
 }
 
