@@ -1,25 +1,25 @@
 // Loopback message rate and bandwidth of the RC data path, next to the raw DPDK packet loop over
 // the same kind of net_ring pair, in the same run (issue: RC data path, Done when).
 //
-// One thread does everything: it posts work requests, runs the engine that serves both adapters
-// (requester, responder, completer of both sides) and polls the CQ, so each figure is "one
-// engine lcore" including the application's own cost. The raw loop is the ceiling: allocate a
-// burst of 64-byte frames, tx_burst on port A, rx_burst on port B, free, with no protocol work.
+// One thread does everything: it posts work requests through the public API (urnic::Qp, with
+// the deferred doorbell), runs the engine that serves both adapters (requester, responder,
+// completer of both sides) with Engine::run_once and polls the CQ, so each figure is "one engine
+// lcore" including the application's own cost. The raw loop is the ceiling, and the one place
+// that drives an internal stage on purpose (dp::Port, the transport alone): allocate a burst of
+// 64-byte frames, tx_burst on port A, rx_burst on port B, free, with no protocol work.
 //
 // Run: build/bench/bench_loopback --benchmark_repetitions=3 --benchmark_report_aggregates_only
 #include <benchmark/benchmark.h>
 #include <rte_mbuf.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <vector>
 
-#include "control/adapter.h"
-#include "control/eal.h"
-#include "dataplane/engine.h"
-#include "dataplane/fault.h"
 #include "dataplane/port.h"
+#include "urnic/urnic.h"
 
 namespace urnic {
 namespace {
@@ -28,7 +28,7 @@ namespace {
 void BM_RawRingLoop(benchmark::State& state) {
   static int instance = 0;
   uint16_t pa = 0, pb = 0;
-  if (ctl::create_ring_pair("raw" + std::to_string(instance++), 1, &pa, &pb) != Status::kSuccess) {
+  if (create_ring_port_pair("raw" + std::to_string(instance++), 1, &pa, &pb) != Status::kSuccess) {
     state.SkipWithError("ring pair");
     return;
   }
@@ -68,74 +68,108 @@ void BM_RawRingLoop(benchmark::State& state) {
 }
 BENCHMARK(BM_RawRingLoop)->Arg(64)->Arg(4200)->UseRealTime();
 
+// Two adapters on one manually driven engine, one connected QP each, a source buffer on A and a
+// remote-writable target on B, all through the public API.
 struct Pair {
-  dp::Engine engine;
-  std::unique_ptr<ctl::Adapter> a, b;
-  std::unique_ptr<dp::Cq> acq, bcq;
-  dp::Qp* qa = nullptr;
-  dp::Qp* qb = nullptr;
+  Engine engine;
+  std::unique_ptr<Adapter> a, b;
+  Handle<Pd> pda, pdb;
+  Handle<Cq> acq, bcq;
+  Handle<Mr> mra, mrb;
+  Handle<Qp> qa, qb;
   std::vector<uint8_t> src, dst;
   uint32_t lkey = 0, rkey = 0;
+
+  ~Pair() {
+    qa.reset();
+    qb.reset();
+    mra.reset();
+    mrb.reset();
+    acq.reset();
+    bcq.reset();
+    pda.reset();
+    pdb.reset();
+    b.reset();
+    a.reset();
+  }
 
   // `timeout`: the QPs' local ACK timeout attribute (4.096 us * 2^timeout; 14 = 67 ms).
   bool open(const std::string& name, uint32_t mtu, size_t buf, uint8_t timeout = 14) {
     uint16_t pa = 0, pb = 0;
-    if (ctl::create_ring_pair(name, 1, &pa, &pb) != Status::kSuccess) return false;
-    ctl::AdapterConfig ca, cb;
+    if (create_ring_port_pair(name, 1, &pa, &pb) != Status::kSuccess) return false;
+    AdapterConfig ca, cb;
     ca.port_id = pa;
     cb.port_id = pb;
-    ca.port.mbufs = cb.port.mbufs = 16383;
+    ca.mbufs = cb.mbufs = 16383;
     ca.ipv4 = 0xC0000201;
     cb.ipv4 = 0xC0000202;
-    ca.mac = wire::MacAddr{2, 0, 0, 0, 0, 1};
-    cb.mac = wire::MacAddr{2, 0, 0, 0, 0, 2};
-    if (ctl::Adapter::open(ca, &engine, &a) != Status::kSuccess ||
-        ctl::Adapter::open(cb, &engine, &b) != Status::kSuccess)
+    ca.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 1};
+    cb.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 2};
+    if (Adapter::open(ca, engine, &a) != Status::kSuccess ||
+        Adapter::open(cb, engine, &b) != Status::kSuccess ||
+        a->create_pd(nullptr, nullptr, &pda) != Status::kSuccess ||
+        b->create_pd(nullptr, nullptr, &pdb) != Status::kSuccess ||
+        a->create_cq(8192, nullptr, nullptr, nullptr, nullptr, &acq) != Status::kSuccess ||
+        b->create_cq(8192, nullptr, nullptr, nullptr, nullptr, &bcq) != Status::kSuccess ||
+        pda->create_qp(*acq, *acq, nullptr, 1024, 1024, 1, 1, 0, nullptr, nullptr, &qa) !=
+            Status::kSuccess ||
+        pdb->create_qp(*bcq, *bcq, nullptr, 1024, 1024, 1, 1, 0, nullptr, nullptr, &qb) !=
+            Status::kSuccess)
       return false;
-    (void)a->create_cq(8192, &acq);
-    (void)b->create_cq(8192, &bcq);
-    const uint32_t pda = a->alloc_pd(), pdb = b->alloc_pd();
-    ctl::QpInit qi;
-    qi.sq_depth = 1024;
-    qi.rq_depth = 1024;
-    qi.pd = pda;
-    qi.send_cq = qi.recv_cq = acq.get();
-    if (a->create_qp(qi, &qa) != Status::kSuccess) return false;
-    qi.pd = pdb;
-    qi.send_cq = qi.recv_cq = bcq.get();
-    if (b->create_qp(qi, &qb) != Status::kSuccess) return false;
     src.assign(buf, 0x5A);
     dst.assign(buf, 0);
-    (void)a->register_mr(pda, src.data(), buf, 0, &lkey);
-    (void)b->register_mr(pdb, dst.data(), buf, mr_flag::kAllowRemoteWrite, &rkey);
-    return connect(*a, *b, qa, qb, mtu, timeout) && connect(*b, *a, qb, qa, mtu, timeout);
+    if (pda->create_mr(false, nullptr, nullptr, &mra) != Status::kSuccess ||
+        mra->register_mr(src.data(), buf, 0, nullptr, nullptr) != Status::kSuccess ||
+        pdb->create_mr(false, nullptr, nullptr, &mrb) != Status::kSuccess ||
+        mrb->register_mr(dst.data(), buf, mr_flag::kAllowRemoteWrite, nullptr, nullptr) !=
+            Status::kSuccess)
+      return false;
+    lkey = mra->get_local_token();
+    rkey = mrb->get_remote_token();
+    return connect(*qa, *qb, *b, mtu, timeout) && connect(*qb, *qa, *a, mtu, timeout);
   }
-  static bool connect(ctl::Adapter& self, ctl::Adapter& peer, dp::Qp* q, dp::Qp* pq, uint32_t mtu,
-                      uint8_t timeout) {
-    using namespace dp::qp_attr;
-    dp::QpAttr at;
-    at.state = dp::QpState::kInit;
-    at.access = dp::access::kRemoteWrite;
-    if (self.modify_qp(q, at, kState | kAccessFlags) != Status::kSuccess) return false;
-    at.state = dp::QpState::kRtr;
-    at.av = self.address_to(peer);
+  static bool connect(Qp& q, Qp& peer, Adapter& peer_adapter, uint32_t mtu, uint8_t timeout) {
+    using namespace qp_attr_mask;
+    auto* x = q.query_extension<QpConnectExtension>();
+    const LocalAddress to = peer_adapter.query_extension<AdapterExtension>()->local_address();
+    QpAttributes at;
+    at.state = QpState::kInit;
+    at.access = qp_access::kRemoteWrite;
+    if (x->modify(at, kState | kAccessFlags, nullptr, nullptr) != Status::kSuccess) return false;
+    at.state = QpState::kRtr;
+    at.av.dst_ipv4 = to.ipv4;
+    at.av.dst_mac = to.mac;
     at.path_mtu = mtu;
-    at.dest_qpn = pq->qpn();
+    at.dest_qpn = peer.query_extension<QpConnectExtension>()->qpn();
     at.rq_psn = 0;
     at.max_dest_rd_atomic = 16;
     at.min_rnr_timer = 12;
-    if (self.modify_qp(
-            q, at, kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer) !=
-        Status::kSuccess)
+    if (x->modify(at, kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer,
+                  nullptr, nullptr) != Status::kSuccess)
       return false;
-    at.state = dp::QpState::kRts;
+    at.state = QpState::kRts;
     at.sq_psn = 0;
     at.max_rd_atomic = 16;
     at.timeout = timeout;
-    return self.modify_qp(q, at,
-                          kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic) ==
-           Status::kSuccess;
+    return x->modify(at, kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic, nullptr,
+                     nullptr) == Status::kSuccess;
   }
+  // Posts `size`-byte WRITEs until the send queue is full, one in kSignalEvery signaled, all
+  // deferred: the post that finds the queue full hands them to the engine (ndkpi.md §7.3).
+  uint64_t fill_send_queue(uint32_t size, uint64_t* posted, uint32_t signal_every) {
+    const Sge sge{reinterpret_cast<uint64_t>(src.data()), size, lkey};
+    const uint64_t before = *posted;
+    for (;;) {
+      const uint32_t flags =
+          op_flag::kDefer | ((*posted + 1) % signal_every == 0 ? 0 : op_flag::kSilentSuccess);
+      if (qa->write(nullptr, {&sge, 1}, reinterpret_cast<uint64_t>(dst.data()), rkey, flags) !=
+          Status::kSuccess)
+        break;
+      ++*posted;
+    }
+    return *posted - before;
+  }
+  QpCounters counters() { return qa->query_extension<QpExtension>()->counters(); }
 };
 
 // RDMA WRITE of `size` bytes, as perftest's write_bw does: keep the send queue full, signal
@@ -152,22 +186,11 @@ void BM_RdmaWrite(benchmark::State& state) {
   constexpr uint32_t kSignalEvery = 64;
   uint64_t posted = 0, completed = 0;
   ResultEx res[32];
-  dp::SendWqe w;
-  w.opcode = dp::WrOpcode::kWrite;
-  w.num_sge = 1;
-  w.length = size;
-  w.sge[0] = {reinterpret_cast<uint64_t>(p.src.data()), size, p.lkey};
-  w.remote_addr = reinterpret_cast<uint64_t>(p.dst.data());
-  w.rkey = p.rkey;
   for (auto _ : state) {
     // Post until the send queue is full, run one engine step, reap completions.
-    for (;;) {
-      w.flags = (posted + 1) % kSignalEvery == 0 ? 0 : op_flag::kSilentSuccess;
-      if (p.qa->post_send(w) != Status::kSuccess) break;
-      ++posted;
-    }
+    p.fill_send_queue(size, &posted, kSignalEvery);
     p.engine.run_once();
-    const size_t n = p.acq->poll(res);
+    const size_t n = p.acq->get_results_ex(res);
     for (size_t i = 0; i < n; ++i) {
       if (res[i].status != Status::kSuccess) state.SkipWithError("completion error");
     }
@@ -176,7 +199,7 @@ void BM_RdmaWrite(benchmark::State& state) {
   // Drain so that the count is exact.
   while (completed < posted - posted % kSignalEvery) {
     p.engine.run_once();
-    completed += p.acq->poll(res) * kSignalEvery;
+    completed += p.acq->get_results_ex(res) * kSignalEvery;
   }
   state.counters["msgs_per_s"] =
       benchmark::Counter(static_cast<double>(completed), benchmark::Counter::kIsRate);
@@ -184,7 +207,7 @@ void BM_RdmaWrite(benchmark::State& state) {
                                               benchmark::Counter::kIsRate);
   state.SetItemsProcessed(static_cast<int64_t>(completed));
   state.SetBytesProcessed(static_cast<int64_t>(completed * size));
-  state.counters["retransmits"] = static_cast<double>(p.qa->counters.retransmits);
+  state.counters["retransmits"] = static_cast<double>(p.counters().retransmits);
 }
 BENCHMARK(BM_RdmaWrite)
     ->Args({64, 1024})
@@ -224,69 +247,63 @@ void BM_RdmaWriteLossy(benchmark::State& state) {
     state.SkipWithError("setup");
     return;
   }
-  dp::FaultConfig fc;
-  fc.drop_ppm = drop_ppm;
-  fc.seed = 0x1055;
-  dp::FaultInjector fa(fc);
-  fc.seed ^= 0x5555;
-  dp::FaultInjector fb(fc);
-  p.a->endpoint().set_faults(nullptr, &fa);
-  p.b->endpoint().set_faults(nullptr, &fb);
+  FaultConfig fa, fb;
+  fa.drop_ppm = fb.drop_ppm = drop_ppm;
+  fa.seed = 0x1055;
+  fb.seed = 0x1055 ^ 0x5555;
+  auto* xa = p.a->query_extension<AdapterExtension>();
+  auto* xb = p.b->query_extension<AdapterExtension>();
+  if (xa->set_faults(fa, {}) != Status::kSuccess || xb->set_faults(fb, {}) != Status::kSuccess) {
+    state.SkipWithError("fault injection needs a URNIC_TESTING build");
+    return;
+  }
 
   constexpr uint32_t kSignalEvery = 64;
   uint64_t posted = 0;
   bool failed = false;
   ResultEx res[32];
-  dp::SendWqe w;
-  w.opcode = dp::WrOpcode::kWrite;
-  w.num_sge = 1;
-  w.length = size;
-  w.sge[0] = {reinterpret_cast<uint64_t>(p.src.data()), size, p.lkey};
-  w.remote_addr = reinterpret_cast<uint64_t>(p.dst.data());
-  w.rkey = p.rkey;
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    for (;;) {
-      w.flags = (posted + 1) % kSignalEvery == 0 ? 0 : op_flag::kSilentSuccess;
-      if (p.qa->post_send(w) != Status::kSuccess) break;
-      ++posted;
-    }
+    p.fill_send_queue(size, &posted, kSignalEvery);
     p.engine.run_once();
-    const size_t n = p.acq->poll(res);
+    const size_t n = p.acq->get_results_ex(res);
     for (size_t i = 0; i < n; ++i) failed |= res[i].status != Status::kSuccess;
     if (failed) {
       state.SkipWithError("completion error (retry exhausted?)");
       break;
     }
   }
-  // Read on the engine's own thread (this one), right at the end of the timed loop.
-  const dp::QpCounters c = p.qa->counters;
+  // The engine is driven by this thread: nothing changes the counters between here and the end
+  // of the timed loop.
+  const QpCounters c = p.counters();
   const double elapsed_ns =
       std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
   const uint64_t completed = c.completions_ok;
   // Drain (bounded) so that no frame is left in flight when the ports close.
   for (uint64_t i = 0; i < 100'000'000 && !failed; ++i) {
-    const auto& k = p.qa->counters;
-    if (k.completions_ok + k.completions_error + k.completions_flushed == posted) break;
+    if ((i & 1023) == 0) {
+      const QpCounters k = p.counters();
+      if (k.completions_ok + k.completions_error + k.completions_flushed == posted) break;
+    }
     p.engine.run_once();
-    (void)p.acq->poll(res);
+    (void)p.acq->get_results_ex(res);
   }
-  p.a->endpoint().set_faults(nullptr, nullptr);
-  p.b->endpoint().set_faults(nullptr, nullptr);
-  fa.clear();
-  fb.clear();
+  AdapterCounters ca, cb;
+  (void)p.a->query_counters(&ca);
+  (void)p.b->query_counters(&cb);
+  (void)xa->set_faults({}, {});
+  (void)xb->set_faults({}, {});
   state.counters["Gbps"] = benchmark::Counter(static_cast<double>(completed) * size * 8 / 1e9,
                                               benchmark::Counter::kIsRate);
   state.counters["msgs_per_s"] =
       benchmark::Counter(static_cast<double>(completed), benchmark::Counter::kIsRate);
   state.counters["retransmits"] = static_cast<double>(c.retransmits);
   state.counters["timeouts"] = static_cast<double>(c.timeouts);
-  state.counters["timer_share"] = static_cast<double>(c.timeouts) *
-                                  static_cast<double>(dp::ack_timeout_ns(kLossyTimeout)) /
-                                  elapsed_ns;
+  state.counters["timer_share"] =
+      static_cast<double>(c.timeouts) * static_cast<double>(4096ull << kLossyTimeout) / elapsed_ns;
   state.counters["seq_naks"] = static_cast<double>(c.naks_received[0]);
   state.counters["sent"] = static_cast<double>(c.tx_packets);
-  state.counters["dropped"] = static_cast<double>(fa.counters().dropped + fb.counters().dropped);
+  state.counters["dropped"] = static_cast<double>(ca.tx_faults.dropped + cb.tx_faults.dropped);
   state.SetItemsProcessed(static_cast<int64_t>(completed));
   state.SetBytesProcessed(static_cast<int64_t>(completed * size));
 }
@@ -315,11 +332,14 @@ BENCHMARK(BM_Memcpy64K);
 }  // namespace urnic
 
 int main(int argc, char** argv) {
-  urnic::ctl::EalOptions o;
-  o.program = "bench_loopback";
-  o.lcores = "0";
-  o.memory_mb = 1024;
-  if (urnic::ctl::eal_init(o) != urnic::Status::kSuccess) return 1;
+  urnic::RuntimeConfig rc;
+  rc.program = "bench_loopback";
+  rc.lcores = "0";
+  rc.memory_mb = 1024;
+  if (urnic::runtime_init(rc) != urnic::Status::kSuccess) {
+    std::fprintf(stderr, "bench_loopback: %s\n", urnic::last_error());
+    return 1;
+  }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -16,24 +16,23 @@
 // "rdmacm-peer: OK ..." with the counts, or "rdmacm-peer: FAIL ..." and exit status 1.
 //
 // --drop-mad=ATTR:N (REQ, REP, RTU, DREQ, DREP, MRA, REJ) loses the Nth MAD of that type urnic
-// sends (CM test hook), to see both ends recover by retransmission.
+// sends (AdapterConfig::Cm::drop_tx, testing builds), to see both ends recover by
+// retransmission; the "cm" line counts them (mads_dropped).
 #include <arpa/inet.h>
 #include <getopt.h>
+#include <netinet/in.h>
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "control/cm/cm.h"
 #include "examples/nic.h"
 
 namespace urnic::tools {
@@ -47,30 +46,6 @@ using namespace std::chrono_literals;
   std::fflush(stdout);
   std::_Exit(1);
 }
-
-template <typename T>
-class Latch {
- public:
-  void set(T v) {
-    std::lock_guard lock(mu_);
-    v_ = v;
-    cv_.notify_all();
-  }
-  std::optional<T> wait(std::chrono::milliseconds d) {
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, d, [&] { return v_.has_value(); });
-    return v_;
-  }
-  bool is_set() {
-    std::lock_guard lock(mu_);
-    return v_.has_value();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<T> v_;
-};
 
 // struct rping_rdma_info: buf (be64), rkey (be32), size (be32).
 struct RpingInfo {
@@ -104,59 +79,100 @@ void rping_text(char* buf, int size, int ping) {
   buf[size - 1] = 0;
 }
 
+// Members close in reverse order: the connection objects, the QP, the MRs and the CQ, and the
+// NIC last. The tool's buffers live in the test functions, which return before the Peer goes.
 struct Peer {
   Nic nic;
-  std::unique_ptr<ctl::CmAgent> cm;
-  std::unique_ptr<dp::Cq> cq;
-  dp::Qp* qp = nullptr;
-  std::unique_ptr<ctl::CmConnector> conn;
-  std::unique_ptr<ctl::CmListener> listener;
-  Latch<bool> peer_disconnected;
+  Handle<Cq> cq;
+  std::vector<Handle<Mr>> mrs;
+  Handle<Qp> qp;
+  QpConnectExtension* qpx = nullptr;
+  Handle<Listener> listener;
+  Handle<Connector> conn;
+  std::atomic<Connector*> incoming{nullptr};
+  Done requested;
+  Done peer_disconnected;
   std::vector<ResultEx> done;  // every completion, in order
   size_t sends = 0, recvs = 0, reads = 0, writes = 0;
   uint64_t bytes_checked = 0;
 
   uint32_t reg(void* p, size_t n, uint32_t flags) {
-    uint32_t k = 0;
-    if (nic.adapter().register_mr(nic.pd(), p, n, flags, &k) != Status::kSuccess)
+    Handle<Mr> mr;
+    if (nic.pd().create_mr(false, nullptr, nullptr, &mr) != Status::kSuccess ||
+        mr->register_mr(p, n, flags, nullptr, nullptr) != Status::kSuccess)
       fail("register_mr");
+    const uint32_t k = mr->get_local_token();
+    mrs.push_back(std::move(mr));
     return k;
   }
-  void make_qp(uint32_t sq, uint32_t rq, uint32_t access) {
-    if (nic.adapter().create_cq(4 * (sq + rq) + 8, &cq) != Status::kSuccess) fail("create_cq");
-    ctl::QpInit qi;
-    qi.pd = nic.pd();
-    qi.send_cq = cq.get();
-    qi.recv_cq = cq.get();
-    qi.sq_depth = sq;
-    qi.rq_depth = rq;
-    if (nic.adapter().create_qp(qi, &qp) != Status::kSuccess) fail("create_qp");
-    dp::QpAttr at;
-    at.state = dp::QpState::kInit;
-    at.access = access;
-    if (nic.adapter().modify_qp(qp, at, dp::qp_attr::kState | dp::qp_attr::kAccessFlags) !=
+  void make_qp(uint32_t sq, uint32_t rq) {
+    if (nic.adapter().create_cq(4 * (sq + rq) + 8, nullptr, nullptr, nullptr, nullptr, &cq) !=
         Status::kSuccess)
-      fail("QP to INIT");
+      fail("create_cq");
+    if (nic.pd().create_qp(*cq, *cq, nullptr, rq, sq, 1, 1, 0, nullptr, nullptr, &qp) !=
+            Status::kSuccess ||
+        (qpx = qp->query_extension<QpConnectExtension>()) == nullptr)
+      fail("create_qp");
   }
   void post_recv(void* ctx, void* p, uint32_t n, uint32_t key) {
-    dp::RecvWqe r;
-    r.request_context = ctx;
-    r.num_sge = 1;
-    r.length = n;
-    r.sge[0] = {reinterpret_cast<uint64_t>(p), n, key};
-    if (qp->post_recv(r) != Status::kSuccess) fail("post_recv");
+    const Sge sge{reinterpret_cast<uint64_t>(p), n, key};
+    if (qp->receive(ctx, {&sge, 1}) != Status::kSuccess) fail("receive");
   }
-  void post(dp::WrOpcode op, void* p, uint32_t n, uint32_t key, uint64_t raddr = 0,
-            uint32_t rkey = 0) {
-    dp::SendWqe w;
-    w.opcode = op;
-    w.num_sge = 1;
-    w.length = n;
-    w.sge[0] = {reinterpret_cast<uint64_t>(p), n, key};
-    w.remote_addr = raddr;
-    w.rkey = rkey;
-    if (qp->post_send(w) != Status::kSuccess) fail("post_send");
+  void send(void* p, uint32_t n, uint32_t key) {
+    const Sge sge{reinterpret_cast<uint64_t>(p), n, key};
+    if (qp->send(nullptr, {&sge, 1}, 0) != Status::kSuccess) fail("send");
   }
+  void read(void* p, uint32_t n, uint32_t key, uint64_t raddr, uint32_t rkey) {
+    const Sge sge{reinterpret_cast<uint64_t>(p), n, key};
+    if (qp->read(nullptr, {&sge, 1}, raddr, rkey, 0) != Status::kSuccess) fail("read");
+  }
+  void write(void* p, uint32_t n, uint32_t key, uint64_t raddr, uint32_t rkey) {
+    const Sge sge{reinterpret_cast<uint64_t>(p), n, key};
+    if (qp->write(nullptr, {&sge, 1}, raddr, rkey, 0) != Status::kSuccess) fail("write");
+  }
+  // Listens on `port`; the first connection request is kept (later ones are rejected).
+  void listen(uint16_t port) {
+    if (create_listener(nic.adapter(), &Peer::on_connect, this, nullptr, nullptr, &listener) !=
+        Status::kSuccess)
+      fail("create_listener");
+    sockaddr_in any{};
+    any.sin_family = AF_INET;
+    any.sin_port = htons(port);
+    if (listener->listen(reinterpret_cast<const sockaddr*>(&any), sizeof(any), nullptr, nullptr) !=
+        Status::kSuccess)
+      fail("listen");
+  }
+  static void on_connect(void* ctx, Connector* c) {
+    auto* self = static_cast<Peer*>(ctx);
+    Connector* none = nullptr;
+    if (!self->incoming.compare_exchange_strong(none, c)) {
+      (void)c->reject(nullptr, 0);
+      (void)c->close();
+      return;
+    }
+    Done::on_request(&self->requested, Status::kSuccess);
+  }
+  // Waits for the request, then accepts it with the QP.
+  void accept() {
+    if (!requested.wait(120s)) fail("no connection request");
+    conn = Handle<Connector>(incoming.load());
+    Done accepted;
+    if (conn->accept(*qp, 1, 1, nullptr, 0, &Done::on_event, &peer_disconnected, &Done::on_request,
+                     &accepted) != Status::kPending)
+      fail("accept");
+    const auto a = accepted.wait(60s);
+    if (!a || *a != Status::kSuccess)
+      fail("accept completed with " + std::string(a ? to_string(*a) : "nothing"));
+  }
+  // Disconnects and waits for the peer's DREP.
+  void disconnect() {
+    Done d;
+    if (conn->disconnect(&Done::on_request, &d) != Status::kPending) fail("disconnect");
+    const auto ds = d.wait(60s);
+    if (!ds || *ds != Status::kSuccess)
+      fail("disconnect completed with " + std::string(ds ? to_string(*ds) : "nothing"));
+  }
+
   // Next completion of `type` (others are recorded); nullopt when the peer disconnected first
   // (if `stop_on_disconnect`) or nothing came within `t`.
   std::optional<ResultEx> next(OperationType type, bool stop_on_disconnect = false,
@@ -171,7 +187,7 @@ struct Peer {
           return x;
         }
       }
-      const size_t n = cq->poll(r);
+      const size_t n = cq->get_results_ex(r);
       for (size_t i = 0; i < n; ++i) {
         if (r[i].status != Status::kSuccess)
           fail("completion " + std::to_string(static_cast<uint32_t>(r[i].type)) +
@@ -197,7 +213,7 @@ struct Peer {
         pending_.push_back(r[i]);
       }
       if (n != 0) continue;
-      if (stop_on_disconnect && peer_disconnected.is_set()) return std::nullopt;
+      if (stop_on_disconnect && peer_disconnected.done()) return std::nullopt;
       if (++idle >= 256) {
         idle = 0;
         if (Clock::now() > deadline) return std::nullopt;
@@ -209,7 +225,7 @@ struct Peer {
   // posted complete as cancelled (counted apart); anything else must have succeeded.
   void drain() {
     ResultEx r[8];
-    for (size_t n; (n = cq->poll(r)) != 0;) {
+    for (size_t n; (n = cq->get_results_ex(r)) != 0;) {
       for (size_t i = 0; i < n; ++i) {
         if (r[i].status == Status::kCancelled && r[i].type == OperationType::kReceive) {
           ++flushed;
@@ -240,28 +256,29 @@ struct Options {
   // Path MTU our REQs offer (rdma_cm derives it from the netdev MTU: 1500 -> 1024, 9000 ->
   // 4096); as the passive side we take the REQ's.
   uint32_t mtu = 1024;
-  std::vector<std::pair<ctl::cm::AttrId, int>> drops;
+  std::vector<AdapterConfig::Cm::MadDrop> drops;
 };
 
 // Connects, retrying while the peer is not listening yet (REJ: no listener) or not answering
 // ARP yet, for up to 60 s: the stock tool in the guest starts at about the same time.
-void connect_retry(Peer& p, const ctl::cm::Gid& dst, uint16_t port) {
+void connect_retry(Peer& p, const sockaddr_in& dst) {
   const auto t0 = Clock::now();
   for (;;) {
-    p.conn = p.cm->create_connector();
-    Latch<Status> connected;
-    if (p.conn->connect(p.qp, dst, port, {1, 1}, {}, [&](Status s) { connected.set(s); }) !=
-        Status::kPending)
+    if (create_connector(p.nic.adapter(), nullptr, nullptr, &p.conn) != Status::kSuccess)
+      fail("create_connector");
+    Done connected;
+    if (p.conn->connect(*p.qp, nullptr, 0, reinterpret_cast<const sockaddr*>(&dst), sizeof(dst), 1,
+                        1, nullptr, 0, &Done::on_request, &connected) != Status::kPending)
       fail("connect");
     const auto c = connected.wait(60s);
     if (c && *c == Status::kSuccess) return;
     if (c && (*c == Status::kConnectionRefused || *c == Status::kHostUnreachable) &&
         Clock::now() - t0 < 60s) {
+      p.conn.reset();
       std::this_thread::sleep_for(200ms);
       continue;
     }
-    fail("connect completed with " + std::string(c ? to_string(*c) : "nothing") + " (REJ reason " +
-         std::to_string(p.conn->reject_reason()) + ")");
+    fail("connect completed with " + std::string(c ? to_string(*c) : "nothing"));
   }
 }
 
@@ -276,35 +293,13 @@ int rping_server(Peer& p, const Options& o) {
   const uint32_t krdma =
       p.reg(rdma_buf.data(), rdma_buf.size(),
             mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteRead | mr_flag::kAllowRemoteWrite);
-  Latch<bool> requested;
-  p.listener = p.cm->create_listener();
-  if (p.listener->listen(o.port ? o.port : 7174, [&](std::unique_ptr<ctl::CmConnector> c) {
-        if (p.conn) {
-          (void)c->reject({});
-          return;
-        }
-        p.conn = std::move(c);
-        requested.set(true);
-      }) != Status::kSuccess)
-    fail("listen");
+  p.listen(o.port ? o.port : 7174);
   std::printf("rdmacm-peer: rping server listening on port %u\n", o.port ? o.port : 7174);
   std::fflush(stdout);
-  if (!requested.wait(120s)) fail("no connection request");
   // rping_setup_qp / rping_create_qp: SQ 16, RQ 2; one receive posted before accepting.
-  p.make_qp(16, 2, dp::access::kRemoteRead | dp::access::kRemoteWrite);
+  p.make_qp(16, 2);
   p.post_recv(nullptr, recv_buf.data(), 16, krecv);
-  Latch<Status> accepted;
-  if (p.conn->accept(
-          p.qp, {1, 1}, {},
-          [&] {
-            std::fprintf(stderr, "server DISCONNECT EVENT...\n");
-            p.peer_disconnected.set(true);
-          },
-          [&](Status s) { accepted.set(s); }) != Status::kPending)
-    fail("accept");
-  const auto a = accepted.wait(60s);
-  if (!a || *a != Status::kSuccess)
-    fail("accept completed with " + std::string(a ? to_string(*a) : "nothing"));
+  p.accept();
   int pings = 0;
   for (;;) {
     // Wait for the client's source buffer (or its disconnect).
@@ -315,7 +310,7 @@ int rping_server(Peer& p, const Options& o) {
     const RpingInfo src = get_info(recv_buf.data());
     p.post_recv(nullptr, recv_buf.data(), 16, krecv);
     if (src.size > rdma_buf.size() || src.size == 0) fail("source too large");
-    p.post(dp::WrOpcode::kRead, rdma_buf.data(), src.size, krdma, src.buf, src.rkey);
+    p.read(rdma_buf.data(), src.size, krdma, src.buf, src.rkey);
     if (!p.next(OperationType::kRead)) fail("RDMA READ did not complete");
     // The READ brought the client's ping text: check it byte for byte.
     std::vector<char> want(src.size);
@@ -324,7 +319,7 @@ int rping_server(Peer& p, const Options& o) {
       fail("READ data differs from rping's ping " + std::to_string(pings));
     p.bytes_checked += src.size;
     if (o.verbose) std::printf("server ping data: %s\n", rdma_buf.data());
-    p.post(dp::WrOpcode::kSend, send_buf.data(), 16, ksend);  // go ahead
+    p.send(send_buf.data(), 16, ksend);  // go ahead
     // The client's sink buffer.
     r = p.next(OperationType::kReceive, true);
     if (!r) fail("disconnected in the middle of ping " + std::to_string(pings));
@@ -333,14 +328,15 @@ int rping_server(Peer& p, const Options& o) {
     p.post_recv(nullptr, recv_buf.data(), 16, krecv);
     const auto len = static_cast<uint32_t>(std::strlen(rdma_buf.data()) + 1);
     if (len > sink.size) fail("sink too small");
-    p.post(dp::WrOpcode::kWrite, rdma_buf.data(), len, krdma, sink.buf, sink.rkey);
+    p.write(rdma_buf.data(), len, krdma, sink.buf, sink.rkey);
     if (!p.next(OperationType::kWrite)) fail("RDMA WRITE did not complete");
-    p.post(dp::WrOpcode::kSend, send_buf.data(), 16, ksend);  // go ahead
+    p.send(send_buf.data(), 16, ksend);  // go ahead
     ++pings;
     (void)size;
   }
+  if (p.peer_disconnected.done()) std::fprintf(stderr, "server DISCONNECT EVENT...\n");
   // The client disconnected (DREQ answered with DREP); ours completes at once.
-  if (p.conn->disconnect([](Status) {}) != Status::kSuccess) fail("disconnect");
+  if (p.conn->disconnect(nullptr, nullptr) != Status::kSuccess) fail("disconnect");
   p.drain();
   if (o.count > 0 && pings != o.count)
     fail("expected " + std::to_string(o.count) + " pings, got " + std::to_string(pings));
@@ -348,7 +344,7 @@ int rping_server(Peer& p, const Options& o) {
   return pings;
 }
 
-int rping_client(Peer& p, const Options& o, const ctl::cm::Gid& dst) {
+int rping_client(Peer& p, const Options& o, sockaddr_in dst) {
   const int size = o.size > 0 ? o.size : 64;
   std::vector<uint8_t> recv_buf(16), send_buf(32);
   std::vector<char> rdma_buf(static_cast<size_t>(size), 0), start_buf(static_cast<size_t>(size));
@@ -358,13 +354,12 @@ int rping_client(Peer& p, const Options& o, const ctl::cm::Gid& dst) {
   const uint32_t ksend = p.reg(send_buf.data(), send_buf.size(), mr_flag::kAllowLocalRead);
   const uint32_t krdma = p.reg(rdma_buf.data(), rdma_buf.size(), kall);
   const uint32_t kstart = p.reg(start_buf.data(), start_buf.size(), kall);
-  p.make_qp(16, 2, dp::access::kRemoteRead | dp::access::kRemoteWrite);
+  p.make_qp(16, 2);
   p.post_recv(nullptr, recv_buf.data(), 16, krecv);
-  connect_retry(p, dst, o.port ? o.port : 7174);
-  if (p.conn->complete_connect([&] {
-        std::fprintf(stderr, "client DISCONNECT EVENT...\n");
-        p.peer_disconnected.set(true);
-      }) != Status::kSuccess)
+  dst.sin_port = htons(o.port ? o.port : 7174);
+  connect_retry(p, dst);
+  if (p.conn->complete_connect(&Done::on_event, &p.peer_disconnected, nullptr, nullptr) !=
+      Status::kSuccess)
     fail("complete_connect");
   int ping = 0;
   for (; ping < o.count; ++ping) {
@@ -374,13 +369,13 @@ int rping_client(Peer& p, const Options& o, const ctl::cm::Gid& dst) {
     uint8_t* s2 = send_buf.data() + 16;
     put_info(s1,
              {reinterpret_cast<uint64_t>(start_buf.data()), kstart, static_cast<uint32_t>(size)});
-    p.post(dp::WrOpcode::kSend, s1, 16, ksend);
+    p.send(s1, 16, ksend);
     if (!p.next(OperationType::kSend)) fail("SEND did not complete");
     auto r = p.next(OperationType::kReceive);
     if (!r || r->bytes_transferred != 16) fail("no go-ahead after the source buffer");
     p.post_recv(nullptr, recv_buf.data(), 16, krecv);
     put_info(s2, {reinterpret_cast<uint64_t>(rdma_buf.data()), krdma, static_cast<uint32_t>(size)});
-    p.post(dp::WrOpcode::kSend, s2, 16, ksend);
+    p.send(s2, 16, ksend);
     if (!p.next(OperationType::kSend)) fail("SEND did not complete");
     r = p.next(OperationType::kReceive);
     if (!r || r->bytes_transferred != 16) fail("no go-ahead after the sink buffer");
@@ -391,11 +386,7 @@ int rping_client(Peer& p, const Options& o, const ctl::cm::Gid& dst) {
     if (o.verbose) std::printf("ping data: %s\n", rdma_buf.data());
     std::fflush(stdout);
   }
-  Latch<Status> d;
-  if (p.conn->disconnect([&](Status s) { d.set(s); }) != Status::kPending) fail("disconnect");
-  const auto ds = d.wait(60s);
-  if (!ds || *ds != Status::kSuccess)
-    fail("disconnect completed with " + std::string(ds ? to_string(*ds) : "nothing"));
+  p.disconnect();
   p.drain();
   std::printf("rdmacm-peer: rping client: %d pings\n", ping);
   return ping;
@@ -415,33 +406,15 @@ int cmatose_server(Peer& p, const Options& o) {
   fill_pattern(msg.data(), size);
   const uint32_t kmsg = p.reg(msg.data(), size, mr_flag::kAllowLocalWrite);
   const uint32_t krb = p.reg(rbuf.data(), rbuf.size(), mr_flag::kAllowLocalWrite);
-  Latch<bool> requested;
-  p.listener = p.cm->create_listener();
-  if (p.listener->listen(o.port ? o.port : 7471, [&](std::unique_ptr<ctl::CmConnector> c) {
-        if (p.conn) {
-          (void)c->reject({});
-          return;
-        }
-        p.conn = std::move(c);
-        requested.set(true);
-      }) != Status::kSuccess)
-    fail("listen");
+  p.listen(o.port ? o.port : 7471);
   std::printf("rdmacm-peer: cmatose server listening on port %u\n", o.port ? o.port : 7471);
   std::fflush(stdout);
-  if (!requested.wait(120s)) fail("no connection request");
   // init_node(): SQ and RQ of message_count; post_recvs() before rdma_accept().
-  p.make_qp(count, count, 0);
+  p.make_qp(count, count);
   for (uint32_t i = 0; i < count; ++i) p.post_recv(nullptr, rbuf.data() + i * size, size, krb);
-  Latch<Status> accepted;
-  if (p.conn->accept(
-          p.qp, {1, 1}, {}, [&] { p.peer_disconnected.set(true); },
-          [&](Status s) { accepted.set(s); }) != Status::kPending)
-    fail("accept");
-  const auto a = accepted.wait(60s);
-  if (!a || *a != Status::kSuccess)
-    fail("accept completed with " + std::string(a ? to_string(*a) : "nothing"));
+  p.accept();
   std::printf("initiating data transfers\n");
-  for (uint32_t i = 0; i < count; ++i) p.post(dp::WrOpcode::kSend, msg.data(), size, kmsg);
+  for (uint32_t i = 0; i < count; ++i) p.send(msg.data(), size, kmsg);
   std::printf("completing sends\n");
   for (uint32_t i = 0; i < count; ++i)
     if (!p.next(OperationType::kSend)) fail("send completions missing");
@@ -456,11 +429,7 @@ int cmatose_server(Peer& p, const Options& o) {
   }
   std::printf("data transfers complete\n");
   std::printf("cmatose: disconnecting\n");
-  Latch<Status> d;
-  if (p.conn->disconnect([&](Status s) { d.set(s); }) != Status::kPending) fail("disconnect");
-  const auto ds = d.wait(60s);
-  if (!ds || *ds != Status::kSuccess)
-    fail("disconnect completed with " + std::string(ds ? to_string(*ds) : "nothing"));
+  p.disconnect();
   std::printf("disconnected\n");
   std::printf("test complete\n");
   std::printf("return status 0\n");
@@ -468,17 +437,19 @@ int cmatose_server(Peer& p, const Options& o) {
   return static_cast<int>(count);
 }
 
-int cmatose_client(Peer& p, const Options& o, const ctl::cm::Gid& dst) {
+int cmatose_client(Peer& p, const Options& o, sockaddr_in dst) {
   const auto size = static_cast<uint32_t>(o.size > 0 ? o.size : 100);
   const auto count = static_cast<uint32_t>(o.count);
   std::printf("cmatose: starting client\n");
   std::vector<uint8_t> rbuf(size * count, 0);
   const uint32_t krb = p.reg(rbuf.data(), rbuf.size(), mr_flag::kAllowLocalWrite);
-  p.make_qp(count, count, 0);
+  p.make_qp(count, count);
   for (uint32_t i = 0; i < count; ++i) p.post_recv(nullptr, rbuf.data() + i * size, size, krb);
   std::printf("cmatose: connecting\n");
-  connect_retry(p, dst, o.port ? o.port : 7471);
-  if (p.conn->complete_connect([&] { p.peer_disconnected.set(true); }) != Status::kSuccess)
+  dst.sin_port = htons(o.port ? o.port : 7471);
+  connect_retry(p, dst);
+  if (p.conn->complete_connect(&Done::on_event, &p.peer_disconnected, nullptr, nullptr) !=
+      Status::kSuccess)
     fail("complete_connect");
   std::printf("receiving data transfers\n");
   for (uint32_t i = 0; i < count; ++i) {
@@ -488,14 +459,13 @@ int cmatose_client(Peer& p, const Options& o, const ctl::cm::Gid& dst) {
   }
   std::printf("sending replies\n");
   // cmatose sends its receive buffer back.
-  for (uint32_t i = 0; i < count; ++i)
-    p.post(dp::WrOpcode::kSend, rbuf.data() + (count - 1) * size, size, krb);
+  for (uint32_t i = 0; i < count; ++i) p.send(rbuf.data() + (count - 1) * size, size, krb);
   for (uint32_t i = 0; i < count; ++i)
     if (!p.next(OperationType::kSend)) fail("send completions missing");
   std::printf("data transfers complete\n");
   // The server disconnects once it has our replies.
   if (!p.peer_disconnected.wait(60s)) fail("no disconnect from the server");
-  if (p.conn->disconnect([](Status) {}) != Status::kSuccess) fail("disconnect");
+  if (p.conn->disconnect(nullptr, nullptr) != Status::kSuccess) fail("disconnect");
   std::printf("test complete\n");
   std::printf("return status 0\n");
   p.drain();
@@ -559,19 +529,19 @@ int run(int argc, char** argv) {
         o.mtu = static_cast<uint32_t>(std::atoi(optarg));
         break;
       case 'D': {
-        static const std::map<std::string, ctl::cm::AttrId> kNames = {
-            {"REQ", ctl::cm::AttrId::kReq},   {"REP", ctl::cm::AttrId::kRep},
-            {"RTU", ctl::cm::AttrId::kRtu},   {"DREQ", ctl::cm::AttrId::kDreq},
-            {"DREP", ctl::cm::AttrId::kDrep}, {"MRA", ctl::cm::AttrId::kMra},
-            {"REJ", ctl::cm::AttrId::kRej}};
+        // IBTA 16.7.1 attribute IDs.
+        static const std::map<std::string, uint16_t> kNames = {
+            {"REQ", 0x10}, {"MRA", 0x11},  {"REJ", 0x12}, {"REP", 0x13},
+            {"RTU", 0x14}, {"DREQ", 0x15}, {"DREP", 0x16}};
         const std::string v = optarg;
         const auto colon = v.find(':');
         auto it = kNames.find(v.substr(0, colon));
-        if (it == kNames.end() || colon == std::string::npos) {
+        const int nth = colon == std::string::npos ? 0 : std::atoi(v.c_str() + colon + 1);
+        if (it == kNames.end() || nth <= 0) {
           std::fprintf(stderr, "bad --drop-mad (ATTR:N)\n");
           return 2;
         }
-        o.drops.emplace_back(it->second, std::atoi(v.c_str() + colon + 1));
+        o.drops.push_back({it->second, static_cast<uint32_t>(nth)});
         break;
       }
       default:
@@ -586,60 +556,44 @@ int run(int argc, char** argv) {
                  argv[0], nic_usage());
     return 2;
   }
-  ctl::cm::Gid dst{};
-  if (client) {
-    in_addr ip{};
-    if (::inet_pton(AF_INET, o.addr.c_str(), &ip) != 1) fail("bad --addr");
-    dst = ctl::gid_from_ipv4(ntohl(ip.s_addr));
-  }
+  sockaddr_in dst{};
+  dst.sin_family = AF_INET;
+  if (client && ::inet_pton(AF_INET, o.addr.c_str(), &dst.sin_addr) != 1) fail("bad --addr");
   Peer p;
+  nic_opts.cm.response_timeout = o.cm_timeout;
+  nic_opts.cm.timewait_ms = 500;
+  nic_opts.cm.path_mtu = o.mtu;
+  nic_opts.cm.drop_tx = o.drops;
   if (p.nic.open(nic_opts) != Status::kSuccess) return 1;
-  ctl::CmConfig cfg;
-  cfg.cm_response_timeout = o.cm_timeout;
-  cfg.timewait = 500ms;
-  cfg.path_mtu = o.mtu;
-  if (!o.drops.empty()) {
-    auto seen = std::make_shared<std::map<ctl::cm::AttrId, int>>();
-    auto drops = o.drops;
-    cfg.testing_drop_tx = [seen, drops](const ctl::cm::Message& m) {
-      const int n = ++(*seen)[ctl::cm::attr_id(m)];
-      for (const auto& [a, k] : drops) {
-        if (a == ctl::cm::attr_id(m) && k == n) {
-          std::printf("rdmacm-peer: dropping %s #%d\n", ctl::cm::to_string(a), n);
-          return true;
-        }
-      }
-      return false;
-    };
-  }
-  p.cm = std::make_unique<ctl::CmAgent>(p.nic.adapter(), cfg);
   const auto t0 = Clock::now();
   int n = 0;
   if (o.mode == "rping-server") n = rping_server(p, o);
   if (o.mode == "rping-client") n = rping_client(p, o, dst);
   if (o.mode == "cmatose-server") n = cmatose_server(p, o);
   if (o.mode == "cmatose-client") n = cmatose_client(p, o, dst);
-  const auto cc = p.cm->counters();
+  QpAttributes qa;
+  if (p.qpx->query(&qa) != Status::kSuccess) fail("QpConnectExtension::query");
+  AdapterCounters ac;
+  if (p.nic.adapter().query_counters(&ac) != Status::kSuccess) fail("query_counters");
+  const CmCounters& cc = ac.cm;
   std::printf(
       "rdmacm-peer: OK mode=%s rounds=%d sends=%zu recvs=%zu reads=%zu writes=%zu "
       "bytes_checked=%llu completions=%zu errors=0 flushed=%zu mtu=%u seconds=%.2f\n",
       o.mode.c_str(), n, p.sends, p.recvs, p.reads, p.writes,
-      static_cast<unsigned long long>(p.bytes_checked), p.done.size(), p.flushed, p.conn->mtu(),
+      static_cast<unsigned long long>(p.bytes_checked), p.done.size(), p.flushed, qa.path_mtu,
       std::chrono::duration<double>(Clock::now() - t0).count());
   std::printf(
       "rdmacm-peer: cm mads_in=%llu mads_out=%llu retransmits=%llu duplicates=%llu "
-      "mra_sent=%llu rej_received=%llu\n",
+      "mra_sent=%llu rej_received=%llu mads_dropped=%llu\n",
       static_cast<unsigned long long>(cc.mads_in), static_cast<unsigned long long>(cc.mads_out),
       static_cast<unsigned long long>(cc.retransmits),
       static_cast<unsigned long long>(cc.duplicates), static_cast<unsigned long long>(cc.mra_sent),
-      static_cast<unsigned long long>(cc.rej_received));
+      static_cast<unsigned long long>(cc.rej_received),
+      static_cast<unsigned long long>(cc.mads_dropped));
   // Keep answering for a moment (a DREQ retransmitted because our DREP was lost, late ACKs).
   std::this_thread::sleep_for(300ms);
   std::printf("%s\n", p.nic.counters_line().c_str());
   std::fflush(stdout);
-  p.conn.reset();
-  p.listener.reset();
-  p.cm.reset();
   return 0;
 }
 
