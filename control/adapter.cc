@@ -65,14 +65,6 @@ Status Adapter::open(const AdapterConfig& cfg, dp::Engine* engine, std::unique_p
 
 Adapter::~Adapter() {
   if (control_) control_->stop();
-  // QPs of create_qp (transitional) still attached are detached from the engine first.
-  for (auto& qp : qps_) {
-    dp::MailboxMsg m;
-    m.kind = dp::MailboxMsg::Kind::kDestroyQp;
-    m.ep = ep_.get();
-    m.qp = qp.get();
-    (void)engine_->call(m);
-  }
   // Every QP was destroyed by the objects that own them (control/ndk_qp.cc) before this.
   if (ep_) {
     ep_->tx_drop_all();
@@ -107,65 +99,6 @@ Status Adapter::set_faults(const FaultConfig& tx, const FaultConfig& rx) {
 }
 
 uint32_t Adapter::alloc_pd() { return next_pd_.fetch_add(1, std::memory_order_relaxed); }
-
-Status Adapter::create_cq(uint32_t depth, std::unique_ptr<dp::Cq>* out) {
-  if (depth == 0 || depth > dp::kMaxCqDepth) return Status::kInvalidParameter;
-  *out = std::make_unique<dp::Cq>(depth);
-  return Status::kSuccess;
-}
-
-Status Adapter::register_mr(uint32_t pd, const void* addr, uint64_t length, uint32_t mr_flags,
-                            uint32_t* key) {
-  return mrs_->register_region(pd, reinterpret_cast<uint64_t>(addr), length,
-                               dp::access_from_mr_flags(mr_flags), key);
-}
-
-Status Adapter::deregister_mr(uint32_t key) { return mrs_->deregister(key); }
-
-Status Adapter::create_qp(const QpInit& init, dp::Qp** out) {
-  dp::QpConfig qc;
-  if (Status s = make_qp_config(init, 0, &qc); s != Status::kSuccess) return s;
-  qc.qpn = alloc_qpn();
-  if (qc.qpn == 0) return Status::kInsufficientResources;
-  auto qp = std::make_unique<dp::Qp>(qc);
-  dp::MailboxMsg m;
-  m.kind = dp::MailboxMsg::Kind::kAddQp;
-  m.ep = ep_.get();
-  m.qp = qp.get();
-  if (Status s = engine_->call(m); s != Status::kSuccess) {
-    free_qpn(qc.qpn);
-    return s;
-  }
-  *out = qp.get();
-  std::lock_guard lock(mu_);
-  qps_.push_back(std::move(qp));
-  return Status::kSuccess;
-}
-
-Status Adapter::destroy_qp(dp::Qp* qp) {
-  std::unique_ptr<dp::Qp> owned;
-  {
-    std::lock_guard lock(mu_);
-    auto it = std::find_if(qps_.begin(), qps_.end(), [&](const auto& q) { return q.get() == qp; });
-    if (it == qps_.end()) return Status::kInvalidParameter;
-    owned = std::move(*it);
-    qps_.erase(it);
-  }
-  dp::MailboxMsg m;
-  m.kind = dp::MailboxMsg::Kind::kDestroyQp;
-  m.ep = ep_.get();
-  m.qp = qp;
-  (void)engine_->call(m);
-  free_qpn(qp->qpn());
-  return Status::kSuccess;
-}
-
-QpCounters Adapter::qp_counter_totals() {
-  std::lock_guard lock(mu_);
-  QpCounters t;
-  for (const auto& qp : qps_) t.add(qp->counters);
-  return t;
-}
 
 uint32_t Adapter::alloc_qpn() {
   std::lock_guard lock(mu_);
@@ -204,21 +137,6 @@ Status Adapter::flush_qp(dp::Qp* qp) {
   m.ep = ep_.get();
   m.qp = qp;
   return engine_->call(m);
-}
-
-wire::NetHeaders Adapter::address_to(const Adapter& peer, bool ipv6) const {
-  wire::NetHeaders n;
-  n.src_mac = mac_;
-  n.dst_mac = peer.mac_;
-  n.ipv6 = ipv6;
-  n.src_ip4 = cfg_.ipv4;
-  n.dst_ip4 = peer.cfg_.ipv4;
-  if (ipv6 && cfg_.ipv6 && peer.cfg_.ipv6) {
-    n.src_ip6 = *cfg_.ipv6;
-    n.dst_ip6 = *peer.cfg_.ipv6;
-  }
-  n.hop_limit = 64;
-  return n;
 }
 
 }  // namespace urnic::ctl

@@ -87,21 +87,6 @@ class Adapter {
   uint32_t alloc_qpn();
   void free_qpn(uint32_t qpn);
 
-  // ---- Transitional: objects without the public API ----------------------------------------
-  // Used only by the tools that are not yet ported to the public API (urnic-perf,
-  // urnic-rc-pingpong, the CM peer programs) and by nothing else; they go once those tools are
-  // ported. They share the QP set-up path (make_qp_config) and the QPN allocator with the NDK
-  // layer, so the two cannot hand out the same QP number.
-  Status create_cq(uint32_t depth, std::unique_ptr<dp::Cq>* out);
-  Status register_mr(uint32_t pd, const void* addr, uint64_t length, uint32_t mr_flags,
-                     uint32_t* key);
-  Status deregister_mr(uint32_t key);
-  // A QP in RESET on the engine; kInvalidParameter, kInsufficientResources (no QPN).
-  Status create_qp(const QpInit& init, dp::Qp** out);
-  Status destroy_qp(dp::Qp* qp);
-  // Sum of the counters of the QPs made by create_qp.
-  QpCounters qp_counter_totals();
-
   // Applies a transition on the engine (IBTA §10.3.1 table; see dp::validate_modify) and waits
   // for it: for the connection manager, which runs on the control thread of a launched engine.
   Status modify_qp(dp::Qp* qp, const dp::QpAttr& attr, uint32_t mask);
@@ -118,9 +103,6 @@ class Adapter {
   Status set_faults(const FaultConfig& tx, const FaultConfig& rx);
   FaultCounters rx_fault_counters() const noexcept;
 
-  // The address vector for sending from this adapter to `peer` (same IP family as `ipv6`).
-  wire::NetHeaders address_to(const Adapter& peer, bool ipv6 = false) const;
-
  private:
   explicit Adapter(const AdapterConfig& cfg) : cfg_(cfg) {}
   AdapterConfig cfg_;
@@ -131,10 +113,9 @@ class Adapter {
   std::unique_ptr<ControlPlane> control_;
   std::unique_ptr<dp::FaultInjector> tx_fault_, rx_fault_;
   dp::Engine* engine_ = nullptr;
-  std::mutex mu_;                             // the QPN allocator; never on the post/poll path
-  std::vector<bool> qpn_used_;                // by QPN; guarded by mu_
-  std::vector<std::unique_ptr<dp::Qp>> qps_;  // create_qp's (transitional); guarded by mu_
-  uint32_t next_qpn_ = 2;                     // guarded by mu_
+  std::mutex mu_;               // the QPN allocator; never on the post/poll path
+  std::vector<bool> qpn_used_;  // by QPN; guarded by mu_
+  uint32_t next_qpn_ = 2;       // guarded by mu_
   std::atomic<uint32_t> next_pd_{1};
 };
 

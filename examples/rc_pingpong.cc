@@ -1,5 +1,5 @@
 // urnic-rc-pingpong: ibv_rc_pingpong (rdma-core libibverbs/examples/rc_pingpong.c) on urnic.
-// Same options, same out-of-band TCP exchange (control/oob/rc_pingpong.h), same traffic (SENDs of
+// Same options, same out-of-band TCP exchange (examples/pingpong_oob.h), same traffic (SENDs of
 // -s bytes, ping-pong, -n iterations each way, one buffer for sends and receives, rx-depth
 // receives posted) and the same result lines, so it runs against the stock tool in either role:
 //
@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "control/oob/rc_pingpong.h"
+#include "examples/pingpong_oob.h"
 #include "examples/nic.h"
 
 namespace urnic::tools {
@@ -93,7 +93,7 @@ bool gid_is_ipv4(const Gid& g) {
 // is resolved by the adapter (ARP / neighbour discovery) in the RTR transition. IP TTL / hop
 // limit 64 as rxe sends (rxe_prepare4: ttl 64 whatever the AH says); ibv_rc_pingpong's AH asks
 // for 1, which would not cross a router.
-bool connect_qp(Ctx& c, uint32_t mtu, uint32_t my_psn, const ctl::oob::PingpongDest& rem) {
+bool connect_qp(Ctx& c, uint32_t mtu, uint32_t my_psn, const oob::PingpongDest& rem) {
   using namespace qp_attr_mask;
   QpAttributes at;
   at.state = QpState::kRtr;
@@ -143,7 +143,7 @@ int run(int argc, char** argv) {
     usage(argv[0]);
     return 1;
   }
-  uint16_t port = ctl::oob::kPingpongPort;
+  uint16_t port = oob::kPingpongPort;
   uint32_t size = 4096, mtu = 1024, rx_depth = 500, iters = 1000;
   bool validate = false;
   long linger_ms = -1;
@@ -245,19 +245,19 @@ int run(int argc, char** argv) {
     return 1;
   }
 
-  ctl::oob::PingpongDest my{0, c.conn->qpn(), static_cast<uint32_t>(lrand48() & 0xffffff),
+  oob::PingpongDest my{0, c.conn->qpn(), static_cast<uint32_t>(lrand48() & 0xffffff),
                             c.nic.gid()};
   std::printf("  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", my.lid, my.qpn,
               my.psn, gid_string(my.gid).c_str());
   std::fflush(stdout);  // a test waits for this line before starting the peer
-  ctl::oob::PingpongDest rem;
+  oob::PingpongDest rem;
   Status xs;
   if (!servername.empty()) {
-    xs = ctl::oob::pingpong_client_exchange(servername, port, my, &rem);
+    xs = oob::pingpong_client_exchange(servername, port, my, &rem);
     if (xs == Status::kSuccess && !connect_qp(c, mtu, my.psn, rem)) return 1;
   } else {
-    xs = ctl::oob::pingpong_server_exchange(
-        port, my, [&](const ctl::oob::PingpongDest& r) { return connect_qp(c, mtu, my.psn, r); },
+    xs = oob::pingpong_server_exchange(
+        port, my, [&](const oob::PingpongDest& r) { return connect_qp(c, mtu, my.psn, r); },
         &rem);
   }
   if (xs != Status::kSuccess) {

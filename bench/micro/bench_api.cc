@@ -27,7 +27,6 @@
 #include <string>
 #include <vector>
 
-#include "control/eal.h"
 #include "urnic/urnic.h"
 
 namespace urnic {
@@ -37,7 +36,7 @@ struct Pair {
   explicit Pair(bool lcore) {
     static int instance = 0;
     uint16_t pa = 0, pb = 0;
-    ok = ctl::create_ring_pair("api" + std::to_string(instance++), 1, &pa, &pb) == Status::kSuccess;
+    ok = create_ring_port_pair("api" + std::to_string(instance++), 1, &pa, &pb) == Status::kSuccess;
     AdapterConfig ca, cb;
     ca.port_id = pa;
     cb.port_id = pb;
@@ -53,7 +52,7 @@ struct Pair {
          b->create_pd(nullptr, nullptr, &pdb) == Status::kSuccess &&
          a->create_cq(1024, nullptr, nullptr, nullptr, nullptr, &cqa) == Status::kSuccess &&
          b->create_cq(1024, nullptr, nullptr, nullptr, nullptr, &cqb) == Status::kSuccess;
-    if (lcore) ok = ok && engine.launch(1);
+    if (lcore) ok = ok && !worker_lcores().empty() && engine.launch(worker_lcores().front());
     ok = ok &&
          pda->create_qp(*cqa, *cqa, nullptr, 64, 256, 1, 1, 64, nullptr, nullptr, &qa) ==
              Status::kSuccess &&
@@ -114,10 +113,11 @@ void BM_WritePostPoll(benchmark::State& state) {
   const auto batch = static_cast<uint32_t>(state.range(0));
   const bool defer = state.range(1) != 0;
   const bool lcore = state.range(2) != 0;
-  ctl::EalOptions o;
-  o.memory = ctl::EalOptions::Memory::kNoHuge;
-  o.lcores = "0-1";
-  if (ctl::eal_init(o) != Status::kSuccess) {
+  RuntimeConfig rc;
+  rc.program = "bench_api";
+  rc.memory = RuntimeConfig::Memory::kNoHuge;
+  rc.lcores = "0-1";
+  if (runtime_init(rc) != Status::kSuccess) {
     state.SkipWithError("EAL");
     return;
   }

@@ -531,26 +531,27 @@ class CmScripted : public CmLoopback {
   }
   // B's QP to RTS, Linux-style: rq_psn = the Starting PSN B announced, sq_psn = A's.
   void b_qp_up(uint32_t dest_qpn, uint32_t rq_psn, uint32_t sq_psn) {
-    using namespace dp::qp_attr;
-    dp::QpAttr at;
-    at.state = dp::QpState::kInit;
-    at.access = dp::access::kRemoteWrite | dp::access::kRemoteRead;
-    ASSERT_EQ(RcPair::internal(p->b).modify_qp(&p->b.qp->internal(), at, kState | kAccessFlags),
-              Status::kSuccess);
-    at.state = dp::QpState::kRtr;
-    at.av = RcPair::internal(p->b).address_to(RcPair::internal(p->a));
+    using namespace qp_attr_mask;
+    auto* x = p->b.qp->public_qp().query_extension<QpConnectExtension>();
+    const LocalAddress to = address_of(*p->a.adapter);
+    QpAttributes at;
+    at.state = QpState::kInit;
+    at.access = qp_access::kRemoteWrite | qp_access::kRemoteRead;
+    ASSERT_EQ(x->modify(at, kState | kAccessFlags, nullptr, nullptr), Status::kSuccess);
+    at.state = QpState::kRtr;
+    at.av.dst_ipv4 = to.ipv4;
+    at.av.dst_mac = to.mac;
     at.path_mtu = 1024;
     at.dest_qpn = dest_qpn;
     at.rq_psn = rq_psn;
-    ASSERT_EQ(RcPair::internal(p->b).modify_qp(
-                  &p->b.qp->internal(), at,
-                  kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer),
-              Status::kSuccess);
-    at.state = dp::QpState::kRts;
+    ASSERT_EQ(
+        x->modify(at, kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer,
+                  nullptr, nullptr),
+        Status::kSuccess);
+    at.state = QpState::kRts;
     at.sq_psn = sq_psn;
-    ASSERT_EQ(RcPair::internal(p->b).modify_qp(
-                  &p->b.qp->internal(), at,
-                  kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic),
+    ASSERT_EQ(x->modify(at, kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic,
+                        nullptr, nullptr),
               Status::kSuccess);
   }
   // One SEND each way over the connected QPs, checked byte for byte.

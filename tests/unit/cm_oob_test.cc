@@ -6,9 +6,9 @@
 #include <cstring>
 #include <thread>
 
-#include "control/oob/rc_pingpong.h"
+#include "examples/pingpong_oob.h"
 
-namespace urnic::ctl::oob {
+namespace urnic::tools::oob {
 namespace {
 
 Gid v4(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
@@ -76,4 +76,4 @@ TEST(PingpongOob, ClientAndServerExchangeOverTcp) {
 }
 
 }  // namespace
-}  // namespace urnic::ctl::oob
+}  // namespace urnic::tools::oob

@@ -1,4 +1,4 @@
-#include "control/oob/rc_pingpong.h"
+#include "examples/pingpong_oob.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace urnic::ctl::oob {
+namespace urnic::tools::oob {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -228,4 +228,4 @@ Status pingpong_server_exchange(uint16_t port, const PingpongDest& mine,
   return read_exact(conn.get(), done, sizeof(done), deadline);
 }
 
-}  // namespace urnic::ctl::oob
+}  // namespace urnic::tools::oob

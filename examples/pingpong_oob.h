@@ -24,7 +24,7 @@
 
 #include "urnic/status.h"
 
-namespace urnic::ctl::oob {
+namespace urnic::tools::oob {
 
 using Gid = std::array<uint8_t, 16>;  // a GID as rc_pingpong prints it
 
@@ -66,4 +66,4 @@ Status pingpong_server_exchange(uint16_t port, const PingpongDest& mine,
                                 PingpongDest* peer,
                                 std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
-}  // namespace urnic::ctl::oob
+}  // namespace urnic::tools::oob
