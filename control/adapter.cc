@@ -50,7 +50,8 @@ Status Adapter::open(const AdapterConfig& cfg, dp::Engine* engine, std::unique_p
   a->ep_ =
       std::make_unique<dp::Endpoint>(&a->port_, 0, a->port_.pool(), a->mrs_.get(), cfg.max_qps);
   a->engine_ = engine;
-  a->qpn_used_.assign(cfg.max_qps, false);
+  a->qpn_held_ = std::make_unique<std::atomic<bool>[]>(cfg.max_qps);
+  for (uint32_t q = 2; q < cfg.max_qps; ++q) a->free_qpns_.push(q);
   a->control_ =
       std::make_unique<ControlPlane>(LocalAddresses{a->mac_, cfg.ipv4, cfg.ipv6}, *a->ep_);
   a->ep_->set_control_sink(a->control_.get());
@@ -101,22 +102,16 @@ Status Adapter::set_faults(const FaultConfig& tx, const FaultConfig& rx) {
 uint32_t Adapter::alloc_pd() { return next_pd_.fetch_add(1, std::memory_order_relaxed); }
 
 uint32_t Adapter::alloc_qpn() {
-  std::lock_guard lock(mu_);
-  const uint32_t n = cfg_.max_qps - 2;
-  for (uint32_t i = 0; i < n; ++i) {
-    const uint32_t cand = 2 + (next_qpn_ - 2 + i) % n;
-    if (!qpn_used_[cand]) {
-      qpn_used_[cand] = true;
-      next_qpn_ = cand + 1;
-      return cand;
-    }
-  }
-  return 0;
+  uint32_t qpn = 0;
+  if (!free_qpns_.try_pop(qpn)) return 0;
+  qpn_held_[qpn].store(true, std::memory_order_relaxed);
+  return qpn;
 }
 
 void Adapter::free_qpn(uint32_t qpn) {
-  std::lock_guard lock(mu_);
-  if (qpn < qpn_used_.size()) qpn_used_[qpn] = false;
+  if (qpn < 2 || qpn >= cfg_.max_qps) return;
+  // Only the holder's free returns the number: a second free finds it not held.
+  if (qpn_held_[qpn].exchange(false, std::memory_order_relaxed)) free_qpns_.push(qpn);
 }
 
 Status Adapter::modify_qp(dp::Qp* qp, const dp::QpAttr& attr, uint32_t mask) {

@@ -8,10 +8,11 @@
 // open and read afterwards.
 #pragma once
 
+#include <tbb/concurrent_queue.h>
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
+
 #include <optional>
 #include <vector>
 
@@ -81,9 +82,11 @@ class Adapter {
   uint32_t alloc_pd();
 
   // A QP number (2 .. max_qps - 1, IBTA §10.2.4 reserves 0 and 1) that no other QP of this
-  // adapter holds until free_qpn(); 0 when none is free. Numbers are handed out round-robin, so
-  // a freed number is reused as late as possible (a stale peer packet is less likely to hit
-  // its successor). Any thread.
+  // adapter holds until free_qpn(); 0 when none is free. The free numbers wait in a FIFO, so a
+  // freed number is reused as late as possible (a stale peer packet is less likely to hit its
+  // successor). Any thread, lock-free: many application threads create QPs at once (a TBB
+  // concurrent queue; the control side, never the post/poll path). Freeing a number that is
+  // not held does nothing.
   uint32_t alloc_qpn();
   void free_qpn(uint32_t qpn);
 
@@ -113,9 +116,8 @@ class Adapter {
   std::unique_ptr<ControlPlane> control_;
   std::unique_ptr<dp::FaultInjector> tx_fault_, rx_fault_;
   dp::Engine* engine_ = nullptr;
-  std::mutex mu_;               // the QPN allocator; never on the post/poll path
-  std::vector<bool> qpn_used_;  // by QPN; guarded by mu_
-  uint32_t next_qpn_ = 2;       // guarded by mu_
+  tbb::concurrent_queue<uint32_t> free_qpns_;      // the QPN allocator's FIFO
+  std::unique_ptr<std::atomic<bool>[]> qpn_held_;  // by QPN: handed out, not yet freed
   std::atomic<uint32_t> next_pd_{1};
 };
 

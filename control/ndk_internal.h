@@ -283,7 +283,7 @@ struct AdapterImpl {
   std::unique_ptr<ctl::Adapter> ctl;
   AdapterConfig::Cm cm_settings;             // for the CM agent (control/cm/ndk_connector.cc)
   std::atomic<uint64_t> cm_mads_dropped{0};  // AdapterConfig::Cm::drop_tx (testing builds)
-  CmCounters cm_retired;  // agents already gone (guarded by ndk_connector.cc's agent lock)
+  CmCounters cm_retired;  // agents already gone (under the adapter's entry lock, ndk_connector.cc)
   AdapterExtension ext;
   AdapterInfo info{};
   // Rung by the engine (dp::Cq / dp::Srq) when a notification is due.

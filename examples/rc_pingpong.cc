@@ -24,8 +24,8 @@
 #include <thread>
 #include <vector>
 
-#include "examples/pingpong_oob.h"
 #include "examples/nic.h"
+#include "examples/pingpong_oob.h"
 
 namespace urnic::tools {
 namespace {
@@ -245,8 +245,7 @@ int run(int argc, char** argv) {
     return 1;
   }
 
-  oob::PingpongDest my{0, c.conn->qpn(), static_cast<uint32_t>(lrand48() & 0xffffff),
-                            c.nic.gid()};
+  oob::PingpongDest my{0, c.conn->qpn(), static_cast<uint32_t>(lrand48() & 0xffffff), c.nic.gid()};
   std::printf("  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", my.lid, my.qpn,
               my.psn, gid_string(my.gid).c_str());
   std::fflush(stdout);  // a test waits for this line before starting the peer
@@ -257,8 +256,7 @@ int run(int argc, char** argv) {
     if (xs == Status::kSuccess && !connect_qp(c, mtu, my.psn, rem)) return 1;
   } else {
     xs = oob::pingpong_server_exchange(
-        port, my, [&](const oob::PingpongDest& r) { return connect_qp(c, mtu, my.psn, r); },
-        &rem);
+        port, my, [&](const oob::PingpongDest& r) { return connect_qp(c, mtu, my.psn, r); }, &rem);
   }
   if (xs != Status::kSuccess) {
     std::fprintf(stderr, "Couldn't exchange destinations: %s\n",

@@ -15,7 +15,8 @@
 #include <cstring>
 #include <functional>
 #include <map>
-#include <mutex>
+
+#include <tbb/concurrent_hash_map.h>
 
 #include "control/cm/cm.h"
 #include "control/cm/cma.h"
@@ -32,8 +33,12 @@ struct AgentEntry {
   std::unique_ptr<ctl::CmAgent> agent;
   int users = 0;
 };
-std::mutex g_agents_mu;
-std::map<AdapterImpl*, AgentEntry> g_agents;
+// The agent of each adapter. Connectors and listeners of different adapters are created and
+// closed from any application thread (and from callbacks) at once: a TBB concurrent map locks
+// one adapter's entry at a time instead of a process-wide mutex. The entry's write lock also
+// guards the adapter's cm_retired.
+using AgentMap = tbb::concurrent_hash_map<AdapterImpl*, AgentEntry>;
+AgentMap g_agents;
 
 // The path MTU our REQs offer: the configured one, else the largest IB MTU whose frames fit the
 // port's MTU (rdma_cm does the same from the netdev MTU: 1500 -> 1024, 9000 -> 4096).
@@ -67,8 +72,9 @@ std::function<bool(const ctl::cm::Message&)> mad_dropper(AdapterImpl* a) {
 }
 
 ctl::CmAgent* acquire_agent(AdapterImpl* a) {
-  std::lock_guard lk(g_agents_mu);
-  AgentEntry& e = g_agents[a];
+  AgentMap::accessor acc;
+  g_agents.insert(acc, a);
+  AgentEntry& e = acc->second;
   if (!e.agent) {
     ctl::CmConfig cfg;
     cfg.path_mtu = path_mtu_for(a);
@@ -99,16 +105,15 @@ void add(CmCounters& t, const ctl::CmCounters& c) {
 void release_agent(AdapterImpl* a) {
   std::unique_ptr<ctl::CmAgent> last;
   {
-    std::lock_guard lk(g_agents_mu);
-    auto it = g_agents.find(a);
-    if (it == g_agents.end()) return;
-    if (--it->second.users == 0) {
-      last = std::move(it->second.agent);
+    AgentMap::accessor acc;
+    if (!g_agents.find(acc, a)) return;
+    if (--acc->second.users == 0) {
+      last = std::move(acc->second.agent);
       add(a->cm_retired, last->counters());
-      g_agents.erase(it);
+      g_agents.erase(acc);
     }
   }
-  // ~CmAgent (outside g_agents_mu) unhooks QP1 from the control plane.
+  // ~CmAgent (outside the entry's lock) unhooks QP1 from the control plane.
 }
 
 // sockaddr <-> GID + port. IPv4 (and IPv4-mapped IPv6) addresses are ::ffff:a.b.c.d GIDs.
@@ -166,10 +171,14 @@ bool is_wildcard(const ctl::cm::Gid& g) {
 }  // namespace
 
 CmCounters cm_counters(AdapterImpl* a) {
-  std::lock_guard lk(g_agents_mu);
-  CmCounters t = a->cm_retired;
-  if (auto it = g_agents.find(a); it != g_agents.end() && it->second.agent)
-    add(t, it->second.agent->counters());
+  CmCounters t;
+  {
+    AgentMap::accessor acc;  // a write lock on the entry, made for the occasion if need be
+    g_agents.insert(acc, a);
+    t = a->cm_retired;
+    if (acc->second.agent) add(t, acc->second.agent->counters());
+    if (acc->second.users == 0 && !acc->second.agent) g_agents.erase(acc);
+  }
   t.mads_dropped = a->cm_mads_dropped.load(std::memory_order_relaxed);
   return t;
 }
