@@ -12,6 +12,7 @@ packages=(
   clang-format                          # check_style
   clang libclang-rt-14-dev llvm         # fuzz targets (-fsanitize=fuzzer); llvm-symbolizer
   iproute2 python3                      # namespaces/veth for two-process tests; scripts
+  valgrind                              # bench/cost (instructions per message)
 )
 
 SUDO=""
