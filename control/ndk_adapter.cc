@@ -428,7 +428,7 @@ Status Adapter::query_counters(AdapterCounters* out) const noexcept {
       std::lock_guard lk(impl_->mu);
       for (const detail::ObjectImpl* o : impl_->objects)
         if (o->type == ObjectType::kQp)
-          c.qps.add(static_cast<const detail::QpImpl*>(o)->qp.counters);
+          c.qps.add(static_cast<const detail::QpImpl*>(o)->qp.counters());
     }
     c.port = impl_->ctl->endpoint_counters();
     c.tx_faults = impl_->ctl->tx_fault_counters();

@@ -61,7 +61,7 @@ static_assert(qp_access::kRemoteRead == dp::access::kRemoteRead &&
 // A failing post hands every earlier deferred request to the engine first (ndkpi.md §7.3,
 // provider duty), and posts nothing.
 Status fail(QpImpl* q, Status s) noexcept {
-  q->qp.sq.publish();
+  q->qp.publish_deferred();
   return s;
 }
 
@@ -565,7 +565,7 @@ Status QpExtension::fetch_add(void* request_context, const Sge& result, uint64_t
                              remote_token, add, 0, flags);
 }
 
-QpCounters QpExtension::counters() const noexcept { return qp_->qp.counters; }
+QpCounters QpExtension::counters() const noexcept { return qp_->qp.counters(); }
 
 uint32_t QpConnectExtension::qpn() const noexcept { return qp_->qp.qpn(); }
 
@@ -619,7 +619,7 @@ Status QpConnectExtension::query(QpAttributes* out) const noexcept {
   // The engine writes attr only while it applies a modify; the consumer's modifies and the
   // connection's have completed (their completions synchronise with the engine) and none runs
   // now (the documented rule), so these reads race with nothing.
-  const dp::QpAttr& a = qp_->qp.attr;
+  const dp::QpAttr& a = qp_->qp.attr();
   QpAttributes q;
   q.state = qp_->qp.public_state();
   q.access = a.access;

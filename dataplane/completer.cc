@@ -17,8 +17,8 @@ using wire::Psn;
 
 void progress_lc(Qp& qp, uint64_t now) noexcept {
   // Forward progress resets both retry counters (rxe reset_retry_counters(); IBTA §9.7.6.1).
-  qp.req.retry_left = qp.attr.retry_cnt;
-  qp.req.rnr_left = qp.attr.rnr_retry;
+  lc(qp).req.retry_left = lc(qp).attr.retry_cnt;
+  lc(qp).req.rnr_left = lc(qp).attr.rnr_retry;
   requester_update_timer_lc(qp, now);
 }
 
@@ -26,7 +26,7 @@ void progress_lc(Qp& qp, uint64_t now) noexcept {
 // still waiting for its response: if `upto` reaches past it, that response was lost (implied
 // NAK) and the requester rewinds to it. Returns false in that case.
 bool ack_through_lc(Qp& qp, Psn upto) noexcept {
-  auto& r = qp.req;
+  auto& r = lc(qp).req;
   for (uint64_t i = r.head; i != r.tail; ++i) {
     SendSlot& s = r.at(i);
     if (!s.started) break;
@@ -38,7 +38,7 @@ bool ack_through_lc(Qp& qp, Psn upto) noexcept {
       if (!waits || Psn::before(upto, s.first_psn)) return true;
     }
     if (waits) {
-      ++qp.counters.implied_naks;
+      ++lc(qp).counters.implied_naks;
       const Psn from = s.first_psn + static_cast<int32_t>(s.resp_pkts);
       r.una = from;
       requester_rewind_lc(qp, from);
@@ -53,12 +53,12 @@ bool ack_through_lc(Qp& qp, Psn upto) noexcept {
 // True when `p` is a PSN this requester has sent and not yet seen acknowledged
 // (una - 1 <= p < psn): older ones are stale duplicates, newer ones are bogus.
 bool acceptable_lc(const Qp& qp, Psn p) noexcept {
-  return Psn::diff(p, qp.req.una) >= -1 && Psn::before(p, qp.req.max_sent);
+  return Psn::diff(p, lc(qp).req.una) >= -1 && Psn::before(p, lc(qp).req.max_sent);
 }
 
 // The first slot not yet done, or nullptr.
 SendSlot* first_pending_lc(Qp& qp) noexcept {
-  auto& r = qp.req;
+  auto& r = lc(qp).req;
   for (uint64_t i = r.head; i != r.tail; ++i) {
     SendSlot& s = r.at(i);
     if (!s.started) return nullptr;
@@ -92,15 +92,15 @@ WcStatus nak_status(uint8_t code) noexcept {
 }
 
 void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint64_t now) noexcept {
-  auto& r = qp.req;
+  auto& r = lc(qp).req;
   if (!acceptable_lc(qp, p)) {
-    ++qp.counters.dropped_stale;
+    ++lc(qp).counters.dropped_stale;
     return;
   }
   const uint8_t type = syndrome & wire::aeth::kTypeMask;
   const uint8_t value = syndrome & wire::aeth::kValueMask;
   if (type == wire::aeth::kAck) {
-    ++qp.counters.acks_received;
+    ++lc(qp).counters.acks_received;
     const Psn before = r.una;
     if (ack_through_lc(qp, p) && Psn::after(p + 1, r.una)) r.una = p + 1;
     // The requester may be retransmitting packets this ACK already covers: skip ahead.
@@ -117,28 +117,28 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint64_t now) noex
   // without progress (rxe reset_retry_counters()), so they start again from here.
   const bool progressed = r.una != una_before;
   if (progressed) {
-    r.retry_left = qp.attr.retry_cnt;
-    r.rnr_left = qp.attr.rnr_retry;
+    r.retry_left = lc(qp).attr.retry_cnt;
+    r.rnr_left = lc(qp).attr.rnr_retry;
   }
   if (type == wire::aeth::kRnrNak) {
-    ++qp.counters.rnr_naks_received;
+    ++lc(qp).counters.rnr_naks_received;
     if (!ok_before) return;  // an implied NAK already rewound further back
     SendSlot* s = first_pending_lc(qp);
     if (r.rnr_left == 0) {
       fail_lc(ep, qp, s, WcStatus::kRnrRetryExcErr);
       return;
     }
-    if (qp.attr.rnr_retry != 7) --r.rnr_left;  // 7 = retry forever (IBTA §9.7.5.2.8)
+    if (lc(qp).attr.rnr_retry != 7) --r.rnr_left;  // 7 = retry forever (IBTA §9.7.5.2.8)
     requester_rewind_lc(qp, p);
     r.rnr_deadline = now + tsc_from_ns(uint64_t{rnr_timer_us(value)} * 1000);
     r.ack_deadline = 0;
     return;
   }
   if (type != wire::aeth::kNak) {
-    ++qp.counters.dropped_stale;  // reserved syndrome type
+    ++lc(qp).counters.dropped_stale;  // reserved syndrome type
     return;
   }
-  if (value < 4) ++qp.counters.naks_received[value];
+  if (value < 4) ++lc(qp).counters.naks_received[value];
   if (value == wire::aeth::kNakPsnSeqError) {
     // Go-back-N from the responder's expected PSN, counted against retry_cnt (rocev2.md §3.6).
     if (!ok_before) return;
@@ -165,7 +165,7 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint64_t now) noex
 // (a PSN not outstanding, no slot pending, or `p` before the slot: counted as dropped_stale).
 SendSlot* response_slot_lc(Qp& qp, Psn p) noexcept {
   if (!acceptable_lc(qp, p)) {
-    ++qp.counters.dropped_stale;
+    ++lc(qp).counters.dropped_stale;
     return nullptr;
   }
   SendSlot* s = first_pending_lc(qp);
@@ -176,7 +176,7 @@ SendSlot* response_slot_lc(Qp& qp, Psn p) noexcept {
     s = first_pending_lc(qp);
   }
   if (s == nullptr || Psn::before(p, s->first_psn)) {
-    ++qp.counters.dropped_stale;
+    ++lc(qp).counters.dropped_stale;
     return nullptr;
   }
   return s;
@@ -184,14 +184,14 @@ SendSlot* response_slot_lc(Qp& qp, Psn p) noexcept {
 
 void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p,
                          uint64_t now) noexcept {
-  auto& r = qp.req;
+  auto& r = lc(qp).req;
   SendSlot* s = response_slot_lc(qp, p);
   if (s == nullptr) return;
   if (s->wqe.opcode != WrOpcode::kRead || Psn::after(p, s->last_psn)) {
     if (wr_has(s->wqe.opcode, wr_mask::kReadOrAtomic) && Psn::after(p, s->last_psn)) {
       // A response beyond this READ/ATOMIC: its own response was lost (implied NAK).
       if (!r.gap_retry) {
-        ++qp.counters.implied_naks;
+        ++lc(qp).counters.implied_naks;
         r.gap_retry = true;
         requester_rewind_lc(qp, s->first_psn + static_cast<int32_t>(s->resp_pkts));
       }
@@ -204,17 +204,17 @@ void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p
   const Psn expected = s->first_psn + static_cast<int32_t>(s->resp_pkts);
   if (p != expected) {
     if (Psn::before(p, expected)) {
-      ++qp.counters.dropped_stale;  // duplicate response of a re-requested READ
+      ++lc(qp).counters.dropped_stale;  // duplicate response of a re-requested READ
     } else if (!r.gap_retry) {
       // A missing response packet: re-request the rest right away instead of waiting for the
       // ACK timer (allowed, and faster: rocev2.md §3.6).
-      ++qp.counters.implied_naks;
+      ++lc(qp).counters.implied_naks;
       r.gap_retry = true;
       requester_rewind_lc(qp, expected);
     }
     return;
   }
-  const uint32_t mtu = qp.attr.path_mtu;
+  const uint32_t mtu = lc(qp).attr.path_mtu;
   const uint32_t k = s->resp_pkts;
   const uint32_t off = k * mtu;
   const uint32_t want = s->wqe.length - off < mtu ? s->wqe.length - off : mtu;
@@ -245,12 +245,12 @@ void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p
 
 void on_atomic_ack_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p,
                       uint64_t now) noexcept {
-  auto& r = qp.req;
+  auto& r = lc(qp).req;
   SendSlot* s = response_slot_lc(qp, p);
   if (s == nullptr) return;
   if (s->first_psn != p || !wr_has(s->wqe.opcode, wr_mask::kAtomic)) {
     if (wr_has(s->wqe.opcode, wr_mask::kReadOrAtomic) && Psn::after(p, s->last_psn)) {
-      ++qp.counters.implied_naks;
+      ++lc(qp).counters.implied_naks;
       requester_rewind_lc(qp, s->first_psn + static_cast<int32_t>(s->resp_pkts));
       return;
     }
@@ -276,8 +276,8 @@ void on_atomic_ack_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p,
 }  // namespace
 
 void completer_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t now) noexcept {
-  if (qp.state != QpState::kRts && qp.state != QpState::kSqd) {
-    ++qp.counters.dropped_bad_state;
+  if (lc(qp).state != QpState::kRts && lc(qp).state != QpState::kSqd) {
+    ++lc(qp).counters.dropped_bad_state;
     return;
   }
   const Psn p(wire::Bth::Psn::get(f.bth()));

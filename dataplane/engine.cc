@@ -123,11 +123,11 @@ bool Engine::phase_timers(uint64_t now) noexcept {
   bool any = false;
   for (uint32_t i = 0; i < nactive_; ++i) {
     Qp& qp = *active_[i];
-    if (qp.req.ack_deadline == 0 && qp.req.rnr_deadline == 0) [[likely]]
+    if (lc(qp).req.ack_deadline == 0 && lc(qp).req.rnr_deadline == 0) [[likely]]
       continue;
     if (stalled) [[unlikely]] {
-      if (qp.req.ack_deadline != 0) qp.req.ack_deadline += gap;
-      if (qp.req.rnr_deadline != 0) qp.req.rnr_deadline += gap;
+      if (lc(qp).req.ack_deadline != 0) lc(qp).req.ack_deadline += gap;
+      if (lc(qp).req.rnr_deadline != 0) lc(qp).req.rnr_deadline += gap;
       continue;
     }
     if (rx_backlog_) continue;
@@ -147,11 +147,12 @@ bool Engine::phase_tx_build(uint64_t now) noexcept {
     Endpoint& ep = *active_ep_[i];
     // A CQ of this QP overran (maybe through another QP): the QP is dead before it sends
     // anything more (ndkpi.md §3.3). RESET processes nothing, so it is left alone.
-    if (qp.state != QpState::kErr && qp.state != QpState::kReset && qp_cq_overrun(qp)) [[unlikely]]
+    if (lc(qp).state != QpState::kErr && lc(qp).state != QpState::kReset && qp_cq_overrun(qp))
+        [[unlikely]]
       qp_cq_overrun_error_lc(ep, qp);
-    if (qp.state == QpState::kErr) [[unlikely]] {
+    if (lc(qp).state == QpState::kErr) [[unlikely]] {
       // Work posted to a QP in ERR completes with a flush status (IBTA §10.3.1).
-      if (!qp.sq.empty() || !qp.rq.empty()) {
+      if (!lc(qp).sq.empty() || !lc(qp).rq.empty()) {
         qp_to_error_lc(ep, qp);
         any = true;
       }

@@ -176,16 +176,16 @@ Status status_of(WcStatus wc) noexcept {
 }
 
 Qp::Qp(const QpConfig& cfg) : cfg_(cfg) {
-  sq.init(cfg.sq_depth);
-  rq.init(cfg.rq_depth);
-  req.slots = std::make_unique<SendSlot[]>(cfg.sq_depth);
-  req.mask = cfg.sq_depth - 1;
+  lc_.sq.init(cfg.sq_depth);
+  lc_.rq.init(cfg.rq_depth);
+  lc_.req.slots = std::make_unique<SendSlot[]>(cfg.sq_depth);
+  lc_.req.mask = cfg.sq_depth - 1;
   // Responder resources and output jobs are sized here, on the control side, for the largest
   // max_dest_rd_atomic a modify may set (128), so the engine never allocates.
-  resp.res = std::make_unique<RespResource[]>(kMaxRdAtomicLimit);
-  resp.res_count = 1;
-  resp.jobs = std::make_unique<RespJob[]>(kRespJobs);
-  resp.jobs_mask = kRespJobs - 1;
+  lc_.resp.res = std::make_unique<RespResource[]>(kMaxRdAtomicLimit);
+  lc_.resp.res_count = 1;
+  lc_.resp.jobs = std::make_unique<RespJob[]>(kRespJobs);
+  lc_.resp.jobs_mask = kRespJobs - 1;
 }
 
 Status Qp::post_send(const SendWqe& wqe) noexcept {
@@ -193,7 +193,7 @@ Status Qp::post_send(const SendWqe& wqe) noexcept {
   // to the engine first (ndkpi.md §7.3: "when any initiator post returns failure, first hand
   // every previously deferred WR to the hardware").
   auto fail = [this](Status s) {
-    sq.publish();
+    lc_.sq.publish();
     return s;
   };
   const QpState st = public_state();
@@ -226,14 +226,14 @@ Status Qp::post_send(const SendWqe& wqe) noexcept {
     return fail(Status::kInvalidParameter);
   // Acquire pairs with the engine's release of sq_retired_ (qp_datapath.cc).
   if (cfg_.sq_limit != 0 &&
-      posted_.sq - sq_retired_.load(std::memory_order_acquire) >= cfg_.sq_limit)
+      lc_.posted_.sq - lc_.sq_retired_.load(std::memory_order_acquire) >= cfg_.sq_limit)
     return fail(Status::kNoMoreEntries);
-  SendWqe* slot = sq.stage_slot();
+  SendWqe* slot = lc_.sq.stage_slot();
   if (slot == nullptr) return fail(Status::kNoMoreEntries);
   copy_send_wqe(*slot, wqe);
-  sq.stage_commit();
-  ++posted_.sq;
-  if (!(wqe.flags & op_flag::kDefer)) sq.publish();
+  lc_.sq.stage_commit();
+  ++lc_.posted_.sq;
+  if (!(wqe.flags & op_flag::kDefer)) lc_.sq.publish();
   return Status::kSuccess;
 }
 
@@ -251,10 +251,10 @@ Status Qp::post_recv(const RecvWqe& wqe) noexcept {
   if (total > kMaxMessageLength) return Status::kBufferOverflow;
   // Acquire pairs with the engine's release of rq_retired_ (qp_datapath.cc).
   if (cfg_.rq_limit != 0 &&
-      posted_.rq - rq_retired_.load(std::memory_order_acquire) >= cfg_.rq_limit)
+      lc_.posted_.rq - lc_.rq_retired_.load(std::memory_order_acquire) >= cfg_.rq_limit)
     return Status::kNoMoreEntries;
-  if (!rq.push(wqe)) return Status::kNoMoreEntries;
-  ++posted_.rq;
+  if (!lc_.rq.push(wqe)) return Status::kNoMoreEntries;
+  ++lc_.posted_.rq;
   return Status::kSuccess;
 }
 

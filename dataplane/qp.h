@@ -1,7 +1,9 @@
 // Reliable-connected queue pair as the engine sees it: attributes, the state machine, and the
 // per-stage transport state of the requester, completer and responder (IBTA Vol. 1 ch. 9-10;
 // rocev2.md §3). A Qp is created by the control plane and then owned by exactly one engine:
-// every field below `// ---- engine-owned` is read and written only on that engine's lcore.
+// every field of QpLc below `// ---- engine-owned` is read and written only on that engine's
+// lcore. The fields are private to the Qp: the dataplane's stages reach them through lc(), the
+// control side and tests see const views.
 #pragma once
 
 #include <atomic>
@@ -135,23 +137,9 @@ inline constexpr uint32_t kMaxRdAtomicLimit = 128;
 // Responder output queue: each READ / ATOMIC / NAK is one job, ACKs coalesce into the last.
 inline constexpr uint32_t kRespJobs = 512;
 
-class Qp {
- public:
-  explicit Qp(const QpConfig& cfg);
-  Qp(const Qp&) = delete;
-  Qp& operator=(const Qp&) = delete;
-
-  const QpConfig& config() const noexcept { return cfg_; }
-  uint32_t qpn() const noexcept { return cfg_.qpn; }
-
-  // ---- Posting (application thread; one poster per queue, NDK posting rules) ---------------
-  // Validates and stages a send WQE; publishes it unless DEFER. On any failure the previously
-  // deferred WQEs are published first (ndkpi.md §7.3) and nothing is posted.
-  Status post_send(const SendWqe& wqe) noexcept;
-  Status post_recv(const RecvWqe& wqe) noexcept;
-  // State visible to posters (written by the engine / control after each transition).
-  QpState public_state() const noexcept { return public_state_.load(std::memory_order_acquire); }
-
+// A QP's state, private to dp::Qp: the posting side's rings and counts, and the engine-owned
+// transport state (the requester, completer and responder).
+struct QpLc {
   SpscRing<SendWqe> sq;  // producer: application; consumer: engine
   SpscRing<RecvWqe> rq;
 
@@ -166,7 +154,7 @@ class Qp {
   alignas(kCacheLine) std::atomic<uint64_t> sq_retired_{0};  // engine only writes
   std::atomic<uint64_t> rq_retired_{0};                      // engine only writes (no SRQ)
 
-  // ---- engine-owned --------------------------------------------------------------------------
+  // ---- engine-owned: only the owning engine's lcore reads and writes these ---------------------
   QpState state = QpState::kReset;
   QpAttr attr;
   QpCounters counters;
@@ -214,9 +202,51 @@ class Qp {
   } resp;
 
   std::atomic<QpState> public_state_{QpState::kReset};
+};
+
+class Qp {
+ public:
+  explicit Qp(const QpConfig& cfg);
+  Qp(const Qp&) = delete;
+  Qp& operator=(const Qp&) = delete;
+
+  const QpConfig& config() const noexcept { return cfg_; }
+  uint32_t qpn() const noexcept { return cfg_.qpn; }
+
+  // ---- Posting (application thread; one poster per queue, NDK posting rules) ---------------
+  // Validates and stages a send WQE; publishes it unless DEFER. On any failure the previously
+  // deferred WQEs are published first (ndkpi.md §7.3) and nothing is posted.
+  Status post_send(const SendWqe& wqe) noexcept;
+  Status post_recv(const RecvWqe& wqe) noexcept;
+  // Hands every deferred (staged, unpublished) send WQE to the engine: what a post that fails
+  // before reaching post_send owes (ndkpi.md §7.3). Send poster only.
+  void publish_deferred() noexcept { lc_.sq.publish(); }
+  // State visible to posters (written by the engine / control after each transition).
+  QpState public_state() const noexcept {
+    return lc_.public_state_.load(std::memory_order_acquire);
+  }
+
+  // Read-only views of the engine-owned state, for the control side once a completion or a
+  // modify synchronised it with the engine, and for tests that inspect a stage on purpose.
+  QpState state() const noexcept { return lc_.state; }
+  const QpAttr& attr() const noexcept { return lc_.attr; }
+  const QpCounters& counters() const noexcept { return lc_.counters; }
+  const QpLc::Requester& requester() const noexcept { return lc_.req; }
+  const QpLc::Responder& responder() const noexcept { return lc_.resp; }
+  const SpscRing<SendWqe>& send_ring() const noexcept { return lc_.sq; }
+  const SpscRing<RecvWqe>& recv_ring() const noexcept { return lc_.rq; }
 
  private:
+  // The dataplane's stages (dataplane/ only; scripts/check-style.sh rejects lc() elsewhere).
+  friend QpLc& lc(Qp& qp) noexcept;
+  friend const QpLc& lc(const Qp& qp) noexcept;
   QpConfig cfg_;
+  QpLc lc_;
 };
+
+// The QP's private state for the dataplane's stages (requester, completer, responder, the
+// engine's demux and timers, the posting members): nothing outside dataplane/ calls these.
+inline QpLc& lc(Qp& qp) noexcept { return qp.lc_; }
+inline const QpLc& lc(const Qp& qp) noexcept { return qp.lc_; }
 
 }  // namespace urnic::dp

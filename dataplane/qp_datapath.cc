@@ -24,20 +24,21 @@ OperationType op_type_of(WrOpcode op) noexcept {
 
 void count_completion(Qp& qp, WcStatus wc) noexcept {
   const auto i = static_cast<size_t>(wc);
-  if (i < std::size(qp.counters.completions_by_status)) ++qp.counters.completions_by_status[i];
+  if (i < std::size(lc(qp).counters.completions_by_status))
+    ++lc(qp).counters.completions_by_status[i];
   if (wc == WcStatus::kSuccess)
-    ++qp.counters.completions_ok;
+    ++lc(qp).counters.completions_ok;
   else if (wc == WcStatus::kWrFlushErr)
-    ++qp.counters.completions_flushed;
+    ++lc(qp).counters.completions_flushed;
   else
-    ++qp.counters.completions_error;
+    ++lc(qp).counters.completions_error;
 }
 
 // One send WQE retired (QpConfig::sq_limit accounting). Release pairs with the poster's acquire
 // in Qp::post_send; the engine is the only writer.
 void retire_send(Qp& qp, uint64_t n = 1) noexcept {
-  qp.sq_retired_.store(qp.sq_retired_.load(std::memory_order_relaxed) + n,
-                       std::memory_order_release);
+  lc(qp).sq_retired_.store(lc(qp).sq_retired_.load(std::memory_order_relaxed) + n,
+                           std::memory_order_release);
 }
 
 // One receive retired: counted on the SRQ it came from, else on the QP (rq_limit).
@@ -46,8 +47,8 @@ void retire_recv(Qp& qp, uint64_t n = 1) noexcept {
     for (uint64_t i = 0; i < n; ++i) srq->retire_lc();
     return;
   }
-  qp.rq_retired_.store(qp.rq_retired_.load(std::memory_order_relaxed) + n,
-                       std::memory_order_release);
+  lc(qp).rq_retired_.store(lc(qp).rq_retired_.load(std::memory_order_relaxed) + n,
+                           std::memory_order_release);
 }
 
 void complete_send(Qp& qp, const SendWqe& wqe, WcStatus wc) noexcept {
@@ -66,11 +67,11 @@ void complete_send(Qp& qp, const SendWqe& wqe, WcStatus wc) noexcept {
   // A refused push means the CQ has overrun: the completion is lost (ndkpi.md §3.3), and the
   // engine moves the QP to ERR before it does anything else (qp_cq_overrun).
   if (Cq* cq = qp.config().send_cq; cq != nullptr && !cq->push(r)) [[unlikely]]
-    ++qp.counters.completions_dropped;
+    ++lc(qp).counters.completions_dropped;
 }
 
 void reset_requester(Qp& qp) noexcept {
-  auto& r = qp.req;
+  auto& r = lc(qp).req;
   r.head = r.cur = r.tail = 0;
   r.cur_pkt = 0;
   r.rd_atomic_outstanding = 0;
@@ -79,10 +80,10 @@ void reset_requester(Qp& qp) noexcept {
 }
 
 void reset_responder(Qp& qp) noexcept {
-  auto& s = qp.resp;
+  auto& s = lc(qp).resp;
   s.msn = 0;
   s.nak_sent = false;
-  s.in_msg = Qp::Responder::InMsg::kNone;
+  s.in_msg = QpLc::Responder::InMsg::kNone;
   s.have_recv = false;
   s.recv_off = 0;
   s.write_left = 0;
@@ -111,11 +112,11 @@ void qp_complete_recv_lc(Qp& qp, const RecvWqe& wqe, WcStatus wc, uint32_t bytes
   r.qpn = qp.qpn();
   if (flags & kResultHasImmediate) r.type_specific_completion_output = imm;
   if (Cq* cq = qp.config().recv_cq; cq != nullptr && !cq->push(r)) [[unlikely]]
-    ++qp.counters.completions_dropped;  // overrun: see complete_send()
+    ++lc(qp).counters.completions_dropped;  // overrun: see complete_send()
 }
 
 uint32_t qp_retire_lc(Endpoint&, Qp& qp) noexcept {
-  auto& r = qp.req;
+  auto& r = lc(qp).req;
   uint32_t n = 0;
   // Completions leave in posting order (IBTA §10.8.6): stop at the first slot still in flight.
   while (r.head != r.tail && r.at(r.head).done) {
@@ -128,9 +129,9 @@ uint32_t qp_retire_lc(Endpoint&, Qp& qp) noexcept {
 }
 
 void qp_to_error_lc(Endpoint& ep, Qp& qp) noexcept {
-  qp.state = QpState::kErr;
-  qp.public_state_.store(QpState::kErr, std::memory_order_release);
-  auto& r = qp.req;
+  lc(qp).state = QpState::kErr;
+  lc(qp).public_state_.store(QpState::kErr, std::memory_order_release);
+  auto& r = lc(qp).req;
   // Outstanding WQEs: those not already finished (successfully or with their own error) flush.
   for (uint64_t i = r.head; i != r.tail; ++i) {
     SendSlot& s = r.at(i);
@@ -142,31 +143,31 @@ void qp_to_error_lc(Endpoint& ep, Qp& qp) noexcept {
   qp_retire_lc(ep, qp);
   reset_requester(qp);
   // Queued WQEs never started: flushed in posting order.
-  while (const SendWqe* w = qp.sq.front()) {
+  while (const SendWqe* w = lc(qp).sq.front()) {
     complete_send(qp, *w, WcStatus::kWrFlushErr);
-    qp.sq.pop();
+    lc(qp).sq.pop();
   }
-  if (qp.resp.have_recv) {
-    qp_complete_recv_lc(qp, qp.resp.recv, WcStatus::kWrFlushErr, 0, OperationType::kReceive, 0, 0,
-                        0);
-    qp.resp.have_recv = false;
+  if (lc(qp).resp.have_recv) {
+    qp_complete_recv_lc(qp, lc(qp).resp.recv, WcStatus::kWrFlushErr, 0, OperationType::kReceive, 0,
+                        0, 0);
+    lc(qp).resp.have_recv = false;
   }
-  while (const RecvWqe* w = qp.rq.front()) {
+  while (const RecvWqe* w = lc(qp).rq.front()) {
     qp_complete_recv_lc(qp, *w, WcStatus::kWrFlushErr, 0, OperationType::kReceive, 0, 0, 0);
-    qp.rq.pop();
+    lc(qp).rq.pop();
   }
   reset_responder(qp);
 }
 
 void qp_cq_overrun_error_lc(Endpoint& ep, Qp& qp) noexcept {
-  ++qp.counters.cq_overrun_errors;
+  ++lc(qp).counters.cq_overrun_errors;
   qp_to_error_lc(ep, qp);
 }
 
 Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexcept {
-  const Status v = validate_modify(qp.state, a, mask);
+  const Status v = validate_modify(lc(qp).state, a, mask);
   if (v != Status::kSuccess) return v;
-  const QpState next = (mask & qp_attr::kState) ? a.state : qp.state;
+  const QpState next = (mask & qp_attr::kState) ? a.state : lc(qp).state;
   if (next == QpState::kErr) {
     qp_to_error_lc(ep, qp);
     return Status::kSuccess;
@@ -174,61 +175,61 @@ Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexce
   if (next == QpState::kReset) {
     // RESET empties the queues without completions (IBTA §10.3.1); what it drops still counts
     // as retired for the posting limits.
-    retire_send(qp, qp.req.tail - qp.req.head);
-    if (qp.resp.have_recv) retire_recv(qp);
+    retire_send(qp, lc(qp).req.tail - lc(qp).req.head);
+    if (lc(qp).resp.have_recv) retire_recv(qp);
     reset_requester(qp);
     reset_responder(qp);
-    while (qp.sq.front() != nullptr) {
-      qp.sq.pop();
+    while (lc(qp).sq.front() != nullptr) {
+      lc(qp).sq.pop();
       retire_send(qp);
     }
-    while (qp.rq.front() != nullptr) {
-      qp.rq.pop();
+    while (lc(qp).rq.front() != nullptr) {
+      lc(qp).rq.pop();
       retire_recv(qp);
     }
-    qp.attr = QpAttr{};
-    qp.state = QpState::kReset;
-    qp.public_state_.store(QpState::kReset, std::memory_order_release);
+    lc(qp).attr = QpAttr{};
+    lc(qp).state = QpState::kReset;
+    lc(qp).public_state_.store(QpState::kReset, std::memory_order_release);
     return Status::kSuccess;
   }
   using namespace qp_attr;
-  if (mask & kAccessFlags) qp.attr.access = a.access;
-  if (mask & kPathMtu) qp.attr.path_mtu = a.path_mtu;
-  if (mask & kDestQpn) qp.attr.dest_qpn = a.dest_qpn;
-  if (mask & kAv) qp.attr.av = a.av;
+  if (mask & kAccessFlags) lc(qp).attr.access = a.access;
+  if (mask & kPathMtu) lc(qp).attr.path_mtu = a.path_mtu;
+  if (mask & kDestQpn) lc(qp).attr.dest_qpn = a.dest_qpn;
+  if (mask & kAv) lc(qp).attr.av = a.av;
   if (mask & (kAv | kDestQpn))
-    qp.attr.av.udp_sport = wire::udp_sport_for(qp.qpn(), qp.attr.dest_qpn);
+    lc(qp).attr.av.udp_sport = wire::udp_sport_for(qp.qpn(), lc(qp).attr.dest_qpn);
   if (mask & kRqPsn) {
-    qp.attr.rq_psn = a.rq_psn;
-    qp.resp.epsn = wire::Psn(a.rq_psn);
+    lc(qp).attr.rq_psn = a.rq_psn;
+    lc(qp).resp.epsn = wire::Psn(a.rq_psn);
   }
   if (mask & kMaxDestRdAtomic) {
-    qp.attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    lc(qp).attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
     // Responder resources: a power of two >= the attribute (rxe does the same), within the
     // array sized at creation.
     uint32_t n = 1;
     while (n < a.max_dest_rd_atomic) n <<= 1;
-    qp.resp.res_count = n;
-    qp.resp.res_next = 0;
+    lc(qp).resp.res_count = n;
+    lc(qp).resp.res_next = 0;
   }
-  if (mask & kMinRnrTimer) qp.attr.min_rnr_timer = a.min_rnr_timer;
+  if (mask & kMinRnrTimer) lc(qp).attr.min_rnr_timer = a.min_rnr_timer;
   if (mask & kSqPsn) {
-    qp.attr.sq_psn = a.sq_psn;
-    qp.req.psn = qp.req.una = qp.req.max_sent = wire::Psn(a.sq_psn);
+    lc(qp).attr.sq_psn = a.sq_psn;
+    lc(qp).req.psn = lc(qp).req.una = lc(qp).req.max_sent = wire::Psn(a.sq_psn);
   }
-  if (mask & kMaxRdAtomic) qp.attr.max_rd_atomic = a.max_rd_atomic;
-  if (mask & kTimeout) qp.attr.timeout = a.timeout;
+  if (mask & kMaxRdAtomic) lc(qp).attr.max_rd_atomic = a.max_rd_atomic;
+  if (mask & kTimeout) lc(qp).attr.timeout = a.timeout;
   if (mask & kRetryCnt) {
-    qp.attr.retry_cnt = a.retry_cnt;
-    qp.req.retry_left = a.retry_cnt;
+    lc(qp).attr.retry_cnt = a.retry_cnt;
+    lc(qp).req.retry_left = a.retry_cnt;
   }
   if (mask & kRnrRetry) {
-    qp.attr.rnr_retry = a.rnr_retry;
-    qp.req.rnr_left = a.rnr_retry;
+    lc(qp).attr.rnr_retry = a.rnr_retry;
+    lc(qp).req.rnr_left = a.rnr_retry;
   }
-  qp.state = next;
-  qp.attr.state = next;
-  qp.public_state_.store(next, std::memory_order_release);
+  lc(qp).state = next;
+  lc(qp).attr.state = next;
+  lc(qp).public_state_.store(next, std::memory_order_release);
   return Status::kSuccess;
 }
 
@@ -237,7 +238,7 @@ wire::TransportHeaders qp_headers(const Qp& qp, uint8_t opcode, wire::Psn psn,
   wire::TransportHeaders th;
   th.bth.opcode = opcode;
   th.bth.pkey = wire::Be16::of(wire::kDefaultPkey);
-  wire::Bth::DestQp::set(th.bth, qp.attr.dest_qpn);
+  wire::Bth::DestQp::set(th.bth, lc(qp).attr.dest_qpn);
   wire::Bth::Psn::set(th.bth, psn.value());
   wire::Bth::AckReq::set(th.bth, ack_req ? 1u : 0u);
   return th;
@@ -250,23 +251,23 @@ rte_mbuf* qp_frame_lc(Endpoint& ep, Qp& qp, const wire::TransportHeaders& th, ui
     ++ep.counters().mbuf_alloc_failures;
     return nullptr;
   }
-  const uint32_t len = wire::frame_length(qp.attr.av, th.bth.opcode, payload_len);
+  const uint32_t len = wire::frame_length(lc(qp).attr.av, th.bth.opcode, payload_len);
   auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
   if (p == nullptr) [[unlikely]] {
     rte_pktmbuf_free(m);
     ++ep.counters().mbuf_alloc_failures;
     return nullptr;
   }
-  *payload = p + wire::build_headers(p, qp.attr.av, th, payload_len);
+  *payload = p + wire::build_headers(p, lc(qp).attr.av, th, payload_len);
   return m;
 }
 
 void qp_send_frame_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, uint8_t opcode,
                       uint32_t payload_len) noexcept {
   const uint32_t len =
-      wire::finish_frame(rte_pktmbuf_mtod(m, uint8_t*), qp.attr.av, opcode, payload_len);
-  ++qp.counters.tx_packets;
-  qp.counters.tx_bytes += len;
+      wire::finish_frame(rte_pktmbuf_mtod(m, uint8_t*), lc(qp).attr.av, opcode, payload_len);
+  ++lc(qp).counters.tx_packets;
+  lc(qp).counters.tx_bytes += len;
   ep.tx_append(m);
 }
 

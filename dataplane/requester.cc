@@ -74,7 +74,7 @@ uint8_t data_opcode(WrOpcode op, uint32_t k, uint32_t n) noexcept {
 // *err on a local protection error.
 bool build_packet_lc(Endpoint& ep, Qp& qp, SendSlot& s, uint32_t k, WcStatus* err) noexcept {
   const SendWqe& w = s.wqe;
-  const uint32_t mtu = qp.attr.path_mtu;
+  const uint32_t mtu = lc(qp).attr.path_mtu;
   const Psn psn = s.first_psn + static_cast<int32_t>(k);
   uint8_t* payload = nullptr;
   if (w.opcode == WrOpcode::kRead) {
@@ -135,16 +135,16 @@ bool build_packet_lc(Endpoint& ep, Qp& qp, SendSlot& s, uint32_t k, WcStatus* er
 }  // namespace
 
 void requester_update_timer_lc(Qp& qp, uint64_t now) noexcept {
-  auto& r = qp.req;
-  if (r.una == r.psn || qp.attr.timeout == 0) {
+  auto& r = lc(qp).req;
+  if (r.una == r.psn || lc(qp).attr.timeout == 0) {
     r.ack_deadline = 0;  // nothing outstanding, or the timer is infinite (timeout 0)
   } else {
-    r.ack_deadline = now + tsc_from_ns(ack_timeout_ns(qp.attr.timeout));
+    r.ack_deadline = now + tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout));
   }
 }
 
 void requester_rewind_lc(Qp& qp, Psn psn) noexcept {
-  auto& r = qp.req;
+  auto& r = lc(qp).req;
   for (uint64_t i = r.head; i != r.tail; ++i) {
     SendSlot& s = r.at(i);
     if (!s.started) break;
@@ -172,20 +172,20 @@ void requester_rewind_lc(Qp& qp, Psn psn) noexcept {
 }
 
 uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) noexcept {
-  if (qp.state != QpState::kRts && qp.state != QpState::kSqd) return 0;
-  auto& r = qp.req;
+  if (lc(qp).state != QpState::kRts && lc(qp).state != QpState::kSqd) return 0;
+  auto& r = lc(qp).req;
   const uint64_t cap = static_cast<uint64_t>(r.mask) + 1;
   // SQD: finish what was started, start nothing new (IBTA §10.3.1 send queue drain).
-  if (qp.state == QpState::kRts) {
+  if (lc(qp).state == QpState::kRts) {
     while (r.tail - r.head < cap) {
-      const SendWqe* w = qp.sq.front();
+      const SendWqe* w = lc(qp).sq.front();
       if (w == nullptr) break;
       SendSlot& s = r.at(r.tail);
       copy_send_wqe(s.wqe, *w);
       s.started = s.done = false;
       s.resp_pkts = 0;
       s.wc = WcStatus::kSuccess;
-      qp.sq.pop();
+      lc(qp).sq.pop();
       ++r.tail;
     }
   }
@@ -197,11 +197,11 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
   // cost on the loopback. 256 KiB still covers 100 Gb/s x 20 us of bandwidth-delay product.
   constexpr uint32_t kMaxInFlightBytes = 256 * 1024;
   const uint32_t window =
-      std::min(qp.config().max_unacked_psns, kMaxInFlightBytes / qp.attr.path_mtu);
+      std::min(qp.config().max_unacked_psns, kMaxInFlightBytes / lc(qp).attr.path_mtu);
   while (built < budget && r.cur != r.tail) {
     SendSlot& s = r.at(r.cur);
     if (!s.started) {
-      if (qp.state == QpState::kSqd) break;
+      if (lc(qp).state == QpState::kSqd) break;
       const WrOpcode op = s.wqe.opcode;
       // READ_FENCE: wait for every earlier READ/ATOMIC to complete (NDK_OP_FLAG_READ_FENCE).
       if ((s.wqe.flags & op_flag::kReadFence) && r.rd_atomic_outstanding != 0) break;
@@ -217,11 +217,12 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
         }
         continue;
       }
-      if (wr_has(op, wr_mask::kReadOrAtomic) && r.rd_atomic_outstanding >= qp.attr.max_rd_atomic)
+      if (wr_has(op, wr_mask::kReadOrAtomic) &&
+          r.rd_atomic_outstanding >= lc(qp).attr.max_rd_atomic)
         break;
       if (Psn::diff(r.psn, r.una) >= static_cast<int32_t>(window)) break;
       s.first_psn = r.psn;
-      s.npkts = wr_has(op, wr_mask::kAtomic) ? 1 : packets_for(s.wqe.length, qp.attr.path_mtu);
+      s.npkts = wr_has(op, wr_mask::kAtomic) ? 1 : packets_for(s.wqe.length, lc(qp).attr.path_mtu);
       s.last_psn = s.first_psn + static_cast<int32_t>(s.npkts - 1);
       s.started = true;
       r.cur_pkt = 0;
@@ -248,7 +249,7 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
     }
     ++built;
     const Psn sent = s.first_psn + static_cast<int32_t>(r.cur_pkt);
-    if (Psn::before(sent, r.max_sent)) ++qp.counters.retransmits;
+    if (Psn::before(sent, r.max_sent)) ++lc(qp).counters.retransmits;
     if (wr_has(s.wqe.opcode, wr_mask::kReadOrAtomic)) {
       // One request packet stands for all remaining PSNs of the READ (or the atomic's one).
       r.psn = s.last_psn + 1;
@@ -272,7 +273,7 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
 }
 
 bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
-  auto& r = qp.req;
+  auto& r = lc(qp).req;
   if (r.rnr_deadline != 0 && now >= r.rnr_deadline) {
     // RNR wait over: resend from the NAKed PSN (rewound when the NAK arrived).
     r.rnr_deadline = 0;
@@ -280,7 +281,7 @@ bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
     return true;
   }
   if (r.ack_deadline == 0 || now < r.ack_deadline) return false;
-  ++qp.counters.timeouts;
+  ++lc(qp).counters.timeouts;
   if (r.retry_left == 0) {
     // Transport retries exhausted (IBTA §9.7.6.1.3): the oldest outstanding WQE fails
     // with RETRY_EXC_ERR, the QP enters ERR and everything else flushes.
@@ -299,7 +300,7 @@ bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
   --r.retry_left;
   r.gap_retry = false;
   requester_rewind_lc(qp, r.una);
-  r.ack_deadline = now + tsc_from_ns(ack_timeout_ns(qp.attr.timeout));
+  r.ack_deadline = now + tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout));
   return true;
 }
 

@@ -25,13 +25,13 @@ using wire::Psn;
 namespace op = wire::op;
 namespace aeth = wire::aeth;
 using Kind = RespJob::Kind;
-using InMsg = Qp::Responder::InMsg;
+using InMsg = QpLc::Responder::InMsg;
 
 bool jobs_full(const Qp& qp) noexcept {
-  return qp.resp.jobs_tail - qp.resp.jobs_head > qp.resp.jobs_mask;
+  return lc(qp).resp.jobs_tail - lc(qp).resp.jobs_head > lc(qp).resp.jobs_mask;
 }
 RespJob* push_job(Qp& qp, Kind kind, Psn psn) noexcept {
-  auto& s = qp.resp;
+  auto& s = lc(qp).resp;
   if (jobs_full(qp)) return nullptr;
   RespJob& j = s.jobs[s.jobs_tail & s.jobs_mask];
   j = RespJob{};
@@ -44,13 +44,13 @@ RespJob* push_job(Qp& qp, Kind kind, Psn psn) noexcept {
 
 // The job queued last, or null when the queue is empty.
 RespJob* last_job(Qp& qp) noexcept {
-  auto& s = qp.resp;
+  auto& s = lc(qp).resp;
   return s.jobs_head == s.jobs_tail ? nullptr : &s.jobs[(s.jobs_tail - 1) & s.jobs_mask];
 }
 
 // An ACK is owed for `psn` (IBTA §9.7.5.1.6): coalesced with any ACK not yet sent.
 void owe_ack(Qp& qp, Psn psn) noexcept {
-  auto& s = qp.resp;
+  auto& s = lc(qp).resp;
   RespJob* const lj = last_job(qp);
   if (lj == nullptr) {
     s.ack_pending = true;
@@ -98,13 +98,13 @@ bool send_ack_frame(Endpoint& ep, Qp& qp, Psn psn, uint8_t syndrome, uint32_t ms
 // §9.7.5.2; rocev2.md §3.7). What else was queued is for later PSNs, and ERR would discard it
 // anyway (IBTA §10.3.1).
 void fatal_nak_now_lc(Endpoint& ep, Qp& qp, Psn psn, uint8_t code) noexcept {
-  if (code < 4) ++qp.counters.naks_sent[code];
+  if (code < 4) ++lc(qp).counters.naks_sent[code];
   const auto syndrome = static_cast<uint8_t>(aeth::kNak | code);
-  if (ep.tx_space() != 0 && send_ack_frame(ep, qp, psn, syndrome, qp.resp.msn)) {
+  if (ep.tx_space() != 0 && send_ack_frame(ep, qp, psn, syndrome, lc(qp).resp.msn)) {
     qp_to_error_lc(ep, qp);
     return;
   }
-  auto& s = qp.resp;
+  auto& s = lc(qp).resp;
   s.jobs_tail = s.jobs_head;
   s.ack_pending = false;  // the NAK acknowledges every earlier PSN
   if (RespJob* j = push_job(qp, Kind::kNak, psn)) j->syndrome = syndrome;
@@ -116,7 +116,7 @@ bool is_fatal_nak(const RespJob& j) noexcept {
 
 // A class C/D NAK is queued (always as the last job): the QP is on its way to ERR.
 bool fatal_nak_queued(const Qp& qp) noexcept {
-  const auto& s = qp.resp;
+  const auto& s = lc(qp).resp;
   return s.jobs_head != s.jobs_tail && is_fatal_nak(s.jobs[(s.jobs_tail - 1) & s.jobs_mask]);
 }
 
@@ -126,10 +126,10 @@ bool fatal_nak_queued(const Qp& qp) noexcept {
 // executed here. So the NAK is queued behind them; responder_tx_lc moves the QP to ERR once the
 // NAK is sent, and responder_rx_lc drops requests meanwhile, as in ERR.
 void fatal_nak_lc(Endpoint& ep, Qp& qp, Psn psn, uint8_t code) noexcept {
-  if (qp.resp.jobs_head != qp.resp.jobs_tail) {
+  if (lc(qp).resp.jobs_head != lc(qp).resp.jobs_tail) {
     // Room is there: responder_rx_lc returns early when the queue is full.
     if (RespJob* j = push_job(qp, Kind::kNak, psn)) {
-      if (code < 4) ++qp.counters.naks_sent[code];
+      if (code < 4) ++lc(qp).counters.naks_sent[code];
       j->syndrome = static_cast<uint8_t>(aeth::kNak | code);
       return;
     }
@@ -138,7 +138,7 @@ void fatal_nak_lc(Endpoint& ep, Qp& qp, Psn psn, uint8_t code) noexcept {
 }
 
 void fail_recv_lc(Qp& qp, WcStatus wc) noexcept {
-  auto& s = qp.resp;
+  auto& s = lc(qp).resp;
   if (!s.have_recv) return;
   qp_complete_recv_lc(qp, s.recv, wc, s.recv_off, OperationType::kReceive, 0, 0, 0);
   s.have_recv = false;
@@ -149,7 +149,7 @@ uint32_t read_packets(uint32_t len, uint32_t mtu) noexcept {
 }
 
 RespResource& next_resource(Qp& qp) noexcept {
-  auto& s = qp.resp;
+  auto& s = lc(qp).resp;
   RespResource& r = s.res[s.res_next];
   s.res_next = (s.res_next + 1) & (s.res_count - 1);
   return r;
@@ -157,8 +157,8 @@ RespResource& next_resource(Qp& qp) noexcept {
 
 // Duplicate requests (rocev2.md §3.5; IBTA §9.7.5.1.1).
 void duplicate_lc(Qp& qp, const wire::ParsedFrame& f, Psn p) noexcept {
-  auto& s = qp.resp;
-  ++qp.counters.duplicate_requests;
+  auto& s = lc(qp).resp;
+  ++lc(qp).counters.duplicate_requests;
   if (f.has(op::kSend) || f.has(op::kWrite)) {
     // Never executed twice: re-ACK the newest PSN received, with the current MSN (C9-105).
     owe_ack(qp, s.epsn - 1);
@@ -183,7 +183,7 @@ void duplicate_lc(Qp& qp, const wire::ParsedFrame& f, Psn p) noexcept {
         j->va = va;
         j->rkey = r.rkey;
         j->length = len;
-        j->npkts = read_packets(len, qp.attr.path_mtu);
+        j->npkts = read_packets(len, lc(qp).attr.path_mtu);
       }
       return;
     }
@@ -207,7 +207,8 @@ struct ReqPkt {
 };
 
 RespState check_qp_state(const Qp& qp) noexcept {
-  if (qp.state != QpState::kRtr && qp.state != QpState::kRts && qp.state != QpState::kSqd)
+  if (lc(qp).state != QpState::kRtr && lc(qp).state != QpState::kRts &&
+      lc(qp).state != QpState::kSqd)
     return RespState::kDropBadState;
   // Entering ERR once the NAK is out (fatal_nak_lc).
   if (fatal_nak_queued(qp)) return RespState::kDropBadState;
@@ -219,10 +220,10 @@ RespState check_qp_state(const Qp& qp) noexcept {
 }
 
 RespState check_psn(Qp& qp, const ReqPkt& pkt) noexcept {
-  const int32_t d = Psn::diff(pkt.psn, qp.resp.epsn);
+  const int32_t d = Psn::diff(pkt.psn, lc(qp).resp.epsn);
   if (d < 0) return RespState::kDuplicate;
   if (d > 0) return RespState::kErrPsnSeq;
-  qp.resp.nak_sent = false;
+  lc(qp).resp.nak_sent = false;
   return RespState::kChkOpSeq;
 }
 
@@ -231,7 +232,7 @@ RespState check_psn(Qp& qp, const ReqPkt& pkt) noexcept {
 RespState check_op_seq(const Qp& qp, const ReqPkt& pkt) noexcept {
   const uint32_t m = pkt.mask;
   const bool starts = pkt.starts();
-  const InMsg in = qp.resp.in_msg;
+  const InMsg in = lc(qp).resp.in_msg;
   const bool bad = in == InMsg::kSend    ? !(m & op::kSend) || starts
                    : in == InMsg::kWrite ? !(m & op::kWrite) || starts
                                          : !starts;
@@ -240,7 +241,7 @@ RespState check_op_seq(const Qp& qp, const ReqPkt& pkt) noexcept {
 
 RespState check_op_rights(const Qp& qp, const ReqPkt& pkt) noexcept {
   const uint32_t m = pkt.mask;
-  const uint32_t a = qp.attr.access;
+  const uint32_t a = lc(qp).attr.access;
   if (((m & op::kWrite) && !(a & access::kRemoteWrite)) ||
       ((m & op::kRead) && !(a & access::kRemoteRead)) ||
       ((m & op::kAtomic) && !(a & access::kRemoteAtomic)))
@@ -252,7 +253,7 @@ RespState check_op_rights(const Qp& qp, const ReqPkt& pkt) noexcept {
 // length above 2^31 is invalid (§9.4); a WRITE's packets add up to its RETH length.
 RespState check_length(const Qp& qp, const ReqPkt& pkt) noexcept {
   const uint32_t m = pkt.mask;
-  const uint32_t mtu = qp.attr.path_mtu;
+  const uint32_t mtu = lc(qp).attr.path_mtu;
   const uint32_t plen = pkt.plen;
   const bool only = (m & op::kOnly) == op::kOnly;
   if ((m & op::kPayload) && (only              ? plen > mtu
@@ -265,7 +266,7 @@ RespState check_length(const Qp& qp, const ReqPkt& pkt) noexcept {
     if (pkt.starts()) {
       const uint32_t dlen = pkt.f.reth().dma_length.get();
       if (only ? plen != dlen : dlen <= mtu) return RespState::kErrWriteLength;
-    } else if ((m & op::kLast) ? plen != qp.resp.write_left : plen >= qp.resp.write_left) {
+    } else if ((m & op::kLast) ? plen != lc(qp).resp.write_left : plen >= lc(qp).resp.write_left) {
       return RespState::kErrWriteLength;
     }
   }
@@ -275,14 +276,14 @@ RespState check_length(const Qp& qp, const ReqPkt& pkt) noexcept {
 // A receive WQE for SEND (taken at its first packet) and for WRITE with immediate (taken at its
 // last packet).
 RespState check_resources(Qp& qp, const ReqPkt& pkt) noexcept {
-  auto& s = qp.resp;
+  auto& s = lc(qp).resp;
   const uint32_t m = pkt.mask;
   const bool needs_recv =
       ((m & op::kSend) && pkt.starts()) || ((m & op::kWrite) && (m & op::kImmDt));
   if (needs_recv && !s.have_recv) {
     // A QP with a shared receive queue takes from it (same engine: the SRQ's only consumer).
     Srq* srq = qp.config().srq;
-    if (!(srq != nullptr ? srq->pop_lc(&s.recv) : qp.rq.pop(s.recv))) return RespState::kErrRnr;
+    if (!(srq != nullptr ? srq->pop_lc(&s.recv) : lc(qp).rq.pop(s.recv))) return RespState::kErrRnr;
     s.have_recv = true;
     s.recv_off = 0;
   }
@@ -291,7 +292,7 @@ RespState check_resources(Qp& qp, const ReqPkt& pkt) noexcept {
 
 // The receive buffer is large enough (ND: a receive smaller than the send fails both sides).
 RespState check_recv_length(const Qp& qp, const ReqPkt& pkt) noexcept {
-  if ((pkt.mask & op::kSend) && uint64_t{qp.resp.recv_off} + pkt.plen > qp.resp.recv.length)
+  if ((pkt.mask & op::kSend) && uint64_t{lc(qp).resp.recv_off} + pkt.plen > lc(qp).resp.recv.length)
     return RespState::kErrRecvLength;
   return RespState::kChkRkey;
 }
@@ -320,7 +321,7 @@ RespState check_rkey(Endpoint& ep, Qp& qp, ReqPkt& pkt) noexcept {
   }
   if (!(m & op::kWrite)) return RespState::kExecSend;
   if (pkt.starts()) {
-    auto& s = qp.resp;
+    auto& s = lc(qp).resp;
     s.write_va = pkt.f.reth().va.get();
     s.write_rkey = pkt.f.reth().rkey.get();
     s.write_len = s.write_left = pkt.f.reth().dma_length.get();
@@ -336,12 +337,12 @@ RespState check_rkey(Endpoint& ep, Qp& qp, ReqPkt& pkt) noexcept {
 // ---- Execution ----------------------------------------------------------------------------
 
 RespState execute_read(Qp& qp, const ReqPkt& pkt) noexcept {
-  auto& s = qp.resp;
+  auto& s = lc(qp).resp;
   const Psn p = pkt.psn;
   const uint64_t va = pkt.f.reth().va.get();
   const uint32_t rkey = pkt.f.reth().rkey.get();
   const uint32_t len = pkt.f.reth().dma_length.get();
-  const uint32_t npkts = read_packets(len, qp.attr.path_mtu);
+  const uint32_t npkts = read_packets(len, lc(qp).attr.path_mtu);
   ++s.msn;  // C9-148: the MSN counts the READ when it is accepted
   RespResource& r = next_resource(qp);
   r = RespResource{true, false, p, p + static_cast<int32_t>(npkts - 1), va, rkey, len, 0};
@@ -356,7 +357,7 @@ RespState execute_read(Qp& qp, const ReqPkt& pkt) noexcept {
 }
 
 RespState execute_atomic(Qp& qp, const ReqPkt& pkt) noexcept {
-  auto& s = qp.resp;
+  auto& s = lc(qp).resp;
   const Psn p = pkt.psn;
   const auto& a = pkt.f.atomic_eth();
   // Atomic with respect to every other atomic on this host, whichever engine runs it
@@ -379,7 +380,7 @@ RespState execute_atomic(Qp& qp, const ReqPkt& pkt) noexcept {
 }
 
 RespState execute_write(Endpoint& ep, Qp& qp, const ReqPkt& pkt) noexcept {
-  auto& s = qp.resp;
+  auto& s = lc(qp).resp;
   const uint32_t m = pkt.mask;
   const uint32_t plen = pkt.plen;
   // Re-checked per packet: an invalidation takes effect before the next packet.
@@ -406,7 +407,7 @@ RespState execute_write(Endpoint& ep, Qp& qp, const ReqPkt& pkt) noexcept {
 }
 
 RespState execute_send(Endpoint& ep, Qp& qp, const ReqPkt& pkt) noexcept {
-  auto& s = qp.resp;
+  auto& s = lc(qp).resp;
   const uint32_t m = pkt.mask;
   const uint32_t pd = qp.config().pd;
   // The receive buffer's own registration is bad: a local error at this responder, a remote
@@ -444,7 +445,7 @@ RespState execute_send(Endpoint& ep, Qp& qp, const ReqPkt& pkt) noexcept {
 }
 
 RespState acknowledge(Qp& qp, const ReqPkt& pkt) noexcept {
-  qp.resp.epsn = pkt.psn + 1;
+  lc(qp).resp.epsn = pkt.psn + 1;
   if (wire::Bth::AckReq::get(pkt.f.bth())) owe_ack(qp, pkt.psn);
   return RespState::kDone;
 }
@@ -454,11 +455,11 @@ RespState acknowledge(Qp& qp, const ReqPkt& pkt) noexcept {
 // PSN after ePSN: one NAK per gap; further out-of-order packets are dropped quietly
 // (rocev2.md §3.6).
 void psn_seq_error_lc(Qp& qp) noexcept {
-  auto& s = qp.resp;
-  ++qp.counters.out_of_sequence;
+  auto& s = lc(qp).resp;
+  ++lc(qp).counters.out_of_sequence;
   if (s.nak_sent) return;
   s.nak_sent = true;
-  ++qp.counters.naks_sent[aeth::kNakPsnSeqError];
+  ++lc(qp).counters.naks_sent[aeth::kNakPsnSeqError];
   if (RespJob* j = push_job(qp, Kind::kNak, s.epsn)) j->syndrome = aeth::kNak;
 }
 
@@ -466,17 +467,17 @@ void psn_seq_error_lc(Qp& qp) noexcept {
 void rnr_nak_lc(Qp& qp, Psn p) noexcept {
   // Packets already in flight behind this one are dropped without a sequence NAK: the
   // requester resends from p after the RNR timer anyway.
-  qp.resp.nak_sent = true;
+  lc(qp).resp.nak_sent = true;
   if (const RespJob* last = last_job(qp);
       last != nullptr && last->kind == Kind::kRnrNak && last->psn == p) {
     // The RNR NAK for this PSN has not gone out yet: it answers this copy too, so a flood of
     // retries costs one NAK, not one job each (IBTA §9.7.5.2.8).
-    ++qp.counters.rnr_naks_coalesced;
+    ++lc(qp).counters.rnr_naks_coalesced;
     return;
   }
-  ++qp.counters.rnr_naks_sent;
+  ++lc(qp).counters.rnr_naks_sent;
   if (RespJob* j = push_job(qp, Kind::kRnrNak, p))
-    j->syndrome = static_cast<uint8_t>(aeth::kRnrNak | (qp.attr.min_rnr_timer & 0x1f));
+    j->syndrome = static_cast<uint8_t>(aeth::kRnrNak | (lc(qp).attr.min_rnr_timer & 0x1f));
 }
 
 // The NAK code of a class C/D error state, and how the receive WQE in use (if any) completes:
@@ -548,10 +549,10 @@ void finish_lc(Endpoint& ep, Qp& qp, const ReqPkt& pkt, RespState st) noexcept {
     case RespState::kDone:
       return;
     case RespState::kDropBadState:
-      ++qp.counters.dropped_bad_state;
+      ++lc(qp).counters.dropped_bad_state;
       return;
     case RespState::kDropQueueFull:
-      ++qp.counters.resp_queue_full;
+      ++lc(qp).counters.resp_queue_full;
       return;
     case RespState::kDuplicate:
       duplicate_lc(qp, pkt.f, pkt.psn);
@@ -593,10 +594,12 @@ void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t)
 }
 
 uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget) noexcept {
-  if (qp.state != QpState::kRtr && qp.state != QpState::kRts && qp.state != QpState::kSqd) return 0;
-  auto& s = qp.resp;
+  if (lc(qp).state != QpState::kRtr && lc(qp).state != QpState::kRts &&
+      lc(qp).state != QpState::kSqd)
+    return 0;
+  auto& s = lc(qp).resp;
   uint32_t built = 0;
-  const uint32_t mtu = qp.attr.path_mtu;
+  const uint32_t mtu = lc(qp).attr.path_mtu;
   while (built < budget && s.jobs_head != s.jobs_tail) {
     RespJob& j = s.jobs[s.jobs_head & s.jobs_mask];
     uint8_t* payload = nullptr;
@@ -641,7 +644,7 @@ uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget) noexcept {
       if (!send_ack_frame(ep, qp, j.psn, j.kind == Kind::kAck ? aeth::kAckNoCredit : j.syndrome,
                           j.kind == Kind::kAck ? j.msn : s.msn))
         return built;
-      if (j.kind == Kind::kAck) ++qp.counters.acks_sent;
+      if (j.kind == Kind::kAck) ++lc(qp).counters.acks_sent;
       ++built;
       if (is_fatal_nak(j)) {
         // Every earlier response is out: the deferred half of fatal_nak_lc.
@@ -654,7 +657,7 @@ uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget) noexcept {
   if (built < budget && s.ack_pending && s.jobs_head == s.jobs_tail) {
     if (!send_ack_frame(ep, qp, s.ack_psn, aeth::kAckNoCredit, s.msn)) return built;
     s.ack_pending = false;
-    ++qp.counters.acks_sent;
+    ++lc(qp).counters.acks_sent;
     ++built;
   }
   return built;

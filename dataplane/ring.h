@@ -132,6 +132,15 @@ class SpscRing {
     }
     return &slots_[c & mask_];
   }
+  // Read-only forms for observers that do not consume (tests, diagnostics): the same answers,
+  // without refreshing the consumer's cached producer index.
+  bool empty() const noexcept {
+    return prod_.v.load(std::memory_order_acquire) == cons_.v.load(std::memory_order_relaxed);
+  }
+  const T* front() const noexcept {
+    const size_t c = cons_.v.load(std::memory_order_relaxed);
+    return c == prod_.v.load(std::memory_order_acquire) ? nullptr : &slots_[c & mask_];
+  }
   void pop() noexcept {
     cons_.v.store(cons_.v.load(std::memory_order_relaxed) + 1,
                   std::memory_order_release);  // pairs with producer acquire

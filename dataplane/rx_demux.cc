@@ -20,7 +20,7 @@ void drop(Endpoint& ep, rte_mbuf* m, RxDrop why) noexcept {
 // The frame must come from the QP's peer to the QP's own address (rxe check_addr(); IBTA
 // A17.4.5: the IP addresses play the role of the GRH GIDs).
 bool addresses_match(const Qp& qp, const wire::ParsedFrame& f) noexcept {
-  const wire::NetHeaders& av = qp.attr.av;
+  const wire::NetHeaders& av = lc(qp).attr.av;
   if (f.l.ipv6 != av.ipv6) return false;
   if (av.ipv6) return f.ipv6().src == av.dst_ip6 && f.ipv6().dst == av.src_ip6;
   return f.ipv4().src.get() == av.dst_ip4 && f.ipv4().dst.get() == av.src_ip4;
@@ -97,8 +97,8 @@ void Engine::deliver_lc(Endpoint& ep, rte_mbuf* m, uint64_t now) noexcept {
     drop(ep, m, RxDrop::kNoQp);
     return;
   }
-  if (qp->state == QpState::kReset || qp->state == QpState::kInit) [[unlikely]] {
-    ++qp->counters.dropped_bad_state;
+  if (lc(*qp).state == QpState::kReset || lc(*qp).state == QpState::kInit) [[unlikely]] {
+    ++lc(*qp).counters.dropped_bad_state;
     rte_pktmbuf_free(m);
     return;
   }
@@ -106,11 +106,11 @@ void Engine::deliver_lc(Endpoint& ep, rte_mbuf* m, uint64_t now) noexcept {
     drop(ep, m, RxDrop::kBadAddress);
     return;
   }
-  ++qp->counters.rx_packets;
-  qp->counters.rx_bytes += f.l.frame_len();
+  ++lc(*qp).counters.rx_packets;
+  lc(*qp).counters.rx_bytes += f.l.frame_len();
   // A QP whose CQ has overrun is dead (ndkpi.md §3.3): in ERR the stages drop the packet rather
   // than execute a request whose completion could not be reported.
-  if (qp->state != QpState::kErr && qp_cq_overrun(*qp)) [[unlikely]]
+  if (lc(*qp).state != QpState::kErr && qp_cq_overrun(*qp)) [[unlikely]]
     qp_cq_overrun_error_lc(ep, *qp);
   // IBTA §9.6: the opcode says which stage owns the packet.
   if (f.mask & wire::op::kReq) {

@@ -28,6 +28,15 @@ for f in $(git ls-files 'dataplane/*.h' 'dataplane/*.cc' 2>/dev/null); do
     status=1
   fi
 done
+# dp::Qp's state is private: only the dataplane's stages reach it, through lc() (dataplane/qp.h);
+# the control side and tests use the Qp's const views.
+hits=$(git ls-files '*.h' '*.cc' 2>/dev/null | grep -v '^dataplane/' |
+  xargs grep -nE '(^|[^A-Za-z0-9_.>])lc\((\*?[A-Za-z_][A-Za-z0-9_>.()-]*)\)\.' 2>/dev/null || true)
+if [ -n "$hits" ]; then
+  echo "dp::Qp private state (lc()) used outside dataplane/:"
+  echo "$hits"
+  status=1
+fi
 # Size limits (files <= 800 lines, functions <= 120 lines in dataplane/ and control/).
 python3 scripts/check-sizes.py || status=1
 

@@ -355,7 +355,7 @@ class RawQp : public RcProtocol {
   }
 
   uint32_t queued_jobs() const {
-    return static_cast<uint32_t>(qp_->resp.jobs_tail - qp_->resp.jobs_head);
+    return static_cast<uint32_t>(qp_->responder().jobs_tail - qp_->responder().jobs_head);
   }
 
   std::vector<uint8_t> payload_;
@@ -375,7 +375,7 @@ TEST_F(RawQp, SendFloodAtOnePsnIsAnsweredByOneRnrNak) {
   auto tx = take_tx();
   ASSERT_EQ(tx.size(), 1u);
   expect_ack(tx[0], rq(0), kRnrNak, 0);
-  const auto& c = qp_->counters;
+  const auto& c = qp_->counters();
   EXPECT_EQ(c.rx_packets, kFloodFrames);
   EXPECT_EQ(c.rnr_naks_sent, 1u);
   EXPECT_EQ(c.rnr_naks_coalesced, kFloodFrames - 1);
@@ -383,7 +383,7 @@ TEST_F(RawQp, SendFloodAtOnePsnIsAnsweredByOneRnrNak) {
   EXPECT_EQ(c.resp_queue_full + c.out_of_sequence + c.duplicate_requests, 0u);
   EXPECT_EQ(total_rx_drops(), 0u);
   EXPECT_TRUE(poll(rcq_).empty());
-  EXPECT_EQ(qp_->resp.epsn, Psn(rq(0)));
+  EXPECT_EQ(qp_->responder().epsn, Psn(rq(0)));
 
   // The requester's next retry, after the NAK went out, gets a NAK of its own.
   receive(hdr(opc::kSendOnly, rq(0), true), 64);
@@ -405,7 +405,7 @@ TEST_F(RawQp, SendFloodAtOnePsnIsAnsweredByOneRnrNak) {
   EXPECT_EQ(rc[0].status, Status::kSuccess);
   EXPECT_EQ(rc[0].bytes_transferred, 64u);
   EXPECT_EQ(std::memcmp(mem_.data() + kRecvOff, payload_.data(), 64), 0);
-  EXPECT_EQ(qp_->state, QpState::kRts);
+  EXPECT_EQ(qp_->state(), QpState::kRts);
 }
 
 TEST_F(RawQp, SendFloodAtNewPsnsGetsOneRnrNakAndOutOfSequenceDrops) {
@@ -422,7 +422,7 @@ TEST_F(RawQp, SendFloodAtNewPsnsGetsOneRnrNakAndOutOfSequenceDrops) {
   const auto tx = take_tx();
   ASSERT_EQ(tx.size(), 1u);
   expect_ack(tx[0], rq(0), kRnrNak, 0);
-  const auto& c = qp_->counters;
+  const auto& c = qp_->counters();
   EXPECT_EQ(c.rnr_naks_sent, 1u);
   EXPECT_EQ(c.out_of_sequence, kFloodFrames - 1);
   EXPECT_EQ(c.naks_sent[wire::aeth::kNakPsnSeqError], 0u);
@@ -455,7 +455,7 @@ TEST_F(RawQp, DuplicatesInterleavedWithRetriesDoNotMultiplyNaks) {
   tx = take_tx();
   ASSERT_EQ(tx.size(), 1u);
   expect_ack(tx[0], rq(1), kRnrNak, 1);
-  const auto& c = qp_->counters;
+  const auto& c = qp_->counters();
   EXPECT_EQ(c.rnr_naks_sent, 1u);
   EXPECT_EQ(c.rnr_naks_coalesced, kFloodFrames / 2 - 1);
   EXPECT_EQ(c.duplicate_requests, kFloodFrames / 2);
@@ -476,11 +476,11 @@ TEST_F(RawQp, RequestFloodBeyondTheOutputQueueIsDroppedAndCounted) {
                  key_, 8));
   EXPECT_EQ(news(), news0) << "the RX path allocated";
   EXPECT_EQ(heap_in_use(), heap0);
-  const auto& c = qp_->counters;
+  const auto& c = qp_->counters();
   EXPECT_EQ(queued_jobs(), dp::kRespJobs);
   EXPECT_EQ(c.resp_queue_full, kFloodFrames - dp::kRespJobs);
   EXPECT_EQ(c.rx_packets, kFloodFrames);
-  EXPECT_EQ(qp_->resp.epsn, Psn(rq(static_cast<int32_t>(dp::kRespJobs))));
+  EXPECT_EQ(qp_->responder().epsn, Psn(rq(static_cast<int32_t>(dp::kRespJobs))));
   uint32_t n = 0;
   while (responder_tx() != 0) {
     for (const TxFrame& t : take_tx()) {
@@ -493,7 +493,7 @@ TEST_F(RawQp, RequestFloodBeyondTheOutputQueueIsDroppedAndCounted) {
   }
   EXPECT_EQ(n, dp::kRespJobs);
   EXPECT_EQ(queued_jobs(), 0u);
-  EXPECT_EQ(qp_->state, QpState::kRts);
+  EXPECT_EQ(qp_->state(), QpState::kRts);
 }
 
 // =============================================================================================
@@ -534,7 +534,7 @@ TEST_F(Exhaustion, SenderPoolEmptyStallsWithoutLossThenCompletes) {
   EXPECT_EQ(alloc_failures(p.b), 0u);
   EXPECT_EQ(p.a.qp->counters().tx_packets, 0u);
   EXPECT_EQ(p.b.qp->counters().rx_packets, 0u);
-  EXPECT_EQ(p.a.qp->internal().req.psn, Psn(0x10000));  // no PSN consumed
+  EXPECT_EQ(p.a.qp->internal().requester().psn, Psn(0x10000));  // no PSN consumed
   EXPECT_TRUE(p.a.send_done.empty());
   EXPECT_EQ(p.a.qp->state(), QpState::kRts);
 
@@ -951,15 +951,15 @@ TEST_P(RawQpHuge, IsNakedAndTouchesNothing) {
   ASSERT_EQ(tx.size(), 1u);
   expect_ack(tx[0], rq(0), h.nak, 0);
   EXPECT_TRUE(tx[0].payload.empty());
-  EXPECT_EQ(qp_->state, QpState::kErr);
-  EXPECT_EQ(qp_->counters.naks_sent[h.nak & wire::aeth::kValueMask], 1u);
+  EXPECT_EQ(qp_->state(), QpState::kErr);
+  EXPECT_EQ(qp_->counters().naks_sent[h.nak & wire::aeth::kValueMask], 1u);
   EXPECT_EQ(mem_, before);
   EXPECT_TRUE(poll(rcq_).empty());
   // Whatever follows is dropped: the QP is in ERR.
   receive(reth(opc::kWriteOnly, rq(1), addr(kWriteOff), key_, 16), 16);
   EXPECT_EQ(responder_tx(), 0u);
   EXPECT_TRUE(take_tx().empty());
-  EXPECT_EQ(qp_->counters.dropped_bad_state, 1u);
+  EXPECT_EQ(qp_->counters().dropped_bad_state, 1u);
   EXPECT_EQ(mem_, before);
 }
 
@@ -995,9 +995,9 @@ TEST_F(RawQp, DuplicateReadWithAWrappingRangeIsDropped) {
   receive(reth(opc::kReadRequest, rq(0), ~uint64_t{0} - 0xFF, key_, kMtu));
   EXPECT_EQ(responder_tx(), 0u);
   EXPECT_TRUE(take_tx().empty());
-  EXPECT_EQ(qp_->state, QpState::kRts);
-  EXPECT_EQ(qp_->counters.duplicate_requests, 1u);
-  EXPECT_EQ(qp_->counters.naks_sent[wire::aeth::kNakRemoteAccessError], 0u);
+  EXPECT_EQ(qp_->state(), QpState::kRts);
+  EXPECT_EQ(qp_->counters().duplicate_requests, 1u);
+  EXPECT_EQ(qp_->counters().naks_sent[wire::aeth::kNakRemoteAccessError], 0u);
 
   receive(reth(opc::kReadRequest, rq(1), addr(kReadSrcOff + kMtu), key_, kMtu));
   EXPECT_EQ(responder_tx(), 1u);
@@ -1007,7 +1007,7 @@ TEST_F(RawQp, DuplicateReadWithAWrappingRangeIsDropped) {
   EXPECT_EQ(tx[0].psn, rq(1));
   ASSERT_EQ(tx[0].payload.size(), kMtu);
   EXPECT_EQ(std::memcmp(tx[0].payload.data(), mem_.data() + kReadSrcOff + kMtu, kMtu), 0);
-  EXPECT_EQ(qp_->state, QpState::kRts);
+  EXPECT_EQ(qp_->state(), QpState::kRts);
 }
 
 TEST_F(RawQp, SendLongerThanTheReceiveIsRefusedAtTheFirstPacketThatDoesNotFit) {
@@ -1024,7 +1024,7 @@ TEST_F(RawQp, SendLongerThanTheReceiveIsRefusedAtTheFirstPacketThatDoesNotFit) {
   auto tx = take_tx();
   ASSERT_EQ(tx.size(), 1u);
   expect_ack(tx[0], rq(0), kNakInvReq, 0);
-  EXPECT_EQ(qp_->state, QpState::kErr);
+  EXPECT_EQ(qp_->state(), QpState::kErr);
   EXPECT_EQ(mem_, before);
   const auto rc = poll(rcq_);
   ASSERT_EQ(rc.size(), 2u);
@@ -1047,7 +1047,7 @@ TEST_F(RawQp, SendOverflowingTheReceiveLaterWritesOnlyTheReceive) {
   auto tx = take_tx();
   ASSERT_EQ(tx.size(), 1u);
   expect_ack(tx[0], rq(3), kNakInvReq, 0);
-  EXPECT_EQ(qp_->state, QpState::kErr);
+  EXPECT_EQ(qp_->state(), QpState::kErr);
   for (uint32_t k = 0; k < 3; ++k)
     EXPECT_EQ(std::memcmp(mem_.data() + kRecvOff + k * kMtu, payload_.data(), kMtu), 0) << k;
   EXPECT_TRUE(std::equal(mem_.begin() + kRecvOff + 3 * kMtu, mem_.end(),
@@ -1087,8 +1087,8 @@ TEST_F(RawQp, LocalPostsBeyondTheMaxTransferLengthAreRefused) {
   r.sge[1] = {base, 1, key_};
   r.length = k2g + 1;
   EXPECT_EQ(qp_->post_recv(r), Status::kBufferOverflow);
-  EXPECT_EQ(qp_->sq.front(), nullptr);
-  EXPECT_EQ(qp_->rq.front(), nullptr);
+  EXPECT_EQ(qp_->send_ring().front(), nullptr);
+  EXPECT_EQ(qp_->recv_ring().front(), nullptr);
 
   EXPECT_EQ(qp_->post_send(big(WrOpcode::kWrite, k2g - 1)), Status::kSuccess);
   EXPECT_EQ(qp_->post_recv(recv_wr(ctx(51), mem_.data(), k2g, key_)), Status::kSuccess);

@@ -277,7 +277,7 @@ class AdapterWorld {
       len = std::min(len, size - pos);
       now_ += dt * tick_ms_;
       for (auto& qp : qps_) {
-        if (qp->req.ack_deadline != 0 || qp->req.rnr_deadline != 0)
+        if (qp->requester().ack_deadline != 0 || qp->requester().rnr_deadline != 0)
           dp::requester_timers_lc(*ep_, *qp, now_);
       }
       if (!deliver(ctl, arg, data + pos, len)) return "mbuf pool exhausted: mbufs leaked";
@@ -485,8 +485,8 @@ class AdapterWorld {
   void tx_build() {
     for (auto& qp : qps_) {
       if (qp == nullptr) continue;
-      if (qp->state == dp::QpState::kErr) {
-        if (!qp->sq.empty() || !qp->rq.empty()) dp::qp_to_error_lc(*ep_, *qp);
+      if (qp->state() == dp::QpState::kErr) {
+        if (!qp->send_ring().empty() || !qp->recv_ring().empty()) dp::qp_to_error_lc(*ep_, *qp);
         continue;
       }
       if (ep_->tx_space() != 0) dp::responder_tx_lc(*ep_, *qp, ep_->tx_space());
@@ -538,12 +538,12 @@ class AdapterWorld {
                    static_cast<unsigned long long>(c.rx_drops[i]));
     std::fprintf(stderr, "\n");
     for (const auto& qp : qps_) {
-      const dp::QpCounters& q = qp->counters;
+      const dp::QpCounters& q = qp->counters();
       std::fprintf(stderr,
                    "qp %u %s: rx %llu acks_sent %llu naks_sent %llu/%llu/%llu/%llu rnr %llu dup "
                    "%llu ooo %llu acks_rx %llu naks_rx %llu/%llu/%llu/%llu ok %llu err %llu "
                    "flushed %llu retx %llu\n",
-                   qp->qpn(), dp::to_string(qp->state), ull(q.rx_packets), ull(q.acks_sent),
+                   qp->qpn(), dp::to_string(qp->state()), ull(q.rx_packets), ull(q.acks_sent),
                    ull(q.naks_sent[0]), ull(q.naks_sent[1]), ull(q.naks_sent[2]),
                    ull(q.naks_sent[3]), ull(q.rnr_naks_sent), ull(q.duplicate_requests),
                    ull(q.out_of_sequence), ull(q.acks_received), ull(q.naks_received[0]),
@@ -565,7 +565,7 @@ class AdapterWorld {
     const dp::Qp* qp = ep_->qp(wire::Bth::DestQp::get(bth));
     if (qp == nullptr) return;
     if (ctl & kCtlFixAddr) {
-      const wire::NetHeaders& av = qp->attr.av;
+      const wire::NetHeaders& av = qp->attr().av;
       if (f.l.ipv6) {
         auto& ip = *reinterpret_cast<wire::Ipv6Hdr*>(buf + f.l.l3_off);
         ip.src = av.dst_ip6;
@@ -578,7 +578,8 @@ class AdapterWorld {
     }
     const uint32_t psn_mode = (ctl >> kCtlPsnShift) & 3;
     if (psn_mode != 0) {
-      const wire::Psn expected = (f.mask & wire::op::kReq) ? qp->resp.epsn : qp->req.una;
+      const wire::Psn expected =
+          (f.mask & wire::op::kReq) ? qp->responder().epsn : qp->requester().una;
       const auto delta = static_cast<int32_t>(arg >> 4);
       const wire::Psn p = psn_mode == kCtlPsnPlus    ? expected + delta
                           : psn_mode == kCtlPsnMinus ? expected - delta

@@ -77,7 +77,7 @@ class TestQp {
   QpCounters counters() const noexcept { return ext_->counters(); }  // a snapshot
   // The engine's counters themselves, read live (for a test that keeps a reference across
   // engine steps).
-  const QpCounters& live_counters() noexcept { return internal().counters; }
+  const QpCounters& live_counters() noexcept { return internal().counters(); }
   QpState state() const noexcept { return conn_->state(); }
   uint32_t qpn() const noexcept { return conn_->qpn(); }
   Qp& public_qp() noexcept { return *h_; }

@@ -241,7 +241,7 @@ TEST_F(RcMore, DeferredPostsAreInvisibleUntilTheDoorbell) {
     return p.a.qp->post_send(w);
   };
   for (int i = 0; i < 3; ++i) ASSERT_EQ(post(i, op_flag::kDefer), Status::kSuccess);
-  EXPECT_EQ(p.a.qp->internal().sq.staged(), 3u);
+  EXPECT_EQ(p.a.qp->internal().send_ring().staged(), 3u);
   // The engine sees nothing: no frame leaves, nothing completes.
   p.run_until([] { return false; }, 2000);
   EXPECT_TRUE(p.a.send_done.empty());
@@ -250,7 +250,7 @@ TEST_F(RcMore, DeferredPostsAreInvisibleUntilTheDoorbell) {
   auto bad = wqe(WrOpcode::kWrite, nullptr, op_flag::kDefer);
   bad.num_sge = dp::kMaxSge + 1;
   EXPECT_EQ(p.a.qp->post_send(bad), Status::kDataOverrun);
-  EXPECT_EQ(p.a.qp->internal().sq.staged(), 0u);
+  EXPECT_EQ(p.a.qp->internal().send_ring().staged(), 0u);
   ASSERT_TRUE(p.wait(3, 0));
   // A non-deferred post rings the doorbell for the ones before it.
   ASSERT_EQ(post(3, op_flag::kDefer), Status::kSuccess);

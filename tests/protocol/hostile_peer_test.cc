@@ -99,8 +99,8 @@ TEST_F(HostilePeer, WrongKeyNaksOnceAndTheConnectionIsGone) {
   auto tx = guess(opc::kWriteOnly, wrong, addr(kRecvOff), 64);
   ASSERT_EQ(tx.size(), 1u);
   expect_ack(tx[0], rq(0), kNakAccess, 0);
-  EXPECT_EQ(qp_->state, QpState::kErr);
-  EXPECT_EQ(qp_->counters.naks_sent[wire::aeth::kNakRemoteAccessError], 1u);
+  EXPECT_EQ(qp_->state(), QpState::kErr);
+  EXPECT_EQ(qp_->counters().naks_sent[wire::aeth::kNakRemoteAccessError], 1u);
   // Receive WRITE ONLY rq(1) with the right key -> Expect nothing: the connection is dead.
   auto th = hdr(opc::kWriteOnly, rq(1), true);
   th.reth.va = wire::Be64::of(addr(kRecvOff));
@@ -109,7 +109,7 @@ TEST_F(HostilePeer, WrongKeyNaksOnceAndTheConnectionIsGone) {
   receive(th, pattern(64, 1));
   EXPECT_EQ(responder_tx(), 0u);
   EXPECT_TRUE(take_tx().empty());
-  EXPECT_EQ(qp_->counters.dropped_bad_state, 1u);
+  EXPECT_EQ(qp_->counters().dropped_bad_state, 1u);
   EXPECT_EQ(mem_, snapshot_);
 }
 
@@ -144,8 +144,8 @@ TEST_F(HostilePeer, KeyGuessesOverManyConnectionsNeverSucceed) {
       const auto tx = guess(op, k, va, 64);
       ASSERT_EQ(tx.size(), 1u);
       expect_ack(tx[0], rq(0), kNakAccess, 0);
-      EXPECT_EQ(qp_->state, QpState::kErr);
-      naks += qp_->counters.naks_sent[wire::aeth::kNakRemoteAccessError];
+      EXPECT_EQ(qp_->state(), QpState::kErr);
+      naks += qp_->counters().naks_sent[wire::aeth::kNakRemoteAccessError];
     }
   }
   EXPECT_EQ(naks, 3 * keys.size());
@@ -190,13 +190,13 @@ TEST_F(HostilePeer, FramesFromOutsideTheConnectionAreDroppedAndCounted) {
     EXPECT_EQ(raw(net, th, data), c.expect) << dp::to_string(c.expect);
     EXPECT_EQ(responder_tx(), 0u);
     EXPECT_TRUE(take_tx().empty());
-    EXPECT_EQ(qp_->state, QpState::kRts);
+    EXPECT_EQ(qp_->state(), QpState::kRts);
   }
   // A corrupted frame (a payload byte flipped): the ICRC check drops it.
   EXPECT_EQ(raw(peer_net(), write_with_good_key(rq(0), 64), data, 10), dp::RxDrop::kBadIcrc);
   EXPECT_TRUE(take_tx().empty());
   EXPECT_EQ(mem_, snapshot_);
-  EXPECT_EQ(qp_->counters.rx_packets, 0u);
+  EXPECT_EQ(qp_->counters().rx_packets, 0u);
   // The legitimate peer's WRITE at the same PSN is executed and acknowledged.
   EXPECT_EQ(raw(peer_net(), write_with_good_key(rq(0), 64), data), dp::RxDrop::kCount);
   responder_tx();
@@ -241,7 +241,7 @@ TEST_F(HostilePeer, HostileResponderCannotWriteIntoTheRequestersBuffers) {
     ASSERT_EQ(sc.size(), 1u);
     EXPECT_EQ(sc[0].status, Status::kInternalError);
     EXPECT_EQ(sc[0].provider_error_code, static_cast<uint32_t>(WcStatus::kBadRespErr));
-    EXPECT_EQ(qp_->state, QpState::kErr);
+    EXPECT_EQ(qp_->state(), QpState::kErr);
     EXPECT_EQ(mem_, snapshot_);
   }
   // Responses with no request outstanding are dropped and counted.
@@ -250,9 +250,9 @@ TEST_F(HostilePeer, HostileResponderCannotWriteIntoTheRequestersBuffers) {
   auto th = hdr(opc::kAtomicAcknowledge, sq(0));
   wire::Aeth::Syndrome::set(th.aeth, kAckNoCredit);
   receive(th);
-  EXPECT_EQ(qp_->counters.dropped_stale, 2u);
+  EXPECT_EQ(qp_->counters().dropped_stale, 2u);
   EXPECT_TRUE(poll(scq_).empty());
-  EXPECT_EQ(qp_->state, QpState::kRts);
+  EXPECT_EQ(qp_->state(), QpState::kRts);
   EXPECT_EQ(mem_, snapshot_);
 }
 

@@ -170,7 +170,7 @@ class RcProtocol : public ::testing::Test {
     a.max_rd_atomic = 4;
     ASSERT_EQ(modify(a, kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic),
               Status::kSuccess);
-    ASSERT_EQ(qp_->state, QpState::kRts);
+    ASSERT_EQ(qp_->state(), QpState::kRts);
   }
 
   // Drops what the TX buffer holds and removes the QP (if any) from the engine.

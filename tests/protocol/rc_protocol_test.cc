@@ -42,8 +42,8 @@ TEST_F(RcProtocol, ResponderSendOnlyIsAckedAndCompletes) {
   EXPECT_EQ(rc[0].type, OperationType::kReceive);
   EXPECT_EQ(std::memcmp(mem_.data() + kRecvOff, msg.data(), msg.size()), 0);
   EXPECT_EQ(mem_[kRecvOff + 100], 0);
-  EXPECT_EQ(qp_->resp.epsn, Psn(rq(1)));
-  EXPECT_EQ(qp_->counters.acks_sent, 1u);
+  EXPECT_EQ(qp_->responder().epsn, Psn(rq(1)));
+  EXPECT_EQ(qp_->counters().acks_sent, 1u);
 
   // Nothing more is owed.
   EXPECT_EQ(responder_tx(), 0u);
@@ -101,8 +101,8 @@ TEST_F(RcProtocol, ResponderDuplicateSendIsReAckedNotReExecuted) {
   EXPECT_TRUE(poll(rcq_).empty());
   EXPECT_EQ(std::memcmp(mem_.data() + kRecvOff, m0.data(), m0.size()), 0);
   EXPECT_EQ(mem_[kRecvOff + 2048], 0);
-  EXPECT_EQ(qp_->counters.duplicate_requests, 1u);
-  EXPECT_EQ(qp_->resp.epsn, Psn(rq(2)));
+  EXPECT_EQ(qp_->counters().duplicate_requests, 1u);
+  EXPECT_EQ(qp_->responder().epsn, Psn(rq(2)));
 
   // Receive SEND ONLY rq(2) (in-order) -> Expect it to land in the third receive, proving the
   // duplicate did not consume it.
@@ -152,10 +152,10 @@ TEST_F(RcProtocol, ResponderOutOfSequenceNaksOncePerGap) {
   ASSERT_EQ(tx.size(), 1u);
   expect_ack(tx[0], rq(1), kNakSeq, 1);
 
-  EXPECT_EQ(qp_->counters.out_of_sequence, 3u);
-  EXPECT_EQ(qp_->counters.naks_sent[wire::aeth::kNakPsnSeqError], 2u);
-  EXPECT_EQ(qp_->resp.epsn, Psn(rq(1)));
-  EXPECT_EQ(qp_->state, QpState::kRts);
+  EXPECT_EQ(qp_->counters().out_of_sequence, 3u);
+  EXPECT_EQ(qp_->counters().naks_sent[wire::aeth::kNakPsnSeqError], 2u);
+  EXPECT_EQ(qp_->responder().epsn, Psn(rq(1)));
+  EXPECT_EQ(qp_->state(), QpState::kRts);
 }
 
 TEST_F(RcProtocol, ResponderRnrNakThenRetransmissionSucceeds) {
@@ -169,8 +169,8 @@ TEST_F(RcProtocol, ResponderRnrNakThenRetransmissionSucceeds) {
   auto tx = take_tx();
   ASSERT_EQ(tx.size(), 1u);
   expect_ack(tx[0], rq(0), wire::aeth::kRnrNak | kRnrTimerCode, 0);
-  EXPECT_EQ(qp_->resp.epsn, Psn(rq(0)));
-  EXPECT_EQ(qp_->counters.rnr_naks_sent, 1u);
+  EXPECT_EQ(qp_->responder().epsn, Psn(rq(0)));
+  EXPECT_EQ(qp_->counters().rnr_naks_sent, 1u);
   EXPECT_TRUE(poll(rcq_).empty());
 
   // Post a receive.
@@ -187,7 +187,7 @@ TEST_F(RcProtocol, ResponderRnrNakThenRetransmissionSucceeds) {
   EXPECT_EQ(rc[0].status, Status::kSuccess);
   EXPECT_EQ(rc[0].bytes_transferred, 77u);
   EXPECT_EQ(std::memcmp(mem_.data() + kRecvOff, msg.data(), msg.size()), 0);
-  EXPECT_EQ(qp_->resp.epsn, Psn(rq(1)));
+  EXPECT_EQ(qp_->responder().epsn, Psn(rq(1)));
 }
 
 TEST_F(RcProtocol, ResponderReadIsAnsweredAndDuplicatesReplayFromMemory) {
@@ -217,7 +217,7 @@ TEST_F(RcProtocol, ResponderReadIsAnsweredAndDuplicatesReplayFromMemory) {
     }
     EXPECT_EQ(tx[k].payload, slice(before, k * 256, lens[k]));
   }
-  EXPECT_EQ(qp_->resp.epsn, Psn(rq(3)));
+  EXPECT_EQ(qp_->responder().epsn, Psn(rq(3)));
 
   // The memory changes after the first answer.
   const auto after = pattern(kLen, 90);
@@ -249,9 +249,9 @@ TEST_F(RcProtocol, ResponderReadIsAnsweredAndDuplicatesReplayFromMemory) {
   EXPECT_EQ(tx[1].psn, rq(2));
   EXPECT_EQ(tx[1].payload, slice(after, 512, 88));
 
-  EXPECT_EQ(qp_->resp.epsn, Psn(rq(3)));
-  EXPECT_EQ(qp_->resp.msn, 1u);
-  EXPECT_EQ(qp_->counters.duplicate_requests, 2u);
+  EXPECT_EQ(qp_->responder().epsn, Psn(rq(3)));
+  EXPECT_EQ(qp_->responder().msn, 1u);
+  EXPECT_EQ(qp_->counters().duplicate_requests, 2u);
 }
 
 TEST_F(RcProtocol, ResponderDuplicateAtomicIsNotExecutedAgain) {
@@ -283,7 +283,7 @@ TEST_F(RcProtocol, ResponderDuplicateAtomicIsNotExecutedAgain) {
   EXPECT_EQ(tx[0].orig, 40u);
   EXPECT_EQ(tx[0].msn, 1u);
   EXPECT_EQ(*word, 42u);
-  EXPECT_EQ(qp_->counters.duplicate_requests, 1u);
+  EXPECT_EQ(qp_->counters().duplicate_requests, 1u);
 
   // Receive FETCH_ADD rq(1), add 2 (in-order) -> Expect original 42, memory 44.
   fetch_add(rq(1), addr(kAtomicOff), 2);
@@ -337,8 +337,8 @@ TEST_F(RcProtocol, ResponderOpcodeSequenceErrorNaksAndEntersError) {
   auto tx = take_tx();
   ASSERT_EQ(tx.size(), 1u);
   expect_ack(tx[0], rq(0), kNakInvReq, 0);
-  EXPECT_EQ(qp_->state, QpState::kErr);
-  EXPECT_EQ(qp_->counters.naks_sent[wire::aeth::kNakInvalidRequest], 1u);
+  EXPECT_EQ(qp_->state(), QpState::kErr);
+  EXPECT_EQ(qp_->counters().naks_sent[wire::aeth::kNakInvalidRequest], 1u);
   auto rc = poll(rcq_);
   ASSERT_EQ(rc.size(), 1u);
   EXPECT_EQ(rc[0].status, Status::kCancelled);
@@ -349,7 +349,7 @@ TEST_F(RcProtocol, ResponderOpcodeSequenceErrorNaksAndEntersError) {
   send_pkt(opc::kSendOnly, rq(0), true, pattern(10, 1));
   EXPECT_EQ(responder_tx(), 0u);
   EXPECT_TRUE(take_tx().empty());
-  EXPECT_EQ(qp_->counters.dropped_bad_state, 1u);
+  EXPECT_EQ(qp_->counters().dropped_bad_state, 1u);
 }
 
 // =============================================================================================
@@ -376,7 +376,7 @@ TEST_F(RcProtocol, RequesterSegmentsSendAndCompletesOnAck) {
     EXPECT_EQ(tx[k].ack_req, k == 2);
     EXPECT_EQ(tx[k].payload, slice(msg, k * 256, lens[k]));
   }
-  EXPECT_NE(qp_->req.ack_deadline, 0u);
+  EXPECT_NE(qp_->requester().ack_deadline, 0u);
 
   // Receive ACK sq(1) (in-order, covers FIRST and MIDDLE only) -> Expect no completion.
   ack(sq(1), kAckNoCredit, 0);
@@ -390,9 +390,9 @@ TEST_F(RcProtocol, RequesterSegmentsSendAndCompletesOnAck) {
   EXPECT_EQ(sc[0].status, Status::kSuccess);
   EXPECT_EQ(sc[0].request_context, ctx(1));
   EXPECT_EQ(sc[0].type, OperationType::kSend);
-  EXPECT_EQ(qp_->req.ack_deadline, 0u);
+  EXPECT_EQ(qp_->requester().ack_deadline, 0u);
   EXPECT_EQ(requester_tx(), 0u);
-  EXPECT_EQ(qp_->counters.retransmits, 0u);
+  EXPECT_EQ(qp_->counters().retransmits, 0u);
 }
 
 TEST_F(RcProtocol, RequesterGoesBackNOnSequenceNak) {
@@ -417,8 +417,8 @@ TEST_F(RcProtocol, RequesterGoesBackNOnSequenceNak) {
   EXPECT_EQ(tx[1].psn, sq(2));
   EXPECT_TRUE(tx[1].ack_req);
   EXPECT_EQ(tx[1].payload, slice(msg, 512, 88));
-  EXPECT_EQ(qp_->counters.retransmits, 2u);
-  EXPECT_EQ(qp_->counters.naks_received[wire::aeth::kNakPsnSeqError], 1u);
+  EXPECT_EQ(qp_->counters().retransmits, 2u);
+  EXPECT_EQ(qp_->counters().naks_received[wire::aeth::kNakPsnSeqError], 1u);
 
   // Receive ACK sq(2) (in-order) -> Expect the send to complete successfully.
   ack(sq(2), kAckNoCredit, 1);
@@ -442,7 +442,7 @@ TEST_F(RcProtocol, RequesterWaitsOutRnrNakBeforeResending) {
   // Receive RNR NAK sq(0), timer code 14 (in-order) -> Expect nothing resent before the RNR
   // wait is over, however often the requester and the timers run.
   ack(sq(0), wire::aeth::kRnrNak | kRnrCode, 0, kT0);
-  EXPECT_EQ(qp_->counters.rnr_naks_received, 1u);
+  EXPECT_EQ(qp_->counters().rnr_naks_received, 1u);
   EXPECT_EQ(requester_tx(kT0), 0u);
   EXPECT_FALSE(timers(kT0 + wait - 1));
   EXPECT_EQ(requester_tx(kT0 + wait - 1), 0u);
@@ -457,7 +457,7 @@ TEST_F(RcProtocol, RequesterWaitsOutRnrNakBeforeResending) {
   EXPECT_EQ(tx[0].opcode, opc::kSendOnly);
   EXPECT_EQ(tx[0].psn, sq(0));
   EXPECT_EQ(tx[0].payload, msg);
-  EXPECT_EQ(qp_->counters.retransmits, 1u);
+  EXPECT_EQ(qp_->counters().retransmits, 1u);
 
   // Receive ACK sq(0) (in-order) -> Expect success.
   ack(sq(0), kAckNoCredit, 1, kT0 + wait);
@@ -474,7 +474,7 @@ TEST_F(RcProtocol, RequesterRetransmitsAfterAckTimeout) {
   post_send(dp::WrOpcode::kSend, 1, kSendSrcOff, 600);
   ASSERT_EQ(requester_tx(kT0), 3u);
   take_tx();
-  EXPECT_EQ(qp_->req.ack_deadline, kT0 + timeout);
+  EXPECT_EQ(qp_->requester().ack_deadline, kT0 + timeout);
 
   // Receive ACK sq(0) (in-order, coalesced: only FIRST acknowledged) -> Expect the timer
   // re-armed and nothing completed.
@@ -488,7 +488,7 @@ TEST_F(RcProtocol, RequesterRetransmitsAfterAckTimeout) {
   // Timer: the ACK timeout expires with no further response -> Expect go-back-N from the oldest
   // unacknowledged PSN sq(1): MIDDLE and LAST resent, timeouts == 1.
   EXPECT_TRUE(timers(kT0 + timeout));
-  EXPECT_EQ(qp_->counters.timeouts, 1u);
+  EXPECT_EQ(qp_->counters().timeouts, 1u);
   EXPECT_EQ(requester_tx(kT0 + timeout), 2u);
   auto tx = take_tx();
   ASSERT_EQ(tx.size(), 2u);
@@ -496,7 +496,7 @@ TEST_F(RcProtocol, RequesterRetransmitsAfterAckTimeout) {
   EXPECT_EQ(tx[0].psn, sq(1));
   EXPECT_EQ(tx[1].opcode, opc::kSendLast);
   EXPECT_EQ(tx[1].psn, sq(2));
-  EXPECT_EQ(qp_->counters.retransmits, 2u);
+  EXPECT_EQ(qp_->counters().retransmits, 2u);
 
   // Receive ACK sq(2) (in-order) -> Expect success.
   ack(sq(2), kAckNoCredit, 1, kT0 + timeout);
@@ -518,8 +518,8 @@ TEST_F(RcProtocol, RequesterFailsWithTimeoutWhenRetriesAreExhausted) {
   // Timer: the ACK timeout expires with retry_cnt 0 -> Expect the first send to fail with
   // RETRY_EXC_ERR (STATUS_IO_TIMEOUT), the second to flush, the QP in ERR, nothing resent.
   EXPECT_TRUE(timers(kT0 + timeout));
-  EXPECT_EQ(qp_->counters.timeouts, 1u);
-  EXPECT_EQ(qp_->state, QpState::kErr);
+  EXPECT_EQ(qp_->counters().timeouts, 1u);
+  EXPECT_EQ(qp_->state(), QpState::kErr);
   auto sc = poll(scq_);
   ASSERT_EQ(sc.size(), 2u);
   EXPECT_EQ(sc[0].request_context, ctx(1));
@@ -554,7 +554,7 @@ TEST_F(RcProtocol, RequesterImpliedNakReissuesRead) {
   // completion, and go-back-N from the READ: the READ REQUEST sq(0) for all 600 bytes again,
   // then the SEND.
   ack(sq(3), kAckNoCredit, 2);
-  EXPECT_EQ(qp_->counters.implied_naks, 1u);
+  EXPECT_EQ(qp_->counters().implied_naks, 1u);
   EXPECT_TRUE(poll(scq_).empty());
   EXPECT_EQ(requester_tx(), 2u);
   tx = take_tx();
@@ -584,7 +584,7 @@ TEST_F(RcProtocol, RequesterImpliedNakReissuesRead) {
   EXPECT_EQ(sc[1].type, OperationType::kSend);
   EXPECT_EQ(sc[1].status, Status::kSuccess);
   EXPECT_EQ(std::memcmp(mem_.data() + kReadDstOff, data.data(), kLen), 0);
-  EXPECT_EQ(qp_->counters.implied_naks, 1u);
+  EXPECT_EQ(qp_->counters().implied_naks, 1u);
 }
 
 TEST_F(RcProtocol, RequesterReRequestsRestOfReadAfterResponseGap) {
@@ -603,7 +603,7 @@ TEST_F(RcProtocol, RequesterReRequestsRestOfReadAfterResponseGap) {
   // Receive READ RESPONSE LAST sq(2) (future: MIDDLE sq(1) lost) -> Expect a READ REQUEST for
   // the rest: PSN sq(1), RETH va advanced by one MTU, length 600 - 256.
   read_response(opc::kReadRespLast, sq(2), slice(data, 512, 88), 1);
-  EXPECT_EQ(qp_->counters.implied_naks, 1u);
+  EXPECT_EQ(qp_->counters().implied_naks, 1u);
   EXPECT_EQ(requester_tx(), 1u);
   auto tx = take_tx();
   ASSERT_EQ(tx.size(), 1u);
@@ -615,7 +615,7 @@ TEST_F(RcProtocol, RequesterReRequestsRestOfReadAfterResponseGap) {
 
   // Receive READ RESPONSE LAST sq(2) again (future, same gap) -> Expect no second re-request.
   read_response(opc::kReadRespLast, sq(2), slice(data, 512, 88), 1);
-  EXPECT_EQ(qp_->counters.implied_naks, 1u);
+  EXPECT_EQ(qp_->counters().implied_naks, 1u);
   EXPECT_EQ(requester_tx(), 0u);
   EXPECT_TRUE(take_tx().empty());
 
@@ -645,8 +645,8 @@ TEST_F(RcProtocol, RequesterRemoteAccessNakFailsAndFlushes) {
   // REM_ACCESS_ERR (STATUS_ACCESS_VIOLATION), the QP in ERR, and the two later SENDs flushed
   // (STATUS_CANCELLED), in posting order.
   ack(sq(0), kNakAccess, 0);
-  EXPECT_EQ(qp_->state, QpState::kErr);
-  EXPECT_EQ(qp_->counters.naks_received[wire::aeth::kNakRemoteAccessError], 1u);
+  EXPECT_EQ(qp_->state(), QpState::kErr);
+  EXPECT_EQ(qp_->counters().naks_received[wire::aeth::kNakRemoteAccessError], 1u);
   auto sc = poll(scq_);
   ASSERT_EQ(sc.size(), 3u);
   EXPECT_EQ(sc[0].request_context, ctx(1));
