@@ -85,7 +85,22 @@ void AdapterImpl::adopt_locked(ObjectImpl* o, std::initializer_list<ObjectImpl*>
 
 Status AdapterImpl::close(ObjectImpl* o, CloseCompletion cb, void* ctx) noexcept {
   std::unique_lock lk(mu);
-  if (o->life != Life::kLive) return Status::kSuccess;  // a second close is ignored
+  if (o->life == Life::kDefunct) {
+    // Torn down by the adapter's close: freed now, and with the last one the adapter's core
+    // (release()). No callback: the close is done.
+    std::erase(defunct, o);
+    const bool last = released && defunct.empty();
+    lk.unlock();
+    delete o;
+    if (last) delete this;
+    return Status::kSuccess;
+  }
+  if (o->life != Life::kLive) {
+    // A second close is ignored. A close racing the adapter's (which closes what the consumer
+    // left open) gives the object up: it is freed once torn down, not kept as a defunct shell.
+    o->keep_shell = false;
+    return Status::kSuccess;
+  }
   o->life = Life::kClosing;
   // From here on the object refuses new work (kInvalidDeviceState), also while its close
   // pends. Release pairs with is_closing()'s acquire on a posting / polling thread.
@@ -98,6 +113,7 @@ Status AdapterImpl::close(ObjectImpl* o, CloseCompletion cb, void* ctx) noexcept
       std::erase(objects, o);
       for (ObjectImpl* a : o->antecedents) --a->successors;
       lk.unlock();
+      o->release_unlocked();
       delete o;
       return Status::kSuccess;
     }
@@ -112,10 +128,21 @@ Status AdapterImpl::close(ObjectImpl* o, CloseCompletion cb, void* ctx) noexcept
 void AdapterImpl::finish_close_locked(ObjectImpl* o) {
   std::erase(objects, o);
   for (ObjectImpl* a : o->antecedents) --a->successors;
+  // A defunct object may outlive its antecedents: it must not reach them.
+  o->antecedents.clear();
   // The close callback is the object's last (anything deferred before it runs first: FIFO);
-  // the memory goes with it.
-  defer_locked([o] {
+  // the memory goes with it, unless the adapter's close closed it under the consumer's feet.
+  defer_locked([this, o] {
     if (o->close_pending && o->close_cb != nullptr) o->close_cb(o->close_ctx);
+    o->release_unlocked();
+    {
+      std::lock_guard lk(mu);
+      if (o->keep_shell) {
+        o->life = Life::kDefunct;
+        defunct.push_back(o);
+        return;
+      }
+    }
     delete o;
   });
 }
@@ -285,6 +312,9 @@ void AdapterImpl::shutdown() {
         o->life = Life::kClosing;
         o->closing.store(true, std::memory_order_release);  // as in close()
         o->stop_events();
+        // The consumer still holds it: once torn down it stays, inert, until the consumer
+        // closes it (finish_close_locked).
+        o->keep_shell = true;
         closing.push_back(o);
       }
       if (objects.empty() && ops.empty() && deferred.empty()) break;
@@ -302,6 +332,18 @@ void AdapterImpl::shutdown() {
   m.ep = &ctl->endpoint();
   (void)eng->call(m);
   ctl.reset();
+  // Nothing below the core may be used from here on: the engine may go, and so may the port.
+  engine = nullptr;
+  eng = nullptr;
+}
+
+void AdapterImpl::release(AdapterImpl* a) noexcept {
+  {
+    std::lock_guard lk(a->mu);
+    a->released = true;
+    if (!a->defunct.empty()) return;  // the last defunct object's close frees the core
+  }
+  delete a;
 }
 
 void add_successor(ObjectImpl* o) noexcept {
@@ -404,7 +446,7 @@ Status Adapter::open(const AdapterConfig& config, Engine& engine,
 
 Adapter::~Adapter() {
   impl_->shutdown();
-  delete impl_;
+  detail::AdapterImpl::release(impl_);
 }
 
 Status Adapter::query_adapter_info(AdapterInfo* info, uint32_t* buffer_size) const noexcept {

@@ -54,7 +54,9 @@ void Cq::arm(CqNotify type) noexcept {
   }
 }
 
-Status Cq::resize(uint32_t, RequestCompletion, void*) noexcept { return Status::kNotSupported; }
+Status Cq::resize(uint32_t, RequestCompletion, void*) noexcept {
+  return detail::is_closing(cq_) ? Status::kInvalidDeviceState : Status::kNotSupported;
+}
 
 Status Cq::control_interrupt_moderation(uint32_t interval_us, uint32_t count) noexcept {
   if (detail::is_closing(cq_)) return Status::kInvalidDeviceState;

@@ -15,6 +15,15 @@
 // is the only thread that runs user callbacks, one at a time and never with mu held, so a
 // callback may call back into the API (close included).
 //
+// Lifetime past the adapter (include/urnic/adapter.h). ~Adapter closes what the consumer left
+// open (AdapterImpl::shutdown marks it keep_shell) and tears it down as any close does, but an
+// object the consumer still holds is then kept as kDefunct (AdapterImpl::defunct) rather than
+// freed. Its `closing` flag is set, so the post / poll / arm paths refuse it with the load they
+// already make (no new atomic, no lock); every control call checks is_closing() (or `life` /
+// `shutting_down` under mu) before it touches ctl, eng or the CM, which are gone. The
+// AdapterImpl itself (its mu and the defunct list) outlives the Adapter: AdapterImpl::release()
+// frees it at once if nothing is defunct, else the close of the last defunct object does.
+//
 // For the Connector / Listener implementation (IB CM, control/cm/): qp_modify() moves a QP
 // through the RC states with the engine, and add_successor() / release_successor() make a QP
 // an antecedent of a connector (its close then pends until the connector is closed).
@@ -91,6 +100,8 @@ enum class Life : uint8_t {
   kCreating,  // a pending create: not yet handed to the consumer
   kLive,
   kClosing,  // close requested; waits for successors, then tears down
+  kDefunct,  // torn down by the adapter's close while the consumer held it: kept, inert, until
+             // the consumer's close frees it (AdapterImpl::defunct)
 };
 
 struct ObjectImpl {
@@ -110,6 +121,10 @@ struct ObjectImpl {
   virtual bool closes_inline() const noexcept { return false; }
   // Stops event callbacks (CQ / SRQ notifications) once a close is requested.
   virtual void stop_events() noexcept {}
+  // Once the close has completed, without mu (on the control thread, or the caller's for an
+  // inline close): releases what must not be released under mu (the CM objects of connectors
+  // and listeners). The object is then freed, or kept as a defunct shell. Never calls user code.
+  virtual void release_unlocked() noexcept {}
 
   const ObjectType type;
   AdapterImpl* const adapter;
@@ -117,7 +132,8 @@ struct ObjectImpl {
   // successors or its engine work; read (acquire) without the mutex by the post / poll / arm
   // paths, so that an object whose close is pending refuses new work with kInvalidDeviceState
   // (ndkpi.md §1.4: the provider may fail calls on a closed antecedent; docs/api.md "Bad
-  // input"). Never cleared: the object is freed when its close completes.
+  // input"). Never cleared: the object is freed when its close completes, or stays set on a
+  // defunct object (Life::kDefunct) until the consumer's close frees it.
   std::atomic<bool> closing{false};
   // ---- guarded by adapter->mu
   Life life = Life::kLive;
@@ -126,6 +142,9 @@ struct ObjectImpl {
   CloseCompletion close_cb = nullptr;
   void* close_ctx = nullptr;
   bool close_pending = false;  // close() returned kPending: the callback is owed
+  // Closed by the adapter's close, not by the consumer, who still holds it: once torn down it
+  // becomes kDefunct instead of being freed. A close by the consumer meanwhile clears it.
+  bool keep_shell = false;
 };
 
 // A mailbox message for the engine, submitted by the control thread in queue order.
@@ -260,9 +279,12 @@ struct AdapterImpl {
   // Registers a new object (mu held) with its antecedents; each gains a successor.
   void adopt_locked(ObjectImpl* o, std::initializer_list<ObjectImpl*> antecedents);
   Status close(ObjectImpl* o, CloseCompletion cb, void* ctx) noexcept;
-  // Blocks until every object is gone; then stops the control thread and detaches from the
-  // engine. Not from the control thread.
+  // Blocks until every object is closed (the ones the consumer still holds become kDefunct);
+  // then stops the control thread and detaches from the engine. Not from the control thread.
   void shutdown();
+  // The Adapter's last act, after shutdown(): frees `a` now, or (objects are still defunct) lets
+  // the close of the last one free it.
+  static void release(AdapterImpl* a) noexcept;
 
   // ---- Engine operations and callbacks (mu held) ---------------------------------------------
   void enqueue_op_locked(std::unique_ptr<EngineOp> op) { ops.push_back(std::move(op)); }
@@ -298,7 +320,13 @@ struct AdapterImpl {
   std::vector<SrqImpl*> srqs;        // live SRQs
   std::deque<std::unique_ptr<EngineOp>> ops;
   std::deque<std::function<void()>> deferred;  // user callbacks to run, in order
-  bool shutting_down = false;
+  bool shutting_down = false;                  // set by shutdown(), never cleared
+  // After shutdown: the objects the consumer held when the adapter closed, torn down and inert
+  // (every call fails with kInvalidDeviceState or does nothing), each freed by its close. This
+  // struct outlives the Adapter until the last of them is gone (release()). ctl, engine and eng
+  // are gone by then: nothing reached from a defunct object may use them.
+  std::vector<ObjectImpl*> defunct;
+  bool released = false;  // the Adapter is gone (release() ran)
 
  private:
   bool pump_ops_locked();

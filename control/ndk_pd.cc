@@ -86,8 +86,11 @@ Status SrqImpl::teardown_locked() {
 
 Pd::Pd(detail::PdImpl* impl) noexcept : Object(impl), pd_(impl) {}
 
+// A PD whose close was requested (or that the adapter's close tore down: the MR table is gone
+// then) creates nothing: checked first, before anything of the adapter is used.
 Status Pd::create_mr(bool fast_register, CreateCompletion, void*, Handle<Mr>* out) noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
+  if (detail::is_closing(pd_)) return Status::kInvalidDeviceState;
   return detail::guarded([&] {
     auto mr = std::make_unique<detail::MrImpl>(pd_->adapter, pd_, fast_register);
     std::lock_guard lk(pd_->adapter->mu);
@@ -99,6 +102,7 @@ Status Pd::create_mr(bool fast_register, CreateCompletion, void*, Handle<Mr>* ou
 
 Status Pd::create_mw(CreateCompletion, void*, Handle<Mw>* out) noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
+  if (detail::is_closing(pd_)) return Status::kInvalidDeviceState;
   return detail::guarded([&] {
     auto mw = std::make_unique<detail::MwImpl>(pd_->adapter, pd_);
     std::lock_guard lk(pd_->adapter->mu);
@@ -122,6 +126,7 @@ Status Pd::create_srq(uint32_t depth, uint32_t max_receive_request_sge, uint32_t
   if (out == nullptr || depth == 0 || depth > info.max_srq_depth ||
       max_receive_request_sge > info.max_receive_request_sge)
     return Status::kInvalidParameter;
+  if (detail::is_closing(pd_)) return Status::kInvalidDeviceState;
   return detail::guarded([&] {
     auto srq = std::make_unique<detail::SrqImpl>(pd_->adapter, pd_, depth, max_receive_request_sge,
                                                  notification, notification_context);

@@ -183,6 +183,9 @@ Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_contex
     return Status::kInvalidParameter;
   if (cb == nullptr && (out == nullptr || a->on_control_thread()))
     return out == nullptr ? Status::kInvalidParameter : Status::kInvalidDeviceState;
+  // A closing PD creates nothing (checked again under mu below); one the adapter's close tore
+  // down has no adapter behind it to allocate from.
+  if (is_closing(pd)) return Status::kInvalidDeviceState;
   SyncWait sync;
   const CreateCompletion done = cb != nullptr ? cb : &SyncWait::on_create;
   void* const done_ctx = cb != nullptr ? ctx : &sync;
@@ -527,6 +530,7 @@ Status Qp::bind(void* request_context, Mr& mr, Mw& mw, const void* virtual_addre
 }
 
 void Qp::flush() noexcept {
+  if (detail::is_closing(qp_)) return;  // its close flushes it
   detail::AdapterImpl* a = qp_->adapter;
   (void)detail::guarded([&] {
     auto op = detail::make_op(qp_, dp::MailboxMsg::Kind::kFlushQp);
@@ -573,6 +577,9 @@ QpState QpConnectExtension::state() const noexcept { return qp_->qp.public_state
 
 Status QpConnectExtension::modify(const QpAttributes& at, uint32_t mask,
                                   RequestCompletion completion, void* request_context) noexcept {
+  // A closing QP is not moved any more (its close flushes and destroys it); a defunct one has no
+  // adapter behind it.
+  if (detail::is_closing(qp_)) return Status::kInvalidDeviceState;
   detail::AdapterImpl* a = qp_->adapter;
   dp::QpAttr d;
   d.state = at.state;

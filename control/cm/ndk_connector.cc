@@ -188,11 +188,16 @@ struct ConnectorImpl final : ObjectImpl {
       : ObjectImpl(ObjectType::kConnector, a), pub_(this), agent(acquire_agent(a)) {
     cm = from_listener ? std::move(from_listener) : agent->create_connector();
   }
-  ~ConnectorImpl() override {
+  ~ConnectorImpl() override { ConnectorImpl::release_unlocked(); }
+  Object& pub() noexcept override { return pub_; }
+  // The CM connector and this adapter's share of the agent go with the close, also when the
+  // object itself is kept (defunct, after the adapter's close): the agent uses the adapter.
+  void release_unlocked() noexcept override {
+    if (agent == nullptr) return;
     cm.reset();
     release_agent(adapter);
+    agent = nullptr;
   }
-  Object& pub() noexcept override { return pub_; }
   Status teardown_locked() override {
     // No CM callback for this connector after this (ctl::CmConnector::close), and the request
     // still outstanding completes before the close callback (both deferred, in order).
@@ -245,7 +250,7 @@ struct ConnectorImpl final : ObjectImpl {
   }
 
   Connector pub_;
-  ctl::CmAgent* const agent;
+  ctl::CmAgent* agent;  // null once released
   std::unique_ptr<ctl::CmConnector> cm;
   // ---- guarded by adapter->mu
   QpImpl* qp = nullptr;
@@ -264,11 +269,14 @@ struct ListenerImpl final : ObjectImpl {
         cm(agent->create_listener()),
         event_cb(cb),
         event_ctx(ctx) {}
-  ~ListenerImpl() override {
+  ~ListenerImpl() override { ListenerImpl::release_unlocked(); }
+  Object& pub() noexcept override { return pub_; }
+  void release_unlocked() noexcept override {  // as ConnectorImpl's
+    if (agent == nullptr) return;
     cm.reset();
     release_agent(adapter);
+    agent = nullptr;
   }
-  Object& pub() noexcept override { return pub_; }
   // A close refuses new requests at once (ndkpi.md §5.4).
   void stop_events() noexcept override { cm->pause(true); }
   Status teardown_locked() override {
@@ -291,7 +299,7 @@ struct ListenerImpl final : ObjectImpl {
   }
 
   Listener pub_;
-  ctl::CmAgent* const agent;
+  ctl::CmAgent* agent;  // null once released
   std::unique_ptr<ctl::CmListener> cm;
   const ConnectEventCallback event_cb;
   void* const event_ctx;
@@ -312,6 +320,8 @@ Status Connector::connect(Qp& qp, const sockaddr* src, uint32_t src_length, cons
                           uint32_t outbound_read_limit, const void* private_data,
                           uint32_t private_data_length, RequestCompletion completion,
                           void* request_context) noexcept {
+  // Closed (or defunct: its adapter, engine and CM may be gone): nothing below may be reached.
+  if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   detail::AdapterImpl* a = c_->adapter;
   detail::QpImpl* q = detail::QpImpl::of(qp);
   ctl::cm::Gid dgid{}, sgid{};
@@ -349,6 +359,7 @@ Status Connector::connect(Qp& qp, const sockaddr* src, uint32_t src_length, cons
 
 Status Connector::complete_connect(DisconnectEventCallback disconnect_event,
                                    void* disconnect_context, RequestCompletion, void*) noexcept {
+  if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   detail::AdapterImpl* a = c_->adapter;
   if (!a->eng->running()) return Status::kInvalidDeviceState;
   return detail::guarded([&] {
@@ -365,6 +376,7 @@ Status Connector::accept(Qp& qp, uint32_t inbound_read_limit, uint32_t outbound_
                          const void* private_data, uint32_t private_data_length,
                          DisconnectEventCallback disconnect_event, void* disconnect_context,
                          RequestCompletion completion, void* request_context) noexcept {
+  if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   detail::AdapterImpl* a = c_->adapter;
   detail::QpImpl* q = detail::QpImpl::of(qp);
   if (q->adapter != a || (private_data == nullptr && private_data_length != 0))
@@ -397,6 +409,7 @@ Status Connector::accept(Qp& qp, uint32_t inbound_read_limit, uint32_t outbound_
 }
 
 Status Connector::reject(const void* private_data, uint32_t private_data_length) noexcept {
+  if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   if (private_data == nullptr && private_data_length != 0) return Status::kInvalidParameter;
   if (private_data_length > detail::kMaxCalleeData) return Status::kInvalidBufferSize;
   return detail::guarded([&] {
@@ -406,6 +419,7 @@ Status Connector::reject(const void* private_data, uint32_t private_data_length)
 
 Status Connector::get_connection_data(uint32_t* inbound_read_limit, uint32_t* outbound_read_limit,
                                       void* private_data, uint32_t* private_data_length) noexcept {
+  if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   return detail::guarded([&] {
     ctl::ReadLimits lim;
     const Status s = c_->cm->get_connection_data(&lim, private_data, private_data_length);
@@ -418,18 +432,21 @@ Status Connector::get_connection_data(uint32_t* inbound_read_limit, uint32_t* ou
 }
 
 Status Connector::get_local_address(sockaddr* address, uint32_t* length) noexcept {
+  if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   const ctl::cm::Gid g = c_->cm->local_gid();
   if (g == ctl::cm::Gid{}) return Status::kConnectionInvalid;
   return detail::to_sockaddr(g, c_->cm->local_port(), address, length);
 }
 
 Status Connector::get_peer_address(sockaddr* address, uint32_t* length) noexcept {
+  if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   const ctl::cm::Gid g = c_->cm->peer_gid();
   if (g == ctl::cm::Gid{}) return Status::kConnectionInvalid;
   return detail::to_sockaddr(g, c_->cm->peer_port(), address, length);
 }
 
 Status Connector::disconnect(RequestCompletion completion, void* request_context) noexcept {
+  if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   detail::AdapterImpl* a = c_->adapter;
   if (!a->eng->running()) return Status::kInvalidDeviceState;
   if (completion == nullptr && a->on_control_thread()) return Status::kInvalidDeviceState;
@@ -473,6 +490,7 @@ Listener::Listener(detail::ListenerImpl* impl) noexcept : Object(impl), l_(impl)
 
 Status Listener::listen(const sockaddr* address, uint32_t address_length, RequestCompletion,
                         void*) noexcept {
+  if (detail::is_closing(l_)) return Status::kInvalidDeviceState;
   detail::AdapterImpl* a = l_->adapter;
   ctl::cm::Gid g{};
   uint16_t port = 0;
@@ -496,6 +514,7 @@ Status Listener::listen(const sockaddr* address, uint32_t address_length, Reques
 }
 
 Status Listener::get_local_address(sockaddr* address, uint32_t* length) noexcept {
+  if (detail::is_closing(l_)) return Status::kInvalidDeviceState;
   ctl::cm::Gid g;
   {
     std::lock_guard lk(l_->adapter->mu);
@@ -509,7 +528,10 @@ Status Listener::get_local_address(sockaddr* address, uint32_t* length) noexcept
   return detail::to_sockaddr(g, l_->cm->port(), address, length);
 }
 
-void Listener::control_connect_events(bool pause) noexcept { l_->cm->pause(pause); }
+// A closing listener refuses requests already (ListenerImpl::stop_events).
+void Listener::control_connect_events(bool pause) noexcept {
+  if (!detail::is_closing(l_)) l_->cm->pause(pause);
+}
 
 Status create_listener(Adapter& adapter, ConnectEventCallback connect_event,
                        void* connect_event_context, CreateCompletion, void*,

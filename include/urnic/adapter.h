@@ -5,8 +5,13 @@
 // thread, which runs every callback of every object of the adapter (ndkpi.md §1.3; object.h).
 // Closing (the destructor) blocks until every object of the adapter is closed and every
 // callback has returned, as NDK's CLOSE_NDK_ADAPTER_HANDLER does; objects the consumer did not
-// close are closed then. Never close an adapter from inside a callback, and do not keep a
-// Handle of one of its objects past it (the handle would close a freed object).
+// close are closed then: torn down (QPs flushed and detached, MRs deregistered, ...) but not
+// freed. Such an object, held by a Handle or a raw pointer, may outlive the adapter (and its
+// engine): every call on it fails harmlessly (kInvalidDeviceState, or 0 / false / nothing for
+// the calls without a status), and its close (Handle::reset, the Handle's destructor,
+// Handle::close, Object::close) frees it with kSuccess and no callback. Handles may so be
+// released before or after the adapter, in any order; each object must still be closed once.
+// Never close an adapter from inside a callback.
 //
 // Bringing up EAL and getting the port (PCI NIC, net_ring pair, net_tap ...) is outside NDK's
 // surface (NDIS does it); urnic/runtime.h does it: runtime_init, then create_ring_port_pair,
@@ -84,7 +89,7 @@ class Adapter {
   static Status open(const AdapterConfig& config, Engine& engine,
                      std::unique_ptr<Adapter>* out) noexcept;
   // Blocking close (see the file comment). When the engine is not launched, the calling thread
-  // runs engine steps while it waits.
+  // runs engine steps while it waits. Objects still open outlive it, inert, until closed.
   ~Adapter();
   Adapter(const Adapter&) = delete;
   Adapter& operator=(const Adapter&) = delete;

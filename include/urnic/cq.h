@@ -40,7 +40,8 @@ class Cq final : public Object {
   // ignored (no notification).
   void arm(CqNotify type) noexcept;
 
-  // NdkResizeCq: not supported (the adapter does not set kCqResizeSupported): kNotSupported.
+  // NdkResizeCq: not supported (the adapter does not set kCqResizeSupported): kNotSupported;
+  // kInvalidDeviceState once close() was requested (or the adapter's close tore the CQ down).
   Status resize(uint32_t depth, RequestCompletion completion, void* request_context) noexcept;
 
   // NdkControlCqInterruptModeration: delay notifications by at most `interval_us` microseconds

@@ -6,6 +6,13 @@
 // (Adapter creates CQs and PDs; a PD creates MRs, MWs, SRQs and QPs). The provider frees an
 // object after its close has completed; the consumer never deletes one.
 //
+// Lifetime past the adapter: closing the Adapter closes (tears down) every object the consumer
+// has not closed, but does not free it. Such an object stays valid until the consumer closes
+// it: its calls return kInvalidDeviceState (or do nothing: get_results* return 0, arm and flush
+// are ignored), and its close() frees it, returning kSuccess with no callback. So a Handle may
+// outlive its Adapter (and the Engine) and be reset in any order; each object must be closed
+// exactly once, by its Handle or by Object::close, or it leaks.
+//
 // Asynchronous protocol (ndkpi.md §1.3):
 //  - A create or request call returns kSuccess (done now, no callback), kPending (exactly one
 //    completion callback follows), or an error (nothing happened, no callback).
@@ -71,7 +78,9 @@ class Object {
   // (`completion`, if not null, is called once the object is gone, and is its last callback).
   // Never fails. After close() the object must not be used again (a second close is ignored);
   // while its close pends, the calls that would start new work on it, or with it, return
-  // kInvalidDeviceState (docs/api.md "Bad input"), but once it is closed it is freed.
+  // kInvalidDeviceState (docs/api.md "Bad input"), but once it is closed it is freed. After the
+  // adapter's close (which tore the object down, see above) it frees the object at once:
+  // kSuccess, and `completion` is not called.
   // Any thread, including from inside a callback; never concurrently with another call on the
   // same object except as NDK allows (ndkpi.md §1.3). Closing a QP flushes its outstanding work
   // (completions with kCancelled) before the QP goes away.
@@ -96,7 +105,8 @@ class Object {
 };
 
 // Owns one object: closes it (without a completion) when destroyed or reset. close() hands the
-// object to an explicit close with a completion. Move-only.
+// object to an explicit close with a completion. Move-only. Safe to destroy, reset or close
+// after the object's adapter has closed (the object is then freed, with no callback).
 template <class T>
 class Handle {
  public:

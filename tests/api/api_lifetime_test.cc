@@ -228,7 +228,9 @@ TEST_F(ApiLifetime, SynchronousRequestsAreRefusedInsideCallbacks) {
   EXPECT_EQ(c.create, Status::kInvalidDeviceState);
 }
 
-// The consumer leaves objects open (and even pending work): closing the adapter closes them.
+// The consumer leaves objects open (and even pending work): closing the adapter closes them
+// (flushes the QP, deregisters the MR, ...). What the consumer holds stays valid, inert, until it
+// closes it (tests/api/api_adapter_close_test.cc has every call on such objects).
 TEST_F(ApiLifetime, AdapterCloseCleansUpWhatTheConsumerLeftOpen) {
   ApiPair p("life_leak");
   p.connect();
@@ -243,14 +245,22 @@ TEST_F(ApiLifetime, AdapterCloseCleansUpWhatTheConsumerLeftOpen) {
   ASSERT_EQ(p.a.pd->create_qp(*p.a.cq, *p.a.cq, nullptr, 4, 4, 1, 1, 0, &Completion::on_create,
                               &pending, &ignored),
             Status::kPending);
-  // Forget everything of a's side; the adapter close must not hang or crash.
-  (void)mr.release();
-  (void)mw.release();
-  (void)p.a.qp.release();
-  (void)p.a.cq.release();
-  (void)p.a.pd.release();
+  // Leave everything of a's side open; the adapter close must not hang or crash.
+  std::vector<Object*> left = {mr.release(), mw.release(), p.a.qp.release(), p.a.cq.release(),
+                               p.a.pd.release()};
   p.a.adapter.reset();
   EXPECT_EQ(pending.count(), 1);  // the pending create completed before the adapter closed
+  ASSERT_EQ(pending.status, Status::kSuccess);
+  left.push_back(pending.object);
+  // Torn down: the QP takes no work and its flushed receive went with its CQ.
+  Qp* q = static_cast<Qp*>(left[2]);
+  EXPECT_EQ(q->receive(ctx(2), {&s, 1}), Status::kInvalidDeviceState);
+  ResultEx r;
+  EXPECT_EQ(static_cast<Cq*>(left[3])->get_results_ex({&r, 1}), 0u);
+  // Closing each frees it, now, without a callback.
+  Completion closed;
+  for (Object* o : left) EXPECT_EQ(o->close(&Completion::on_close, &closed), Status::kSuccess);
+  EXPECT_EQ(closed.count(), 0);
 }
 
 }  // namespace
