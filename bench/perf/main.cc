@@ -509,7 +509,7 @@ bool run_loopback_test(Env& env, const Options& o, Test t, const std::vector<uin
   }
   const Totals totals = totals_of({&env.a(), &env.b()});
   if (totals.qps.completions_error != 0) out.fail("the QPs counted completions with errors");
-  print_summary(out, completions, totals, o.verbose);
+  print_summary(out, completions, totals, o.verbose || !out.ok);
   return out.ok;
 }
 
@@ -618,6 +618,15 @@ int run_remote(const Options& o) {
     std::fprintf(stderr, "urnic-perf: %s\n", err.c_str());
     return 1;
   }
+  uint64_t completions = 0;
+  // From here on a failure still prints the summary with every counter (retransmits, NAKs,
+  // drops), whatever -v says: a failed run must be diagnosable from its output.
+  auto failed = [&](int rc) {
+    out.ok = false;
+    print_summary(out, completions, totals_of({&env.a()}), true);
+    return rc;
+  };
+  auto oob_failed = [&](const char* step) { return failed(oob_fail(step)); };
   TestInfo info;
   info.test = t;
   info.role = role;
@@ -648,7 +657,7 @@ int run_remote(const Options& o) {
   std::vector<Dest> remote(nqps);
   for (size_t k = 0; k < seq.size(); ++k) {
     Dest d;
-    if (!oob.hand_shake(side.qp(seq[k]).local, &d)) return oob_fail("connection records");
+    if (!oob.hand_shake(side.qp(seq[k]).local, &d)) return oob_failed("connection records");
     if (k < connect_after) remote[seq[k]] = d;
     if (k + 1 != connect_after) continue;
     // Every peer QP is known: resolve the peer and bring the QPs up before the next record
@@ -657,14 +666,14 @@ int run_remote(const Options& o) {
     if (gid_is_ipv4(peer_gid) != gid_is_ipv4(gid)) {
       std::fprintf(stderr, "urnic-perf: the peer's GID %s and ours (%s) differ in IP version\n",
                    gid_text(peer_gid).c_str(), gid_text(gid).c_str());
-      return 1;
+      return failed(1);
     }
     // The adapter resolves the peer's MAC (ARP / neighbour discovery) in the RTR transition.
     const AddressVector av = address_to(peer_gid, o.gid_index);
     for (uint32_t i = 0; i < nqps; ++i) {
       if (!side.connect(i, remote[i], mtu, av, &err)) {
         std::fprintf(stderr, "urnic-perf: %s\n", err.c_str());
-        return 1;
+        return failed(1);
       }
     }
   }
@@ -674,7 +683,6 @@ int run_remote(const Options& o) {
   else if (!(lat_rw && role == Role::kServer && t.verb != Verb::kWrite))
     print_lat_header(o.duration > 0);
 
-  uint64_t completions = 0;
   const Dest& me = side.qp(0).local;
   // Whether this side only answers (receives SENDs, or replies in a latency ping-pong): in a
   // duration run it stops when the other side's next TCP message (a record, or the connection
@@ -704,13 +712,13 @@ int run_remote(const Options& o) {
         print_bw_row(mine);
         out.data(r->check_data());
       }
-      if (!out.ok) return 1;
+      if (!out.ok) return failed(1);
       if (!oob.hand_shake(me, nullptr) || !oob.xchg_reports(mine, &theirs))
-        return oob_fail("reports");
+        return oob_failed("reports");
     } else {
       // The client runs; this side only serves (the responder runs on the engine).
       if (!oob.hand_shake(me, nullptr) || !oob.xchg_reports(mine, &theirs))
-        return oob_fail("reports");
+        return oob_failed("reports");
       print_bw_row(theirs);
       if (theirs.size <= geo.max_size && theirs.size != 0) {
         const RunConfig rc = run_config(o, t, role, theirs.size, urnic_peer);
@@ -718,7 +726,7 @@ int run_remote(const Options& o) {
         out.data(check_passive_target(side, rc, per_qp, theirs.iters));
       }
     }
-    if (!oob.close_connection(me)) return oob_fail("close");
+    if (!oob.close_connection(me)) return oob_failed("close");
   } else if (t.verb == Verb::kSend) {
     for (uint64_t size : sizes) {
       const RunConfig rc = run_config(o, t, role, size, urnic_peer);
@@ -728,7 +736,7 @@ int run_remote(const Options& o) {
       else
         r = make_lat(side, rc);  // posts its receives
       // Receives are posted: the sync record lets the client start.
-      if (!oob.hand_shake(me, nullptr)) return oob_fail("sync");
+      if (!oob.hand_shake(me, nullptr)) return oob_failed("sync");
       if (!run_one(*r, size, answers)) break;
       if (t.kind == Kind::kBw)
         print_bw_row(bw_of(o, size, *r));
@@ -736,10 +744,10 @@ int run_remote(const Options& o) {
         print_lat_result(o, t, size, *r);
       out.data(r->check_data());
       if (t.kind == Kind::kBw && o.all_sizes && !oob.hand_shake(me, nullptr))
-        return oob_fail("sync");
+        return oob_failed("sync");
     }
-    if (!out.ok) return 1;
-    if (!oob.close_connection(me)) return oob_fail("close");
+    if (!out.ok) return failed(1);
+    if (!oob.close_connection(me)) return oob_failed("close");
   } else if (t.verb == Verb::kWrite) {  // write_lat
     for (uint64_t size : sizes) {
       auto r = make_lat(side, run_config(o, t, role, size, urnic_peer));
@@ -756,9 +764,9 @@ int run_remote(const Options& o) {
         print_lat_result(o, t, size, *r);
         out.data(r->check_data());
       }
-      if (!out.ok) return 1;
+      if (!out.ok) return failed(1);
     }
-    if (!oob.close_connection(me)) return oob_fail("close");
+    if (!oob.close_connection(me)) return oob_failed("close");
   }
   print_summary(out, completions, totals_of({&env.a()}), o.verbose);
   return out.ok ? 0 : 1;

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "bench/perf/perf.h"
@@ -21,11 +22,14 @@ constexpr NamedTest kTests[] = {
     {"atomic_bw", {Verb::kAtomic, Kind::kBw}}, {"atomic_lat", {Verb::kAtomic, Kind::kLat}},
 };
 
+// A decimal count with an optional K or M suffix (x1024, x1048576). Signs, spaces, octal and hex
+// forms and anything that does not fit in 64 bits after the suffix are refused (strtoull alone
+// would wrap "-1", read "010" as 8 and overflow "17592186044417M" into 1 MiB).
 bool parse_u64(const std::string& s, uint64_t* out) {
-  if (s.empty()) return false;
+  if (s.empty() || s[0] < '0' || s[0] > '9') return false;
   errno = 0;
   char* end = nullptr;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 0);
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);  // "010" is ten
   if (errno != 0 || end == s.c_str()) return false;
   uint64_t mult = 1;
   if (*end == 'K' || *end == 'k') {
@@ -36,6 +40,7 @@ bool parse_u64(const std::string& s, uint64_t* out) {
     ++end;
   }
   if (*end != '\0') return false;
+  if (v > std::numeric_limits<uint64_t>::max() / mult) return false;
   *out = v * mult;
   return true;
 }
