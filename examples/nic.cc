@@ -235,6 +235,64 @@ bool Done::done() {
   return status_.has_value();
 }
 
+Status register_buffer(Pd& pd, void* p, size_t n, uint32_t flags, Handle<Mr>* mr, uint32_t* token) {
+  if (Status s = pd.create_mr(false, nullptr, nullptr, mr); s != Status::kSuccess) return s;
+  if (Status s = (*mr)->register_mr(p, n, flags, nullptr, nullptr); s != Status::kSuccess) return s;
+  *token = (*mr)->get_local_token();
+  return Status::kSuccess;
+}
+
+Status FirstRequest::listen(Adapter& adapter, uint16_t port) {
+  if (Status s =
+          create_listener(adapter, &FirstRequest::on_connect, this, nullptr, nullptr, &listener_);
+      s != Status::kSuccess)
+    return s;
+  sockaddr_in any{};
+  any.sin_family = AF_INET;
+  any.sin_port = htons(port);
+  return listener_->listen(reinterpret_cast<const sockaddr*>(&any), sizeof(any), nullptr, nullptr);
+}
+
+void FirstRequest::on_connect(void* ctx, Connector* c) noexcept {
+  auto* self = static_cast<FirstRequest*>(ctx);
+  Connector* none = nullptr;
+  if (!self->first_.compare_exchange_strong(none, c)) {  // one connection only
+    (void)c->reject(nullptr, 0);
+    (void)c->close();
+    return;
+  }
+  Done::on_request(&self->arrived_, Status::kSuccess);
+}
+
+Handle<Connector> FirstRequest::wait(std::chrono::milliseconds t) {
+  if (!arrived_.wait(t)) return {};
+  return Handle<Connector>(first_.load());
+}
+
+Status connect_retry(Adapter& adapter, Qp& qp, const sockaddr_in& dst,
+                     std::span<const uint8_t> private_data, std::chrono::milliseconds patience,
+                     Handle<Connector>* conn) {
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  for (;;) {
+    if (Status s = create_connector(adapter, nullptr, nullptr, conn); s != Status::kSuccess)
+      return s;
+    Done connected;
+    const Status s =
+        (*conn)->connect(qp, nullptr, 0, reinterpret_cast<const sockaddr*>(&dst), sizeof(dst), 1, 1,
+                         private_data.data(), static_cast<uint32_t>(private_data.size()),
+                         &Done::on_request, &connected);
+    if (s != Status::kPending) return s;
+    const std::optional<Status> r = connected.wait(patience);
+    if (!r) return Status::kIoTimeout;
+    if (*r == Status::kSuccess) return Status::kSuccess;
+    if ((*r != Status::kConnectionRefused && *r != Status::kHostUnreachable) ||
+        std::chrono::steady_clock::now() >= deadline)
+      return *r;
+    conn->reset();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the peer is still starting
+  }
+}
+
 size_t poll_cq(Cq& cq, std::vector<ResultEx>& out, size_t want, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   ResultEx r[32];

@@ -14,13 +14,17 @@
 // Tools call take_nic_options() first, which removes these from argv, then parse their own.
 #pragma once
 
+#include <netinet/in.h>
+
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -97,6 +101,33 @@ class Done {
   std::condition_variable cv_;
   std::optional<Status> status_;
 };
+
+// Creates an MR of `pd` and registers [p, p + n) with mr_flag rights `flags`; the handle keeps
+// it registered. kSuccess with *mr and *token (local = remote token) set, or the failing status.
+Status register_buffer(Pd& pd, void* p, size_t n, uint32_t flags, Handle<Mr>* mr, uint32_t* token);
+
+// Listens on `port` of every adapter address and keeps the first connection request; later
+// ones are rejected (the tools serve one connection).
+class FirstRequest {
+ public:
+  Status listen(Adapter& adapter, uint16_t port);
+  // The request's connector once one came within `t` (the caller owns it), else empty.
+  Handle<Connector> wait(std::chrono::milliseconds t);
+
+ private:
+  static void on_connect(void* ctx, Connector* c) noexcept;
+  Handle<Listener> listener_;
+  std::atomic<Connector*> first_{nullptr};
+  Done arrived_;
+};
+
+// Connects `qp` to `dst` (its port set) through a new connector, retrying with a fresh one
+// while the peer does not listen yet (kConnectionRefused) or does not answer ARP yet
+// (kHostUnreachable), for up to `patience`: a peer process started at the same time may not be
+// up. kSuccess with *conn set (get_connection_data, then complete_connect), else the last status.
+Status connect_retry(Adapter& adapter, Qp& qp, const sockaddr_in& dst,
+                     std::span<const uint8_t> private_data, std::chrono::milliseconds patience,
+                     Handle<Connector>* conn);
 
 // Polls `cq` into `out` until it has at least `want` entries or `timeout` passes; yields the CPU
 // after a run of empty polls (small machines: the engine, the control thread and a peer share

@@ -87,10 +87,8 @@ struct Peer {
   std::vector<Handle<Mr>> mrs;
   Handle<Qp> qp;
   QpConnectExtension* qpx = nullptr;
-  Handle<Listener> listener;
+  FirstRequest listener;
   Handle<Connector> conn;
-  std::atomic<Connector*> incoming{nullptr};
-  Done requested;
   Done peer_disconnected;
   std::vector<ResultEx> done;  // every completion, in order
   size_t sends = 0, recvs = 0, reads = 0, writes = 0;
@@ -98,12 +96,11 @@ struct Peer {
 
   uint32_t reg(void* p, size_t n, uint32_t flags) {
     Handle<Mr> mr;
-    if (nic.pd().create_mr(false, nullptr, nullptr, &mr) != Status::kSuccess ||
-        mr->register_mr(p, n, flags, nullptr, nullptr) != Status::kSuccess)
+    uint32_t token = 0;
+    if (register_buffer(nic.pd(), p, n, flags, &mr, &token) != Status::kSuccess)
       fail("register_mr");
-    const uint32_t k = mr->get_local_token();
     mrs.push_back(std::move(mr));
-    return k;
+    return token;
   }
   void make_qp(uint32_t sq, uint32_t rq) {
     if (nic.adapter().create_cq(4 * (sq + rq) + 8, nullptr, nullptr, nullptr, nullptr, &cq) !=
@@ -132,30 +129,12 @@ struct Peer {
   }
   // Listens on `port`; the first connection request is kept (later ones are rejected).
   void listen(uint16_t port) {
-    if (create_listener(nic.adapter(), &Peer::on_connect, this, nullptr, nullptr, &listener) !=
-        Status::kSuccess)
-      fail("create_listener");
-    sockaddr_in any{};
-    any.sin_family = AF_INET;
-    any.sin_port = htons(port);
-    if (listener->listen(reinterpret_cast<const sockaddr*>(&any), sizeof(any), nullptr, nullptr) !=
-        Status::kSuccess)
-      fail("listen");
-  }
-  static void on_connect(void* ctx, Connector* c) {
-    auto* self = static_cast<Peer*>(ctx);
-    Connector* none = nullptr;
-    if (!self->incoming.compare_exchange_strong(none, c)) {
-      (void)c->reject(nullptr, 0);
-      (void)c->close();
-      return;
-    }
-    Done::on_request(&self->requested, Status::kSuccess);
+    if (listener.listen(nic.adapter(), port) != Status::kSuccess) fail("listen");
   }
   // Waits for the request, then accepts it with the QP.
   void accept() {
-    if (!requested.wait(120s)) fail("no connection request");
-    conn = Handle<Connector>(incoming.load());
+    conn = listener.wait(120s);
+    if (!conn) fail("no connection request");
     Done accepted;
     if (conn->accept(*qp, 1, 1, nullptr, 0, &Done::on_event, &peer_disconnected, &Done::on_request,
                      &accepted) != Status::kPending)
@@ -262,24 +241,9 @@ struct Options {
 // Connects, retrying while the peer is not listening yet (REJ: no listener) or not answering
 // ARP yet, for up to 60 s: the stock tool in the guest starts at about the same time.
 void connect_retry(Peer& p, const sockaddr_in& dst) {
-  const auto t0 = Clock::now();
-  for (;;) {
-    if (create_connector(p.nic.adapter(), nullptr, nullptr, &p.conn) != Status::kSuccess)
-      fail("create_connector");
-    Done connected;
-    if (p.conn->connect(*p.qp, nullptr, 0, reinterpret_cast<const sockaddr*>(&dst), sizeof(dst), 1,
-                        1, nullptr, 0, &Done::on_request, &connected) != Status::kPending)
-      fail("connect");
-    const auto c = connected.wait(60s);
-    if (c && *c == Status::kSuccess) return;
-    if (c && (*c == Status::kConnectionRefused || *c == Status::kHostUnreachable) &&
-        Clock::now() - t0 < 60s) {
-      p.conn.reset();
-      std::this_thread::sleep_for(200ms);
-      continue;
-    }
-    fail("connect completed with " + std::string(c ? to_string(*c) : "nothing"));
-  }
+  if (Status s = tools::connect_retry(p.nic.adapter(), *p.qp, dst, {}, 60s, &p.conn);
+      s != Status::kSuccess)
+    fail("connect completed with " + std::string(to_string(s)));
 }
 
 // ---- rping ------------------------------------------------------------------------------------

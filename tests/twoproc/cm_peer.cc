@@ -103,28 +103,14 @@ struct Peer {
   uint32_t kwin = 0, ksrc = 0, krecv = 0;
   Handle<Qp> qp;
   QpConnectExtension* qpx = nullptr;
-  Handle<Listener> listener;
+  FirstRequest listener;
   Handle<Connector> conn;
-  // The listener's connect event (control thread): the first request is kept, later ones are
-  // rejected.
-  std::atomic<Connector*> incoming{nullptr};
-  Done requested;
 
   uint32_t reg(Handle<Mr>& mr, void* p, size_t n, uint32_t flags) {
-    if (nic.pd().create_mr(false, nullptr, nullptr, &mr) != Status::kSuccess ||
-        mr->register_mr(p, n, flags, nullptr, nullptr) != Status::kSuccess)
+    uint32_t token = 0;
+    if (register_buffer(nic.pd(), p, n, flags, &mr, &token) != Status::kSuccess)
       fail("register_mr");
-    return mr->get_local_token();
-  }
-  static void on_connect(void* ctx, Connector* c) {
-    auto* self = static_cast<Peer*>(ctx);
-    Connector* none = nullptr;
-    if (!self->incoming.compare_exchange_strong(none, c)) {  // one connection only
-      (void)c->reject(nullptr, 0);
-      (void)c->close();
-      return;
-    }
-    Done::on_request(&self->requested, Status::kSuccess);
+    return token;
   }
 };
 
@@ -257,19 +243,11 @@ int run(int argc, char** argv) {
     return *w;
   };
   if (server) {
-    if (create_listener(ad, &Peer::on_connect, &p, nullptr, nullptr, &p.listener) !=
-        Status::kSuccess)
-      fail("create_listener");
-    sockaddr_in any{};
-    any.sin_family = AF_INET;
-    any.sin_port = htons(port);
-    if (p.listener->listen(reinterpret_cast<const sockaddr*>(&any), sizeof(any), nullptr,
-                           nullptr) != Status::kSuccess)
-      fail("listen");
+    if (p.listener.listen(ad, port) != Status::kSuccess) fail("listen");
     std::printf("cm-peer: listening on port %u\n", port);
     std::fflush(stdout);
-    if (!p.requested.wait(120s)) fail("no connection request");
-    p.conn = Handle<Connector>(p.incoming.load());
+    p.conn = p.listener.wait(120s);
+    if (!p.conn) fail("no connection request");
     peer_win = window_from(*p.conn, "REQ");
     Done accepted;
     if (p.conn->accept(*p.qp, 1, 1, mine.data(), static_cast<uint32_t>(mine.size()),
@@ -285,26 +263,8 @@ int run(int argc, char** argv) {
     dst.sin_port = htons(port);
     if (::inet_pton(AF_INET, connect_to.c_str(), &dst.sin_addr) != 1) fail("bad --connect address");
     // The server may not listen yet: the connect is retried with a new connector.
-    for (;;) {
-      if (create_connector(ad, nullptr, nullptr, &p.conn) != Status::kSuccess)
-        fail("create_connector");
-      Done connected;
-      const Status s = p.conn->connect(
-          *p.qp, nullptr, 0, reinterpret_cast<const sockaddr*>(&dst), sizeof(dst), 1, 1,
-          mine.data(), static_cast<uint32_t>(mine.size()), &Done::on_request, &connected);
-      if (s != Status::kPending) fail("connect: " + std::string(to_string(s)));
-      const auto r = connected.wait(60s);
-      if (r && *r == Status::kSuccess) break;
-      // Refused (no listener yet) or unreachable (its adapter is not up yet, so nobody
-      // answers ARP): the server is still starting.
-      if (r && (*r == Status::kConnectionRefused || *r == Status::kHostUnreachable) &&
-          Clock::now() - t0 < 60s) {
-        p.conn.reset();
-        std::this_thread::sleep_for(100ms);
-        continue;
-      }
-      fail("connect completed with " + std::string(r ? to_string(*r) : "nothing"));
-    }
+    if (Status s = connect_retry(ad, *p.qp, dst, mine, 60s, &p.conn); s != Status::kSuccess)
+      fail("connect completed with " + std::string(to_string(s)));
     peer_win = window_from(*p.conn, "REP");
     if (p.conn->complete_connect(&Done::on_event, &peer_disconnected, nullptr, nullptr) !=
         Status::kSuccess)
