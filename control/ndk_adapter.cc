@@ -359,19 +359,11 @@ void release_successor(ObjectImpl* o) noexcept {
 // ---- CQ and PD construction (the rest of them is in ndk_cq.cc / ndk_pd.cc) -------------------
 
 CqImpl::CqImpl(AdapterImpl* a, uint32_t d, CqNotificationCallback cb, void* ctx)
-    : ObjectImpl(ObjectType::kCq, a),
-      pub_(this),
-      ext_(this),
-      cq(d),
-      depth(d),
-      notify_cb(cb),
-      notify_ctx(ctx) {
+    : ImplOf(ObjectType::kCq, a), ext_(this), cq(d), depth(d), notify_cb(cb), notify_ctx(ctx) {
   cq.set_doorbell(&a->doorbell);
 }
 
-PdImpl::PdImpl(AdapterImpl* a) : ObjectImpl(ObjectType::kPd, a), pub_(this) {
-  pd = a->ctl->alloc_pd();
-}
+PdImpl::PdImpl(AdapterImpl* a) : ImplOf(ObjectType::kPd, a) { pd = a->ctl->alloc_pd(); }
 
 }  // namespace detail
 

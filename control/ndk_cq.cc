@@ -22,32 +22,30 @@ Status CqImpl::teardown_locked() {
 
 }  // namespace detail
 
-Cq::Cq(detail::CqImpl* impl) noexcept : Object(impl), cq_(impl) {}
-
 // A closing CQ (its close pends until its QPs are closed) returns nothing and ignores arms: the
 // consumer gave it up (ndkpi.md §1.4), and its notifications have stopped. A null result array
 // with a non-zero size cannot be written: nothing is taken from the ring.
 size_t Cq::get_results(std::span<Result> results) noexcept {
-  if (results.data() == nullptr || detail::is_closing(cq_)) return 0;
-  return cq_->cq.poll(results);
+  if (results.data() == nullptr || detail::is_closing(impl())) return 0;
+  return impl()->cq.poll(results);
 }
 
 size_t Cq::get_results_ex(std::span<ResultEx> results) noexcept {
-  if (results.data() == nullptr || detail::is_closing(cq_)) return 0;
-  return cq_->cq.poll(results);
+  if (results.data() == nullptr || detail::is_closing(impl())) return 0;
+  return impl()->cq.poll(results);
 }
 
 void Cq::arm(CqNotify type) noexcept {
-  if (detail::is_closing(cq_)) return;
+  if (detail::is_closing(impl())) return;
   switch (type) {
     case CqNotify::kErrors:
-      cq_->cq.arm(dp::Cq::kArmErrors);
+      impl()->cq.arm(dp::Cq::kArmErrors);
       break;
     case CqNotify::kAny:
-      cq_->cq.arm(dp::Cq::kArmAny);
+      impl()->cq.arm(dp::Cq::kArmAny);
       break;
     case CqNotify::kSolicited:
-      cq_->cq.arm(dp::Cq::kArmSolicited);
+      impl()->cq.arm(dp::Cq::kArmSolicited);
       break;
     default:
       break;  // NdkArmCq is VOID: an unknown type is ignored
@@ -55,18 +53,18 @@ void Cq::arm(CqNotify type) noexcept {
 }
 
 Status Cq::resize(uint32_t, RequestCompletion, void*) noexcept {
-  return detail::is_closing(cq_) ? Status::kInvalidDeviceState : Status::kNotSupported;
+  return detail::is_closing(impl()) ? Status::kInvalidDeviceState : Status::kNotSupported;
 }
 
 Status Cq::control_interrupt_moderation(uint32_t interval_us, uint32_t count) noexcept {
-  if (detail::is_closing(cq_)) return Status::kInvalidDeviceState;
-  constexpr uint32_t kMax = UINT32_MAX;                        // MAXULONG
-  const bool count_off = count == kMax || count > cq_->depth;  // interval only
+  if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
+  constexpr uint32_t kMax = UINT32_MAX;                           // MAXULONG
+  const bool count_off = count == kMax || count > impl()->depth;  // interval only
   // ndkpi.md §3.4: "count only" with "interval only" is a contradiction.
   if (interval_us == kMax && count_off) return Status::kInvalidParameterMix;
-  std::lock_guard lk(cq_->adapter->mu);
-  cq_->mod_interval_us = interval_us;
-  cq_->mod_count = count_off ? kMax : count;
+  std::lock_guard lk(impl()->adapter->mu);
+  impl()->mod_interval_us = interval_us;
+  impl()->mod_count = count_off ? kMax : count;
   return Status::kSuccess;
 }
 

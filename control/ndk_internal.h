@@ -147,6 +147,16 @@ struct ObjectImpl {
   bool keep_shell = false;
 };
 
+// The provider side of the concrete object type `Pub` (Cq, Pd, Mr, Mw, Srq, Qp; object.h): owns
+// the public object, made with this, and finds itself from one.
+template <class Self, class Pub>
+struct ImplOf : ObjectImpl {
+  ImplOf(ObjectType t, AdapterImpl* a) noexcept : ObjectImpl(t, a), pub_(this) {}
+  Object& pub() noexcept final { return pub_; }
+  static Self* of(Pub& o) noexcept { return o.impl(); }
+  Pub pub_;
+};
+
 // A mailbox message for the engine, submitted by the control thread in queue order.
 struct EngineOp {
   dp::MailboxMsg msg;
@@ -158,15 +168,12 @@ struct EngineOp {
   std::function<void(Status)> then;
 };
 
-struct CqImpl final : ObjectImpl {
+struct CqImpl final : ImplOf<CqImpl, Cq> {
   CqImpl(AdapterImpl* a, uint32_t depth, CqNotificationCallback cb, void* ctx);
-  Object& pub() noexcept override { return pub_; }
   void* extension(const ExtensionId& id, Version v) noexcept override;
   Status teardown_locked() override;
   void stop_events() noexcept override { events_.store(false, std::memory_order_release); }
 
-  static CqImpl* of(Cq& o) noexcept { return o.cq_; }
-  Cq pub_;
   CqExtension ext_;
   dp::Cq cq;
   const uint32_t depth;
@@ -183,27 +190,21 @@ struct CqImpl final : ObjectImpl {
   bool overrun_reported = false;
 };
 
-struct PdImpl final : ObjectImpl {
+struct PdImpl final : ImplOf<PdImpl, Pd> {
   explicit PdImpl(AdapterImpl* a);
-  Object& pub() noexcept override { return pub_; }
   Status teardown_locked() override;
   bool closes_inline() const noexcept override { return true; }
 
-  static PdImpl* of(Pd& o) noexcept { return o.pd_; }
-  Pd pub_;
   uint32_t pd = 0;          // the dataplane PD number
   uint32_t priv_token = 0;  // the privileged token's key, once asked for (under mu)
 };
 
-struct MrImpl final : ObjectImpl {
+struct MrImpl final : ImplOf<MrImpl, Mr> {
   MrImpl(AdapterImpl* a, PdImpl* pd, bool fast);
-  Object& pub() noexcept override { return pub_; }
   Status teardown_locked() override;
   bool closes_inline() const noexcept override { return true; }
 
   enum class State : uint8_t { kEmpty, kRegistered, kFrmr };
-  static MrImpl* of(Mr& o) noexcept { return o.mr_; }
-  Mr pub_;
   PdImpl* const pd;
   const bool fast;
   // Written by the MR's calls (serialised by the consumer) and, for the key, by FastRegister
@@ -217,27 +218,21 @@ struct MrImpl final : ObjectImpl {
   std::atomic<bool> remote_ok{false};
 };
 
-struct MwImpl final : ObjectImpl {
+struct MwImpl final : ImplOf<MwImpl, Mw> {
   MwImpl(AdapterImpl* a, PdImpl* pd);
-  Object& pub() noexcept override { return pub_; }
   Status teardown_locked() override;
   bool closes_inline() const noexcept override { return true; }
 
-  static MwImpl* of(Mw& o) noexcept { return o.mw_; }
-  Mw pub_;
   PdImpl* const pd;
   std::atomic<uint32_t> key{0};  // the latest bind's key (or the unbound window's)
 };
 
-struct SrqImpl final : ObjectImpl {
+struct SrqImpl final : ImplOf<SrqImpl, Srq> {
   SrqImpl(AdapterImpl* a, PdImpl* pd, uint32_t depth, uint32_t max_sge, SrqNotificationCallback cb,
           void* ctx);
-  Object& pub() noexcept override { return pub_; }
   Status teardown_locked() override;
   void stop_events() noexcept override { events_.store(false, std::memory_order_release); }
 
-  static SrqImpl* of(Srq& o) noexcept { return o.srq_; }
-  Srq pub_;
   PdImpl* const pd;
   dp::Srq srq;
   const SrqNotificationCallback notify_cb;
@@ -245,15 +240,12 @@ struct SrqImpl final : ObjectImpl {
   std::atomic<bool> events_{true};
 };
 
-struct QpImpl final : ObjectImpl {
+struct QpImpl final : ImplOf<QpImpl, Qp> {
   QpImpl(AdapterImpl* a, PdImpl* pd, CqImpl* rcq, CqImpl* scq, SrqImpl* srq,
          const dp::QpConfig& cfg);
-  Object& pub() noexcept override { return pub_; }
   void* extension(const ExtensionId& id, Version v) noexcept override;
   Status teardown_locked() override;
 
-  static QpImpl* of(Qp& o) noexcept { return o.qp_; }
-  Qp pub_;
   QpExtension ext_;
   QpConnectExtension conn_;
   PdImpl* const pd;

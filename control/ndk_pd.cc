@@ -40,8 +40,7 @@ Status PdImpl::teardown_locked() {
   return Status::kSuccess;
 }
 
-MrImpl::MrImpl(AdapterImpl* a, PdImpl* p, bool f)
-    : ObjectImpl(ObjectType::kMr, a), pub_(this), pd(p), fast(f) {}
+MrImpl::MrImpl(AdapterImpl* a, PdImpl* p, bool f) : ImplOf(ObjectType::kMr, a), pd(p), fast(f) {}
 
 Status MrImpl::teardown_locked() {
   if (state.load(std::memory_order_relaxed) != State::kEmpty) {
@@ -54,7 +53,7 @@ Status MrImpl::teardown_locked() {
   return Status::kSuccess;
 }
 
-MwImpl::MwImpl(AdapterImpl* a, PdImpl* p) : ObjectImpl(ObjectType::kMw, a), pub_(this), pd(p) {}
+MwImpl::MwImpl(AdapterImpl* a, PdImpl* p) : ImplOf(ObjectType::kMw, a), pd(p) {}
 
 Status MwImpl::teardown_locked() {
   // Unbinds the window if it is bound (its region's bound count drops), then frees it.
@@ -64,12 +63,7 @@ Status MwImpl::teardown_locked() {
 
 SrqImpl::SrqImpl(AdapterImpl* a, PdImpl* p, uint32_t depth, uint32_t max_sge,
                  SrqNotificationCallback cb, void* ctx)
-    : ObjectImpl(ObjectType::kSrq, a),
-      pub_(this),
-      pd(p),
-      srq(depth, max_sge),
-      notify_cb(cb),
-      notify_ctx(ctx) {
+    : ImplOf(ObjectType::kSrq, a), pd(p), srq(depth, max_sge), notify_cb(cb), notify_ctx(ctx) {
   srq.set_doorbell(&a->doorbell);
 }
 
@@ -84,17 +78,15 @@ Status SrqImpl::teardown_locked() {
 
 // ---- Pd -----------------------------------------------------------------------------------------
 
-Pd::Pd(detail::PdImpl* impl) noexcept : Object(impl), pd_(impl) {}
-
 // A PD whose close was requested (or that the adapter's close tore down: the MR table is gone
 // then) creates nothing: checked first, before anything of the adapter is used.
 Status Pd::create_mr(bool fast_register, CreateCompletion, void*, Handle<Mr>* out) noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
-  if (detail::is_closing(pd_)) return Status::kInvalidDeviceState;
+  if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
   return detail::guarded([&] {
-    auto mr = std::make_unique<detail::MrImpl>(pd_->adapter, pd_, fast_register);
-    std::lock_guard lk(pd_->adapter->mu);
-    if (Status s = detail::adopt_child(pd_, mr.get()); s != Status::kSuccess) return s;
+    auto mr = std::make_unique<detail::MrImpl>(impl()->adapter, impl(), fast_register);
+    std::lock_guard lk(impl()->adapter->mu);
+    if (Status s = detail::adopt_child(impl(), mr.get()); s != Status::kSuccess) return s;
     *out = Handle<Mr>(&mr.release()->pub_);
     return Status::kSuccess;
   });
@@ -102,16 +94,17 @@ Status Pd::create_mr(bool fast_register, CreateCompletion, void*, Handle<Mr>* ou
 
 Status Pd::create_mw(CreateCompletion, void*, Handle<Mw>* out) noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
-  if (detail::is_closing(pd_)) return Status::kInvalidDeviceState;
+  if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
   return detail::guarded([&] {
-    auto mw = std::make_unique<detail::MwImpl>(pd_->adapter, pd_);
-    std::lock_guard lk(pd_->adapter->mu);
+    auto mw = std::make_unique<detail::MwImpl>(impl()->adapter, impl());
+    std::lock_guard lk(impl()->adapter->mu);
     uint32_t key = 0;
-    if (Status s = pd_->adapter->ctl->mrs().alloc_window(pd_->pd, &key); s != Status::kSuccess)
+    if (Status s = impl()->adapter->ctl->mrs().alloc_window(impl()->pd, &key);
+        s != Status::kSuccess)
       return s;
     mw->key.store(key, std::memory_order_relaxed);
-    if (Status s = detail::adopt_child(pd_, mw.get()); s != Status::kSuccess) {
-      (void)pd_->adapter->ctl->mrs().deregister(key);
+    if (Status s = detail::adopt_child(impl(), mw.get()); s != Status::kSuccess) {
+      (void)impl()->adapter->ctl->mrs().deregister(key);
       return s;
     }
     *out = Handle<Mw>(&mw.release()->pub_);
@@ -122,20 +115,21 @@ Status Pd::create_mw(CreateCompletion, void*, Handle<Mw>* out) noexcept {
 Status Pd::create_srq(uint32_t depth, uint32_t max_receive_request_sge, uint32_t notify_threshold,
                       SrqNotificationCallback notification, void* notification_context,
                       CreateCompletion, void*, Handle<Srq>* out) noexcept {
-  const AdapterInfo& info = pd_->adapter->info;
+  const AdapterInfo& info = impl()->adapter->info;
   if (out == nullptr || depth == 0 || depth > info.max_srq_depth ||
       max_receive_request_sge > info.max_receive_request_sge)
     return Status::kInvalidParameter;
-  if (detail::is_closing(pd_)) return Status::kInvalidDeviceState;
+  if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
   return detail::guarded([&] {
-    auto srq = std::make_unique<detail::SrqImpl>(pd_->adapter, pd_, depth, max_receive_request_sge,
-                                                 notification, notification_context);
+    auto srq =
+        std::make_unique<detail::SrqImpl>(impl()->adapter, impl(), depth, max_receive_request_sge,
+                                          notification, notification_context);
     // Armed at creation, checked only as receives are consumed (an empty new SRQ is not "below
     // the threshold" until the consumer has posted to it).
     if (notify_threshold != 0) srq->srq.arm_limit(notify_threshold, false);
-    std::lock_guard lk(pd_->adapter->mu);
-    if (Status s = detail::adopt_child(pd_, srq.get()); s != Status::kSuccess) return s;
-    pd_->adapter->srqs.push_back(srq.get());
+    std::lock_guard lk(impl()->adapter->mu);
+    if (Status s = detail::adopt_child(impl(), srq.get()); s != Status::kSuccess) return s;
+    impl()->adapter->srqs.push_back(srq.get());
     *out = Handle<Srq>(&srq.release()->pub_);
     return Status::kSuccess;
   });
@@ -143,120 +137,122 @@ Status Pd::create_srq(uint32_t depth, uint32_t max_receive_request_sge, uint32_t
 
 Status Pd::get_privileged_memory_region_token(uint32_t* token) noexcept {
   if (token == nullptr) return Status::kInvalidParameter;
-  std::lock_guard lk(pd_->adapter->mu);
+  std::lock_guard lk(impl()->adapter->mu);
   // A PD whose close pends (it still has successors) hands out nothing new, like its creates.
-  if (pd_->adapter->shutting_down || pd_->life != detail::Life::kLive)
+  if (impl()->adapter->shutting_down || impl()->life != detail::Life::kLive)
     return Status::kInvalidDeviceState;
-  if (pd_->priv_token == 0) {
+  if (impl()->priv_token == 0) {
     // The whole address space but page 0, local read and write, never remote (ndkpi.md §4.4):
     // logical addresses are virtual addresses here.
     uint32_t key = 0;
-    const Status s = pd_->adapter->ctl->mrs().register_region(
-        pd_->pd, kPageSize, UINT64_MAX - kPageSize, dp::access::kLocalWrite, &key);
+    const Status s = impl()->adapter->ctl->mrs().register_region(
+        impl()->pd, kPageSize, UINT64_MAX - kPageSize, dp::access::kLocalWrite, &key);
     if (s != Status::kSuccess) return s;
-    pd_->priv_token = key;
+    impl()->priv_token = key;
   }
-  *token = pd_->priv_token;
+  *token = impl()->priv_token;
   return Status::kSuccess;
 }
 
 // ---- Mr -----------------------------------------------------------------------------------------
 
-Mr::Mr(detail::MrImpl* impl) noexcept : Object(impl), mr_(impl) {}
-
 Status Mr::register_mr(const void* address, size_t length, uint32_t flags, RequestCompletion,
                        void*) noexcept {
   // An MR whose close pends (a window is still bound to it) takes no new registration.
-  if (detail::is_closing(mr_)) return Status::kInvalidDeviceState;
+  if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
   const auto va = reinterpret_cast<uint64_t>(address);
   if (va == 0 || length == 0 || (flags & ~detail::kMrFlags) != 0 || length - 1 > UINT64_MAX - va)
     return Status::kInvalidParameter;
-  if (mr_->fast) return Status::kInvalidDeviceRequest;
-  if (length > mr_->adapter->info.max_registration_size) return Status::kInvalidBufferSize;
+  if (impl()->fast) return Status::kInvalidDeviceRequest;
+  if (length > impl()->adapter->info.max_registration_size) return Status::kInvalidBufferSize;
   if (!detail::mapped(va, length)) return Status::kInvalidBufferSize;
-  std::lock_guard lk(mr_->adapter->mu);
-  if (mr_->state.load(std::memory_order_relaxed) != detail::MrImpl::State::kEmpty)
+  std::lock_guard lk(impl()->adapter->mu);
+  if (impl()->state.load(std::memory_order_relaxed) != detail::MrImpl::State::kEmpty)
     return Status::kInvalidDeviceState;
   uint32_t key = 0;
   const uint32_t acc = dp::access_from_mr_flags(flags);
-  if (Status s = mr_->adapter->ctl->mrs().register_region(mr_->pd->pd, va, length, acc, &key);
+  if (Status s = impl()->adapter->ctl->mrs().register_region(impl()->pd->pd, va, length, acc, &key);
       s != Status::kSuccess)
     return s;
-  mr_->base.store(va, std::memory_order_relaxed);
-  mr_->length.store(length, std::memory_order_relaxed);
-  mr_->access.store(acc, std::memory_order_relaxed);
-  mr_->key.store(key, std::memory_order_relaxed);
+  impl()->base.store(va, std::memory_order_relaxed);
+  impl()->length.store(length, std::memory_order_relaxed);
+  impl()->access.store(acc, std::memory_order_relaxed);
+  impl()->key.store(key, std::memory_order_relaxed);
   // Release: a post on another thread that reads kRegistered (acquire) sees the fields.
-  mr_->state.store(detail::MrImpl::State::kRegistered, std::memory_order_release);
+  impl()->state.store(detail::MrImpl::State::kRegistered, std::memory_order_release);
   return Status::kSuccess;
 }
 
 Status Mr::deregister_mr(RequestCompletion, void*) noexcept {
   // The close already deregisters (once the bound windows are gone): kInvalidDeviceState, not
   // kDeviceBusy, so that the consumer does not retry on an object it has given up.
-  if (detail::is_closing(mr_)) return Status::kInvalidDeviceState;
-  std::lock_guard lk(mr_->adapter->mu);
-  if (mr_->state.load(std::memory_order_relaxed) != detail::MrImpl::State::kRegistered)
+  if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
+  std::lock_guard lk(impl()->adapter->mu);
+  if (impl()->state.load(std::memory_order_relaxed) != detail::MrImpl::State::kRegistered)
     return Status::kInvalidDeviceState;
-  if (Status s = mr_->adapter->ctl->mrs().deregister(mr_->key.load(std::memory_order_relaxed));
+  if (Status s =
+          impl()->adapter->ctl->mrs().deregister(impl()->key.load(std::memory_order_relaxed));
       s != Status::kSuccess)
     return s;  // kDeviceBusy: a window is bound
-  mr_->state.store(detail::MrImpl::State::kEmpty, std::memory_order_release);
-  mr_->key.store(0, std::memory_order_relaxed);
+  impl()->state.store(detail::MrImpl::State::kEmpty, std::memory_order_release);
+  impl()->key.store(0, std::memory_order_relaxed);
   return Status::kSuccess;
 }
 
 Status Mr::initialize_fast_register_mr(uint32_t adapter_page_count, bool remote_access,
                                        RequestCompletion, void*) noexcept {
-  if (detail::is_closing(mr_)) return Status::kInvalidDeviceState;
-  if (!mr_->fast) return Status::kInvalidDeviceRequest;
+  if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
+  if (!impl()->fast) return Status::kInvalidDeviceRequest;
   if (adapter_page_count == 0) return Status::kInvalidParameter;
-  if (adapter_page_count > mr_->adapter->info.frmr_page_count) return Status::kImplementationLimit;
+  if (adapter_page_count > impl()->adapter->info.frmr_page_count)
+    return Status::kImplementationLimit;
   return detail::guarded([&] {
-    std::lock_guard lk(mr_->adapter->mu);
-    if (mr_->state.load(std::memory_order_relaxed) != detail::MrImpl::State::kEmpty)
+    std::lock_guard lk(impl()->adapter->mu);
+    if (impl()->state.load(std::memory_order_relaxed) != detail::MrImpl::State::kEmpty)
       return Status::kInvalidDeviceState;
     uint32_t key = 0;
-    if (Status s = mr_->adapter->ctl->mrs().alloc_fast_register(mr_->pd->pd, adapter_page_count,
-                                                                remote_access, &key);
+    if (Status s = impl()->adapter->ctl->mrs().alloc_fast_register(
+            impl()->pd->pd, adapter_page_count, remote_access, &key);
         s != Status::kSuccess)
       return s == Status::kNoMemory ? Status::kInsufficientResources : s;
-    mr_->max_pages.store(adapter_page_count, std::memory_order_relaxed);
-    mr_->remote_ok.store(remote_access, std::memory_order_relaxed);
-    mr_->key.store(key, std::memory_order_relaxed);
-    mr_->state.store(detail::MrImpl::State::kFrmr, std::memory_order_release);
+    impl()->max_pages.store(adapter_page_count, std::memory_order_relaxed);
+    impl()->remote_ok.store(remote_access, std::memory_order_relaxed);
+    impl()->key.store(key, std::memory_order_relaxed);
+    impl()->state.store(detail::MrImpl::State::kFrmr, std::memory_order_release);
     return Status::kSuccess;
   });
 }
 
-uint32_t Mr::get_local_token() const noexcept { return mr_->key.load(std::memory_order_acquire); }
-uint32_t Mr::get_remote_token() const noexcept { return mr_->key.load(std::memory_order_acquire); }
+uint32_t Mr::get_local_token() const noexcept {
+  return impl()->key.load(std::memory_order_acquire);
+}
+uint32_t Mr::get_remote_token() const noexcept {
+  return impl()->key.load(std::memory_order_acquire);
+}
 
 // ---- Mw -----------------------------------------------------------------------------------------
 
-Mw::Mw(detail::MwImpl* impl) noexcept : Object(impl), mw_(impl) {}
-
-uint32_t Mw::get_remote_token() const noexcept { return mw_->key.load(std::memory_order_acquire); }
+uint32_t Mw::get_remote_token() const noexcept {
+  return impl()->key.load(std::memory_order_acquire);
+}
 
 // ---- Srq ----------------------------------------------------------------------------------------
 
-Srq::Srq(detail::SrqImpl* impl) noexcept : Object(impl), srq_(impl) {}
-
 Status Srq::receive(void* request_context, std::span<const Sge> sgl) noexcept {
-  if (detail::is_closing(srq_)) return Status::kInvalidDeviceState;
+  if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
   dp::RecvWqe w;
   w.request_context = request_context;
-  if (Status s = detail::fill_sgl(w, sgl, srq_->srq.max_sge()); s != Status::kSuccess) return s;
-  return srq_->srq.post(w);
+  if (Status s = detail::fill_sgl(w, sgl, impl()->srq.max_sge()); s != Status::kSuccess) return s;
+  return impl()->srq.post(w);
 }
 
 Status Srq::modify(uint32_t depth, uint32_t notify_threshold, RequestCompletion, void*) noexcept {
-  if (detail::is_closing(srq_)) return Status::kInvalidDeviceState;
-  if (depth > srq_->adapter->info.max_srq_depth) return Status::kInvalidParameter;
+  if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
+  if (depth > impl()->adapter->info.max_srq_depth) return Status::kInvalidParameter;
   return detail::guarded([&] {
-    std::lock_guard lk(srq_->adapter->mu);
-    if (depth != 0 && !srq_->srq.set_depth(depth)) return Status::kInvalidParameter;
-    if (notify_threshold != 0) srq_->srq.arm_limit(notify_threshold, true);
+    std::lock_guard lk(impl()->adapter->mu);
+    if (depth != 0 && !impl()->srq.set_depth(depth)) return Status::kInvalidParameter;
+    if (notify_threshold != 0) impl()->srq.arm_limit(notify_threshold, true);
     return Status::kSuccess;
   });
 }

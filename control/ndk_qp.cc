@@ -263,8 +263,7 @@ Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_contex
 }  // namespace
 
 QpImpl::QpImpl(AdapterImpl* a, PdImpl* p, CqImpl* r, CqImpl* s, SrqImpl* q, const dp::QpConfig& cfg)
-    : ObjectImpl(ObjectType::kQp, a),
-      pub_(this),
+    : ImplOf(ObjectType::kQp, a),
       ext_(this),
       conn_(this),
       pd(p),
@@ -357,7 +356,7 @@ Status Pd::create_qp(Cq& receive_cq, Cq& initiator_cq, void* qp_context,
                      uint32_t max_receive_request_sge, uint32_t max_initiator_request_sge,
                      uint32_t inline_data_size, CreateCompletion completion, void* request_context,
                      Handle<Qp>* out) noexcept {
-  return detail::create_qp(pd_, detail::CqImpl::of(receive_cq), detail::CqImpl::of(initiator_cq),
+  return detail::create_qp(impl(), detail::CqImpl::of(receive_cq), detail::CqImpl::of(initiator_cq),
                            nullptr, qp_context, receive_queue_depth, initiator_queue_depth,
                            max_receive_request_sge, max_initiator_request_sge, inline_data_size,
                            completion, request_context, out);
@@ -367,7 +366,7 @@ Status Pd::create_qp_with_srq(Cq& receive_cq, Cq& initiator_cq, Srq& srq, void* 
                               uint32_t initiator_queue_depth, uint32_t max_initiator_request_sge,
                               uint32_t inline_data_size, CreateCompletion completion,
                               void* request_context, Handle<Qp>* out) noexcept {
-  return detail::create_qp(pd_, detail::CqImpl::of(receive_cq), detail::CqImpl::of(initiator_cq),
+  return detail::create_qp(impl(), detail::CqImpl::of(receive_cq), detail::CqImpl::of(initiator_cq),
                            detail::SrqImpl::of(srq), qp_context, 0, initiator_queue_depth, 0,
                            max_initiator_request_sge, inline_data_size, completion, request_context,
                            out);
@@ -375,38 +374,37 @@ Status Pd::create_qp_with_srq(Cq& receive_cq, Cq& initiator_cq, Srq& srq, void* 
 
 // ---- Qp: posting --------------------------------------------------------------------------------
 
-Qp::Qp(detail::QpImpl* impl) noexcept : Object(impl), qp_(impl) {}
-
 Status Qp::send(void* request_context, std::span<const Sge> sgl, uint32_t flags) noexcept {
-  return detail::post_data(qp_, WrOpcode::kSend, request_context, sgl, flags, detail::kSendFlags,
-                           qp_->max_send_sge, 0, 0, 0);
+  return detail::post_data(impl(), WrOpcode::kSend, request_context, sgl, flags, detail::kSendFlags,
+                           impl()->max_send_sge, 0, 0, 0);
 }
 
 Status Qp::send_and_invalidate(void* request_context, std::span<const Sge> sgl, uint32_t flags,
                                uint32_t remote_token) noexcept {
-  return detail::post_data(qp_, WrOpcode::kSendWithInv, request_context, sgl, flags,
-                           detail::kSendFlags, qp_->max_send_sge, 0, 0, remote_token);
+  return detail::post_data(impl(), WrOpcode::kSendWithInv, request_context, sgl, flags,
+                           detail::kSendFlags, impl()->max_send_sge, 0, 0, remote_token);
 }
 
 Status Qp::read(void* request_context, std::span<const Sge> sgl, uint64_t remote_address,
                 uint32_t remote_token, uint32_t flags) noexcept {
-  return detail::post_data(qp_, WrOpcode::kRead, request_context, sgl, flags, detail::kReadFlags,
-                           qp_->max_read_sge, remote_address, remote_token, 0);
+  return detail::post_data(impl(), WrOpcode::kRead, request_context, sgl, flags, detail::kReadFlags,
+                           impl()->max_read_sge, remote_address, remote_token, 0);
 }
 
 Status Qp::write(void* request_context, std::span<const Sge> sgl, uint64_t remote_address,
                  uint32_t remote_token, uint32_t flags) noexcept {
-  return detail::post_data(qp_, WrOpcode::kWrite, request_context, sgl, flags, detail::kWriteFlags,
-                           qp_->max_send_sge, remote_address, remote_token, 0);
+  return detail::post_data(impl(), WrOpcode::kWrite, request_context, sgl, flags,
+                           detail::kWriteFlags, impl()->max_send_sge, remote_address, remote_token,
+                           0);
 }
 
 Status Qp::receive(void* request_context, std::span<const Sge> sgl) noexcept {
-  if (detail::is_closing(qp_)) return Status::kInvalidDeviceState;
-  if (qp_->srq != nullptr) return Status::kInvalidDeviceRequest;
+  if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
+  if (impl()->srq != nullptr) return Status::kInvalidDeviceRequest;
   dp::RecvWqe w;
   w.request_context = request_context;
-  if (Status s = detail::fill_sgl(w, sgl, qp_->max_recv_sge); s != Status::kSuccess) return s;
-  return qp_->qp.post_recv(w);
+  if (Status s = detail::fill_sgl(w, sgl, impl()->max_recv_sge); s != Status::kSuccess) return s;
+  return impl()->qp.post_recv(w);
 }
 
 Status Qp::fast_register(void* request_context, Mr& mr,
@@ -414,28 +412,29 @@ Status Qp::fast_register(void* request_context, Mr& mr,
                          uint64_t base_virtual_address, uint32_t flags) noexcept {
   using detail::fail;
   detail::MrImpl* m = detail::MrImpl::of(mr);
-  if (detail::is_closing(qp_) || detail::is_closing(m))
-    return fail(qp_, Status::kInvalidDeviceState);
-  if ((flags & ~detail::kFastRegisterFlags) != 0) return fail(qp_, Status::kInvalidParameter);
+  if (detail::is_closing(impl()) || detail::is_closing(m))
+    return fail(impl(), Status::kInvalidDeviceState);
+  if ((flags & ~detail::kFastRegisterFlags) != 0) return fail(impl(), Status::kInvalidParameter);
   // An MR of another PD (or of another adapter, whose PDs are never this QP's) is refused.
   // Acquire pairs with the release store of initialize_fast_register_mr.
-  if (m->pd != qp_->pd || m->state.load(std::memory_order_acquire) != detail::MrImpl::State::kFrmr)
-    return fail(qp_, Status::kInvalidParameter);
+  if (m->pd != impl()->pd ||
+      m->state.load(std::memory_order_acquire) != detail::MrImpl::State::kFrmr)
+    return fail(impl(), Status::kInvalidParameter);
   // The page array is read when the request executes: a null one with pages is malformed.
   if (adapter_page_array.data() == nullptr && !adapter_page_array.empty())
-    return fail(qp_, Status::kInvalidParameter);
+    return fail(impl(), Status::kInvalidParameter);
   // NdkFastRegister: remote rights need an MR initialised with RemoteAccess.
   if ((flags & detail::kRemoteRightBits) != 0 && !m->remote_ok.load(std::memory_order_relaxed))
-    return fail(qp_, Status::kAccessViolation);
+    return fail(impl(), Status::kAccessViolation);
   const size_t npages = adapter_page_array.size();
-  if (npages == 0 || fbo >= kPageSize) return fail(qp_, Status::kInvalidParameter);
+  if (npages == 0 || fbo >= kPageSize) return fail(impl(), Status::kInvalidParameter);
   if (npages > m->max_pages.load(std::memory_order_relaxed))
-    return fail(qp_, Status::kImplementationLimit);
-  if (length > npages * kPageSize - fbo) return fail(qp_, Status::kInvalidBufferSize);
+    return fail(impl(), Status::kImplementationLimit);
+  if (length > npages * kPageSize - fbo) return fail(impl(), Status::kInvalidBufferSize);
   // BaseVirtualAddress = FBO + n * PAGE_SIZE (ndkpi.md §4.3).
-  if (base_virtual_address % kPageSize != fbo) return fail(qp_, Status::kInvalidParameter);
+  if (base_virtual_address % kPageSize != fbo) return fail(impl(), Status::kInvalidParameter);
   for (uint64_t p : adapter_page_array) {
-    if (p == 0 || p % kPageSize != 0) return fail(qp_, Status::kInvalidParameter);
+    if (p == 0 || p % kPageSize != 0) return fail(impl(), Status::kInvalidParameter);
   }
   dp::SendWqe w;
   w.opcode = WrOpcode::kFastRegister;
@@ -449,41 +448,41 @@ Status Qp::fast_register(void* request_context, Mr& mr,
   w.access = dp::access_from_op_flags(flags);
   // The new token is readable as soon as this call returns (ndkpi.md §4.3).
   w.mr_key =
-      qp_->adapter->ctl->mrs().next_fast_register_key(m->key.load(std::memory_order_relaxed));
-  const Status s = detail::post(qp_, w);
+      impl()->adapter->ctl->mrs().next_fast_register_key(m->key.load(std::memory_order_relaxed));
+  const Status s = detail::post(impl(), w);
   if (s == Status::kSuccess) m->key.store(w.mr_key, std::memory_order_release);
   return s;
 }
 
 Status Qp::invalidate(void* request_context, Object& mr_or_mw, uint32_t flags) noexcept {
   using detail::fail;
-  if (detail::is_closing(qp_)) return fail(qp_, Status::kInvalidDeviceState);
-  if ((flags & ~detail::kLocalFlags) != 0) return fail(qp_, Status::kInvalidParameter);
+  if (detail::is_closing(impl())) return fail(impl(), Status::kInvalidDeviceState);
+  if ((flags & ~detail::kLocalFlags) != 0) return fail(impl(), Status::kInvalidParameter);
   uint32_t key = 0;
   // The object's type decides how it is read; any other type (a CQ, PD, QP, SRQ) is refused.
   // An MR or MW of another PD or adapter is refused by the PD comparison.
   if (mr_or_mw.object_type() == ObjectType::kMr) {
     detail::MrImpl* m = detail::MrImpl::of(static_cast<Mr&>(mr_or_mw));
-    if (detail::is_closing(m)) return fail(qp_, Status::kInvalidDeviceState);
+    if (detail::is_closing(m)) return fail(impl(), Status::kInvalidDeviceState);
     // Only fast-registered MRs are invalidated; a registered one is deregistered instead.
-    if (m->pd != qp_->pd ||
+    if (m->pd != impl()->pd ||
         m->state.load(std::memory_order_acquire) != detail::MrImpl::State::kFrmr)
-      return fail(qp_, Status::kInvalidParameter);
+      return fail(impl(), Status::kInvalidParameter);
     key = m->key.load(std::memory_order_acquire);
   } else if (mr_or_mw.object_type() == ObjectType::kMw) {
     detail::MwImpl* m = detail::MwImpl::of(static_cast<Mw&>(mr_or_mw));
-    if (detail::is_closing(m)) return fail(qp_, Status::kInvalidDeviceState);
-    if (m->pd != qp_->pd) return fail(qp_, Status::kInvalidParameter);
+    if (detail::is_closing(m)) return fail(impl(), Status::kInvalidDeviceState);
+    if (m->pd != impl()->pd) return fail(impl(), Status::kInvalidParameter);
     key = m->key.load(std::memory_order_acquire);
   } else {
-    return fail(qp_, Status::kInvalidParameter);
+    return fail(impl(), Status::kInvalidParameter);
   }
   dp::SendWqe w;
   w.opcode = WrOpcode::kLocalInvalidate;
   w.request_context = request_context;
   w.flags = flags;
   w.mr_key = key;
-  return detail::post(qp_, w);
+  return detail::post(impl(), w);
 }
 
 Status Qp::bind(void* request_context, Mr& mr, Mw& mw, const void* virtual_address, size_t length,
@@ -492,27 +491,28 @@ Status Qp::bind(void* request_context, Mr& mr, Mw& mw, const void* virtual_addre
   detail::MrImpl* m = detail::MrImpl::of(mr);
   detail::MwImpl* win = detail::MwImpl::of(mw);
   // An MR whose close pends (a window is still bound to it) takes no new window.
-  if (detail::is_closing(qp_) || detail::is_closing(m) || detail::is_closing(win))
-    return fail(qp_, Status::kInvalidDeviceState);
-  if ((flags & ~detail::kBindFlags) != 0) return fail(qp_, Status::kInvalidParameter);
+  if (detail::is_closing(impl()) || detail::is_closing(m) || detail::is_closing(win))
+    return fail(impl(), Status::kInvalidDeviceState);
+  if ((flags & ~detail::kBindFlags) != 0) return fail(impl(), Status::kInvalidParameter);
   const auto va = reinterpret_cast<uint64_t>(virtual_address);
   // Zero-based windows are not supported (ndkpi.md §2.2); a window lies inside its MR; the MR
   // and the window belong to this QP's PD (so not to another adapter).
-  if (m->pd != qp_->pd || win->pd != qp_->pd || va == 0 ||
+  if (m->pd != impl()->pd || win->pd != impl()->pd || va == 0 ||
       m->state.load(std::memory_order_acquire) != detail::MrImpl::State::kRegistered)
-    return fail(qp_, Status::kInvalidParameter);
-  if (length > qp_->adapter->info.max_window_size) return fail(qp_, Status::kInvalidBufferSize);
+    return fail(impl(), Status::kInvalidParameter);
+  if (length > impl()->adapter->info.max_window_size)
+    return fail(impl(), Status::kInvalidBufferSize);
   const uint64_t base = m->base.load(std::memory_order_relaxed);
   const uint64_t mlen = m->length.load(std::memory_order_relaxed);
   if (va < base || va - base > mlen || length > mlen - (va - base))
-    return fail(qp_, Status::kInvalidParameter);
+    return fail(impl(), Status::kInvalidParameter);
   // NdkBind: a window granting remote write (or atomics) needs an MR with local write.
   const uint32_t acc =
       dp::access_from_op_flags(flags & detail::kRemoteRightFlags) &
       (dp::access::kRemoteRead | dp::access::kRemoteWrite | dp::access::kRemoteAtomic);
   if ((acc & (dp::access::kRemoteWrite | dp::access::kRemoteAtomic)) != 0 &&
       (m->access.load(std::memory_order_relaxed) & dp::access::kLocalWrite) == 0)
-    return fail(qp_, Status::kAccessViolation);
+    return fail(impl(), Status::kAccessViolation);
   dp::SendWqe w;
   w.opcode = WrOpcode::kBind;
   w.request_context = request_context;
@@ -523,19 +523,19 @@ Status Qp::bind(void* request_context, Mr& mr, Mw& mw, const void* virtual_addre
   w.access = acc;
   // The window's new token is readable as soon as this call returns (ndkpi.md §2.2).
   w.mr_key =
-      qp_->adapter->ctl->mrs().next_fast_register_key(win->key.load(std::memory_order_relaxed));
-  const Status s = detail::post(qp_, w);
+      impl()->adapter->ctl->mrs().next_fast_register_key(win->key.load(std::memory_order_relaxed));
+  const Status s = detail::post(impl(), w);
   if (s == Status::kSuccess) win->key.store(w.mr_key, std::memory_order_release);
   return s;
 }
 
 void Qp::flush() noexcept {
-  if (detail::is_closing(qp_)) return;  // its close flushes it
-  detail::AdapterImpl* a = qp_->adapter;
+  if (detail::is_closing(impl())) return;  // its close flushes it
+  detail::AdapterImpl* a = impl()->adapter;
   (void)detail::guarded([&] {
-    auto op = detail::make_op(qp_, dp::MailboxMsg::Kind::kFlushQp);
+    auto op = detail::make_op(impl(), dp::MailboxMsg::Kind::kFlushQp);
     std::lock_guard lk(a->mu);
-    if (qp_->life == detail::Life::kLive) a->enqueue_op_locked(std::move(op));
+    if (impl()->life == detail::Life::kLive) a->enqueue_op_locked(std::move(op));
     return Status::kSuccess;
   });
 }

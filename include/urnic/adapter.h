@@ -133,9 +133,7 @@ class Adapter {
   Status query_extension(const ExtensionId& id, Version version, void** iface) noexcept;
   template <class E>
   E* query_extension() noexcept {
-    void* p = nullptr;
-    return query_extension(E::kId, E::kVersion, &p) == Status::kSuccess ? static_cast<E*>(p)
-                                                                        : nullptr;
+    return detail::query_extension_as<E>(*this);
   }
 
   detail::AdapterImpl& impl() noexcept { return *impl_; }

@@ -17,11 +17,7 @@
 
 namespace urnic {
 
-namespace detail {
-struct CqImpl;
-}  // namespace detail
-
-class Cq final : public Object {
+class Cq final : public detail::ObjectOf<detail::CqImpl> {
  public:
   // NdkGetCqResults: moves up to results.size() completions, oldest first, into `results`;
   // returns how many (0: none). Completions of one QP's send queue, and of one QP's receive
@@ -53,10 +49,7 @@ class Cq final : public Object {
   Status control_interrupt_moderation(uint32_t interval_us, uint32_t count) noexcept;
 
  private:
-  friend struct detail::CqImpl;
-  explicit Cq(detail::CqImpl* impl) noexcept;
-  ~Cq() = default;
-  detail::CqImpl* cq_;
+  using ObjectOf::ObjectOf;  // made by the provider only (object.h)
 };
 
 }  // namespace urnic

@@ -25,8 +25,6 @@
 namespace urnic {
 
 namespace detail {
-struct QpImpl;
-struct CqImpl;
 struct AdapterImpl;
 }  // namespace detail
 

@@ -22,11 +22,7 @@
 
 namespace urnic {
 
-namespace detail {
-struct MrImpl;
-}  // namespace detail
-
-class Mr final : public Object {
+class Mr final : public detail::ObjectOf<detail::MrImpl> {
  public:
   // NdkRegisterMr: registers [address, address + length) with mr_flag::* rights. kSuccess;
   // kInvalidParameter for a null address, zero length or unknown flags; kInvalidBufferSize for
@@ -55,10 +51,7 @@ class Mr final : public Object {
   uint32_t get_remote_token() const noexcept;
 
  private:
-  friend struct detail::MrImpl;
-  explicit Mr(detail::MrImpl* impl) noexcept;
-  ~Mr() = default;
-  detail::MrImpl* mr_;
+  using ObjectOf::ObjectOf;  // made by the provider only (object.h)
 };
 
 }  // namespace urnic

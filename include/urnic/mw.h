@@ -12,21 +12,14 @@
 
 namespace urnic {
 
-namespace detail {
-struct MwImpl;
-}  // namespace detail
-
-class Mw final : public Object {
+class Mw final : public detail::ObjectOf<detail::MwImpl> {
  public:
   // NdkGetRemoteTokenFromMw: the token of the window's latest bind, valid as soon as
   // Qp::bind returned (before its completion). Any thread.
   uint32_t get_remote_token() const noexcept;
 
  private:
-  friend struct detail::MwImpl;
-  explicit Mw(detail::MwImpl* impl) noexcept;
-  ~Mw() = default;
-  detail::MwImpl* mw_;
+  using ObjectOf::ObjectOf;  // made by the provider only (object.h)
 };
 
 }  // namespace urnic

@@ -63,7 +63,24 @@ struct ExtensionId {
 };
 
 namespace detail {
+// The provider's side of the objects (never complete in the public headers).
 struct ObjectImpl;
+struct CqImpl;
+struct PdImpl;
+struct MrImpl;
+struct MwImpl;
+struct SrqImpl;
+struct QpImpl;
+template <class Self, class Pub>
+struct ImplOf;
+
+// The typed query_extension<E>() of Object and Adapter.
+template <class E, class T>
+E* query_extension_as(T& object) noexcept {
+  void* p = nullptr;
+  return object.query_extension(E::kId, E::kVersion, &p) == Status::kSuccess ? static_cast<E*>(p)
+                                                                             : nullptr;
+}
 }  // namespace detail
 
 class Object {
@@ -93,16 +110,37 @@ class Object {
   // Typed form: E names its kId and kVersion (include/urnic/extensions.h). Null if unsupported.
   template <class E>
   E* query_extension() noexcept {
-    void* p = nullptr;
-    return query_extension(E::kId, E::kVersion, &p) == Status::kSuccess ? static_cast<E*>(p)
-                                                                        : nullptr;
+    return detail::query_extension_as<E>(*this);
   }
+
+  // The provider frees objects (on close); the consumer never deletes one.
+  static void operator delete(void*) = delete;
+  static void operator delete[](void*) = delete;
 
  protected:
   explicit Object(detail::ObjectImpl* impl) noexcept : impl_(impl) {}
   ~Object() = default;
   detail::ObjectImpl* impl_;
 };
+
+namespace detail {
+
+// The base of each concrete object type (Cq, Pd, Mr, Mw, Srq, Qp), `Impl` being its provider
+// side: the provider's ImplOf<Impl, type> makes, owns and destroys the public object, which no
+// one else can construct (each type inherits this constructor) or delete (Object). The calls
+// of the type reach their Impl through impl(), in the provider, where Impl is complete.
+template <class Impl>
+class ObjectOf : public Object {
+ protected:
+  Impl* impl() const noexcept { return static_cast<Impl*>(impl_); }
+
+ private:
+  template <class, class>
+  friend struct ImplOf;
+  explicit ObjectOf(ObjectImpl* impl) noexcept : Object(impl) {}
+};
+
+}  // namespace detail
 
 // Owns one object: closes it (without a completion) when destroyed or reset. close() hands the
 // object to an explicit close with a completion. Move-only. Safe to destroy, reset or close

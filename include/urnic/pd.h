@@ -20,11 +20,7 @@
 
 namespace urnic {
 
-namespace detail {
-struct PdImpl;
-}  // namespace detail
-
-class Pd final : public Object {
+class Pd final : public detail::ObjectOf<detail::PdImpl> {
  public:
   // NdkCreateMr: an MR object, for RegisterMr (fast_register false) or for
   // InitializeFastRegisterMr + FastRegister work requests (true). kSuccess with *out set, or
@@ -69,10 +65,7 @@ class Pd final : public Object {
   Status get_privileged_memory_region_token(uint32_t* token) noexcept;
 
  private:
-  friend struct detail::PdImpl;
-  explicit Pd(detail::PdImpl* impl) noexcept;
-  ~Pd() = default;
-  detail::PdImpl* pd_;
+  using ObjectOf::ObjectOf;  // made by the provider only (object.h)
 };
 
 }  // namespace urnic

@@ -50,11 +50,7 @@ namespace urnic {
 class Mr;
 class Mw;
 
-namespace detail {
-struct QpImpl;
-}  // namespace detail
-
-class Qp final : public Object {
+class Qp final : public detail::ObjectOf<detail::QpImpl> {
  public:
   // NdkSend: a SEND of the bytes the SGEs name. Flags: kSilentSuccess, kReadFence,
   // kSendAndSolicitEvent, kInline, kDefer.
@@ -119,10 +115,7 @@ class Qp final : public Object {
   void flush() noexcept;
 
  private:
-  friend struct detail::QpImpl;
-  explicit Qp(detail::QpImpl* impl) noexcept;
-  ~Qp() = default;
-  detail::QpImpl* qp_;
+  using ObjectOf::ObjectOf;  // made by the provider only (object.h)
 };
 
 }  // namespace urnic

@@ -16,11 +16,7 @@
 
 namespace urnic {
 
-namespace detail {
-struct SrqImpl;
-}  // namespace detail
-
-class Srq final : public Object {
+class Srq final : public detail::ObjectOf<detail::SrqImpl> {
  public:
   // NdkSrqReceive: posts one receive. The SGE memory is written when a send arrives, until the
   // receive completes. kSuccess; kDataOverrun for more SGEs than the SRQ's
@@ -40,10 +36,7 @@ class Srq final : public Object {
                 void* request_context) noexcept;
 
  private:
-  friend struct detail::SrqImpl;
-  explicit Srq(detail::SrqImpl* impl) noexcept;
-  ~Srq() = default;
-  detail::SrqImpl* srq_;
+  using ObjectOf::ObjectOf;  // made by the provider only (object.h)
 };
 
 }  // namespace urnic
