@@ -481,93 +481,69 @@ void MrTable::release_region(uint32_t region) noexcept {
 
 // ---- Engine side: writers ---------------------------------------------------------------------
 
-MrCheck MrTable::fast_register(uint32_t new_key, uint32_t pd, const uint64_t* pages,
-                               uint32_t npages, uint32_t fbo, uint64_t length, uint64_t base_va,
-                               uint32_t acc) noexcept {
-  const uint32_t idx = key_index(new_key);
-  if (idx == 0 || idx >= capacity_) return MrCheck::kInvalidKey;
-  Entry& e = entries_[idx];
-  acc &= access::kAll;
-  const uint64_t odd = e.lock();
-  // Checked under the lock: the state may change between a lock-free look and the write.
-  // IBTA §10.7.2.3: the region must be a fast-register region of the QP's PD in the Free state.
-  MrCheck r = MrCheck::kOk;
-  const Kind kind = e.kind.load(std::memory_order_relaxed);
-  const uint64_t mapped = uint64_t{npages} * kMrPageSize;  // <= 2^30 once npages is checked
-  if (kind == Kind::kFree) {
-    r = MrCheck::kInvalidKey;
-  } else if (kind == Kind::kRegistered || is_window(kind)) {
-    r = MrCheck::kBadState;
-  } else if (e.pd.load(std::memory_order_relaxed) != pd) {
-    r = MrCheck::kPdMismatch;
-  } else if (kind == Kind::kFrmrValid) {
-    r = MrCheck::kBadState;
-  } else if (key_tag(new_key) == e.tag.load(std::memory_order_relaxed)) {
-    r = MrCheck::kStaleKey;  // the FastRegister must bring a fresh tag (mr.h)
-  } else if ((acc & kRemoteRights) != 0 && !e.remote_ok) {
-    r = MrCheck::kAccessDenied;
-  } else if (npages > e.max_pages) {
-    r = MrCheck::kTooLarge;
-  } else if (fbo >= kMrPageSize || (npages != 0 && pages == nullptr)) {
-    r = MrCheck::kOutOfBounds;
-  } else if (mapped < fbo || length > mapped - fbo) {
-    r = MrCheck::kTooLarge;
-  } else if (length > std::numeric_limits<uint64_t>::max() - base_va) {
-    r = MrCheck::kOutOfBounds;
-  }
-  if (r == MrCheck::kOk) {
-    // One pass that stores and checks alignment. A misaligned page leaves a partly written list
-    // behind, which is harmless: the entry stays kFrmrInvalid, so no reader translates through
-    // it, and the seq bump below makes any in-flight reader retry.
-    std::atomic<uint64_t>* list = e.pages.load(std::memory_order_relaxed);
-    for (uint32_t i = 0; i < npages; ++i) {
-      if ((pages[i] & kPageMask) != 0 || pages[i] == 0) {
-        r = MrCheck::kOutOfBounds;
-        break;
-      }
-      list[i].store(pages[i], std::memory_order_relaxed);
-    }
-  }
-  if (r == MrCheck::kOk) {
-    e.fbo.store(fbo, std::memory_order_relaxed);
-    e.map(Kind::kFrmrValid, base_va, length, acc, key_tag(new_key));
-  }
-  e.unlock(odd);
-  return r;
-}
-
-MrCheck MrTable::invalidate(uint32_t key, uint32_t pd, uint32_t qpn) noexcept {
+// Writers check under the lock: the state may change between a lock-free look and the write.
+template <class F>
+MrCheck MrTable::locked(uint32_t key, F&& check) noexcept {
   const uint32_t idx = key_index(key);
   if (idx == 0 || idx >= capacity_) return MrCheck::kInvalidKey;
   Entry& e = entries_[idx];
   const uint64_t odd = e.lock();
-  MrCheck r = MrCheck::kOk;
   const Kind kind = e.kind.load(std::memory_order_relaxed);
-  if (kind == Kind::kFree) {
-    r = MrCheck::kInvalidKey;
-  } else if (key_tag(key) != e.tag.load(std::memory_order_relaxed)) {
-    r = MrCheck::kStaleKey;
-  } else if (kind == Kind::kFrmrInvalid || kind == Kind::kWindowInvalid) {
-    r = MrCheck::kInvalidated;
-  } else if (e.pd.load(std::memory_order_relaxed) != pd) {
-    r = MrCheck::kPdMismatch;
-  } else if (kind == Kind::kRegistered) {
-    r = MrCheck::kBadState;
-  } else if (kind == Kind::kWindowValid) {
-    // IBTA §10.6.7.2.4: a type 2 window is invalidated remotely only through its own QP.
-    if (qpn != 0 && e.qpn.load(std::memory_order_relaxed) != qpn) {
-      r = MrCheck::kAccessDenied;
-    } else {
+  const MrCheck r = kind == Kind::kFree ? MrCheck::kInvalidKey : check(e, kind);
+  e.unlock(odd);
+  return r;
+}
+
+MrCheck MrTable::fast_register(uint32_t new_key, uint32_t pd, const uint64_t* pages,
+                               uint32_t npages, uint32_t fbo, uint64_t length, uint64_t base_va,
+                               uint32_t acc) noexcept {
+  acc &= access::kAll;
+  // IBTA §10.7.2.3: the region must be a fast-register region of the QP's PD in the Free state.
+  return locked(new_key, [&](Entry& e, Kind kind) {
+    const uint64_t mapped = uint64_t{npages} * kMrPageSize;  // <= 2^30 once npages is checked
+    if (kind == Kind::kRegistered || is_window(kind)) return MrCheck::kBadState;
+    if (e.pd.load(std::memory_order_relaxed) != pd) return MrCheck::kPdMismatch;
+    if (kind == Kind::kFrmrValid) return MrCheck::kBadState;
+    if (key_tag(new_key) == e.tag.load(std::memory_order_relaxed)) {
+      return MrCheck::kStaleKey;  // the FastRegister must bring a fresh tag (mr.h)
+    }
+    if ((acc & kRemoteRights) != 0 && !e.remote_ok) return MrCheck::kAccessDenied;
+    if (npages > e.max_pages) return MrCheck::kTooLarge;
+    if (fbo >= kMrPageSize || (npages != 0 && pages == nullptr)) return MrCheck::kOutOfBounds;
+    if (mapped < fbo || length > mapped - fbo) return MrCheck::kTooLarge;
+    if (length > std::numeric_limits<uint64_t>::max() - base_va) return MrCheck::kOutOfBounds;
+    // One pass that stores and checks alignment. A misaligned page leaves a partly written list
+    // behind, which is harmless: the entry stays kFrmrInvalid, so no reader translates through
+    // it, and the seq bump at unlock makes any in-flight reader retry.
+    std::atomic<uint64_t>* list = e.pages.load(std::memory_order_relaxed);
+    for (uint32_t i = 0; i < npages; ++i) {
+      if ((pages[i] & kPageMask) != 0 || pages[i] == 0) return MrCheck::kOutOfBounds;
+      list[i].store(pages[i], std::memory_order_relaxed);
+    }
+    e.fbo.store(fbo, std::memory_order_relaxed);
+    e.map(Kind::kFrmrValid, base_va, length, acc, key_tag(new_key));
+    return MrCheck::kOk;
+  });
+}
+
+MrCheck MrTable::invalidate(uint32_t key, uint32_t pd, uint32_t qpn) noexcept {
+  return locked(key, [&](Entry& e, Kind kind) {
+    if (key_tag(key) != e.tag.load(std::memory_order_relaxed)) return MrCheck::kStaleKey;
+    if (kind == Kind::kFrmrInvalid || kind == Kind::kWindowInvalid) return MrCheck::kInvalidated;
+    if (e.pd.load(std::memory_order_relaxed) != pd) return MrCheck::kPdMismatch;
+    if (kind == Kind::kRegistered) return MrCheck::kBadState;
+    if (kind == Kind::kWindowValid) {
+      // IBTA §10.6.7.2.4: a type 2 window is invalidated remotely only through its own QP.
+      if (qpn != 0 && e.qpn.load(std::memory_order_relaxed) != qpn) return MrCheck::kAccessDenied;
       release_region(e.max_pages);  // nested: window, then region
       e.max_pages = 0;
       e.kind.store(Kind::kWindowInvalid, std::memory_order_relaxed);
+    } else {
+      // IBTA §10.6.6: Valid -> Free. The tag stays; the next FastRegister must bring a new one.
+      e.kind.store(Kind::kFrmrInvalid, std::memory_order_relaxed);
     }
-  } else {
-    // IBTA §10.6.6: Valid -> Free. The tag stays; the next FastRegister must bring a new one.
-    e.kind.store(Kind::kFrmrInvalid, std::memory_order_relaxed);
-  }
-  e.unlock(odd);
-  return r;
+    return MrCheck::kOk;
+  });
 }
 
 MrCheck MrTable::bind_window(uint32_t new_key, uint32_t pd, uint32_t qpn, uint32_t region_key,
@@ -577,55 +553,43 @@ MrCheck MrTable::bind_window(uint32_t new_key, uint32_t pd, uint32_t qpn, uint32
   if (idx == 0 || idx >= capacity_) return MrCheck::kInvalidKey;
   if (ridx == 0 || ridx >= capacity_ || ridx == idx) return MrCheck::kInvalidKey;
   acc &= access::kRemoteRead | access::kRemoteWrite | access::kRemoteAtomic;
-  Entry& w = entries_[idx];
   // Lock order: window, then region (release_region() nests the same way), so two binds over
   // one region, or a bind racing a deregister, never deadlock.
-  const uint64_t odd = w.lock();
-  MrCheck r = MrCheck::kOk;
-  const Kind kind = w.kind.load(std::memory_order_relaxed);
-  if (kind == Kind::kFree) {
-    r = MrCheck::kInvalidKey;
-  } else if (!is_window(kind)) {
-    r = MrCheck::kBadState;
-  } else if (w.pd.load(std::memory_order_relaxed) != pd) {
-    r = MrCheck::kPdMismatch;
-  } else if (kind == Kind::kWindowValid) {
-    r = MrCheck::kBadState;  // rebinding needs an invalidate first (ndkpi.md §4.5)
-  } else if (key_tag(new_key) == w.tag.load(std::memory_order_relaxed)) {
-    r = MrCheck::kStaleKey;  // a bind must bring a fresh tag, as a FastRegister does
-  }
-  if (r == MrCheck::kOk) {
-    Entry& g = entries_[ridx];
-    const uint64_t rodd = g.lock();
-    const Kind rk = g.kind.load(std::memory_order_relaxed);
-    const uint64_t base = g.base.load(std::memory_order_relaxed);
-    const uint64_t length = g.length.load(std::memory_order_relaxed);
-    const uint32_t racc = g.access.load(std::memory_order_relaxed);
-    if (rk == Kind::kFree) {
-      r = MrCheck::kInvalidKey;
-    } else if (key_tag(region_key) != g.tag.load(std::memory_order_relaxed)) {
-      r = MrCheck::kStaleKey;
-    } else if (rk != Kind::kRegistered) {
-      r = MrCheck::kBadState;  // windows over FRMRs or other windows are not supported
-    } else if (g.pd.load(std::memory_order_relaxed) != pd) {
-      r = MrCheck::kPdMismatch;
-    } else if ((acc & (access::kRemoteWrite | access::kRemoteAtomic)) != 0 &&
-               (racc & access::kLocalWrite) == 0) {
-      r = MrCheck::kAccessDenied;  // NdkBind: a writable window needs a locally writable MR
-    } else if (va < base || va - base > length || len > length - (va - base)) {
-      r = MrCheck::kOutOfBounds;
-    } else {
-      ++g.max_pages;  // windows bound to the region
+  return locked(new_key, [&](Entry& w, Kind kind) {
+    if (!is_window(kind)) return MrCheck::kBadState;
+    if (w.pd.load(std::memory_order_relaxed) != pd) return MrCheck::kPdMismatch;
+    if (kind == Kind::kWindowValid) {
+      return MrCheck::kBadState;  // rebinding needs an invalidate first (ndkpi.md §4.5)
     }
-    g.unlock(rodd);
-  }
-  if (r == MrCheck::kOk) {
-    w.qpn.store(qpn, std::memory_order_relaxed);
-    w.map(Kind::kWindowValid, va, len, acc, key_tag(new_key));
-    w.max_pages = ridx;
-  }
-  w.unlock(odd);
-  return r;
+    if (key_tag(new_key) == w.tag.load(std::memory_order_relaxed)) {
+      return MrCheck::kStaleKey;  // a bind must bring a fresh tag, as a FastRegister does
+    }
+    const MrCheck r = locked(region_key, [&](Entry& g, Kind rk) {
+      const uint64_t base = g.base.load(std::memory_order_relaxed);
+      const uint64_t length = g.length.load(std::memory_order_relaxed);
+      const uint32_t racc = g.access.load(std::memory_order_relaxed);
+      if (key_tag(region_key) != g.tag.load(std::memory_order_relaxed)) return MrCheck::kStaleKey;
+      if (rk != Kind::kRegistered) {
+        return MrCheck::kBadState;  // windows over FRMRs or other windows are not supported
+      }
+      if (g.pd.load(std::memory_order_relaxed) != pd) return MrCheck::kPdMismatch;
+      if ((acc & (access::kRemoteWrite | access::kRemoteAtomic)) != 0 &&
+          (racc & access::kLocalWrite) == 0) {
+        return MrCheck::kAccessDenied;  // NdkBind: a writable window needs a locally writable MR
+      }
+      if (va < base || va - base > length || len > length - (va - base)) {
+        return MrCheck::kOutOfBounds;
+      }
+      ++g.max_pages;  // windows bound to the region
+      return MrCheck::kOk;
+    });
+    if (r == MrCheck::kOk) {
+      w.qpn.store(qpn, std::memory_order_relaxed);
+      w.map(Kind::kWindowValid, va, len, acc, key_tag(new_key));
+      w.max_pages = ridx;
+    }
+    return r;
+  });
 }
 
 // ---- Engine side: readers ---------------------------------------------------------------------

@@ -188,6 +188,10 @@ class MrTable {
   // copy_in (src set, dst null) and copy_out (dst set, src null).
   MrCheck copy(uint32_t key, uint32_t pd, uint64_t va, const uint8_t* src, uint8_t* dst,
                uint64_t len, uint32_t access, uint32_t qpn) const noexcept;
+  // Engine-side writers: `check(entry, kind)` on the entry `key` names, under its lock,
+  // returning its result; kInvalidKey for an index out of range or a free entry.
+  template <class F>
+  MrCheck locked(uint32_t key, F&& check) noexcept;
   // Drops one from the bound-window count of region `region` (a window bound to it was
   // invalidated or freed). Called with the window's lock held (lock order: window, region).
   void release_region(uint32_t region) noexcept;

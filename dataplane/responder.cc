@@ -14,6 +14,7 @@
 // responder_tx_lc, so an ACK never overtakes an earlier READ response.
 #include <array>
 #include <atomic>
+#include <type_traits>
 
 #include "dataplane/internal.h"
 #include "dataplane/srq.h"
@@ -511,37 +512,27 @@ void fatal_error_lc(Endpoint& ep, Qp& qp, Psn p, RespState st) noexcept {
   fatal_nak_lc(ep, qp, p, c.code);
 }
 
-// One step: the check or execution `st` names, returning the next state.
-RespState step_lc(Endpoint& ep, Qp& qp, ReqPkt& pkt, RespState st) noexcept {
-  switch (st) {
-    case RespState::kChkQpState:
-      return check_qp_state(qp);
-    case RespState::kChkPsn:
-      return check_psn(qp, pkt);
-    case RespState::kChkOpSeq:
-      return check_op_seq(qp, pkt);
-    case RespState::kChkOpRights:
-      return check_op_rights(qp, pkt);
-    case RespState::kChkLength:
-      return check_length(qp, pkt);
-    case RespState::kChkResources:
-      return check_resources(qp, pkt);
-    case RespState::kChkRecvLength:
-      return check_recv_length(qp, pkt);
-    case RespState::kChkRkey:
-      return check_rkey(ep, qp, pkt);
-    case RespState::kExecRead:
-      return execute_read(qp, pkt);
-    case RespState::kExecAtomic:
-      return execute_atomic(qp, pkt);
-    case RespState::kExecWrite:
-      return execute_write(ep, qp, pkt);
-    case RespState::kExecSend:
-      return execute_send(ep, qp, pkt);
-    default:  // kAcknowledge
-      return acknowledge(qp, pkt);
+// Each step takes what it needs of (ep, qp, pkt); step<F> is F called with that.
+template <auto F>
+RespState step([[maybe_unused]] Endpoint& ep, Qp& qp, [[maybe_unused]] ReqPkt& pkt) noexcept {
+  if constexpr (std::is_invocable_v<decltype(F), Endpoint&, Qp&, ReqPkt&>) {
+    return F(ep, qp, pkt);
+  } else if constexpr (std::is_invocable_v<decltype(F), Qp&, ReqPkt&>) {
+    return F(qp, pkt);
+  } else {
+    return F(qp);
   }
 }
+
+// The check or execution each non-terminal state names, in RespState order; each returns the
+// next state.
+using StepFn = RespState (*)(Endpoint&, Qp&, ReqPkt&) noexcept;
+constexpr auto kSteps = std::to_array<StepFn>(
+    {step<check_qp_state>, step<check_psn>, step<check_op_seq>, step<check_op_rights>,
+     step<check_length>, step<check_resources>, step<check_recv_length>, step<check_rkey>,
+     step<execute_read>, step<execute_atomic>, step<execute_write>, step<execute_send>,
+     step<acknowledge>});
+static_assert(kSteps.size() == static_cast<size_t>(RespState::kDone));
 
 // A terminal state: what becomes of the packet.
 void finish_lc(Endpoint& ep, Qp& qp, const ReqPkt& pkt, RespState st) noexcept {
@@ -589,7 +580,7 @@ const char* to_string(RespState s) noexcept {
 void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t) noexcept {
   ReqPkt pkt{f, Psn(wire::Bth::Psn::get(f.bth())), f.mask, f.l.payload_len, nullptr};
   RespState st = RespState::kChkQpState;
-  while (st < RespState::kDone) st = step_lc(ep, qp, pkt, st);
+  while (st < RespState::kDone) st = kSteps[static_cast<size_t>(st)](ep, qp, pkt);
   finish_lc(ep, qp, pkt, st);
 }
 

@@ -1,6 +1,10 @@
 #include "control/cm/mad.h"
 
+#include <array>
 #include <cstring>
+#include <iterator>
+#include <tuple>
+#include <variant>
 
 namespace urnic::ctl::cm {
 namespace {
@@ -212,139 +216,101 @@ Drep get(const DrepWire& w) noexcept {
   return Drep{w.local_comm_id.get(), w.remote_comm_id.get(), w.private_data};
 }
 
-// The wire struct of each host message, for the variant visitors.
-template <typename M>
-struct WireOf;
-template <>
-struct WireOf<Req> {
-  using type = ReqWire;
-  static constexpr AttrId kId = AttrId::kReq;
+// The messages Message::body holds, in its order: their wire structs and attribute IDs.
+using BodyWires = std::tuple<ReqWire, MraWire, RejWire, RepWire, RtuWire, DreqWire, DrepWire>;
+constexpr std::array<AttrId, 7> kBodyIds = {AttrId::kReq, AttrId::kMra,  AttrId::kRej, AttrId::kRep,
+                                            AttrId::kRtu, AttrId::kDreq, AttrId::kDrep};
+static_assert(std::variant_size_v<decltype(Message::body)> == kBodyIds.size() &&
+              std::tuple_size_v<BodyWires> == kBodyIds.size());
+
+// Writes body I (m.body's alternative) at the MAD's body.
+template <size_t I = 0>
+void put_body(const Message& m, std::span<uint8_t, kMadSize> out) noexcept {
+  if constexpr (I < kBodyIds.size()) {
+    if (m.body.index() != I) return put_body<I + 1>(m, out);
+    put(std::get<I>(m.body), body_at<std::tuple_element_t<I, BodyWires>>(out));
+  }
+}
+
+// Reads the body of attribute `id` into out->body; false for an attribute without one.
+template <size_t I = 0>
+bool get_body(AttrId id, std::span<const uint8_t> mad, Message* out) noexcept {
+  if constexpr (I < kBodyIds.size()) {
+    if (id != kBodyIds[I]) return get_body<I + 1>(id, mad, out);
+    out->body.emplace<I>(get(body_at<std::tuple_element_t<I, BodyWires>>(mad)));
+    return true;
+  } else {
+    return false;
+  }
+}
+
+// Enum names: the text of `v` in `names`, else `other`.
+template <class E>
+struct Name {
+  E value;
+  const char* text;
 };
-template <>
-struct WireOf<Mra> {
-  using type = MraWire;
-  static constexpr AttrId kId = AttrId::kMra;
-};
-template <>
-struct WireOf<Rej> {
-  using type = RejWire;
-  static constexpr AttrId kId = AttrId::kRej;
-};
-template <>
-struct WireOf<Rep> {
-  using type = RepWire;
-  static constexpr AttrId kId = AttrId::kRep;
-};
-template <>
-struct WireOf<Rtu> {
-  using type = RtuWire;
-  static constexpr AttrId kId = AttrId::kRtu;
-};
-template <>
-struct WireOf<Dreq> {
-  using type = DreqWire;
-  static constexpr AttrId kId = AttrId::kDreq;
-};
-template <>
-struct WireOf<Drep> {
-  using type = DrepWire;
-  static constexpr AttrId kId = AttrId::kDrep;
-};
+template <class E, size_t N>
+const char* name_of(const Name<E> (&names)[N], E v, const char* other) noexcept {
+  for (const Name<E>& n : names) {
+    if (n.value == v) return n.text;
+  }
+  return other;
+}
 
 }  // namespace
 
 const char* to_string(AttrId a) noexcept {
-  switch (a) {
-    case AttrId::kClassPortInfo:
-      return "ClassPortInfo";
-    case AttrId::kReq:
-      return "REQ";
-    case AttrId::kMra:
-      return "MRA";
-    case AttrId::kRej:
-      return "REJ";
-    case AttrId::kRep:
-      return "REP";
-    case AttrId::kRtu:
-      return "RTU";
-    case AttrId::kDreq:
-      return "DREQ";
-    case AttrId::kDrep:
-      return "DREP";
-    case AttrId::kSidrReq:
-      return "SIDR_REQ";
-    case AttrId::kSidrRep:
-      return "SIDR_REP";
-    case AttrId::kLap:
-      return "LAP";
-    case AttrId::kApr:
-      return "APR";
-    default:
-      return "?";
-  }
+  static constexpr Name<AttrId> kNames[] = {{AttrId::kClassPortInfo, "ClassPortInfo"},
+                                            {AttrId::kReq, "REQ"},
+                                            {AttrId::kMra, "MRA"},
+                                            {AttrId::kRej, "REJ"},
+                                            {AttrId::kRep, "REP"},
+                                            {AttrId::kRtu, "RTU"},
+                                            {AttrId::kDreq, "DREQ"},
+                                            {AttrId::kDrep, "DREP"},
+                                            {AttrId::kSidrReq, "SIDR_REQ"},
+                                            {AttrId::kSidrRep, "SIDR_REP"},
+                                            {AttrId::kLap, "LAP"},
+                                            {AttrId::kApr, "APR"}};
+  return name_of(kNames, a, "?");
 }
 
 const char* to_string(RejReason r) noexcept {
-  switch (r) {
-    case RejReason::kNoQp:
-      return "no QP";
-    case RejReason::kNoResources:
-      return "no resources";
-    case RejReason::kTimeout:
-      return "timeout";
-    case RejReason::kUnsupported:
-      return "unsupported request";
-    case RejReason::kInvalidCommId:
-      return "invalid comm ID";
-    case RejReason::kInvalidServiceId:
-      return "invalid service ID";
-    case RejReason::kInvalidTransportType:
-      return "invalid transport type";
-    case RejReason::kStaleConn:
-      return "stale connection";
-    case RejReason::kInvalidGid:
-      return "invalid GID";
-    case RejReason::kInvalidMtu:
-      return "invalid MTU";
-    case RejReason::kInsufficientRespResources:
-      return "insufficient responder resources";
-    case RejReason::kConsumerDefined:
-      return "consumer defined";
-    case RejReason::kInvalidRnrRetry:
-      return "invalid RNR retry";
-    case RejReason::kDuplicateLocalCommId:
-      return "duplicate local comm ID";
-    case RejReason::kInvalidClassVersion:
-      return "invalid class version";
-    default:
-      return "other";
-  }
+  using R = RejReason;
+  static constexpr Name<RejReason> kNames[] = {
+      {R::kNoQp, "no QP"},
+      {R::kNoResources, "no resources"},
+      {R::kTimeout, "timeout"},
+      {R::kUnsupported, "unsupported request"},
+      {R::kInvalidCommId, "invalid comm ID"},
+      {R::kInvalidServiceId, "invalid service ID"},
+      {R::kInvalidTransportType, "invalid transport type"},
+      {R::kStaleConn, "stale connection"},
+      {R::kInvalidGid, "invalid GID"},
+      {R::kInvalidMtu, "invalid MTU"},
+      {R::kInsufficientRespResources, "insufficient responder resources"},
+      {R::kConsumerDefined, "consumer defined"},
+      {R::kInvalidRnrRetry, "invalid RNR retry"},
+      {R::kDuplicateLocalCommId, "duplicate local comm ID"},
+      {R::kInvalidClassVersion, "invalid class version"}};
+  return name_of(kNames, r, "other");
 }
 
 const char* to_string(MadError e) noexcept {
-  switch (e) {
-    case MadError::kOk:
-      return "ok";
-    case MadError::kTooShort:
-      return "too short";
-    case MadError::kBaseVersion:
-      return "base version";
-    case MadError::kNotCm:
-      return "not CM class";
-    case MadError::kClassVersion:
-      return "CM class version";
-    case MadError::kMethod:
-      return "method";
-    case MadError::kUnsupportedAttr:
-      return "unsupported attribute";
-    default:
-      return "?";
-  }
+  static constexpr const char* kNames[] = {"ok",
+                                           "too short",
+                                           "base version",
+                                           "not CM class",
+                                           "CM class version",
+                                           "method",
+                                           "unsupported attribute"};
+  static_assert(std::size(kNames) == static_cast<size_t>(MadError::kCount));
+  const auto i = static_cast<size_t>(e);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
-AttrId attr_id(const Message& m) noexcept {
-  return std::visit([](const auto& b) { return WireOf<std::decay_t<decltype(b)>>::kId; }, m.body);
-}
+AttrId attr_id(const Message& m) noexcept { return kBodyIds[m.body.index()]; }
 
 void encode(const Message& m, std::span<uint8_t, kMadSize> out) noexcept {
   std::memset(out.data(), 0, out.size());
@@ -356,12 +322,7 @@ void encode(const Message& m, std::span<uint8_t, kMadSize> out) noexcept {
   h.tid = Be64::of(m.tid);
   h.attr_id = Be16::of(static_cast<uint16_t>(attr_id(m)));
   h.attr_mod = Be32::of(m.attr_mod);
-  std::visit(
-      [&](const auto& b) {
-        using W = typename WireOf<std::decay_t<decltype(b)>>::type;
-        put(b, body_at<W>(out));
-      },
-      m.body);
+  put_body(m, out);
 }
 
 std::array<uint8_t, kMadSize> encode(const Message& m) noexcept {
@@ -380,31 +341,7 @@ MadError decode(std::span<const uint8_t> mad, Message* out) noexcept {
     return MadError::kMethod;
   out->tid = h.tid.get();
   out->attr_mod = h.attr_mod.get();
-  switch (static_cast<AttrId>(h.attr_id.get())) {
-    case AttrId::kReq:
-      out->body = get(body_at<ReqWire>(mad));
-      break;
-    case AttrId::kMra:
-      out->body = get(body_at<MraWire>(mad));
-      break;
-    case AttrId::kRej:
-      out->body = get(body_at<RejWire>(mad));
-      break;
-    case AttrId::kRep:
-      out->body = get(body_at<RepWire>(mad));
-      break;
-    case AttrId::kRtu:
-      out->body = get(body_at<RtuWire>(mad));
-      break;
-    case AttrId::kDreq:
-      out->body = get(body_at<DreqWire>(mad));
-      break;
-    case AttrId::kDrep:
-      out->body = get(body_at<DrepWire>(mad));
-      break;
-    default:
-      return MadError::kUnsupportedAttr;
-  }
+  if (!get_body(static_cast<AttrId>(h.attr_id.get()), mad, out)) return MadError::kUnsupportedAttr;
   return MadError::kOk;
 }
 

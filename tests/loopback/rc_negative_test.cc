@@ -114,6 +114,7 @@ TEST_F(RcNegative, WriteIntoRegionOfAnotherPd) {
 struct Refused {
   const char* name;
   WrOpcode op;
+  OperationType type;   // of A's failed completion
   uint32_t region_len;  // B's region
   uint32_t rights;      // its mr_flag rights
   int64_t offset;       // of the remote address: from the region's start, or (from_end) its end
@@ -139,39 +140,34 @@ const Refused kRefused[] = {
     // 1. Bad R_Key: index 4000 of B's table was never handed out (indices are allocated from 1
     // up); the region's index with another tag is what a stale key of a re-registered region
     // looks like.
-    {"WriteWithNeverRegisteredRkey", WrOpcode::kWrite, 4096, kRemoteAll, 0, false, 256,
-     Key::kNeverRegistered},
-    {"WriteWithWrongTagRkey", WrOpcode::kWrite, 4096, kRemoteAll, 0, false, 256, Key::kOtherTag},
+    {"WriteWithNeverRegisteredRkey", WrOpcode::kWrite, OperationType::kWrite, 4096, kRemoteAll, 0,
+     false, 256, Key::kNeverRegistered},
+    {"WriteWithWrongTagRkey", WrOpcode::kWrite, OperationType::kWrite, 4096, kRemoteAll, 0, false,
+     256, Key::kOtherTag},
     // 3. Missing rights (ndmemorytest NdWriteViolation: initiator ND_ACCESS_VIOLATION, peer
     // receive ND_CANCELED).
-    {"WriteIntoReadOnlyRegion", WrOpcode::kWrite, 4096, kNoWrite, 0, false, 256},
-    {"ReadFromRegionWithoutRemoteRead", WrOpcode::kRead, 4096, kNoRead, 128, false, 256},
-    {"AtomicOnRegionWithoutRemoteAtomic", WrOpcode::kFetchAdd, 4096, kNoAtomic, 64, false, 8},
-    {"CompareSwapOnRegionWithoutRemoteAtomic", WrOpcode::kCompareSwap, 64, kNoAtomic, 8, false, 8},
+    {"WriteIntoReadOnlyRegion", WrOpcode::kWrite, OperationType::kWrite, 4096, kNoWrite, 0, false,
+     256},
+    {"ReadFromRegionWithoutRemoteRead", WrOpcode::kRead, OperationType::kRead, 4096, kNoRead, 128,
+     false, 256},
+    {"AtomicOnRegionWithoutRemoteAtomic", WrOpcode::kFetchAdd, OperationType::kFetchAdd, 4096,
+     kNoAtomic, 64, false, 8},
+    {"CompareSwapOnRegionWithoutRemoteAtomic", WrOpcode::kCompareSwap, OperationType::kCompareSwap,
+     64, kNoAtomic, 8, false, 8},
     // 4. Bounds: [end - 15, end + 1); five packets at PMTU 1024 refused at the first, so no
     // packet writes anything; one byte before the start; a READ past the end.
-    {"WriteOneBytePastTheEnd", WrOpcode::kWrite, 4096, kRemoteAll, -15, true, 16},
-    {"MultiPacketWriteOneBytePastTheEnd", WrOpcode::kWrite, 4096, kRemoteAll, 0, false, 4097},
-    {"WriteStartingBeforeTheStart", WrOpcode::kWrite, 4096, kRemoteAll, -1, false, 16},
-    {"ReadPastTheEnd", WrOpcode::kRead, 4096, kRemoteAll, -8, true, 16},
+    {"WriteOneBytePastTheEnd", WrOpcode::kWrite, OperationType::kWrite, 4096, kRemoteAll, -15, true,
+     16},
+    {"MultiPacketWriteOneBytePastTheEnd", WrOpcode::kWrite, OperationType::kWrite, 4096, kRemoteAll,
+     0, false, 4097},
+    {"WriteStartingBeforeTheStart", WrOpcode::kWrite, OperationType::kWrite, 4096, kRemoteAll, -1,
+     false, 16},
+    {"ReadPastTheEnd", WrOpcode::kRead, OperationType::kRead, 4096, kRemoteAll, -8, true, 16},
     // 5. QP access flags: B's QP accepts only READs, so a WRITE is an invalid request.
-    {"WriteToQpWithoutRemoteWrite", WrOpcode::kWrite, 4096, kRemoteAll, 0, false, 256, Key::kRegion,
-     qp_access::kRemoteRead, Status::kRemoteResources, WcStatus::kRemInvReqErr,
-     wire::aeth::kNakInvalidRequest},
+    {"WriteToQpWithoutRemoteWrite", WrOpcode::kWrite, OperationType::kWrite, 4096, kRemoteAll, 0,
+     false, 256, Key::kRegion, qp_access::kRemoteRead, Status::kRemoteResources,
+     WcStatus::kRemInvReqErr, wire::aeth::kNakInvalidRequest},
 };
-
-OperationType type_of(WrOpcode op) {
-  switch (op) {
-    case WrOpcode::kRead:
-      return OperationType::kRead;
-    case WrOpcode::kFetchAdd:
-      return OperationType::kFetchAdd;
-    case WrOpcode::kCompareSwap:
-      return OperationType::kCompareSwap;
-    default:
-      return OperationType::kWrite;
-  }
-}
 
 class RcRefused : public RcNegative, public ::testing::WithParamInterface<Refused> {};
 
@@ -199,7 +195,7 @@ TEST_P(RcRefused, NothingExecutesAndBothQpsFail) {
     std::memcpy(&w.compare_add, remote.region() + c.offset, 8);
     w.swap = ~w.compare_add;
   }
-  expect_refused(p, w, c.st, c.wc, type_of(c.op));
+  expect_refused(p, w, c.st, c.wc, c.type);
   EXPECT_EQ(first_diff(remote.bytes, remote_before), -1);
   EXPECT_EQ(first_diff(local.bytes, local_before), -1);  // no response data was placed
   EXPECT_EQ(p.b.qp->counters().naks_sent[c.nak], 1u);
