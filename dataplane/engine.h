@@ -61,10 +61,10 @@ using EngineConfig = ::urnic::EngineConfig;
 
 class Engine {
  public:
-  explicit Engine(const EngineConfig& cfg = {});
-  ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
+  explicit Engine(const EngineConfig& cfg = {});
+  ~Engine();
 
   // Control side, before launch() only.
   void add_endpoint(Endpoint* ep);

@@ -100,9 +100,8 @@ struct RespResource {
   wire::Psn first_psn;
   wire::Psn last_psn;
   uint64_t va = 0;
-  uint32_t rkey = 0;
-  uint32_t length = 0;
-  uint64_t orig = 0;
+  uint32_t rkey = 0, length = 0;
+  uint64_t orig = 0;  // an ATOMIC's original value, returned again for a duplicate
 };
 
 struct QpConfig {

@@ -2,12 +2,13 @@
 // §4.3-4.4), so that urnic connects to rdma_cm peers (rping, ucmatose, ib_write_bw -R) and to
 // itself. One CmAgent per adapter owns the adapter's QP1 MAD handler and a control-thread poller.
 //
-// The objects follow NDK's Connector / Listener (ndkpi.md §5):
-//   active:  connector.connect() -> REQ ... REP: the completion fires (kSuccess), the consumer
-//            reads get_connection_data() and calls complete_connect() (RTU; the QP goes to RTS)
-//            or reject() (REJ).
-//   passive: listener.listen(port, on_request) -> REQ: on_request(new connector); the consumer
-//            calls accept() (the QP goes to RTS, REP; completes on RTU) or reject() (REJ).
+// Connections follow NDK's Connector / Listener (ndkpi.md §5); the NDK objects
+// (ndk_connector.cc) drive them through the agent's core (cm_core.h), with no layer between:
+//   active:  connect() -> REQ ... REP: the completion fires (kSuccess), the consumer reads
+//            get_connection_data() and calls complete_connect() (RTU; the QP goes to RTS) or
+//            reject() (REJ).
+//   passive: listen(port, on_request) -> REQ: on_request(new connection); the consumer calls
+//            accept() (the QP goes to RTS, REP; completes on RTU) or reject() (REJ).
 //   both:    disconnect() (DREQ; completes on DREP, then the QP is flushed); a DREQ from the
 //            peer is answered with DREP at once and reported through the disconnect callback.
 // PSNs follow the Linux CM convention (rocev2.md §4.3): the Starting PSN a side puts in its
@@ -20,9 +21,9 @@
 // Adapter::modify_qp, so the adapter's engine must run on its own lcore (Engine::launch), or the
 // caller must drive engine and control plane from one thread (start_control = false).
 //
-// Lifetime. A QP handed to connect() / accept() must stay alive while its connector is open;
-// closing the connector (close() or its destructor) detaches it. The agent must outlive its
-// connectors and listeners and be destroyed before its adapter.
+// Lifetime. A QP handed to connect() / accept() must stay alive while its connection is open;
+// closing the connection (Core::close) detaches it. The agent must be destroyed before its
+// adapter; connections and listeners outlive it harmlessly (their calls return kDeviceRemoved).
 #pragma once
 
 #include <array>
@@ -127,107 +128,24 @@ struct CmCounters {
   uint64_t backlog_full = 0;   // REQs refused because the listener's backlog was full (REJ 3)
 };
 
-class CmAgent;
+// The callbacks of a connection and of a listener. They run on the adapter's control thread,
+// never with the CM's lock held (see "Threading" above).
+using CmCompletion = std::function<void(Status)>;
+using CmDisconnectEvent = std::function<void()>;
+// A new connection request. The connection belongs to the callee from then on: it accepts,
+// rejects or closes it (Core::accept / reject / close in cm_core.h); one it forgets stays
+// undecided until the active side times out.
+using CmRequestHandler = std::function<void(std::shared_ptr<cm_detail::Conn>)>;
 
-class CmConnector {
- public:
-  using Completion = std::function<void(Status)>;
-  using DisconnectEvent = std::function<void()>;
-
-  ~CmConnector();
-  CmConnector(const CmConnector&) = delete;
-  CmConnector& operator=(const CmConnector&) = delete;
-
-  // NdkConnect: sends a REQ for `port` at `dst` (resolving its MAC first) for `qp`, which must
-  // be in RESET or INIT (it is moved to INIT, so receives may be posted before the connection
-  // completes). `private_data` (at most cm::kMaxReqUserData = 56 bytes) follows the rdma_cm
-  // header. Returns kPending, then `done` runs once: kSuccess when the REP arrived (call
-  // get_connection_data(), then complete_connect() or reject()); kConnectionRefused on a REJ
-  // (no listener, rejected); kIoTimeout when the REQ was never answered or the peer timed out;
-  // kHostUnreachable when the destination did not answer ARP / ND; kCancelled when the connector
-  // was closed. Inline errors (no callback): kInvalidParameter, kInvalidBufferSize (private
-  // data too long), kInvalidAddress (dst is ours, or we have no address of its family),
-  // kConnectionActive (already used), kInvalidDeviceState (QP not RESET / INIT).
-  Status connect(dp::Qp* qp, const cm::Gid& dst, uint16_t port, const ReadLimits& limits,
-                 std::span<const uint8_t> private_data, Completion done);
-  // NdkCompleteConnect: after a successful connect(), moves the QP to RTR and RTS with the
-  // negotiated attributes and sends the RTU. Synchronous: kSuccess; kConnectionInvalid when not
-  // in that state; kConnectionAborted when the peer gave up meanwhile (REJ); a modify_qp error.
-  // `on_disconnect` (may be empty) runs once if the peer disconnects first.
-  Status complete_connect(DisconnectEvent on_disconnect);
-  // NdkAccept: for a connector from a listener; moves `qp` (RESET or INIT) through INIT, RTR and
-  // RTS and sends the REP with `private_data` (at most 196 bytes). Returns kPending, then `done`
-  // runs once: kSuccess on the RTU (or on traffic-free teardown by the peer right after it),
-  // kConnectionRefused when the active side rejected, kIoTimeout when it never answered. The QP
-  // is flushed on failure. Inline errors: kConnectionInvalid, kConnectionAborted (the active
-  // side gave up), kInvalidBufferSize, kInvalidParameter, a modify_qp error.
-  Status accept(dp::Qp* qp, const ReadLimits& limits, std::span<const uint8_t> private_data,
-                DisconnectEvent on_disconnect, Completion done);
-  // NdkReject (synchronous): REJ "consumer defined" with `private_data` (at most 148 bytes), for
-  // a request not yet accepted or a REP not yet completed. kSuccess, kConnectionInvalid,
-  // kConnectionAborted, kInvalidBufferSize.
-  Status reject(std::span<const uint8_t> private_data);
-  // NdkGetConnectionData: read limits (the peer's request before accept(); the negotiated ones
-  // after a REP) and the peer's private data: the REQ's 56 application bytes, the REP's 196 or
-  // the REJ's 148. NDK protocol: the required size is the field size; `*len` is set to it;
-  // pdata == nullptr with *len == 0 asks for it; kBufferTooSmall when *len was smaller (the
-  // prefix is copied). kConnectionInvalid before any peer message.
-  Status get_connection_data(ReadLimits* limits, void* pdata, uint32_t* len) const;
-  // NdkDisconnect: DREQ, then `done` runs once with kSuccess on the DREP or kIoTimeout when none
-  // came; the QP is flushed before it runs. Returns kPending; kSuccess at once (no callback)
-  // when the peer already disconnected (the QP is flushed); kConnectionInvalid when not
-  // connected.
-  Status disconnect(Completion done);
-  // Closes the connector: a pending handshake is rejected (REJ), an established connection is
-  // torn down (DREQ, no callbacks), and no callback runs after close() returns except one
-  // already running. Idempotent; the destructor calls it.
-  void close();
-
-  CmState state() const;
-  bool is_active() const;
-  uint32_t local_qpn() const;
-  uint32_t remote_qpn() const;
-  cm::Gid local_gid() const;
-  cm::Gid peer_gid() const;
-  uint16_t local_port() const;
-  uint16_t peer_port() const;
-  uint32_t mtu() const;  // the connection's path MTU
-  // The reason of the REJ that ended the handshake (0 when none).
-  uint16_t reject_reason() const;
-
- private:
-  friend class cm_detail::Core;
-  friend class CmAgent;
-  CmConnector(std::shared_ptr<cm_detail::Core> core, std::shared_ptr<cm_detail::Conn> conn);
-  std::shared_ptr<cm_detail::Core> core_;
-  std::shared_ptr<cm_detail::Conn> conn_;
-};
-
-class CmListener {
- public:
-  // Called on the control thread for each new connection request. The connector now belongs to
-  // the callee: it accepts, rejects, or drops it (which rejects).
-  using RequestHandler = std::function<void(std::unique_ptr<CmConnector>)>;
-
-  ~CmListener();
-  CmListener(const CmListener&) = delete;
-  CmListener& operator=(const CmListener&) = delete;
-
-  // NdkListen on `port` (0: an ephemeral port from 49152-65535) of the adapter's addresses.
-  // kSuccess; kAddressAlreadyAssociated when another listener has the port; kInvalidParameter
-  // when already listening or `on_request` is empty.
-  Status listen(uint16_t port, RequestHandler on_request);
-  // NdkControlConnectEvents: while paused, requests are refused (REJ) as if nobody listened.
-  void pause(bool paused);
-  uint16_t port() const;
-  // Stops listening; connectors already handed out are unaffected. Idempotent.
-  void close();
-
- private:
-  friend class CmAgent;
-  explicit CmListener(std::shared_ptr<cm_detail::Core> core);
-  std::shared_ptr<cm_detail::Core> core_;
-  std::shared_ptr<cm_detail::Listen> l_;
+// A copy of what a connection's owner may read about it (Core::info).
+struct CmConnInfo {
+  CmState state = CmState::kIdle;
+  bool active = false;  // we sent the REQ
+  uint32_t local_qpn = 0, remote_qpn = 0;
+  cm::Gid local_gid{}, peer_gid{};
+  uint16_t local_port = 0, peer_port = 0;
+  uint32_t mtu = 0;            // the connection's path MTU
+  uint16_t reject_reason = 0;  // of the REJ that ended the handshake (0 when none)
 };
 
 class CmAgent {
@@ -239,8 +157,10 @@ class CmAgent {
   CmAgent(const CmAgent&) = delete;
   CmAgent& operator=(const CmAgent&) = delete;
 
-  std::unique_ptr<CmConnector> create_connector();
-  std::unique_ptr<CmListener> create_listener();
+  // The core that runs the agent's connections and listeners (cm_core.h). Connectors and
+  // listeners are a std::shared_ptr<cm_detail::Conn> / <Listen> each, driven through it; they
+  // keep the core alive, and it turns inert (kDeviceRemoved, no callbacks) once the agent is gone.
+  const std::shared_ptr<cm_detail::Core>& core() const noexcept { return core_; }
 
   // Local CA GUID: the adapter MAC as a modified EUI-64, as rxe derives it.
   uint64_t ca_guid() const noexcept;

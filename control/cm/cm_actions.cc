@@ -20,8 +20,7 @@ namespace urnic::ctl::cm_detail {
 // ------------------------------------------------------------------------------------------
 
 Status Core::connect(const std::shared_ptr<Conn>& cp, dp::Qp* qp, const cm::Gid& dst, uint16_t port,
-                     const ReadLimits& lim, std::span<const uint8_t> pdata,
-                     CmConnector::Completion done) {
+                     const ReadLimits& lim, std::span<const uint8_t> pdata, CmCompletion done) {
   Conn& c = *cp;
   if (qp == nullptr || port == 0 || !done) return Status::kInvalidParameter;
   if (pdata.size() > cm::kMaxReqUserData) return Status::kInvalidBufferSize;
@@ -73,7 +72,7 @@ Status Core::connect(const std::shared_ptr<Conn>& cp, dp::Qp* qp, const cm::Gid&
   return Status::kPending;
 }
 
-Status Core::complete_connect(Conn& c, CmConnector::DisconnectEvent on_disconnect) {
+Status Core::complete_connect(Conn& c, CmDisconnectEvent on_disconnect) {
   std::lock_guard lock(mu_);
   if (dead_) return Status::kDeviceRemoved;
   if (c.aborted) return Status::kConnectionAborted;
@@ -90,7 +89,7 @@ Status Core::complete_connect(Conn& c, CmConnector::DisconnectEvent on_disconnec
 }
 
 Status Core::accept(Conn& c, dp::Qp* qp, const ReadLimits& lim, std::span<const uint8_t> pdata,
-                    CmConnector::DisconnectEvent on_disconnect, CmConnector::Completion done) {
+                    CmDisconnectEvent on_disconnect, CmCompletion done) {
   if (qp == nullptr || !done) return Status::kInvalidParameter;
   if (pdata.size() > cm::kRepPrivateData) return Status::kInvalidBufferSize;
   std::lock_guard lock(mu_);
@@ -152,7 +151,7 @@ Status Core::reject(Conn& c, std::span<const uint8_t> pdata) {
   }
 }
 
-Status Core::disconnect(Conn& c, CmConnector::Completion done) {
+Status Core::disconnect(Conn& c, CmCompletion done) {
   std::lock_guard lock(mu_);
   if (dead_) return Status::kDeviceRemoved;
   if (c.peer_disconnected && !c.local_disconnect) {
@@ -221,8 +220,7 @@ void Core::close(Conn& c) {
   c.qp = nullptr;
 }
 
-Status Core::listen(const std::shared_ptr<Listen>& l, uint16_t port,
-                    CmListener::RequestHandler on_request) {
+Status Core::listen(const std::shared_ptr<Listen>& l, uint16_t port, CmRequestHandler on_request) {
   if (!on_request) return Status::kInvalidParameter;
   std::lock_guard lock(mu_);
   if (dead_) return Status::kDeviceRemoved;

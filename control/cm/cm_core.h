@@ -1,8 +1,9 @@
 // Internals of the connection manager (cm.h): the per-connection state (Conn), listeners
-// (Listen) and the core that owns them (Core). Private to control/cm/; the code is split by
+// (Listen) and the core that owns them (Core). Private to control/cm/ and to the tests that
+// drive the CM directly (tests/common/cm_handles.h); the code is split by
 // concern: cm_core.cc (helpers, MAD output, QP transitions), cm_states.cc (the state machine),
-// cm_dispatch.cc (received MADs and timers), cm_actions.cc (API actions) and cm_facades.cc (the
-// CmConnector / CmListener / CmAgent objects). See cm_core.cc for the overall structure.
+// cm_dispatch.cc (received MADs and timers), cm_actions.cc (API actions) and cm_agent.cc (the
+// agent, and what a connection's owner reads). See cm_core.cc for the overall structure.
 #pragma once
 
 #include <chrono>
@@ -32,7 +33,7 @@ struct Listen {
   bool listening = false;
   bool paused = false;
   bool closed = false;
-  CmListener::RequestHandler on_request;
+  CmRequestHandler on_request;
 };
 
 enum class Timer : uint8_t { kNone, kResolve, kRetransmit, kTimewait };
@@ -81,8 +82,8 @@ struct Conn : std::enable_shared_from_this<Conn> {
   std::array<uint8_t, cm::kMadSize> last_reply{};  // MRA / RTU / DREP answering duplicates
   bool have_reply = false;
 
-  CmConnector::Completion done;
-  CmConnector::DisconnectEvent on_disconnect;
+  CmCompletion done;
+  CmDisconnectEvent on_disconnect;
 };
 
 // What drives a state function: a received message (with where it came from) or a timer.
@@ -119,17 +120,70 @@ class Core : public std::enable_shared_from_this<Core> {
   bool poll();
 
   // ---- API (any thread) ----
+  // A connection is a std::shared_ptr<Conn> (std::make_shared<Conn>() for the active side, from
+  // the listener's handler for the passive side), a listener a std::shared_ptr<Listen>. Inline
+  // kDeviceRemoved once the agent is gone.
+
+  // NdkConnect: sends a REQ for `port` at `dst` (resolving its MAC first) for `qp`, which must
+  // be in RESET or INIT (it is moved to INIT, so receives may be posted before the connection
+  // completes). `pdata` (at most cm::kMaxReqUserData = 56 bytes) follows the rdma_cm header.
+  // Returns kPending, then `done` runs once: kSuccess when the REP arrived (call
+  // get_connection_data(), then complete_connect() or reject()); kConnectionRefused on a REJ (no
+  // listener, rejected); kIoTimeout when the REQ was never answered or the peer timed out;
+  // kHostUnreachable when the destination did not answer ARP / ND; kCancelled when the
+  // connection was closed. Inline errors (no callback): kInvalidParameter, kInvalidBufferSize
+  // (private data too long), kInvalidAddress (dst is ours, or we have no address of its
+  // family), kConnectionActive (already used), kInvalidDeviceState (QP not RESET / INIT).
   Status connect(const std::shared_ptr<Conn>& cp, dp::Qp* qp, const cm::Gid& dst, uint16_t port,
-                 const ReadLimits& lim, std::span<const uint8_t> pdata,
-                 CmConnector::Completion done);
-  Status complete_connect(Conn& c, CmConnector::DisconnectEvent on_disconnect);
+                 const ReadLimits& lim, std::span<const uint8_t> pdata, CmCompletion done);
+  // NdkCompleteConnect: after a successful connect(), moves the QP to RTR and RTS with the
+  // negotiated attributes and sends the RTU. Synchronous: kSuccess; kConnectionInvalid when not
+  // in that state; kConnectionAborted when the peer gave up meanwhile (REJ); a modify_qp error.
+  // `on_disconnect` (may be empty) runs once if the peer disconnects first.
+  Status complete_connect(Conn& c, CmDisconnectEvent on_disconnect);
+  // NdkAccept: for a connection from a listener; moves `qp` (RESET or INIT) through INIT, RTR
+  // and RTS and sends the REP with `pdata` (at most 196 bytes). Returns kPending, then `done`
+  // runs once: kSuccess on the RTU (or on traffic-free teardown by the peer right after it),
+  // kConnectionRefused when the active side rejected, kIoTimeout when it never answered. The QP
+  // is flushed on failure. Inline errors: kConnectionInvalid, kConnectionAborted (the active
+  // side gave up), kInvalidBufferSize, kInvalidParameter, a modify_qp error.
   Status accept(Conn& c, dp::Qp* qp, const ReadLimits& lim, std::span<const uint8_t> pdata,
-                CmConnector::DisconnectEvent on_disconnect, CmConnector::Completion done);
+                CmDisconnectEvent on_disconnect, CmCompletion done);
+  // NdkReject (synchronous): REJ "consumer defined" with `pdata` (at most 148 bytes), for a
+  // request not yet accepted or a REP not yet completed. kSuccess, kConnectionInvalid,
+  // kConnectionAborted, kInvalidBufferSize.
   Status reject(Conn& c, std::span<const uint8_t> pdata);
-  Status disconnect(Conn& c, CmConnector::Completion done);
+  // NdkDisconnect: DREQ, then `done` runs once with kSuccess on the DREP or kIoTimeout when none
+  // came; the QP is flushed before it runs. Returns kPending; kSuccess at once (no callback)
+  // when the peer already disconnected (the QP is flushed); kConnectionInvalid when not
+  // connected.
+  Status disconnect(Conn& c, CmCompletion done);
+  // Closes the connection for its owner: a pending handshake is rejected (REJ), an established
+  // connection is torn down (DREQ, no callbacks), and no callback runs after close() returns
+  // except one already running. Idempotent.
   void close(Conn& c);
-  Status listen(const std::shared_ptr<Listen>& l, uint16_t port,
-                CmListener::RequestHandler on_request);
+  // NdkGetConnectionData: read limits (the peer's request before accept(); the negotiated ones
+  // after a REP) and the peer's private data: the REQ's 56 application bytes, the REP's 196 or
+  // the REJ's 148. NDK protocol: the required size is the field size; `*len` is set to it;
+  // pdata == nullptr with *len == 0 asks for it; kBufferTooSmall when *len was smaller (the
+  // prefix is copied). kConnectionInvalid before any peer message.
+  Status get_connection_data(const Conn& c, ReadLimits* limits, void* pdata, uint32_t* len) const;
+  CmConnInfo info(const Conn& c) const;
+
+  // NdkListen on `port` (0: an ephemeral port from 49152-65535) of the adapter's addresses;
+  // `on_request` gets each new request. kSuccess; kAddressAlreadyAssociated when another
+  // listener has the port; kInvalidParameter when already listening or `on_request` is empty.
+  Status listen(const std::shared_ptr<Listen>& l, uint16_t port, CmRequestHandler on_request);
+  // NdkControlConnectEvents: while paused, requests are refused (REJ) as if nobody listened.
+  void pause(Listen& l, bool paused) {
+    std::lock_guard lock(mu_);
+    l.paused = paused;
+  }
+  uint16_t port(const Listen& l) const {
+    std::lock_guard lock(mu_);
+    return l.port;
+  }
+  // Stops listening; connections already handed out are unaffected. Idempotent.
   void close_listener(Listen& l);
   void shutdown();
   size_t connections() const {

@@ -142,7 +142,7 @@ void Core::handle_req(const MadIn& in, const Message& m) {
   register_remote(c);
   auto l = li->second;
   post([self = shared_from_this(), c, l] {
-    CmListener::RequestHandler h;
+    CmRequestHandler h;
     {
       std::lock_guard lock(self->mu_);
       if (self->dead_) return;
@@ -156,7 +156,7 @@ void Core::handle_req(const MadIn& in, const Message& m) {
       }
       h = l->on_request;
     }
-    h(std::unique_ptr<CmConnector>(new CmConnector(self, c)));
+    h(c);
   });
 }
 

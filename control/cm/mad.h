@@ -138,6 +138,7 @@ struct MadHdr {
   using Response = BitField<&MadHdr::method, 0x1, 7>;
   using Method = BitField<&MadHdr::method, 0x7f, 0>;
 };
+static_assert(sizeof(MadHdr) == kMadHdrSize);
 
 // One path of a REQ (primary at 52, alternate at 96; 44 bytes), IBTA table 187.
 struct PathWire {
@@ -146,17 +147,17 @@ struct PathWire {
   Gid local_gid;
   Gid remote_gid;
   Be32 w36;  // FlowLabel(20) | resv(6) | PacketRate(6)
+  using FlowLabel = BitField<&PathWire::w36, 0xfffff, 12>;
+  using PacketRate = BitField<&PathWire::w36, 0x3f, 0>;
   uint8_t traffic_class;
   uint8_t hop_limit;
   Be8 b42;  // SL(4) | SubnetLocal(1) | resv(3)
-  Be8 b43;  // LocalAckTimeout(5) | resv(3)
-
-  using FlowLabel = BitField<&PathWire::w36, 0xfffff, 12>;
-  using PacketRate = BitField<&PathWire::w36, 0x3f, 0>;
   using Sl = BitField<&PathWire::b42, 0xf, 4>;
   using SubnetLocal = BitField<&PathWire::b42, 0x1, 3>;
+  Be8 b43;  // LocalAckTimeout(5) | resv(3)
   using LocalAckTimeout = BitField<&PathWire::b43, 0x1f, 3>;
 };
+static_assert(sizeof(PathWire) == 44);
 
 // ConnectRequest, IBTA table 187.
 struct ReqWire {
@@ -213,13 +214,12 @@ struct RejWire {
   Be32 local_comm_id;
   Be32 remote_comm_id;
   Be8 b8;  // MessageRejected(2) | resv(6)
+  using MessageRejected = BitField<&RejWire::b8, 0x3, 6>;
   Be8 b9;  // RejectInfoLength(7) | resv(1)
+  using RejectInfoLength = BitField<&RejWire::b9, 0x7f, 1>;
   Be16 reason;
   std::array<uint8_t, 72> ari;            // 12: additional reject information
   std::array<uint8_t, 148> private_data;  // 84
-
-  using MessageRejected = BitField<&RejWire::b8, 0x3, 6>;
-  using RejectInfoLength = BitField<&RejWire::b9, 0x7f, 1>;
 };
 
 // ConnectReply, IBTA table 196.
@@ -271,8 +271,6 @@ struct DrepWire {
   std::array<uint8_t, 224> private_data;
 };
 
-static_assert(sizeof(MadHdr) == kMadHdrSize);
-static_assert(sizeof(PathWire) == 44);
 static_assert(offsetof(ReqWire, primary) == 52 && offsetof(ReqWire, alternate) == 96);
 static_assert(offsetof(ReqWire, private_data) == 140 && sizeof(ReqWire) == kCmMsgSize);
 static_assert(offsetof(MraWire, private_data) == 10 && sizeof(MraWire) == kCmMsgSize);

@@ -18,7 +18,7 @@
 
 #include <tbb/concurrent_hash_map.h>
 
-#include "control/cm/cm.h"
+#include "control/cm/cm_core.h"
 #include "control/cm/cma.h"
 #include "control/ndk_internal.h"
 #include "urnic/connector.h"
@@ -184,24 +184,29 @@ CmCounters cm_counters(AdapterImpl* a) {
 }
 
 struct ConnectorImpl final : ObjectImpl {
-  ConnectorImpl(AdapterImpl* a, std::unique_ptr<ctl::CmConnector> from_listener)
-      : ObjectImpl(ObjectType::kConnector, a), pub_(this), agent(acquire_agent(a)) {
-    cm = from_listener ? std::move(from_listener) : agent->create_connector();
-  }
+  // `from_listener`: the connection of a request; null for a new, active one.
+  ConnectorImpl(AdapterImpl* a, std::shared_ptr<ctl::cm_detail::Conn> from_listener)
+      : ObjectImpl(ObjectType::kConnector, a),
+        pub_(this),
+        agent(acquire_agent(a)),
+        cm(agent->core()),
+        conn(from_listener ? std::move(from_listener) : std::make_shared<ctl::cm_detail::Conn>()) {}
   ~ConnectorImpl() override { ConnectorImpl::release_unlocked(); }
   Object& pub() noexcept override { return pub_; }
-  // The CM connector and this adapter's share of the agent go with the close, also when the
+  // The CM connection and this adapter's share of the agent go with the close, also when the
   // object itself is kept (defunct, after the adapter's close): the agent uses the adapter.
   void release_unlocked() noexcept override {
     if (agent == nullptr) return;
+    cm->close(*conn);
+    conn.reset();
     cm.reset();
     release_agent(adapter);
     agent = nullptr;
   }
   Status teardown_locked() override {
-    // No CM callback for this connector after this (ctl::CmConnector::close), and the request
-    // still outstanding completes before the close callback (both deferred, in order).
-    if (cm) cm->close();
+    // No CM callback for this connector after this (Core::close), and the request still
+    // outstanding completes before the close callback (both deferred, in order).
+    if (conn) cm->close(*conn);
     if (req_pending) {
       req_pending = false;
       adapter->defer_locked([cb = req_cb, ctx = req_ctx] {
@@ -250,8 +255,9 @@ struct ConnectorImpl final : ObjectImpl {
   }
 
   Connector pub_;
-  ctl::CmAgent* agent;  // null once released
-  std::unique_ptr<ctl::CmConnector> cm;
+  ctl::CmAgent* agent;                         // null once released
+  std::shared_ptr<ctl::cm_detail::Core> cm;    // the agent's; null once released
+  std::shared_ptr<ctl::cm_detail::Conn> conn;  // null once released
   // ---- guarded by adapter->mu
   QpImpl* qp = nullptr;
   bool req_pending = false;
@@ -266,31 +272,34 @@ struct ListenerImpl final : ObjectImpl {
       : ObjectImpl(ObjectType::kListener, a),
         pub_(this),
         agent(acquire_agent(a)),
-        cm(agent->create_listener()),
+        cm(agent->core()),
+        listen(std::make_shared<ctl::cm_detail::Listen>()),
         event_cb(cb),
         event_ctx(ctx) {}
   ~ListenerImpl() override { ListenerImpl::release_unlocked(); }
   Object& pub() noexcept override { return pub_; }
   void release_unlocked() noexcept override {  // as ConnectorImpl's
     if (agent == nullptr) return;
+    cm->close_listener(*listen);
+    listen.reset();
     cm.reset();
     release_agent(adapter);
     agent = nullptr;
   }
   // A close refuses new requests at once (ndkpi.md §5.4).
-  void stop_events() noexcept override { cm->pause(true); }
+  void stop_events() noexcept override { cm->pause(*listen, true); }
   Status teardown_locked() override {
-    cm->close();
+    cm->close_listener(*listen);
     return Status::kSuccess;
   }
 
   // A request reached the CM listener (control thread, no CM lock held).
-  void on_request(std::unique_ptr<ctl::CmConnector> c) {
+  void on_request(std::shared_ptr<ctl::cm_detail::Conn> c) {
     std::unique_lock lk(adapter->mu);
     if (life != Life::kLive || adapter->shutting_down ||
-        (!is_wildcard(address) && c->local_gid() != address)) {
+        (!is_wildcard(address) && cm->info(*c).local_gid != address)) {
       lk.unlock();
-      (void)c->reject({});
+      (void)cm->reject(*c, {});
       return;
     }
     auto* ci = new ConnectorImpl(adapter, std::move(c));
@@ -299,8 +308,9 @@ struct ListenerImpl final : ObjectImpl {
   }
 
   Listener pub_;
-  ctl::CmAgent* agent;  // null once released
-  std::unique_ptr<ctl::CmListener> cm;
+  ctl::CmAgent* agent;                             // null once released
+  std::shared_ptr<ctl::cm_detail::Core> cm;        // the agent's; null once released
+  std::shared_ptr<ctl::cm_detail::Listen> listen;  // null once released
   const ConnectEventCallback event_cb;
   void* const event_ctx;
   // ---- guarded by adapter->mu
@@ -344,7 +354,7 @@ Status Connector::connect(Qp& qp, const sockaddr* src, uint32_t src_length, cons
   return detail::guarded([&] {
     if (Status s = c_->begin(cb, ctx, q); s != Status::kSuccess) return s;
     const Status s =
-        c_->cm->connect(&q->qp, dgid, dport, {inbound_read_limit, outbound_read_limit},
+        c_->cm->connect(c_->conn, &q->qp, dgid, dport, {inbound_read_limit, outbound_read_limit},
                         {static_cast<const uint8_t*>(private_data), private_data_length},
                         [c = c_](Status st) { c->finish(st); });
     if (s != Status::kPending) {
@@ -368,7 +378,7 @@ Status Connector::complete_connect(DisconnectEventCallback disconnect_event,
       c_->disc_cb = disconnect_event;
       c_->disc_ctx = disconnect_context;
     }
-    return c_->cm->complete_connect([c = c_] { c->peer_disconnected(); });
+    return c_->cm->complete_connect(*c_->conn, [c = c_] { c->peer_disconnected(); });
   });
 }
 
@@ -395,7 +405,7 @@ Status Connector::accept(Qp& qp, uint32_t inbound_read_limit, uint32_t outbound_
       c_->disc_ctx = disconnect_context;
     }
     const Status s = c_->cm->accept(
-        &q->qp, {inbound_read_limit, outbound_read_limit},
+        *c_->conn, &q->qp, {inbound_read_limit, outbound_read_limit},
         {static_cast<const uint8_t*>(private_data), private_data_length},
         [c = c_] { c->peer_disconnected(); }, [c = c_](Status st) { c->finish(st); });
     if (s != Status::kPending) {
@@ -413,7 +423,8 @@ Status Connector::reject(const void* private_data, uint32_t private_data_length)
   if (private_data == nullptr && private_data_length != 0) return Status::kInvalidParameter;
   if (private_data_length > detail::kMaxCalleeData) return Status::kInvalidBufferSize;
   return detail::guarded([&] {
-    return c_->cm->reject({static_cast<const uint8_t*>(private_data), private_data_length});
+    return c_->cm->reject(*c_->conn,
+                          {static_cast<const uint8_t*>(private_data), private_data_length});
   });
 }
 
@@ -422,7 +433,8 @@ Status Connector::get_connection_data(uint32_t* inbound_read_limit, uint32_t* ou
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   return detail::guarded([&] {
     ctl::ReadLimits lim;
-    const Status s = c_->cm->get_connection_data(&lim, private_data, private_data_length);
+    const Status s =
+        c_->cm->get_connection_data(*c_->conn, &lim, private_data, private_data_length);
     if (s == Status::kSuccess || s == Status::kBufferTooSmall) {
       if (inbound_read_limit != nullptr) *inbound_read_limit = lim.inbound;
       if (outbound_read_limit != nullptr) *outbound_read_limit = lim.outbound;
@@ -433,16 +445,16 @@ Status Connector::get_connection_data(uint32_t* inbound_read_limit, uint32_t* ou
 
 Status Connector::get_local_address(sockaddr* address, uint32_t* length) noexcept {
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
-  const ctl::cm::Gid g = c_->cm->local_gid();
-  if (g == ctl::cm::Gid{}) return Status::kConnectionInvalid;
-  return detail::to_sockaddr(g, c_->cm->local_port(), address, length);
+  const ctl::CmConnInfo i = c_->cm->info(*c_->conn);
+  if (i.local_gid == ctl::cm::Gid{}) return Status::kConnectionInvalid;
+  return detail::to_sockaddr(i.local_gid, i.local_port, address, length);
 }
 
 Status Connector::get_peer_address(sockaddr* address, uint32_t* length) noexcept {
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
-  const ctl::cm::Gid g = c_->cm->peer_gid();
-  if (g == ctl::cm::Gid{}) return Status::kConnectionInvalid;
-  return detail::to_sockaddr(g, c_->cm->peer_port(), address, length);
+  const ctl::CmConnInfo i = c_->cm->info(*c_->conn);
+  if (i.peer_gid == ctl::cm::Gid{}) return Status::kConnectionInvalid;
+  return detail::to_sockaddr(i.peer_gid, i.peer_port, address, length);
 }
 
 Status Connector::disconnect(RequestCompletion completion, void* request_context) noexcept {
@@ -455,7 +467,7 @@ Status Connector::disconnect(RequestCompletion completion, void* request_context
   void* const ctx = completion != nullptr ? request_context : &sync;
   return detail::guarded([&] {
     if (Status s = c_->begin(cb, ctx, nullptr); s != Status::kSuccess) return s;
-    const Status s = c_->cm->disconnect([c = c_](Status st) { c->finish(st); });
+    const Status s = c_->cm->disconnect(*c_->conn, [c = c_](Status st) { c->finish(st); });
     if (s != Status::kPending) {
       c_->abort_request();
       return s;
@@ -503,8 +515,8 @@ Status Listener::listen(const sockaddr* address, uint32_t address_length, Reques
       if (l_->listening) return Status::kInvalidParameter;
       l_->address = g;
     }
-    const Status s = l_->cm->listen(
-        port, [l = l_](std::unique_ptr<ctl::CmConnector> c) { l->on_request(std::move(c)); });
+    const Status s =
+        l_->cm->listen(l_->listen, port, [l = l_](auto c) { l->on_request(std::move(c)); });
     if (s == Status::kSuccess) {
       std::lock_guard lk(a->mu);
       l_->listening = true;
@@ -525,12 +537,12 @@ Status Listener::get_local_address(sockaddr* address, uint32_t* length) noexcept
     // The wildcard: report the adapter's own address of that family.
     if (const auto lg = ctl::local_gid_for(*l_->adapter->ctl, ctl::gid_from_ipv4(1))) g = *lg;
   }
-  return detail::to_sockaddr(g, l_->cm->port(), address, length);
+  return detail::to_sockaddr(g, l_->cm->port(*l_->listen), address, length);
 }
 
 // A closing listener refuses requests already (ListenerImpl::stop_events).
 void Listener::control_connect_events(bool pause) noexcept {
-  if (!detail::is_closing(l_)) l_->cm->pause(pause);
+  if (!detail::is_closing(l_)) l_->cm->pause(*l_->listen, pause);
 }
 
 Status create_listener(Adapter& adapter, ConnectEventCallback connect_event,

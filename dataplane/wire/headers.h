@@ -16,11 +16,9 @@ namespace urnic::wire {
 using MacAddr = std::array<uint8_t, 6>;
 using Ipv6Addr = std::array<uint8_t, 16>;
 
-inline constexpr uint16_t kEtherTypeIpv4 = 0x0800;
-inline constexpr uint16_t kEtherTypeIpv6 = 0x86DD;
-inline constexpr uint16_t kEtherTypeArp = 0x0806;
-inline constexpr uint16_t kEtherTypeVlan = 0x8100;
-inline constexpr uint8_t kIpProtoUdp = 17;
+inline constexpr uint16_t kEtherTypeIpv4 = 0x0800, kEtherTypeIpv6 = 0x86DD, kEtherTypeArp = 0x0806,
+                          kEtherTypeVlan = 0x8100;
+inline constexpr uint8_t kIpProtoUdp = 17, kIpProtoIcmpv6 = 58;
 // IANA "RoCEv2" UDP destination port (IBTA Annex A17.2.1).
 inline constexpr uint16_t kRoceV2Port = 4791;
 
@@ -29,11 +27,13 @@ struct EthHdr {
   MacAddr src;
   Be16 ether_type;
 };
+static_assert(sizeof(EthHdr) == 14);
 
 struct VlanTag {
   Be16 tci;
   Be16 ether_type;
 };
+static_assert(sizeof(VlanTag) == 4);
 
 struct Ipv4Hdr {
   uint8_t version_ihl;  // version 4, IHL 5: RoCEv2 never carries IP options.
@@ -50,6 +50,7 @@ struct Ipv4Hdr {
   constexpr uint8_t version() const noexcept { return version_ihl >> 4; }
   constexpr uint8_t ihl() const noexcept { return version_ihl & 0x0f; }
 };
+static_assert(sizeof(Ipv4Hdr) == 20);
 inline constexpr uint16_t kIpv4FlagDf = 0x4000;
 
 struct Ipv6Hdr {
@@ -57,13 +58,13 @@ struct Ipv6Hdr {
   Be16 payload_length;
   uint8_t next_header;
   uint8_t hop_limit;
-  Ipv6Addr src;
-  Ipv6Addr dst;
+  Ipv6Addr src, dst;
 
   using Version = BitField<&Ipv6Hdr::vtc_flow, 0xf, 28>;
   using TrafficClass = BitField<&Ipv6Hdr::vtc_flow, 0xff, 20>;
   using FlowLabel = BitField<&Ipv6Hdr::vtc_flow, 0xfffff, 0>;
 };
+static_assert(sizeof(Ipv6Hdr) == 40);
 
 struct UdpHdr {
   Be16 src_port;  // per-QP entropy (A17.3.1); receivers accept any value, including 0.
@@ -71,6 +72,7 @@ struct UdpHdr {
   Be16 length;    // covers UDP header .. ICRC
   Be16 checksum;  // 0 on transmit (rxe does so for IPv4 and IPv6); ignored on receive.
 };
+static_assert(sizeof(UdpHdr) == 8);
 
 // ARP for IPv4 over Ethernet (RFC 826). Handled by the control plane.
 struct ArpHdr {
@@ -84,29 +86,35 @@ struct ArpHdr {
   MacAddr tha;
   Be32 tpa;
 };
+static_assert(sizeof(ArpHdr) == 28);
 inline constexpr uint16_t kArpRequest = 1, kArpReply = 2;
 
 // ICMPv6 header (RFC 4443) and the neighbour discovery messages (RFC 4861 §4.3-4.4).
-inline constexpr uint8_t kIpProtoIcmpv6 = 58;
 struct Icmpv6Hdr {
   uint8_t type;
   uint8_t code;
   Be16 checksum;
 };
+static_assert(sizeof(Icmpv6Hdr) == 4);
 inline constexpr uint8_t kIcmpv6NeighborSolicit = 135, kIcmpv6NeighborAdvert = 136;
 struct NdMsg {  // NS and NA share the layout: 4 bytes (reserved / R,S,O flags) + target
   Be32 flags;
   Ipv6Addr target;
 };
+static_assert(sizeof(NdMsg) == 20);
 struct NdLinkLayerOpt {  // source (1) / target (2) link-layer address option, 8 bytes
   uint8_t type;
   uint8_t len;  // in units of 8 bytes
   MacAddr mac;
 };
+static_assert(sizeof(NdLinkLayerOpt) == 8);
 inline constexpr uint32_t kNaRouter = 0x80000000u, kNaSolicited = 0x40000000u,
                           kNaOverride = 0x20000000u;
 
 // ---- InfiniBand transport headers (IBTA Vol. 1 §9.2-9.5) ------------------------------------
+
+// Default partition key (IBTA §10.9.1.2); rxe and ConnectX drop anything else.
+inline constexpr uint16_t kDefaultPkey = 0xFFFF;
 
 // Base Transport Header, IBTA §9.2.
 struct Bth {
@@ -128,8 +136,7 @@ struct Bth {
   using Resv7 = BitField<&Bth::w2, 0x7f, 24>;
   using Psn = BitField<&Bth::w2, 0xffffff, 0>;
 };
-// Default partition key (IBTA §10.9.1.2); rxe and ConnectX drop anything else.
-inline constexpr uint16_t kDefaultPkey = 0xFFFF;
+static_assert(sizeof(Bth) == 12);
 
 // RDMA Extended Transport Header, §9.3.3.
 struct Reth {
@@ -137,6 +144,7 @@ struct Reth {
   Be32 rkey;
   Be32 dma_length;
 };
+static_assert(sizeof(Reth) == 16);
 
 // ACK Extended Transport Header, §9.3.5: syndrome(8) | MSN(24).
 struct Aeth {
@@ -152,6 +160,7 @@ struct AtomicEth {
   Be64 swap_add;
   Be64 compare;
 };
+static_assert(sizeof(AtomicEth) == 28);
 
 // Atomic ACK Extended Transport Header, §9.3.6.
 struct AtomicAckEth {
@@ -180,25 +189,13 @@ struct CnpPad {
   std::array<uint8_t, 16> resv;
 };
 
-// ---- Sizes, checked (house style rule 8) ----------------------------------------------------
-static_assert(sizeof(EthHdr) == 14);
-static_assert(sizeof(VlanTag) == 4);
-static_assert(sizeof(Ipv4Hdr) == 20);
-static_assert(sizeof(Ipv6Hdr) == 40);
-static_assert(sizeof(UdpHdr) == 8);
-static_assert(sizeof(Bth) == 12);
-static_assert(sizeof(Reth) == 16);
+// The small extension headers, checked together.
 static_assert(sizeof(Aeth) == 4);
-static_assert(sizeof(AtomicEth) == 28);
 static_assert(sizeof(AtomicAckEth) == 8);
 static_assert(sizeof(ImmDt) == 4);
 static_assert(sizeof(Ieth) == 4);
 static_assert(sizeof(Deth) == 8);
 static_assert(sizeof(CnpPad) == 16);
-static_assert(sizeof(ArpHdr) == 28);
-static_assert(sizeof(Icmpv6Hdr) == 4);
-static_assert(sizeof(NdMsg) == 20);
-static_assert(sizeof(NdLinkLayerOpt) == 8);
 static_assert(std::is_trivially_copyable_v<Bth> && std::is_trivially_copyable_v<Ipv6Hdr> &&
               std::is_trivially_copyable_v<AtomicEth> && std::is_trivially_copyable_v<Deth>);
 static_assert(alignof(Bth) == 1 && alignof(AtomicEth) == 1 && alignof(Ipv4Hdr) == 1);
@@ -207,19 +204,15 @@ inline constexpr uint32_t kIcrcLen = 4;
 
 // AETH syndrome encoding, IBTA §9.7.5.1.4 / rxe_hdr.h: bits 6..5 select ACK / RNR NAK / NAK.
 namespace aeth {
-inline constexpr uint8_t kTypeMask = 0x60;
-inline constexpr uint8_t kAck = 0x00;
-inline constexpr uint8_t kRnrNak = 0x20;
-inline constexpr uint8_t kNak = 0x60;
+inline constexpr uint8_t kTypeMask = 0x60, kAck = 0x00, kRnrNak = 0x20, kNak = 0x60;
+// The low five bits: the credit count of an ACK, the timer of an RNR NAK, the code of a NAK.
 inline constexpr uint8_t kValueMask = 0x1f;
 // ACK credit count 31: "no credit information" (what rxe and ConnectX send for RC).
 inline constexpr uint8_t kAckNoCredit = 0x1f;
 // NAK codes (§9.7.5.2.3).
-inline constexpr uint8_t kNakPsnSeqError = 0x00;
-inline constexpr uint8_t kNakInvalidRequest = 0x01;
-inline constexpr uint8_t kNakRemoteAccessError = 0x02;
-inline constexpr uint8_t kNakRemoteOperationalError = 0x03;
-inline constexpr uint8_t kNakInvalidRdRequest = 0x04;
+inline constexpr uint8_t kNakPsnSeqError = 0x00, kNakInvalidRequest = 0x01,
+                         kNakRemoteAccessError = 0x02, kNakRemoteOperationalError = 0x03,
+                         kNakInvalidRdRequest = 0x04;
 }  // namespace aeth
 
 }  // namespace urnic::wire

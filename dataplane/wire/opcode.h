@@ -60,10 +60,8 @@ inline constexpr uint32_t kOnly = kFirst | kLast;  // single-packet message: bot
 inline constexpr uint32_t kStart = kFirst;         // "starts a message" = first or only
 inline constexpr uint32_t kEnd = kLast;            // "ends a message" = last or only
 inline constexpr uint32_t kAck = 1u << 20;         // ACKNOWLEDGE / ATOMIC ACKNOWLEDGE
-inline constexpr uint32_t kRc = 1u << 21;
-inline constexpr uint32_t kUc = 1u << 22;
-inline constexpr uint32_t kUd = 1u << 23;
-inline constexpr uint32_t kCnp = 1u << 24;
+// The transport the opcode belongs to (its top three bits, IBTA table 38) or CNP.
+inline constexpr uint32_t kRc = 1u << 21, kUc = 1u << 22, kUd = 1u << 23, kCnp = 1u << 24;
 inline constexpr uint32_t kValid = 1u << 25;
 }  // namespace op
 

@@ -74,6 +74,7 @@
 #include "dataplane/cq.h"
 #include "dataplane/engine.h"
 #include "dataplane/wire/frame.h"
+#include "tests/common/cm_handles.h"
 #include "tests/fuzz/harness.h"
 
 namespace urnic::fuzz {
@@ -205,8 +206,8 @@ class CmWorld {
       return true;  // nothing goes on the wire: the harness reads what would have
     };
     agent_ = std::make_unique<ctl::CmAgent>(*adapter_, cfg);
-    listener_ = agent_->create_listener();
-    if (listener_->listen(kListenPort, [this](std::unique_ptr<ctl::CmConnector> c) {
+    listener_ = cmtest::create_listener(*agent_);
+    if (listener_->listen(kListenPort, [this](std::unique_ptr<cmtest::CmConnector> c) {
           add_conn(std::move(c), false);
         }) != Status::kSuccess)
       fail("listen failed");
@@ -265,7 +266,7 @@ class CmWorld {
   };
 
   struct Conn {
-    std::unique_ptr<ctl::CmConnector> cm;
+    std::unique_ptr<cmtest::CmConnector> cm;
     dp::Qp* qp = nullptr;
     bool active = false;
     bool closed = false;
@@ -367,7 +368,7 @@ class CmWorld {
     if (conns_.size() >= kMaxConnectors) return;
     dp::Qp* qp = new_qp();
     if (qp == nullptr) return;
-    Conn& c = add_conn(agent_->create_connector(), true);
+    Conn& c = add_conn(cmtest::create_connector(*agent_), true);
     c.qp = qp;
     (void)c.cm->connect(qp, peer_gid(port & 0x80), static_cast<uint16_t>(kListenPort + (port & 3)),
                         {2, 2}, {}, completion(&c, &Conn::conn_done));
@@ -406,7 +407,7 @@ class CmWorld {
     return adapter_->engine().call(m);
   }
 
-  Conn& add_conn(std::unique_ptr<ctl::CmConnector> cm, bool active) {
+  Conn& add_conn(std::unique_ptr<cmtest::CmConnector> cm, bool active) {
     conns_.push_back(std::make_unique<Conn>());
     Conn& c = *conns_.back();
     c.cm = std::move(cm);
@@ -530,7 +531,7 @@ class CmWorld {
   std::unique_ptr<dp::Cq> cq_;
   uint32_t pd_ = 0;
   std::unique_ptr<ctl::CmAgent> agent_;
-  std::unique_ptr<ctl::CmListener> listener_;
+  std::unique_ptr<cmtest::CmListener> listener_;
   std::vector<std::unique_ptr<Conn>> conns_;
   std::vector<std::unique_ptr<dp::Qp>> qps_;
   std::vector<uint32_t> our_ids_;  // local comm IDs of the MADs the CM sent

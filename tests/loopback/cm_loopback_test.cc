@@ -24,6 +24,7 @@
 #include "control/cm/cma.h"
 #include "control/cm/mad.h"
 #include "rc_fixture.h"
+#include "tests/common/cm_handles.h"
 #include "urnic/config.h"
 
 namespace urnic::test {
@@ -147,17 +148,17 @@ TEST_F(CmPair, ConnectAcceptMoveDataDisconnect) {
   // post a receive, accept with its own buffer in the REP's private data.
   Latch<Status> accepted;
   Latch<bool> b_disconnected;
-  std::unique_ptr<ctl::CmConnector> b_conn;
+  std::unique_ptr<cmtest::CmConnector> b_conn;
   BufInfo a_info;
   ctl::ReadLimits b_seen{};
   // The passive QP is made before listening: the listener callback runs on the adapter's
   // control thread, where a synchronous create would wait for itself (docs/api.md).
   ASSERT_EQ(p->b.create_qp(nullptr, 256, 256, &p->b.qp), Status::kSuccess);
-  auto listener = cb->create_listener();
+  auto listener = cmtest::create_listener(*cb);
   ASSERT_EQ(
       listener->listen(
           18515,
-          [&](std::unique_ptr<ctl::CmConnector> c) {
+          [&](std::unique_ptr<cmtest::CmConnector> c) {
             uint8_t pd[64];
             uint32_t len = sizeof(pd);
             EXPECT_EQ(c->get_connection_data(&b_seen, pd, &len), Status::kSuccess);
@@ -184,7 +185,7 @@ TEST_F(CmPair, ConnectAcceptMoveDataDisconnect) {
 
   // Active side.
   ASSERT_EQ(p->a.create_qp(nullptr, 256, 256, &p->a.qp), Status::kSuccess);
-  auto a_conn = ca->create_connector();
+  auto a_conn = cmtest::create_connector(*ca);
   Latch<Status> connected;
   const auto req_pdata = encode_info({reinterpret_cast<uint64_t>(a_win.data()), ka_win});
   ASSERT_EQ(a_conn->connect(&p->a.qp->internal(), gid_b(), 18515, {2, 3}, req_pdata,
@@ -291,16 +292,16 @@ TEST_F(CmPair, ConnectAcceptMoveDataDisconnect) {
 
 TEST_F(CmPair, ConsumerRejectCarriesPrivateData) {
   start();
-  auto listener = cb->create_listener();
+  auto listener = cmtest::create_listener(*cb);
   ASSERT_EQ(listener->listen(7174,
-                             [&](std::unique_ptr<ctl::CmConnector> c) {
+                             [&](std::unique_ptr<cmtest::CmConnector> c) {
                                const uint8_t why[] = {'n', 'o', 'p', 'e'};
                                EXPECT_EQ(c->reject(why), Status::kSuccess);
                                EXPECT_EQ(c->reject(why), Status::kConnectionInvalid);
                              }),
             Status::kSuccess);
   ASSERT_EQ(p->a.create_qp(nullptr, 256, 256, &p->a.qp), Status::kSuccess);
-  auto conn = ca->create_connector();
+  auto conn = cmtest::create_connector(*ca);
   Latch<Status> done;
   ASSERT_EQ(
       conn->connect(&p->a.qp->internal(), gid_b(), 7174, {}, {}, [&](Status s) { done.set(s); }),
@@ -322,7 +323,7 @@ TEST_F(CmPair, NoListenerUnreachableAndBadArguments) {
   start();
   ASSERT_EQ(p->a.create_qp(nullptr, 256, 256, &p->a.qp), Status::kSuccess);
   {
-    auto conn = ca->create_connector();
+    auto conn = cmtest::create_connector(*ca);
     Latch<Status> done;
     ASSERT_EQ(
         conn->connect(&p->a.qp->internal(), gid_b(), 999, {}, {}, [&](Status s) { done.set(s); }),
@@ -332,7 +333,7 @@ TEST_F(CmPair, NoListenerUnreachableAndBadArguments) {
     EXPECT_EQ(cb->counters().no_listener, 1u);
   }
   {
-    auto conn = ca->create_connector();
+    auto conn = cmtest::create_connector(*ca);
     Latch<Status> done;
     const auto t0 = Clock::now();
     ASSERT_EQ(conn->connect(&p->a.qp->internal(), ctl::gid_from_ipv4(0xC0000263), 999, {}, {},
@@ -341,7 +342,7 @@ TEST_F(CmPair, NoListenerUnreachableAndBadArguments) {
     EXPECT_EQ(done.wait(), Status::kHostUnreachable);
     EXPECT_GE(Clock::now() - t0, 900ms);
   }
-  auto conn = ca->create_connector();
+  auto conn = cmtest::create_connector(*ca);
   const std::vector<uint8_t> too_long(cm::kMaxReqUserData + 1);
   EXPECT_EQ(conn->connect(&p->a.qp->internal(), gid_b(), 1, {}, too_long, [](Status) {}),
             Status::kInvalidBufferSize);
@@ -351,28 +352,28 @@ TEST_F(CmPair, NoListenerUnreachableAndBadArguments) {
   EXPECT_EQ(conn->connect(&p->a.qp->internal(), gid_a(), 1, {}, {}, [](Status) {}),
             Status::kInvalidAddress);
   // Two listeners on one port.
-  auto l1 = cb->create_listener(), l2 = cb->create_listener();
-  ASSERT_EQ(l1->listen(5000, [](std::unique_ptr<ctl::CmConnector>) {}), Status::kSuccess);
-  EXPECT_EQ(l2->listen(5000, [](std::unique_ptr<ctl::CmConnector>) {}),
+  auto l1 = cmtest::create_listener(*cb), l2 = cmtest::create_listener(*cb);
+  ASSERT_EQ(l1->listen(5000, [](std::unique_ptr<cmtest::CmConnector>) {}), Status::kSuccess);
+  EXPECT_EQ(l2->listen(5000, [](std::unique_ptr<cmtest::CmConnector>) {}),
             Status::kAddressAlreadyAssociated);
-  ASSERT_EQ(l2->listen(0, [](std::unique_ptr<ctl::CmConnector>) {}), Status::kSuccess);
+  ASSERT_EQ(l2->listen(0, [](std::unique_ptr<cmtest::CmConnector>) {}), Status::kSuccess);
   EXPECT_GE(l2->port(), 49152);
   l1->close();
-  auto l3 = cb->create_listener();
-  EXPECT_EQ(l3->listen(5000, [](std::unique_ptr<ctl::CmConnector>) {}), Status::kSuccess);
+  auto l3 = cmtest::create_listener(*cb);
+  EXPECT_EQ(l3->listen(5000, [](std::unique_ptr<cmtest::CmConnector>) {}), Status::kSuccess);
 }
 
 // Connects over the IPv6 GIDs, accepts, sends one message, and disconnects from the passive side.
 TEST_F(CmPair, Ipv6GidsAndPassiveDisconnect) {
   start();
-  std::unique_ptr<ctl::CmConnector> b_conn;
+  std::unique_ptr<cmtest::CmConnector> b_conn;
   Latch<Status> accepted;
   // The passive QP is made before listening: the listener callback runs on the adapter's
   // control thread, where a synchronous create would wait for itself (docs/api.md).
   ASSERT_EQ(p->b.create_qp(nullptr, 256, 256, &p->b.qp), Status::kSuccess);
-  auto listener = cb->create_listener();
+  auto listener = cmtest::create_listener(*cb);
   ASSERT_EQ(listener->listen(4791,
-                             [&](std::unique_ptr<ctl::CmConnector> c) {
+                             [&](std::unique_ptr<cmtest::CmConnector> c) {
                                EXPECT_EQ(c->peer_gid(), *RcPair::internal(p->a).ipv6());
                                EXPECT_EQ(c->accept(&p->b.qp->internal(), {}, {}, {},
                                                    [&](Status s) { accepted.set(s); }),
@@ -381,7 +382,7 @@ TEST_F(CmPair, Ipv6GidsAndPassiveDisconnect) {
                              }),
             Status::kSuccess);
   ASSERT_EQ(p->a.create_qp(nullptr, 256, 256, &p->a.qp), Status::kSuccess);
-  auto a_conn = ca->create_connector();
+  auto a_conn = cmtest::create_connector(*ca);
   Latch<Status> connected;
   ASSERT_EQ(a_conn->connect(&p->a.qp->internal(), *RcPair::internal(p->b).ipv6(), 4791, {}, {},
                             [&](Status s) { connected.set(s); }),
@@ -438,15 +439,15 @@ TEST_F(CmPair, LostMadsAreRetransmitted) {
   launch();
   ca = std::make_unique<ctl::CmAgent>(RcPair::internal(p->a), cfg_a);
   cb = std::make_unique<ctl::CmAgent>(RcPair::internal(p->b), cfg_b);
-  std::unique_ptr<ctl::CmConnector> b_conn;
+  std::unique_ptr<cmtest::CmConnector> b_conn;
   Latch<Status> accepted;
   Latch<bool> b_disc;
   // The passive QP is made before listening: the listener callback runs on the adapter's
   // control thread, where a synchronous create would wait for itself (docs/api.md).
   ASSERT_EQ(p->b.create_qp(nullptr, 256, 256, &p->b.qp), Status::kSuccess);
-  auto listener = cb->create_listener();
+  auto listener = cmtest::create_listener(*cb);
   ASSERT_EQ(listener->listen(1,
-                             [&](std::unique_ptr<ctl::CmConnector> c) {
+                             [&](std::unique_ptr<cmtest::CmConnector> c) {
                                EXPECT_EQ(
                                    c->accept(
                                        &p->b.qp->internal(), {}, {}, [&] { b_disc.set(true); },
@@ -456,7 +457,7 @@ TEST_F(CmPair, LostMadsAreRetransmitted) {
                              }),
             Status::kSuccess);
   ASSERT_EQ(p->a.create_qp(nullptr, 256, 256, &p->a.qp), Status::kSuccess);
-  auto a_conn = ca->create_connector();
+  auto a_conn = cmtest::create_connector(*ca);
   Latch<Status> connected;
   ASSERT_EQ(a_conn->connect(&p->a.qp->internal(), gid_b(), 1, {}, {},
                             [&](Status s) { connected.set(s); }),
@@ -621,7 +622,7 @@ TEST_F(CmScripted, ActiveSideFollowsLinuxPsnConvention) {
   start();
   ASSERT_EQ(p->a.create_qp(nullptr, 256, 256, &p->a.qp), Status::kSuccess);
   ASSERT_EQ(p->b.create_qp(nullptr, 256, 256, &p->b.qp), Status::kSuccess);
-  auto conn = ca->create_connector();
+  auto conn = cmtest::create_connector(*ca);
   Latch<Status> connected;
   const uint8_t hello[] = {'h', 'i'};
   ASSERT_EQ(conn->connect(&p->a.qp->internal(), gid_b(), 7471, {1, 1}, hello,
@@ -703,12 +704,12 @@ TEST_F(CmScripted, ActiveSideFollowsLinuxPsnConvention) {
 TEST_F(CmScripted, PassiveSideMraRepRetransmitAndStaleReq) {
   start();
   ASSERT_EQ(p->b.create_qp(nullptr, 256, 256, &p->b.qp), Status::kSuccess);
-  std::unique_ptr<ctl::CmConnector> conn;
+  std::unique_ptr<cmtest::CmConnector> conn;
   Latch<bool> requested;
   Latch<Status> accepted;
-  auto listener = ca->create_listener();
+  auto listener = cmtest::create_listener(*ca);
   ASSERT_EQ(listener->listen(18515,
-                             [&](std::unique_ptr<ctl::CmConnector> c) {
+                             [&](std::unique_ptr<cmtest::CmConnector> c) {
                                conn = std::move(c);
                                requested.set(true);
                              }),
@@ -779,7 +780,7 @@ TEST_F(CmScripted, PassiveSideMraRepRetransmitAndStaleReq) {
 TEST_F(CmScripted, HandshakeTimeoutsSendRejTimeout) {
   start(fast_config());
   ASSERT_EQ(p->a.create_qp(nullptr, 256, 256, &p->a.qp), Status::kSuccess);
-  auto conn = ca->create_connector();
+  auto conn = cmtest::create_connector(*ca);
   Latch<Status> done;
   ASSERT_EQ(conn->connect(&p->a.qp->internal(), gid_b(), 1, {}, {}, [&](Status s) { done.set(s); }),
             Status::kPending);
@@ -798,14 +799,14 @@ TEST_F(CmScripted, HandshakeTimeoutsSendRejTimeout) {
   clear();
 
   // Passive: REQ, accept, no RTU ever.
-  std::unique_ptr<ctl::CmConnector> pc;
+  std::unique_ptr<cmtest::CmConnector> pc;
   Latch<Status> accepted;
   ASSERT_EQ(p->b.create_qp(nullptr, 256, 256, &p->b.qp), Status::kSuccess);
-  auto listener = ca->create_listener();
+  auto listener = cmtest::create_listener(*ca);
   TestQp* q2 = nullptr;
   ASSERT_EQ(p->a.create_qp(nullptr, 256, 256, &q2), Status::kSuccess);
   ASSERT_EQ(listener->listen(2,
-                             [&](std::unique_ptr<ctl::CmConnector> c) {
+                             [&](std::unique_ptr<cmtest::CmConnector> c) {
                                EXPECT_EQ(c->accept(&q2->internal(), {}, {}, {},
                                                    [&](Status s) { accepted.set(s); }),
                                          Status::kPending);
@@ -830,10 +831,10 @@ TEST_F(CmScripted, RequestsBeyondTheBacklogAreRejectedNoResources) {
   cfg.max_pending_requests = 8;
   start(cfg);
   std::mutex mu;
-  std::vector<std::unique_ptr<ctl::CmConnector>> held;
-  auto listener = ca->create_listener();
+  std::vector<std::unique_ptr<cmtest::CmConnector>> held;
+  auto listener = cmtest::create_listener(*ca);
   ASSERT_EQ(listener->listen(18515,
-                             [&](std::unique_ptr<ctl::CmConnector> c) {
+                             [&](std::unique_ptr<cmtest::CmConnector> c) {
                                std::lock_guard lock(mu);
                                held.push_back(std::move(c));
                              }),
@@ -878,11 +879,11 @@ TEST_F(CmScripted, RequestsBeyondTheBacklogAreRejectedNoResources) {
 // A REJ while the consumer is still deciding aborts its accept / complete_connect.
 TEST_F(CmScripted, PeerGivesUpWhileConsumerDecides) {
   start();
-  std::unique_ptr<ctl::CmConnector> conn;
+  std::unique_ptr<cmtest::CmConnector> conn;
   Latch<bool> requested;
-  auto listener = ca->create_listener();
+  auto listener = cmtest::create_listener(*ca);
   ASSERT_EQ(listener->listen(3,
-                             [&](std::unique_ptr<ctl::CmConnector> c) {
+                             [&](std::unique_ptr<cmtest::CmConnector> c) {
                                conn = std::move(c);
                                requested.set(true);
                              }),
