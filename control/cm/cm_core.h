@@ -202,6 +202,10 @@ class Core : public std::enable_shared_from_this<Core> {
   CmState on_established(Conn& c, const Input& in);
   CmState on_dreq_sent(Conn& c, const Input& in);
   CmState on_timewait(Conn& c, const Input& in);  // also DREQ_RCVD (transient)
+  RejReason rejected(Conn& c, const Input& in);
+  CmState more_time(Conn& c, const Input& in, MsgResponse what, CmState waiting, CmState next);
+  CmState ask_more_time(Conn& c, MsgResponse what, CmState mra_sent);
+  CmState timed_out(Conn& c, MsgResponse what);
   void drive(const std::shared_ptr<Conn>& c, const Input& in);
   void enter(Conn& c, CmState s);
 

@@ -101,30 +101,13 @@ CmState Core::on_req_sent(Conn& c, const Input& in) {
       complete(c, Status::kSuccess);
       return CmState::kRepRcvd;
     }
-    case Input::Kind::kRej: {
-      const auto& rej = std::get<cm::Rej>(in.msg->body);
-      c.reject_reason = static_cast<uint16_t>(rej.reason);
-      c.peer_pdata.assign(rej.private_data.begin(), rej.private_data.end());
-      c.have_peer_data = true;
+    case Input::Kind::kRej:
       c.timer = Timer::kNone;
-      complete(c,
-               rej.reason == RejReason::kTimeout ? Status::kIoTimeout : Status::kConnectionRefused);
-      return rej.reason == RejReason::kStaleConn ? CmState::kTimewait : CmState::kIdle;
-    }
-    case Input::Kind::kMra: {
-      const auto& mra = std::get<cm::Mra>(in.msg->body);
-      if (c.state != CmState::kReqSent || mra.message_mraed != MsgResponse::kReq) return c.state;
-      // The passive side needs more time: wait its service timeout plus one response time
-      // before retransmitting (Linux cm_mra_handler).
-      c.deadline = Clock::now() + interval(mra.service_timeout) + interval(c.resp_timeout);
-      return CmState::kMraReqRcvd;
-    }
+      return rejected(c, in) == RejReason::kStaleConn ? CmState::kTimewait : CmState::kIdle;
+    case Input::Kind::kMra:
+      return more_time(c, in, MsgResponse::kReq, CmState::kReqSent, CmState::kMraReqRcvd);
     case Input::Kind::kTimeout:
-      ++counters_.timeouts;
-      send_timeout_rej(c, MsgResponse::kReq);
-      c.reject_reason = static_cast<uint16_t>(RejReason::kTimeout);
-      complete(c, Status::kIoTimeout);
-      return CmState::kTimewait;
+      return timed_out(c, MsgResponse::kReq);
     default:
       return c.state;
   }
@@ -135,19 +118,7 @@ CmState Core::on_req_sent(Conn& c, const Input& in) {
 CmState Core::on_req_rcvd(Conn& c, const Input& in) {
   switch (in.kind) {
     case Input::Kind::kReq:
-      if (c.state == CmState::kReqRcvd) {
-        cm::Mra mra;
-        mra.local_comm_id = c.local_id;
-        mra.remote_comm_id = c.remote_id;
-        mra.message_mraed = MsgResponse::kReq;
-        mra.service_timeout = cfg_.mra_service_timeout;
-        ++counters_.mra_sent;
-        send(c, Message{c.tid, 0, mra}, false);
-        return CmState::kMraReqSent;
-      }
-      ++counters_.mra_sent;
-      resend_reply(c);
-      return c.state;
+      return ask_more_time(c, MsgResponse::kReq, CmState::kMraReqSent);
     case Input::Kind::kRej:
       c.aborted = true;
       c.reject_reason = static_cast<uint16_t>(std::get<cm::Rej>(in.msg->body).reason);
@@ -164,22 +135,12 @@ CmState Core::on_rep_sent(Conn& c, const Input& in) {
       c.timer = Timer::kNone;
       complete(c, Status::kSuccess);
       return CmState::kEstablished;
-    case Input::Kind::kRej: {
-      const auto& rej = std::get<cm::Rej>(in.msg->body);
-      c.reject_reason = static_cast<uint16_t>(rej.reason);
-      c.peer_pdata.assign(rej.private_data.begin(), rej.private_data.end());
-      c.have_peer_data = true;
+    case Input::Kind::kRej:
       flush_qp(c);
-      complete(c,
-               rej.reason == RejReason::kTimeout ? Status::kIoTimeout : Status::kConnectionRefused);
+      rejected(c, in);
       return CmState::kTimewait;
-    }
-    case Input::Kind::kMra: {
-      const auto& mra = std::get<cm::Mra>(in.msg->body);
-      if (c.state != CmState::kRepSent || mra.message_mraed != MsgResponse::kRep) return c.state;
-      c.deadline = Clock::now() + interval(mra.service_timeout) + interval(c.resp_timeout);
-      return CmState::kMraRepRcvd;
-    }
+    case Input::Kind::kMra:
+      return more_time(c, in, MsgResponse::kRep, CmState::kRepSent, CmState::kMraRepRcvd);
     case Input::Kind::kDreq: {
       // The RTU was lost and the peer already tears down (Linux cm_dreq_handler accepts a DREQ
       // in REP_SENT): the connection was established, then disconnected.
@@ -188,12 +149,8 @@ CmState Core::on_rep_sent(Conn& c, const Input& in) {
       return on_established(c, in);
     }
     case Input::Kind::kTimeout:
-      ++counters_.timeouts;
-      send_timeout_rej(c, MsgResponse::kRep);
-      c.reject_reason = static_cast<uint16_t>(RejReason::kTimeout);
       flush_qp(c);
-      complete(c, Status::kIoTimeout);
-      return CmState::kTimewait;
+      return timed_out(c, MsgResponse::kRep);
     default:
       return c.state;
   }
@@ -202,21 +159,8 @@ CmState Core::on_rep_sent(Conn& c, const Input& in) {
 // Active, REP handed to the consumer: a retransmitted REP gets an MRA; a REJ aborts.
 CmState Core::on_rep_rcvd(Conn& c, const Input& in) {
   switch (in.kind) {
-    case Input::Kind::kRep: {
-      if (c.state == CmState::kRepRcvd) {
-        cm::Mra mra;
-        mra.local_comm_id = c.local_id;
-        mra.remote_comm_id = c.remote_id;
-        mra.message_mraed = MsgResponse::kRep;
-        mra.service_timeout = cfg_.mra_service_timeout;
-        ++counters_.mra_sent;
-        send(c, Message{c.tid, 0, mra}, false);
-        return CmState::kMraRepSent;
-      }
-      ++counters_.mra_sent;
-      resend_reply(c);
-      return c.state;
-    }
+    case Input::Kind::kRep:
+      return ask_more_time(c, MsgResponse::kRep, CmState::kMraRepSent);
     case Input::Kind::kRej:
       c.aborted = true;
       c.reject_reason = static_cast<uint16_t>(std::get<cm::Rej>(in.msg->body).reason);
@@ -297,6 +241,54 @@ CmState Core::on_timewait(Conn& c, const Input& in) {
     default:
       return c.state;
   }
+}
+
+// ---- Steps the state functions share ----
+
+// A REJ ended our REQ / REP: the peer's reason and private data are kept for the consumer
+// (NdkGetConnectionData), whose request fails. Returns the reason.
+RejReason Core::rejected(Conn& c, const Input& in) {
+  const auto& rej = std::get<cm::Rej>(in.msg->body);
+  c.reject_reason = static_cast<uint16_t>(rej.reason);
+  c.peer_pdata.assign(rej.private_data.begin(), rej.private_data.end());
+  c.have_peer_data = true;
+  complete(c, rej.reason == RejReason::kTimeout ? Status::kIoTimeout : Status::kConnectionRefused);
+  return rej.reason;
+}
+
+// The peer needs more time for our `what` (an MRA, IBTA §12.6.6): wait its service timeout plus
+// one response time before retransmitting (Linux cm_mra_handler). Heeded once, in `waiting`.
+CmState Core::more_time(Conn& c, const Input& in, MsgResponse what, CmState waiting, CmState next) {
+  const auto& mra = std::get<cm::Mra>(in.msg->body);
+  if (c.state != waiting || mra.message_mraed != what) return c.state;
+  c.deadline = Clock::now() + interval(mra.service_timeout) + interval(c.resp_timeout);
+  return next;
+}
+
+// The peer sent its REQ / REP (`what`) again while our consumer decides: the first time an MRA
+// asks for more time (state `mra_sent`), after that the same MRA again.
+CmState Core::ask_more_time(Conn& c, MsgResponse what, CmState mra_sent) {
+  ++counters_.mra_sent;
+  if (c.state == mra_sent) {
+    resend_reply(c);
+    return c.state;
+  }
+  cm::Mra mra;
+  mra.local_comm_id = c.local_id;
+  mra.remote_comm_id = c.remote_id;
+  mra.message_mraed = what;
+  mra.service_timeout = cfg_.mra_service_timeout;
+  send(c, Message{c.tid, 0, mra}, false);
+  return mra_sent;
+}
+
+// Our REQ / REP (`what`) went unanswered through every retry: REJ "timeout" (IBTA §12.9.6).
+CmState Core::timed_out(Conn& c, MsgResponse what) {
+  ++counters_.timeouts;
+  send_timeout_rej(c, what);
+  c.reject_reason = static_cast<uint16_t>(RejReason::kTimeout);
+  complete(c, Status::kIoTimeout);
+  return CmState::kTimewait;
 }
 
 }  // namespace urnic::ctl::cm_detail

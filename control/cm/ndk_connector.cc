@@ -134,34 +134,30 @@ bool from_sockaddr(const sockaddr* sa, uint32_t len, ctl::cm::Gid* gid, uint16_t
   return false;
 }
 
+// Copies `s` out by NDK's size protocol: kBufferTooSmall with the size needed in *len.
+template <class S>
+Status copy_out(const S& s, sockaddr* sa, uint32_t* len) {
+  const uint32_t need = sizeof(S);
+  const bool fits = sa != nullptr && *len >= need;
+  if (fits) std::memcpy(sa, &s, need);
+  *len = need;
+  return fits ? Status::kSuccess : Status::kBufferTooSmall;
+}
+
 Status to_sockaddr(const ctl::cm::Gid& gid, uint16_t port, sockaddr* sa, uint32_t* len) {
   if (len == nullptr) return Status::kInvalidParameter;
   if (ctl::gid_is_ipv4(gid)) {
-    const uint32_t need = sizeof(sockaddr_in);
-    if (sa == nullptr || *len < need) {
-      *len = need;
-      return Status::kBufferTooSmall;
-    }
     sockaddr_in s{};
     s.sin_family = AF_INET;
     s.sin_port = htons(port);
     s.sin_addr.s_addr = htonl(ctl::gid_to_ipv4(gid));
-    std::memcpy(sa, &s, need);
-    *len = need;
-    return Status::kSuccess;
-  }
-  const uint32_t need = sizeof(sockaddr_in6);
-  if (sa == nullptr || *len < need) {
-    *len = need;
-    return Status::kBufferTooSmall;
+    return copy_out(s, sa, len);
   }
   sockaddr_in6 s{};
   s.sin6_family = AF_INET6;
   s.sin6_port = htons(port);
   std::memcpy(&s.sin6_addr, gid.data(), 16);
-  std::memcpy(sa, &s, need);
-  *len = need;
-  return Status::kSuccess;
+  return copy_out(s, sa, len);
 }
 
 bool is_wildcard(const ctl::cm::Gid& g) {
@@ -234,6 +230,33 @@ struct ConnectorImpl final : ObjectImpl {
     if (disc_cb == nullptr || life != Life::kLive) return;
     adapter->defer_locked([cb = disc_cb, ctx = disc_ctx] { cb(ctx); });
     disc_cb = nullptr;
+  }
+  // Runs the CM request `start(done)` (which returns kPending when `done` will run) as an NDK
+  // request: with a completion, the call returns kPending and the completion runs later;
+  // without one, the call waits for the outcome (not possible on the control thread, which
+  // delivers it). `q` (may be null) becomes an antecedent of the connector.
+  template <class Start>
+  Status request(RequestCompletion completion, void* context, QpImpl* q, Start start) {
+    if (completion == nullptr && adapter->on_control_thread()) return Status::kInvalidDeviceState;
+    SyncWait sync;
+    const RequestCompletion cb = completion != nullptr ? completion : &SyncWait::on_request;
+    void* const ctx = completion != nullptr ? context : &sync;
+    return guarded([&] {
+      if (Status s = begin(cb, ctx, q); s != Status::kSuccess) return s;
+      const Status s = start([c = this](Status st) { c->finish(st); });
+      if (s != Status::kPending) {
+        abort_request();
+        return s;
+      }
+      if (completion != nullptr) return Status::kPending;
+      adapter->wait(sync.done);
+      return sync.status;
+    });
+  }
+  void on_disconnect(DisconnectEventCallback cb, void* ctx) {
+    std::lock_guard lk(adapter->mu);
+    disc_cb = cb;
+    disc_ctx = ctx;
   }
   // Starts a request; kConnectionActive when one is outstanding. `q` becomes an antecedent.
   Status begin(RequestCompletion cb, void* ctx, QpImpl* q) {
@@ -318,6 +341,21 @@ struct ListenerImpl final : ObjectImpl {
   bool listening = false;
 };
 
+// Registers a new connector or listener with its adapter, or deletes it when the adapter is
+// closing. It is made before the adapter's lock is taken: its constructor acquires the
+// adapter's CM agent (acquire_agent), which may create it.
+template <class Impl, class Pub>
+Status adopt_new(AdapterImpl* a, Impl* o, Handle<Pub>* out) {
+  std::lock_guard lk(a->mu);
+  if (a->shutting_down) {
+    delete o;
+    return Status::kInvalidDeviceState;
+  }
+  a->adopt_locked(o, {});
+  *out = Handle<Pub>(&o->pub_);
+  return Status::kSuccess;
+}
+
 }  // namespace detail
 
 // ---- Connector
@@ -347,23 +385,10 @@ Status Connector::connect(Qp& qp, const sockaddr* src, uint32_t src_length, cons
       return Status::kInvalidAddress;
   }
   if (!a->eng->running()) return Status::kInvalidDeviceState;
-  if (completion == nullptr && a->on_control_thread()) return Status::kInvalidDeviceState;
-  detail::SyncWait sync;
-  const RequestCompletion cb = completion != nullptr ? completion : &detail::SyncWait::on_request;
-  void* const ctx = completion != nullptr ? request_context : &sync;
-  return detail::guarded([&] {
-    if (Status s = c_->begin(cb, ctx, q); s != Status::kSuccess) return s;
-    const Status s =
-        c_->cm->connect(c_->conn, &q->qp, dgid, dport, {inbound_read_limit, outbound_read_limit},
-                        {static_cast<const uint8_t*>(private_data), private_data_length},
-                        [c = c_](Status st) { c->finish(st); });
-    if (s != Status::kPending) {
-      c_->abort_request();
-      return s;
-    }
-    if (completion != nullptr) return Status::kPending;
-    a->wait(sync.done);
-    return sync.status;
+  return c_->request(completion, request_context, q, [&](ctl::CmCompletion done) {
+    return c_->cm->connect(c_->conn, &q->qp, dgid, dport, {inbound_read_limit, outbound_read_limit},
+                           {static_cast<const uint8_t*>(private_data), private_data_length},
+                           std::move(done));
   });
 }
 
@@ -373,11 +398,7 @@ Status Connector::complete_connect(DisconnectEventCallback disconnect_event,
   detail::AdapterImpl* a = c_->adapter;
   if (!a->eng->running()) return Status::kInvalidDeviceState;
   return detail::guarded([&] {
-    {
-      std::lock_guard lk(a->mu);
-      c_->disc_cb = disconnect_event;
-      c_->disc_ctx = disconnect_context;
-    }
+    c_->on_disconnect(disconnect_event, disconnect_context);
     return c_->cm->complete_connect(*c_->conn, [c = c_] { c->peer_disconnected(); });
   });
 }
@@ -393,28 +414,12 @@ Status Connector::accept(Qp& qp, uint32_t inbound_read_limit, uint32_t outbound_
     return Status::kInvalidParameter;
   if (private_data_length > detail::kMaxCalleeData) return Status::kInvalidBufferSize;
   if (!a->eng->running()) return Status::kInvalidDeviceState;
-  if (completion == nullptr && a->on_control_thread()) return Status::kInvalidDeviceState;
-  detail::SyncWait sync;
-  const RequestCompletion cb = completion != nullptr ? completion : &detail::SyncWait::on_request;
-  void* const ctx = completion != nullptr ? request_context : &sync;
-  return detail::guarded([&] {
-    if (Status s = c_->begin(cb, ctx, q); s != Status::kSuccess) return s;
-    {
-      std::lock_guard lk(a->mu);
-      c_->disc_cb = disconnect_event;
-      c_->disc_ctx = disconnect_context;
-    }
-    const Status s = c_->cm->accept(
+  return c_->request(completion, request_context, q, [&](ctl::CmCompletion done) {
+    c_->on_disconnect(disconnect_event, disconnect_context);
+    return c_->cm->accept(
         *c_->conn, &q->qp, {inbound_read_limit, outbound_read_limit},
         {static_cast<const uint8_t*>(private_data), private_data_length},
-        [c = c_] { c->peer_disconnected(); }, [c = c_](Status st) { c->finish(st); });
-    if (s != Status::kPending) {
-      c_->abort_request();
-      return s;
-    }
-    if (completion != nullptr) return Status::kPending;
-    a->wait(sync.done);
-    return sync.status;
+        [c = c_] { c->peer_disconnected(); }, std::move(done));
   });
 }
 
@@ -459,22 +464,9 @@ Status Connector::get_peer_address(sockaddr* address, uint32_t* length) noexcept
 
 Status Connector::disconnect(RequestCompletion completion, void* request_context) noexcept {
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
-  detail::AdapterImpl* a = c_->adapter;
-  if (!a->eng->running()) return Status::kInvalidDeviceState;
-  if (completion == nullptr && a->on_control_thread()) return Status::kInvalidDeviceState;
-  detail::SyncWait sync;
-  const RequestCompletion cb = completion != nullptr ? completion : &detail::SyncWait::on_request;
-  void* const ctx = completion != nullptr ? request_context : &sync;
-  return detail::guarded([&] {
-    if (Status s = c_->begin(cb, ctx, nullptr); s != Status::kSuccess) return s;
-    const Status s = c_->cm->disconnect(*c_->conn, [c = c_](Status st) { c->finish(st); });
-    if (s != Status::kPending) {
-      c_->abort_request();
-      return s;
-    }
-    if (completion != nullptr) return Status::kPending;
-    a->wait(sync.done);
-    return sync.status;
+  if (!c_->adapter->eng->running()) return Status::kInvalidDeviceState;
+  return c_->request(completion, request_context, nullptr, [&](ctl::CmCompletion done) {
+    return c_->cm->disconnect(*c_->conn, std::move(done));
   });
 }
 
@@ -482,17 +474,8 @@ Status create_connector(Adapter& adapter, CreateCompletion, void*,
                         Handle<Connector>* out) noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
   detail::AdapterImpl* a = &adapter.impl();
-  return detail::guarded([&] {
-    auto* c = new detail::ConnectorImpl(a, nullptr);
-    std::lock_guard lk(a->mu);
-    if (a->shutting_down) {
-      delete c;
-      return Status::kInvalidDeviceState;
-    }
-    a->adopt_locked(c, {});
-    *out = Handle<Connector>(&c->pub_);
-    return Status::kSuccess;
-  });
+  return detail::guarded(
+      [&] { return detail::adopt_new(a, new detail::ConnectorImpl(a, nullptr), out); });
 }
 
 // ---- Listener
@@ -551,15 +534,8 @@ Status create_listener(Adapter& adapter, ConnectEventCallback connect_event,
   if (out == nullptr || connect_event == nullptr) return Status::kInvalidParameter;
   detail::AdapterImpl* a = &adapter.impl();
   return detail::guarded([&] {
-    auto* l = new detail::ListenerImpl(a, connect_event, connect_event_context);
-    std::lock_guard lk(a->mu);
-    if (a->shutting_down) {
-      delete l;
-      return Status::kInvalidDeviceState;
-    }
-    a->adopt_locked(l, {});
-    *out = Handle<Listener>(&l->pub_);
-    return Status::kSuccess;
+    return detail::adopt_new(a, new detail::ListenerImpl(a, connect_event, connect_event_context),
+                             out);
   });
 }
 
