@@ -286,21 +286,19 @@ void* QpImpl::extension(const ExtensionId& id, Version v) noexcept {
 Status QpImpl::teardown_locked() {
   // Close: flush (outstanding work completes with kCancelled, ndkpi.md §7.5), then detach from
   // the engine; the QP number is free again after that.
+  // Sends `kind` to the engine (the step after `teardown_step`); its answer moves on to `next`.
+  auto ask_engine = [this](dp::MailboxMsg::Kind kind, int next) {
+    auto op = make_op(this, kind);
+    op->then = [this, next](Status) { teardown_step = next; };
+    adapter->enqueue_op_locked(std::move(op));
+    teardown_step = next - 1;
+    return Status::kPending;
+  };
   switch (teardown_step) {
-    case 0: {
-      auto op = make_op(this, dp::MailboxMsg::Kind::kFlushQp);
-      op->then = [this](Status) { teardown_step = 2; };
-      adapter->enqueue_op_locked(std::move(op));
-      teardown_step = 1;
-      return Status::kPending;
-    }
-    case 2: {
-      auto op = make_op(this, dp::MailboxMsg::Kind::kDestroyQp);
-      op->then = [this](Status) { teardown_step = 4; };
-      adapter->enqueue_op_locked(std::move(op));
-      teardown_step = 3;
-      return Status::kPending;
-    }
+    case 0:
+      return ask_engine(dp::MailboxMsg::Kind::kFlushQp, 2);
+    case 2:
+      return ask_engine(dp::MailboxMsg::Kind::kDestroyQp, 4);
     case 4:
       adapter->ctl->free_qpn(qp.qpn());
       return Status::kSuccess;
