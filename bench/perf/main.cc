@@ -43,8 +43,8 @@
 namespace urnic::perf {
 namespace {
 
-// A run that makes no progress for this long has failed (a peer that vanished, say; RNR
-// retries are infinite with rnr_retry 7).
+// A loopback run that makes no progress for this long has failed (against a remote peer it is
+// --timeout: a peer that vanished, say; RNR retries are infinite with rnr_retry 7).
 constexpr double kStallSeconds = 30;
 
 // af_packet ring geometry for frames with a 4 KiB payload (tests/loopback/port_vdev_test.cc):
@@ -214,8 +214,10 @@ class Env {
 
 // Steps `runners` (and the engine, when this thread drives it) until all are done. `on_step`
 // runs every iteration (stop conditions). Prints a progress line once a second on long runs.
+// False when a runner failed or, with *stalled set, when nothing moved for the stall limit.
 bool run_all(Driver& d, const std::vector<Runner*>& runners, const Options& o, Kind kind,
-             uint64_t size, const std::function<void()>& on_step) {
+             uint64_t size, const std::function<void()>& on_step, bool* stalled = nullptr) {
+  const double stall_s = o.loopback() ? kStallSeconds : o.timeout;
   const uint64_t hz = rte_get_tsc_hz();
   const uint64_t t0 = rte_rdtsc();
   uint64_t next_print = t0 + hz, last_progress_tsc = t0, last_progress = 0, last_printed = 0;
@@ -235,8 +237,10 @@ bool run_all(Driver& d, const std::vector<Runner*>& runners, const Options& o, K
     if (p != last_progress) {
       last_progress = p;
       last_progress_tsc = now;
-    } else if (now - last_progress_tsc > static_cast<uint64_t>(kStallSeconds * hz)) {
-      std::fprintf(stderr, " urnic-perf: no progress for %.0f s\n", kStallSeconds);
+    } else if (stall_s > 0 && now - last_progress_tsc > static_cast<uint64_t>(stall_s * hz)) {
+      std::fprintf(stderr, " urnic-perf: no progress for %.0f s%s\n", stall_s,
+                   o.loopback() ? "" : " (--timeout)");
+      if (stalled != nullptr) *stalled = true;
       return false;
     }
     if (o.progress && now >= next_print) {
@@ -261,8 +265,10 @@ bool run_all(Driver& d, const std::vector<Runner*>& runners, const Options& o, K
 
 struct Outcome {
   bool ok = true;
+  int code = kExitOk;  // the exit code of the first failure
   std::vector<std::string> notes;
-  void fail(const std::string& e) {
+  void fail(const std::string& e, int exit_code = kExitRunFailed) {
+    if (ok) code = exit_code;
     ok = false;
     std::fprintf(stderr, " urnic-perf: %s\n", e.c_str());
   }
@@ -573,6 +579,21 @@ std::string gid_text(const Gid& g) {
   return b;
 }
 
+// The exit code of a failed exchange step: the end-of-test synchronisation ("close") timing out
+// is told apart from the peer going silent earlier.
+int oob_exit_code(const Oob& oob, const char* step) {
+  switch (oob.failure()) {
+    case OobFailure::kNoPeer:
+      return kExitNoPeer;
+    case OobFailure::kTimeout:
+      return std::strcmp(step, "close") == 0 ? kExitSyncTimeout : kExitPeerSilent;
+    case OobFailure::kPeerGone:
+      return kExitPeerGone;
+    default:
+      return kExitRunFailed;
+  }
+}
+
 int run_remote(const Options& o) {
   Env env;
   if (!env.open_port(o)) {
@@ -583,16 +604,22 @@ int run_remote(const Options& o) {
   const Role role = o.role();
   Driver& drv = env.driver();
   Outcome out;
-  Oob oob(role, drv.idle_fn());
+  Oob oob(role, drv.idle_fn(), o.timeout);
+  // Frames arriving mean the peer is alive and running: a wait for its next TCP message (the
+  // server's, while the client runs) lasts as long as they keep coming.
+  oob.set_activity([&env] {
+    AdapterCounters c;
+    return env.a().query_counters(&c) == Status::kSuccess ? c.port.rx_packets : 0;
+  });
   auto oob_fail = [&](const char* step) {
     std::fprintf(stderr, "urnic-perf: out-of-band exchange failed (%s): %s\n", step,
                  oob.error().c_str());
-    return 1;
+    return oob_exit_code(oob, step);
   };
   if (role == Role::kServer) {
     print_waiting();
     if (!oob.accept_one(o.tcp_port)) return oob_fail("accept");
-  } else if (!oob.connect_to(o.server, o.tcp_port, 10.0)) {
+  } else if (!oob.connect_to(o.server, o.tcp_port, o.connect_retry)) {
     return oob_fail("connect");
   }
   if (!oob.exchange_versions()) return oob_fail("versions");
@@ -626,6 +653,7 @@ int run_remote(const Options& o) {
     print_summary(out, completions, totals_of({&env.a()}), true);
     return rc;
   };
+  auto run_failed = [&] { return failed(out.code == kExitOk ? kExitRunFailed : out.code); };
   auto oob_failed = [&](const char* step) { return failed(oob_fail(step)); };
   TestInfo info;
   info.test = t;
@@ -673,7 +701,7 @@ int run_remote(const Options& o) {
     for (uint32_t i = 0; i < nqps; ++i) {
       if (!side.connect(i, remote[i], mtu, av, &err)) {
         std::fprintf(stderr, "urnic-perf: %s\n", err.c_str());
-        return failed(1);
+        return failed(kExitConnectFailed);
       }
     }
   }
@@ -688,16 +716,37 @@ int run_remote(const Options& o) {
   // duration run it stops when the other side's next TCP message (a record, or the connection
   // closing) shows up.
   const bool answers = t.kind == Kind::kBw ? role == Role::kServer : !initiator(t, role);
+  // Whether the peer keeps its TCP connection open until this side's run is over: not an
+  // ib_write_lat, which closes it as soon as its own run ends.
+  const bool peer_waits = !(t.verb == Verb::kWrite && t.kind == Kind::kLat && !urnic_peer);
   auto run_one = [&](Runner& r, uint64_t size, bool server_waits) {
     std::vector<Runner*> rs{&r};
-    bool stopped = false;
-    const bool ok = run_all(drv, rs, o, t.kind, size, [&] {
-      if (server_waits && !stopped && o.duration > 0 && oob.readable()) {
-        r.stop(0);
-        stopped = true;
-      }
-    });
-    if (!ok) out.fail(r.failed() ? r.error() : "the run did not finish");
+    bool stopped = false, gone = false, stalled = false;
+    // The socket is looked at once a millisecond, not on every step: a syscall per step would
+    // cost the run more than the work it measures.
+    const uint64_t look_every = rte_get_tsc_hz() / 1000;
+    uint64_t next_look = 0;
+    const bool ok = run_all(
+        drv, rs, o, t.kind, size,
+        [&] {
+          if (stopped || gone) return;
+          const uint64_t now = rte_rdtsc();
+          if (now < next_look) return;
+          next_look = now + look_every;
+          if (server_waits && o.duration > 0 && oob.readable()) {
+            r.stop(0);
+            stopped = true;
+          } else if (peer_waits && oob.peer_closed()) {
+            // The peer is gone (exited or killed): waiting for its messages is pointless.
+            gone = true;
+            r.abort("the peer closed its TCP connection during the run (it exited or was killed)");
+          }
+        },
+        &stalled);
+    if (!ok)
+      out.fail(r.failed() ? r.error() : "the run did not finish", gone      ? kExitPeerGone
+                                                                  : stalled ? kExitStalled
+                                                                            : kExitRunFailed);
     completions += r.messages;
     return ok;
   };
@@ -712,7 +761,7 @@ int run_remote(const Options& o) {
         print_bw_row(mine);
         out.data(r->check_data());
       }
-      if (!out.ok) return failed(1);
+      if (!out.ok) return run_failed();
       if (!oob.hand_shake(me, nullptr) || !oob.xchg_reports(mine, &theirs))
         return oob_failed("reports");
     } else {
@@ -746,7 +795,7 @@ int run_remote(const Options& o) {
       if (t.kind == Kind::kBw && o.all_sizes && !oob.hand_shake(me, nullptr))
         return oob_failed("sync");
     }
-    if (!out.ok) return failed(1);
+    if (!out.ok) return run_failed();
     if (!oob.close_connection(me)) return oob_failed("close");
   } else if (t.verb == Verb::kWrite) {  // write_lat
     for (uint64_t size : sizes) {
@@ -755,8 +804,15 @@ int run_remote(const Options& o) {
       print_lat_result(o, t, size, *r);
       out.data(r->check_data());
     }
-    oob.close();  // ib_write_lat just closes the socket
-  } else {        // read_lat, atomic_lat
+    if (!out.ok) return run_failed();
+    // ib_write_lat just closes the socket. Between two urnic-perfs both sides synchronise
+    // first (as perftest's other tools do): the side that finished first keeps its QP until
+    // the other's last WRITE is acknowledged, however many frames the path loses at the end.
+    if (!urnic_peer)
+      oob.close();
+    else if (!oob.close_connection(me))
+      return oob_failed("close");
+  } else {  // read_lat, atomic_lat
     if (role == Role::kClient) {
       for (uint64_t size : sizes) {
         auto r = make_lat(side, run_config(o, t, role, size, urnic_peer));
@@ -764,12 +820,12 @@ int run_remote(const Options& o) {
         print_lat_result(o, t, size, *r);
         out.data(r->check_data());
       }
-      if (!out.ok) return failed(1);
+      if (!out.ok) return run_failed();
     }
     if (!oob.close_connection(me)) return oob_failed("close");
   }
   print_summary(out, completions, totals_of({&env.a()}), o.verbose);
-  return out.ok ? 0 : 1;
+  return out.ok ? kExitOk : run_failed();
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -48,17 +49,46 @@ double bits_double(uint64_t v) {
 
 }  // namespace
 
-bool Oob::fail(const std::string& what) {
-  if (err_.empty()) err_ = what;
+bool Oob::fail(const std::string& what, OobFailure why) {
+  if (err_.empty()) {
+    err_ = what;
+    why_ = why;
+  }
   return false;
 }
 
-bool Oob::wait_fd(short events) {
+std::chrono::steady_clock::time_point Oob::deadline() const {
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             std::chrono::duration<double>(timeout_s_));
+}
+
+bool Oob::wait_fd(short events, std::chrono::steady_clock::time_point deadline) {
   pollfd p{fd_, events, 0};
-  if (!idle_) return ::poll(&p, 1, 1000) >= 0 || errno == EINTR;
-  // Drive the engine between non-blocking polls.
-  idle_();
-  return ::poll(&p, 1, 0) >= 0 || errno == EINTR;
+  const bool limited = timeout_s_ > 0;
+  uint64_t seen = activity_ ? activity_() : 0;
+  auto next_look = std::chrono::steady_clock::now();
+  for (;;) {
+    // Drive the engine between non-blocking polls; block at most 100 ms without one.
+    if (idle_) idle_();
+    const int r = ::poll(&p, 1, idle_ ? 0 : 100);
+    if (r > 0) return true;
+    if (r < 0 && errno != EINTR) return fail(std::string("poll: ") + std::strerror(errno));
+    if (!limited) continue;
+    const auto now = std::chrono::steady_clock::now();
+    if (activity_ && now >= next_look) {
+      next_look = now + std::chrono::milliseconds(100);
+      if (const uint64_t a = activity_(); a != seen) {
+        seen = a;
+        deadline = this->deadline();
+      }
+    }
+    if (now >= deadline) {
+      char b[96];
+      std::snprintf(b, sizeof(b), "the peer did not answer within %.0f s (--timeout)", timeout_s_);
+      return fail(b, OobFailure::kTimeout);
+    }
+  }
 }
 
 bool Oob::accept_one(uint16_t port) {
@@ -76,15 +106,17 @@ bool Oob::accept_one(uint16_t port) {
     ::close(ls);
     return fail("cannot listen on TCP port " + std::to_string(port) + ": " + e);
   }
-  pollfd p{ls, POLLIN, 0};
-  for (;;) {
-    if (idle_) idle_();
-    const int r = ::poll(&p, 1, idle_ ? 0 : 1000);
-    if (r > 0) break;
-    if (r < 0 && errno != EINTR) {
-      ::close(ls);
-      return fail(std::string("poll: ") + std::strerror(errno));
+  fd_ = ls;
+  const bool ready = wait_fd(POLLIN, deadline());
+  fd_ = -1;
+  if (!ready) {
+    ::close(ls);
+    if (why_ == OobFailure::kTimeout) {
+      err_ = "no client connected to TCP port " + std::to_string(port) + " within " +
+             std::to_string(static_cast<long>(timeout_s_)) + " s (--timeout)";
+      why_ = OobFailure::kNoPeer;
     }
+    return false;
   }
   fd_ = ::accept(ls, nullptr, nullptr);
   ::close(ls);
@@ -122,7 +154,12 @@ bool Oob::connect_to(const std::string& host, uint16_t port, double retry_s) {
     }
   }
   ::freeaddrinfo(res);
-  if (fd_ < 0) return fail("couldn't connect to " + host + ":" + service + ": " + last);
+  if (fd_ < 0)
+    return fail("couldn't connect to " + host + ":" + service + ": " + last +
+                    (retry_s > 0 ? " (retried for " + std::to_string(static_cast<long>(retry_s)) +
+                                       " s, --connect-retry)"
+                                 : ""),
+                OobFailure::kNoPeer);
   const int one = 1;
   (void)::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   return true;
@@ -130,6 +167,7 @@ bool Oob::connect_to(const std::string& host, uint16_t port, double retry_s) {
 
 bool Oob::write_all(const void* p, size_t n) {
   const auto* b = static_cast<const uint8_t*>(p);
+  const auto until = deadline();
   while (n > 0) {
     const ssize_t k = ::send(fd_, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (k > 0) {
@@ -138,9 +176,11 @@ bool Oob::write_all(const void* p, size_t n) {
       continue;
     }
     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      if (!wait_fd(POLLOUT)) return fail(std::string("poll: ") + std::strerror(errno));
+      if (!wait_fd(POLLOUT, until)) return false;
       continue;
     }
+    if (errno == EPIPE || errno == ECONNRESET)
+      return fail("the peer closed the TCP connection", OobFailure::kPeerGone);
     return fail(std::string("TCP write: ") + std::strerror(errno));
   }
   return true;
@@ -148,6 +188,7 @@ bool Oob::write_all(const void* p, size_t n) {
 
 bool Oob::read_exact(void* p, size_t n) {
   auto* b = static_cast<uint8_t*>(p);
+  const auto until = deadline();
   while (n > 0) {
     const ssize_t k = ::recv(fd_, b, n, MSG_DONTWAIT);
     if (k > 0) {
@@ -155,9 +196,10 @@ bool Oob::read_exact(void* p, size_t n) {
       n -= static_cast<size_t>(k);
       continue;
     }
-    if (k == 0) return fail("the peer closed the TCP connection");
+    if (k == 0 || (k < 0 && errno == ECONNRESET))
+      return fail("the peer closed the TCP connection", OobFailure::kPeerGone);
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-      if (!wait_fd(POLLIN)) return fail(std::string("poll: ") + std::strerror(errno));
+      if (!wait_fd(POLLIN, until)) return false;
       continue;
     }
     return fail(std::string("TCP read: ") + std::strerror(errno));
@@ -252,15 +294,26 @@ bool Oob::close_connection(const Dest& mine) {
   // perftest writes "done" and closes without reading the peer's; we read it (or EOF) for up
   // to a second so that closing does not reset a connection with unread data.
   ::shutdown(fd_, SHUT_WR);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   char buf[64];
-  while (std::chrono::steady_clock::now() < deadline) {
+  while (std::chrono::steady_clock::now() < until) {
     const ssize_t k = ::recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
     if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
-    if (k < 0) wait_fd(POLLIN);
+    if (idle_) idle_();
+    pollfd p{fd_, POLLIN, 0};
+    (void)::poll(&p, 1, idle_ ? 0 : 10);
   }
   close();
   return true;
+}
+
+bool Oob::peer_closed() {
+  if (fd_ < 0) return false;
+  pollfd p{fd_, POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  char c;
+  const ssize_t k = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return k == 0 || (k < 0 && errno == ECONNRESET);
 }
 
 bool Oob::readable() {

@@ -10,6 +10,7 @@
 // blocking and calls `idle` in between (see Driver in side.h).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -19,13 +20,28 @@
 
 namespace urnic::perf {
 
+// Why an exchange step failed, for the tool's exit code.
+enum class OobFailure : uint8_t {
+  kNone,
+  kNoPeer,    // the client could not connect, or no client came within the timeout
+  kTimeout,   // the peer stopped answering: a step waited longer than the timeout
+  kPeerGone,  // the peer closed the connection (it exited or was killed)
+  kOther,     // a malformed record, an incompatible peer, a socket error
+};
+
 class Oob {
  public:
-  // `idle` runs between polls of the socket; null: block in poll().
-  Oob(Role role, std::function<void()> idle) : role_(role), idle_(std::move(idle)) {}
+  // `idle` runs between polls of the socket; null: block in poll(). Every wait for the peer
+  // (accept, each read and write) gives up after `timeout_s` seconds.
+  Oob(Role role, std::function<void()> idle, double timeout_s)
+      : role_(role), idle_(std::move(idle)), timeout_s_(timeout_s) {}
   ~Oob() { close(); }
   Oob(const Oob&) = delete;
   Oob& operator=(const Oob&) = delete;
+
+  // While `activity` (e.g. the port's received-frame count) keeps changing, the peer is alive
+  // and busy (its run is under way): a wait does not time out then.
+  void set_activity(std::function<uint64_t()> activity) { activity_ = std::move(activity); }
 
   // Server: listens on `port` and accepts one client.
   bool accept_one(uint16_t port);
@@ -49,19 +65,28 @@ class Oob {
   bool close_connection(const Dest& mine);
   // True when the peer sent data we have not read, or closed the connection.
   bool readable();
+  // True when the peer closed the connection and every byte it sent has been read.
+  bool peer_closed();
   void close();
 
   const std::string& error() const { return err_; }
+  OobFailure failure() const { return why_; }
+  double timeout_s() const { return timeout_s_; }
 
  private:
   bool xchg(const void* mine, void* theirs, size_t n);
   bool write_all(const void* p, size_t n);
   bool read_exact(void* p, size_t n);
-  bool wait_fd(short events);
-  bool fail(const std::string& what);
+  // Waits until the socket is ready for `events` or `deadline` passes (then fails: kTimeout).
+  bool wait_fd(short events, std::chrono::steady_clock::time_point deadline);
+  std::chrono::steady_clock::time_point deadline() const;
+  bool fail(const std::string& what, OobFailure why = OobFailure::kOther);
 
   Role role_;
   std::function<void()> idle_;
+  std::function<uint64_t()> activity_;
+  double timeout_s_;
+  OobFailure why_ = OobFailure::kNone;
   int fd_ = -1;
   std::string peer_version_;
   double peer_version_num_ = 0;

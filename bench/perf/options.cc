@@ -135,11 +135,21 @@ void print_usage(const char* prog) {
       "      --ipv6=ADDR         this adapter's IPv6 address (GID index 2)\n"
       "      --mac=MAC           source MAC (default: the port's)\n"
       "      --idle-yield=N      yield the CPU after N idle polls (cores shared with others)\n"
+      "Waiting for the peer (real port):\n"
+      "      --timeout=SEC       longest wait for the peer: a client to connect, each TCP step,\n"
+      "                          the final sync, a run without progress (default 60; 0: none)\n"
+      "      --connect-retry=SEC client: retry a refused TCP connection for SEC seconds (a\n"
+      "                          server still starting; default 0: report it at once)\n"
       "Other:\n"
       "      --sweep             loopback write/read/send/atomic sweep over a few sizes\n"
       "      --no-progress       no once-a-second progress line on stderr\n"
       "  -v, --verbose           print engine counters at the end\n"
-      "  -h, --help\n",
+      "  -h, --help\n"
+      "Exit status: 0 passed; 1 the run failed (completion error, data check, bring-up);\n"
+      "2 bad options; 3 no TCP peer (refused, or none within --timeout); 4 the peer stopped\n"
+      "answering in the TCP exchange; 5 the peer closed its TCP connection (exited or killed);\n"
+      "6 the QPs could not be connected (no ARP/ND answer); 7 the end-of-test sync timed out;\n"
+      "8 the run made no progress for --timeout seconds.\n",
       prog);
 }
 
@@ -275,6 +285,12 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
     } else if (key == "--idle-yield") {
       if (!num(&v, 0, 1u << 30)) return false;
       o->idle_yield = static_cast<uint32_t>(v);
+    } else if (key == "--timeout") {
+      if (!num(&v, 0, 86400)) return false;
+      o->timeout = static_cast<double>(v);
+    } else if (key == "--connect-retry") {
+      if (!num(&v, 0, 86400)) return false;
+      o->connect_retry = static_cast<double>(v);
     } else if (key == "--sweep") {
       o->sweep = true;
     } else if (key == "--no-progress") {

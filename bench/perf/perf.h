@@ -74,6 +74,12 @@ struct Options {
   bool sweep = false;              // --sweep: loopback write/read/send/atomic sweep
   bool progress = true;            // --no-progress turns the once-a-second line off
   bool verbose = false;
+  // Against a remote peer: how long any wait for the peer may last (accepting the client, each
+  // step of the TCP exchange, the final synchronisation, a run without progress); 0: no limit.
+  double timeout = 60;
+  // Client: how long to keep retrying a refused TCP connection (a server still starting);
+  // 0 (as perftest): report the refusal at once.
+  double connect_retry = 0;
 
   bool loopback() const { return server.empty() && vdevs.empty() && pci.empty(); }
   Role role() const { return server.empty() ? Role::kServer : Role::kClient; }
@@ -82,6 +88,20 @@ struct Options {
   uint32_t effective_tx_depth() const;
   uint32_t effective_rx_depth() const;
   std::vector<uint64_t> sizes() const;
+};
+
+// Exit codes, so that a script can tell a failed run from a peer that went away (--help lists
+// them).
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitRunFailed = 1,      // a completion error, a failed data check, a bring-up error
+  kExitUsage = 2,          // bad options
+  kExitNoPeer = 3,         // no TCP connection: refused, or no client within --timeout
+  kExitPeerSilent = 4,     // the peer stopped answering during the TCP exchange (--timeout)
+  kExitPeerGone = 5,       // the peer closed its TCP connection (it exited or was killed)
+  kExitConnectFailed = 6,  // the QPs could not be connected (no ARP / ND answer, bad record)
+  kExitSyncTimeout = 7,    // the end-of-test synchronisation did not finish within --timeout
+  kExitStalled = 8,        // the run made no progress for --timeout seconds
 };
 
 // Parses argv like perftest does; returns false (after printing why) on a usage error.

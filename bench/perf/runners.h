@@ -66,6 +66,9 @@ class Runner {
   // Checks the data of the last message (after the run); receivers and READ/ATOMIC clients.
   virtual DataCheck check_data() { return {}; }
 
+  // Ends the run as failed with `why` (the peer went away, say).
+  void abort(const std::string& why) noexcept { fail(why); }
+
   bool done() const noexcept { return done_; }
   bool failed() const noexcept { return !error_.empty(); }
   const std::string& error() const noexcept { return error_; }
