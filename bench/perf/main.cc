@@ -733,13 +733,13 @@ int run_remote(const Options& o) {
           const uint64_t now = rte_rdtsc();
           if (now < next_look) return;
           next_look = now + look_every;
-          if (server_waits && o.duration > 0 && oob.readable()) {
-            r.stop(0);
-            stopped = true;
-          } else if (peer_waits && oob.peer_closed()) {
+          if (peer_waits && oob.peer_closed()) {
             // The peer is gone (exited or killed): waiting for its messages is pointless.
             gone = true;
             r.abort("the peer closed its TCP connection during the run (it exited or was killed)");
+          } else if (server_waits && o.duration > 0 && oob.readable()) {
+            r.stop(0);
+            stopped = true;
           }
         },
         &stalled);

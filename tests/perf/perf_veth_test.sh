@@ -63,7 +63,7 @@ run() {
     --lcores=0 "${common[@]}" >"$tmp/$name.srv" 2>&1 &
   local spid=$!
   timeout 90 ip netns exec "$B" "$perf" "$t" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
-    --lcores=1 "${common[@]}" 198.18.0.1 >"$tmp/$name.cli" 2>&1
+    --lcores=1 --connect-retry=30 "${common[@]}" 198.18.0.1 >"$tmp/$name.cli" 2>&1
   local crc=$?
   wait "$spid"
   local src=$?
