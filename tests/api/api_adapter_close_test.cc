@@ -76,15 +76,6 @@ const char* name(Order o) {
   return "?";
 }
 
-sockaddr_in v4(uint32_t ip, uint16_t port) {
-  sockaddr_in s{};
-  s.sin_family = AF_INET;
-  s.sin_addr.s_addr = htonl(ip);
-  s.sin_port = htons(port);
-  return s;
-}
-const sockaddr* sa(const sockaddr_in& s) { return reinterpret_cast<const sockaddr*>(&s); }
-
 struct Unexpected {
   std::atomic<int> calls{0};
   static void on_close(void* c) { static_cast<Unexpected*>(c)->calls.fetch_add(1); }
@@ -453,16 +444,6 @@ struct Passive {
               Status::kPending);
   }
 };
-
-template <typename F>
-bool eventually(F f, std::chrono::milliseconds t = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + t;
-  while (!f()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 TEST_F(ApiAdapterCloseCm, ConnectedThroughTheCmThenEverythingGoes) {
   for (Order order : {Order::kForward, Order::kReverse}) {

@@ -3,12 +3,15 @@
 // connect() ran, one QP.
 #pragma once
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../common/adapter_pair.h"
@@ -19,6 +22,28 @@ inline void* ctx(uintptr_t i) { return reinterpret_cast<void*>(0x1000 + i); }
 
 // How long a test runs the engine to show that nothing more happens.
 constexpr auto kQuiet = std::chrono::milliseconds(30);
+
+// An IPv4 address and port (host byte order) as the CM's sockaddr_in, and as a sockaddr.
+inline sockaddr_in v4(uint32_t ip, uint16_t port) {
+  sockaddr_in s{};
+  s.sin_family = AF_INET;
+  s.sin_addr.s_addr = htonl(ip);
+  s.sin_port = htons(port);
+  return s;
+}
+inline const sockaddr* sa(const sockaddr_in& s) { return reinterpret_cast<const sockaddr*>(&s); }
+
+// Polls `f` every millisecond (from a thread other than the engine's) until it holds or `t` has
+// passed; whether it held.
+template <typename F>
+bool eventually(F f, std::chrono::milliseconds t = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + t;
+  while (!f()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
 
 // One side: adapter, PD, one CQ for both queues, one QP, and the completions collected.
 struct Side {
