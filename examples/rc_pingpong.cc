@@ -375,8 +375,7 @@ int run(int argc, char** argv) {
   // the peer send its last message again, and it must be acknowledged before we go.
   std::this_thread::sleep_for(std::chrono::milliseconds(linger_ms));
   std::printf("urnic: completions send=%zu recv=%zu bad=%u\n", n_send, n_recv, bad);
-  std::printf("%s\n", c.nic.counters_line().c_str());
-  std::fflush(stdout);
+  c.nic.print_counters();
   return bad == 0 ? 0 : 1;
 }
 

@@ -556,8 +556,7 @@ int run(int argc, char** argv) {
       static_cast<unsigned long long>(cc.mads_dropped));
   // Keep answering for a moment (a DREQ retransmitted because our DREP was lost, late ACKs).
   std::this_thread::sleep_for(300ms);
-  std::printf("%s\n", p.nic.counters_line().c_str());
-  std::fflush(stdout);
+  p.nic.print_counters();
   return 0;
 }
 
