@@ -150,11 +150,7 @@ TEST_F(ApiDefer, NdkExampleTwoFastRegistersSecondFails) {
 TEST_F(ApiDefer, FullQueueFailurePublishesTheChain) {
   ApiPair p("defer_full");
   Handle<Qp> qa, qb;
-  ASSERT_EQ(p.a.pd->create_qp(*p.a.cq, *p.a.cq, nullptr, 4, 4, 1, 1, 64, nullptr, nullptr, &qa),
-            Status::kSuccess);
-  ASSERT_EQ(p.b.pd->create_qp(*p.b.cq, *p.b.cq, nullptr, 4, 4, 1, 1, 64, nullptr, nullptr, &qb),
-            Status::kSuccess);
-  ApiPair::connect_qps(p.a, *qa, p.b, *qb);
+  ASSERT_NO_FATAL_FAILURE(p.connect_more_qps(4, 4, 64, &qa, &qb));
   std::vector<uint8_t> dst(64, 0);
   auto md = p.b.reg(dst.data(), dst.size(), mr_flag::kAllowRemoteWrite);
   uint64_t v = 3;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../common/adapter_pair.h"
@@ -108,6 +109,24 @@ class ApiPair : public AdapterPair<Side> {
           Status::kSuccess);
     }
     connect_qps(a, *a.qp, b, *b.qp, cp);
+  }
+
+  // Creates one more QP on each side into `qa` and `qb`: on the side's CQ, no context,
+  // `receive_depth` receives and `send_depth` initiator requests of one SGE each, `inline_size`
+  // inline bytes.
+  void create_qps(uint32_t receive_depth, uint32_t send_depth, uint32_t inline_size, Handle<Qp>* qa,
+                  Handle<Qp>* qb) {
+    for (auto [s, q] : {std::pair{&a, qa}, std::pair{&b, qb}}) {
+      ASSERT_EQ(s->pd->create_qp(*s->cq, *s->cq, nullptr, receive_depth, send_depth, 1, 1,
+                                 inline_size, nullptr, nullptr, q),
+                Status::kSuccess);
+    }
+  }
+  // As create_qps, then connects the two.
+  void connect_more_qps(uint32_t receive_depth, uint32_t send_depth, uint32_t inline_size,
+                        Handle<Qp>* qa, Handle<Qp>* qb) {
+    ASSERT_NO_FATAL_FAILURE(create_qps(receive_depth, send_depth, inline_size, qa, qb));
+    connect_qps(a, **qa, b, **qb);
   }
 
   // Moves two QPs INIT -> RTR -> RTS towards each other with the manual-connect extension.

@@ -170,6 +170,20 @@ struct CloseFromCallback {
   }
 };
 
+// A QP of A's PD on `cq` (both queues) with `n` 8-byte receives posted (contexts 1 to n) into a
+// registered buffer that this object keeps.
+struct Receives {
+  std::vector<uint8_t> buf = std::vector<uint8_t>(64);
+  Handle<Mr> mr;
+  void post(ApiPair& p, Cq& cq, uintptr_t n, Handle<Qp>* q) {
+    ASSERT_EQ(p.a.pd->create_qp(cq, cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, q),
+              Status::kSuccess);
+    mr = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
+    const Sge s{addr(buf.data()), 8, mr->get_local_token()};
+    for (uintptr_t i = 1; i <= n; ++i) ASSERT_EQ((*q)->receive(ctx(i), {&s, 1}), Status::kSuccess);
+  }
+};
+
 TEST_F(ApiLifetime, CloseFromInsideANotificationIsTheLastCallback) {
   ApiPair p("life_cb");
   p.connect();
@@ -179,13 +193,8 @@ TEST_F(ApiLifetime, CloseFromInsideANotificationIsTheLastCallback) {
   ASSERT_EQ(p.a.adapter->create_cq(64, &CloseFromCallback::notify, &cfc, nullptr, nullptr, &cq),
             Status::kSuccess);
   Handle<Qp> q;
-  ASSERT_EQ(p.a.pd->create_qp(*cq, *cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &q),
-            Status::kSuccess);
-  std::vector<uint8_t> buf(64);
-  auto m = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
-  const Sge s{addr(buf.data()), 8, m->get_local_token()};
-  ASSERT_EQ(q->receive(ctx(1), {&s, 1}), Status::kSuccess);
-  ASSERT_EQ(q->receive(ctx(2), {&s, 1}), Status::kSuccess);
+  Receives r;
+  ASSERT_NO_FATAL_FAILURE(r.post(p, *cq, 2, &q));
   cfc.cq = cq.release();
   cfc.qp = q.release();
   cfc.cq->arm(CqNotify::kAny);
@@ -216,12 +225,8 @@ TEST_F(ApiLifetime, SynchronousRequestsAreRefusedInsideCallbacks) {
                 &c, nullptr, nullptr, &cq),
             Status::kSuccess);
   Handle<Qp> q;
-  ASSERT_EQ(p.a.pd->create_qp(*cq, *cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &q),
-            Status::kSuccess);
-  std::vector<uint8_t> buf(64);
-  auto m = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
-  const Sge s{addr(buf.data()), 8, m->get_local_token()};
-  ASSERT_EQ(q->receive(ctx(1), {&s, 1}), Status::kSuccess);
+  Receives r;
+  ASSERT_NO_FATAL_FAILURE(r.post(p, *cq, 1, &q));
   cq->arm(CqNotify::kAny);
   q->flush();
   ASSERT_TRUE(p.run_until([&] { return c.done.load() == 1; }));

@@ -294,10 +294,7 @@ TEST_F(ApiLimits, ReadLimits) {
   ApiPair p("lim_rd");
   const AdapterInfo i = p.a.adapter->adapter_info();
   Handle<Qp> q, peer;
-  ASSERT_EQ(p.a.pd->create_qp(*p.a.cq, *p.a.cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &q),
-            Status::kSuccess);
-  ASSERT_EQ(p.b.pd->create_qp(*p.b.cq, *p.b.cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &peer),
-            Status::kSuccess);
+  ASSERT_NO_FATAL_FAILURE(p.create_qps(4, 4, 0, &q, &peer));
   auto* ext = q->query_extension<QpConnectExtension>();
   QpAttributes at;
   at.state = QpState::kRtr;

@@ -257,11 +257,7 @@ TEST_F(ApiMw, WindowIsBoundToOneQp) {
   p.connect();
   Server s(p, 8192);
   Handle<Qp> qa2, qb2;
-  ASSERT_EQ(p.a.pd->create_qp(*p.a.cq, *p.a.cq, nullptr, 8, 8, 1, 1, 64, nullptr, nullptr, &qa2),
-            Status::kSuccess);
-  ASSERT_EQ(p.b.pd->create_qp(*p.b.cq, *p.b.cq, nullptr, 8, 8, 1, 1, 64, nullptr, nullptr, &qb2),
-            Status::kSuccess);
-  ApiPair::connect_qps(p.a, *qa2, p.b, *qb2);
+  ASSERT_NO_FATAL_FAILURE(p.connect_more_qps(8, 8, 64, &qa2, &qb2));
   ASSERT_EQ(p.b.qp->bind(ctx(1), *s.mr, *s.mw, s.buf.data(), 4096, op_flag::kAllowRemoteWrite),
             Status::kSuccess);
   ASSERT_TRUE(p.wait_done(0, 1));

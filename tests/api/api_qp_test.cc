@@ -331,11 +331,7 @@ TEST_F(ApiQp, QueueDepthIsExactAndSilentRequestsCount) {
   ApiPair p("qp_depth");
   Handle<Qp> qa, qb;
   // Depths that are not powers of two: the limit is the depth, not the ring's capacity.
-  ASSERT_EQ(p.a.pd->create_qp(*p.a.cq, *p.a.cq, nullptr, 3, 5, 1, 1, 64, nullptr, nullptr, &qa),
-            Status::kSuccess);
-  ASSERT_EQ(p.b.pd->create_qp(*p.b.cq, *p.b.cq, nullptr, 3, 5, 1, 1, 64, nullptr, nullptr, &qb),
-            Status::kSuccess);
-  ApiPair::connect_qps(p.a, *qa, p.b, *qb);
+  ASSERT_NO_FATAL_FAILURE(p.connect_more_qps(3, 5, 64, &qa, &qb));
   std::vector<uint8_t> dst(64);
   auto md = p.b.reg(dst.data(), dst.size(), mr_flag::kAllowRemoteWrite);
   uint64_t v = 9;
