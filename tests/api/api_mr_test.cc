@@ -35,6 +35,27 @@ struct Pages {
   size_t len;
 };
 
+// On B: a one-page fast-register MR, registered (request 1, not yet waited for) at `base` for
+// remote writes, and a registered 64-byte receive buffer.
+struct FrmrOnB {
+  Pages mem{1};
+  std::vector<uint64_t> pages;  // the page list must outlive the fast-register request
+  Handle<Mr> fr;
+  std::vector<uint8_t> rb = std::vector<uint8_t>(64);
+  Handle<Mr> mrb;
+  void set_up(ApiPair& p, uint64_t base) {
+    uint32_t fbo = 0;
+    pages = mem.lam(*p.b.adapter, &fbo);
+    fr = p.b.fast_mr(1);
+    ASSERT_TRUE(fr);
+    ASSERT_EQ(
+        p.b.qp->fast_register(ctx(1), *fr, pages, 0, kPageSize, base, op_flag::kAllowRemoteWrite),
+        Status::kSuccess);
+    mrb = p.b.reg(rb.data(), rb.size(), mr_flag::kAllowLocalWrite);
+  }
+  Sge receive_sge() const { return Sge{addr(rb.data()), 64, mrb->get_local_token()}; }
+};
+
 TEST_F(ApiMr, RegisterErrors) {
   ApiPair p("mr_errors");
   Handle<Mr> mr, fr;
@@ -191,18 +212,11 @@ TEST_F(ApiMr, FastRegisterInvalidateAndRegisterAgain) {
 TEST_F(ApiMr, WriteThroughAnInvalidatedRegionFailsAndCancelsThePeersReceives) {
   ApiPair p("mr_frinv");
   p.connect();
-  Pages mem(1);
-  uint32_t fbo = 0;
-  auto pages = mem.lam(*p.b.adapter, &fbo);
-  Handle<Mr> fr = p.b.fast_mr(1);
-  ASSERT_TRUE(fr);
-  ASSERT_EQ(
-      p.b.qp->fast_register(ctx(1), *fr, pages, 0, kPageSize, 0x10000, op_flag::kAllowRemoteWrite),
-      Status::kSuccess);
+  FrmrOnB b;
+  ASSERT_NO_FATAL_FAILURE(b.set_up(p, 0x10000));
+  Handle<Mr>& fr = b.fr;
   ASSERT_EQ(p.b.qp->invalidate(ctx(2), *fr, 0), Status::kSuccess);
-  std::vector<uint8_t> rb(64);
-  auto mrb = p.b.reg(rb.data(), rb.size(), mr_flag::kAllowLocalWrite);
-  const Sge r{addr(rb.data()), 64, mrb->get_local_token()};
+  const Sge r = b.receive_sge();
   ASSERT_EQ(p.b.qp->receive(ctx(3), {&r, 1}), Status::kSuccess);
   ASSERT_TRUE(p.wait_done(0, 2));
   uint64_t v = 1;
@@ -220,18 +234,10 @@ TEST_F(ApiMr, WriteThroughAnInvalidatedRegionFailsAndCancelsThePeersReceives) {
 TEST_F(ApiMr, SendAndInvalidateInvalidatesAtTheReceiver) {
   ApiPair p("mr_sendinv");
   p.connect();
-  Pages mem(1);
-  uint32_t fbo = 0;
-  auto pages = mem.lam(*p.b.adapter, &fbo);
-  Handle<Mr> fr = p.b.fast_mr(1);
-  ASSERT_TRUE(fr);
-  ASSERT_EQ(
-      p.b.qp->fast_register(ctx(1), *fr, pages, 0, kPageSize, 0x20000, op_flag::kAllowRemoteWrite),
-      Status::kSuccess);
-  const uint32_t token = fr->get_remote_token();
-  std::vector<uint8_t> rb(64);
-  auto mrb = p.b.reg(rb.data(), rb.size(), mr_flag::kAllowLocalWrite);
-  const Sge r{addr(rb.data()), 64, mrb->get_local_token()};
+  FrmrOnB b;
+  ASSERT_NO_FATAL_FAILURE(b.set_up(p, 0x20000));
+  const uint32_t token = b.fr->get_remote_token();
+  const Sge r = b.receive_sge();
   ASSERT_EQ(p.b.qp->receive(ctx(2), {&r, 1}), Status::kSuccess);
   ASSERT_EQ(p.b.qp->receive(ctx(3), {&r, 1}), Status::kSuccess);
   ASSERT_TRUE(p.wait_done(0, 1));
