@@ -81,6 +81,17 @@ struct Side {
   }
 };
 
+// 64 bytes registered on one side for local writes (receives, READ sinks), and an SGE over the
+// first `len` of them.
+struct LocalBuffer {
+  LocalBuffer(Side& side, uint32_t len)
+      : mr(side.reg(bytes.data(), bytes.size(), mr_flag::kAllowLocalWrite)),
+        sge{addr(bytes.data()), len, mr->get_local_token()} {}
+  std::vector<uint8_t> bytes = std::vector<uint8_t>(64);
+  Handle<Mr> mr;
+  Sge sge;
+};
+
 class ApiPair : public AdapterPair<Side> {
  public:
   // `name` must be unique in the process (it names the rings).

@@ -36,13 +36,12 @@ struct Pages {
 };
 
 // On B: a one-page fast-register MR, registered (request 1, not yet waited for) at `base` for
-// remote writes, and a registered 64-byte receive buffer.
+// remote writes, and a 64-byte receive buffer.
 struct FrmrOnB {
   Pages mem{1};
   std::vector<uint64_t> pages;  // the page list must outlive the fast-register request
   Handle<Mr> fr;
-  std::vector<uint8_t> rb = std::vector<uint8_t>(64);
-  Handle<Mr> mrb;
+  std::unique_ptr<LocalBuffer> rbuf;
   void set_up(ApiPair& p, uint64_t base) {
     uint32_t fbo = 0;
     pages = mem.lam(*p.b.adapter, &fbo);
@@ -51,9 +50,8 @@ struct FrmrOnB {
     ASSERT_EQ(
         p.b.qp->fast_register(ctx(1), *fr, pages, 0, kPageSize, base, op_flag::kAllowRemoteWrite),
         Status::kSuccess);
-    mrb = p.b.reg(rb.data(), rb.size(), mr_flag::kAllowLocalWrite);
+    rbuf = std::make_unique<LocalBuffer>(p.b, 64);
   }
-  Sge receive_sge() const { return Sge{addr(rb.data()), 64, mrb->get_local_token()}; }
 };
 
 TEST_F(ApiMr, RegisterErrors) {
@@ -216,8 +214,7 @@ TEST_F(ApiMr, WriteThroughAnInvalidatedRegionFailsAndCancelsThePeersReceives) {
   ASSERT_NO_FATAL_FAILURE(b.set_up(p, 0x10000));
   Handle<Mr>& fr = b.fr;
   ASSERT_EQ(p.b.qp->invalidate(ctx(2), *fr, 0), Status::kSuccess);
-  const Sge r = b.receive_sge();
-  ASSERT_EQ(p.b.qp->receive(ctx(3), {&r, 1}), Status::kSuccess);
+  ASSERT_EQ(p.b.qp->receive(ctx(3), {&b.rbuf->sge, 1}), Status::kSuccess);
   ASSERT_TRUE(p.wait_done(0, 2));
   uint64_t v = 1;
   const Sge s{addr(&v), 8, 0};
@@ -237,7 +234,7 @@ TEST_F(ApiMr, SendAndInvalidateInvalidatesAtTheReceiver) {
   FrmrOnB b;
   ASSERT_NO_FATAL_FAILURE(b.set_up(p, 0x20000));
   const uint32_t token = b.fr->get_remote_token();
-  const Sge r = b.receive_sge();
+  const Sge& r = b.rbuf->sge;
   ASSERT_EQ(p.b.qp->receive(ctx(2), {&r, 1}), Status::kSuccess);
   ASSERT_EQ(p.b.qp->receive(ctx(3), {&r, 1}), Status::kSuccess);
   ASSERT_TRUE(p.wait_done(0, 1));

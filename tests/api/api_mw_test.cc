@@ -78,10 +78,8 @@ TEST_F(ApiMw, WriteToReadOnlyWindow) {
   Server s(p, 8192);
   ASSERT_EQ(p.b.qp->bind(ctx(1), *s.mr, *s.mw, s.buf.data(), 4096, op_flag::kAllowRemoteRead),
             Status::kSuccess);
-  std::vector<uint8_t> rb(64);
-  auto mrb = p.b.reg(rb.data(), rb.size(), mr_flag::kAllowLocalWrite);
-  const Sge r{addr(rb.data()), 64, mrb->get_local_token()};
-  ASSERT_EQ(p.b.qp->receive(ctx(2), {&r, 1}), Status::kSuccess);
+  const LocalBuffer rbuf(p.b, 64);
+  ASSERT_EQ(p.b.qp->receive(ctx(2), {&rbuf.sge, 1}), Status::kSuccess);
   ASSERT_TRUE(p.wait_done(0, 1));
   uint64_t v = 0xFFFF;
   const Sge w{addr(&v), 8, 0};
@@ -107,16 +105,12 @@ TEST_F(ApiMw, ReadAndWriteThroughAnInvalidatedWindow) {
               Status::kSuccess);
     const uint32_t token = s.mw->get_remote_token();
     ASSERT_EQ(p.b.qp->invalidate(ctx(2), *s.mw, 0), Status::kSuccess);
-    std::vector<uint8_t> rb(64);
-    auto mrb = p.b.reg(rb.data(), rb.size(), mr_flag::kAllowLocalWrite);
-    const Sge r{addr(rb.data()), 64, mrb->get_local_token()};
-    ASSERT_EQ(p.b.qp->receive(ctx(3), {&r, 1}), Status::kSuccess);
+    const LocalBuffer rbuf(p.b, 64);
+    ASSERT_EQ(p.b.qp->receive(ctx(3), {&rbuf.sge, 1}), Status::kSuccess);
     ASSERT_TRUE(p.wait_done(0, 2));
-    std::vector<uint8_t> local(64);
-    auto ml = p.a.reg(local.data(), local.size(), mr_flag::kAllowLocalWrite);
-    const Sge l{addr(local.data()), 64, ml->get_local_token()};
-    const Status st = read ? p.a.qp->read(ctx(4), {&l, 1}, addr(s.buf.data()), token, 0)
-                           : p.a.qp->write(ctx(4), {&l, 1}, addr(s.buf.data()), token, 0);
+    const LocalBuffer lbuf(p.a, 64);
+    const Status st = read ? p.a.qp->read(ctx(4), {&lbuf.sge, 1}, addr(s.buf.data()), token, 0)
+                           : p.a.qp->write(ctx(4), {&lbuf.sge, 1}, addr(s.buf.data()), token, 0);
     ASSERT_EQ(st, Status::kSuccess);
     ASSERT_TRUE(p.wait_done(1, 3));
     EXPECT_EQ(p.a.done[0].status, Status::kAccessViolation);
@@ -136,20 +130,18 @@ TEST_F(ApiMw, AccessBeyondTheWindow) {
                            op_flag::kAllowRemoteRead | op_flag::kAllowRemoteWrite),
               Status::kSuccess);
     ASSERT_TRUE(p.wait_done(0, 1));
-    std::vector<uint8_t> local(64);
-    auto ml = p.a.reg(local.data(), local.size(), mr_flag::kAllowLocalWrite);
-    const Sge l{addr(local.data()), 64, ml->get_local_token()};
+    const LocalBuffer lbuf(p.a, 64);
     // The last 64 bytes of the window pass ...
     const uint64_t ok = addr(win) + 1000 - 64;
     const uint32_t token = s.mw->get_remote_token();
-    ASSERT_EQ(read ? p.a.qp->read(ctx(2), {&l, 1}, ok, token, 0)
-                   : p.a.qp->write(ctx(2), {&l, 1}, ok, token, 0),
+    ASSERT_EQ(read ? p.a.qp->read(ctx(2), {&lbuf.sge, 1}, ok, token, 0)
+                   : p.a.qp->write(ctx(2), {&lbuf.sge, 1}, ok, token, 0),
               Status::kSuccess);
     ASSERT_TRUE(p.wait_done(1, 1));
     EXPECT_EQ(p.a.done[0].status, Status::kSuccess);
     // ... one byte further does not.
-    ASSERT_EQ(read ? p.a.qp->read(ctx(3), {&l, 1}, ok + 1, token, 0)
-                   : p.a.qp->write(ctx(3), {&l, 1}, ok + 1, token, 0),
+    ASSERT_EQ(read ? p.a.qp->read(ctx(3), {&lbuf.sge, 1}, ok + 1, token, 0)
+                   : p.a.qp->write(ctx(3), {&lbuf.sge, 1}, ok + 1, token, 0),
               Status::kSuccess);
     ASSERT_TRUE(p.wait_done(2, 1));
     EXPECT_EQ(p.a.done[1].status, Status::kAccessViolation);

@@ -232,17 +232,17 @@ TEST_F(ApiQp, SilentSuccessCompletesNothingButErrorsDo) {
 TEST_F(ApiQp, FlagsNotValidForTheOperationFailInline) {
   ApiPair p("qp_flags");
   p.connect();
-  std::vector<uint8_t> buf(64);
-  auto m = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
-  const Sge s{addr(buf.data()), 8, m->get_local_token()};
-  EXPECT_EQ(p.a.qp->read(nullptr, {&s, 1}, 0x1000, 1, op_flag::kInline), Status::kInvalidParameter);
-  EXPECT_EQ(p.a.qp->write(nullptr, {&s, 1}, 0x1000, 1, op_flag::kSendAndSolicitEvent),
+  const LocalBuffer buf(p.a, 8);
+  EXPECT_EQ(p.a.qp->read(nullptr, {&buf.sge, 1}, 0x1000, 1, op_flag::kInline),
             Status::kInvalidParameter);
-  EXPECT_EQ(p.a.qp->send(nullptr, {&s, 1}, op_flag::kAllowRemoteRead), Status::kInvalidParameter);
-  EXPECT_EQ(p.a.qp->send(nullptr, {&s, 1}, 0x80000000u), Status::kInvalidParameter);
+  EXPECT_EQ(p.a.qp->write(nullptr, {&buf.sge, 1}, 0x1000, 1, op_flag::kSendAndSolicitEvent),
+            Status::kInvalidParameter);
+  EXPECT_EQ(p.a.qp->send(nullptr, {&buf.sge, 1}, op_flag::kAllowRemoteRead),
+            Status::kInvalidParameter);
+  EXPECT_EQ(p.a.qp->send(nullptr, {&buf.sge, 1}, 0x80000000u), Status::kInvalidParameter);
   EXPECT_EQ(p.a.qp->invalidate(nullptr, *p.a.cq, 0), Status::kInvalidParameter);
   // A normally registered MR is deregistered, not invalidated.
-  EXPECT_EQ(p.a.qp->invalidate(nullptr, *m, 0), Status::kInvalidParameter);
+  EXPECT_EQ(p.a.qp->invalidate(nullptr, *buf.mr, 0), Status::kInvalidParameter);
   p.run_for(std::chrono::milliseconds(10));
   EXPECT_TRUE(p.a.done.empty());  // failed posts never complete
 }
@@ -253,13 +253,11 @@ TEST_F(ApiQp, PostingBeforeConnectAndReceiveOnNewQp) {
   ASSERT_EQ(p.a.pd->create_qp(*p.a.cq, *p.a.cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &q),
             Status::kSuccess);
   EXPECT_EQ(q->query_extension<QpConnectExtension>()->state(), QpState::kInit);
-  std::vector<uint8_t> buf(64);
-  auto m = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
-  const Sge s{addr(buf.data()), 8, m->get_local_token()};
+  const LocalBuffer buf(p.a, 8);
   // NDK: receives may be posted before the connection; initiator posts need one.
-  EXPECT_EQ(q->receive(ctx(1), {&s, 1}), Status::kSuccess);
-  EXPECT_EQ(q->send(ctx(2), {&s, 1}, 0), Status::kConnectionInvalid);
-  EXPECT_EQ(q->write(ctx(3), {&s, 1}, 0x1000, 1, 0), Status::kConnectionInvalid);
+  EXPECT_EQ(q->receive(ctx(1), {&buf.sge, 1}), Status::kSuccess);
+  EXPECT_EQ(q->send(ctx(2), {&buf.sge, 1}, 0), Status::kConnectionInvalid);
+  EXPECT_EQ(q->write(ctx(3), {&buf.sge, 1}, 0x1000, 1, 0), Status::kConnectionInvalid);
   // Closing the QP flushes the receive.
   Completion closed;
   ASSERT_EQ(q.close(&Completion::on_close, &closed), Status::kPending);
@@ -273,11 +271,9 @@ TEST_F(ApiQp, PostingBeforeConnectAndReceiveOnNewQp) {
 TEST_F(ApiQp, FlushCancelsReceivesInOrder) {
   ApiPair p("qp_flush");
   p.connect();
-  std::vector<uint8_t> buf(64);
-  auto m = p.b.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
-  const Sge s{addr(buf.data()), 32, m->get_local_token()};
-  ASSERT_EQ(p.b.qp->receive(ctx(1), {&s, 1}), Status::kSuccess);
-  ASSERT_EQ(p.b.qp->receive(ctx(2), {&s, 1}), Status::kSuccess);
+  const LocalBuffer buf(p.b, 32);
+  ASSERT_EQ(p.b.qp->receive(ctx(1), {&buf.sge, 1}), Status::kSuccess);
+  ASSERT_EQ(p.b.qp->receive(ctx(2), {&buf.sge, 1}), Status::kSuccess);
   p.b.qp->flush();
   ASSERT_TRUE(p.wait_done(0, 2));
   EXPECT_EQ(p.b.done[0].status, Status::kCancelled);
