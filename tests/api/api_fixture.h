@@ -157,4 +157,10 @@ class ApiPair : public AdapterPair<Side> {
   }
 };
 
+// An ApiPair whose QPs are connected from the start (most tests' opening).
+class ConnectedPair : public ApiPair {
+ public:
+  explicit ConnectedPair(const std::string& name) : ApiPair(name) { connect(); }
+};
+
 }  // namespace urnic::test

@@ -182,8 +182,7 @@ struct Receives {
 };
 
 TEST_F(ApiLifetime, CloseFromInsideANotificationIsTheLastCallback) {
-  ApiPair p("life_cb");
-  p.connect();
+  ConnectedPair p("life_cb");
   Log log;
   CloseFromCallback cfc(&log);
   Handle<Cq> cq;
@@ -234,8 +233,7 @@ TEST_F(ApiLifetime, SynchronousRequestsAreRefusedInsideCallbacks) {
 // (flushes the QP, deregisters the MR, ...). What the consumer holds stays valid, inert, until it
 // closes it (tests/api/api_adapter_close_test.cc has every call on such objects).
 TEST_F(ApiLifetime, AdapterCloseCleansUpWhatTheConsumerLeftOpen) {
-  ApiPair p("life_leak");
-  p.connect();
+  ConnectedPair p("life_leak");
   LocalBuffer buf(p.a, 8);
   ASSERT_EQ(p.a.qp->receive(ctx(1), {&buf.sge, 1}), Status::kSuccess);
   Handle<Mw> mw;

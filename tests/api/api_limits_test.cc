@@ -213,8 +213,7 @@ TEST_F(ApiLimits, InlineDataSize) {
 // MaxTransferLength: posts of exactly the limit are accepted (they are flushed before any byte
 // moves), one byte more is BUFFER_OVERFLOW.
 TEST_F(ApiLimits, TransferLength) {
-  ApiPair p("lim_xfer");
-  p.connect();
+  ConnectedPair p("lim_xfer");
   const uint32_t max = p.a.adapter->adapter_info().max_transfer_length;
   Reserved mem(size_t{max} + 2 * kPageSize);
   if (mem.p == nullptr) GTEST_SKIP() << "cannot reserve the address range";
@@ -248,8 +247,7 @@ TEST_F(ApiLimits, TransferLength) {
 // MaxRegistrationSize and MaxWindowSize: the registration never touches the memory, so an
 // address range reserved without memory does.
 TEST_F(ApiLimits, RegistrationAndWindowSize) {
-  ApiPair p("lim_reg");
-  p.connect();
+  ConnectedPair p("lim_reg");
   const AdapterInfo i = p.b.adapter->adapter_info();
   Reserved mem(i.max_registration_size + kPageSize);
   if (mem.p == nullptr) GTEST_SKIP() << "cannot reserve the address range";

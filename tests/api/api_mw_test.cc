@@ -27,8 +27,7 @@ struct Server {
 };
 
 TEST_F(ApiMw, BindsAtVaryingOffsetsMoveDataBothWays) {
-  ApiPair p("mw_offsets");
-  p.connect();
+  ConnectedPair p("mw_offsets");
   constexpr size_t kLen = 4 << 20, kWin = 8192;
   Server s(p, kLen);
   std::vector<uint8_t> src(kWin), back(kWin);
@@ -73,8 +72,7 @@ TEST_F(ApiMw, BindsAtVaryingOffsetsMoveDataBothWays) {
 // NdWriteViolation: a write into a read-only window fails at the initiator with
 // ACCESS_VIOLATION, and the peer's posted receive is cancelled (the connection is gone).
 TEST_F(ApiMw, WriteToReadOnlyWindow) {
-  ApiPair p("mw_ro");
-  p.connect();
+  ConnectedPair p("mw_ro");
   Server s(p, 8192);
   ASSERT_EQ(p.b.qp->bind(ctx(1), *s.mr, *s.mw, s.buf.data(), 4096, op_flag::kAllowRemoteRead),
             Status::kSuccess);
@@ -151,8 +149,7 @@ TEST_F(ApiMw, AccessBeyondTheWindow) {
 // NdMRDeregister: an MR with a bound window cannot be deregistered (DEVICE_BUSY); after the
 // invalidate it can. An MR closed while a window is bound closes when the window goes.
 TEST_F(ApiMw, DeregisterWithABoundWindowIsBusy) {
-  ApiPair p("mw_dereg");
-  p.connect();
+  ConnectedPair p("mw_dereg");
   Server s(p, 8192);
   ASSERT_EQ(p.b.qp->bind(ctx(1), *s.mr, *s.mw, s.buf.data(), 4096, op_flag::kAllowRemoteRead),
             Status::kSuccess);
@@ -181,8 +178,7 @@ TEST_F(ApiMw, DeregisterWithABoundWindowIsBusy) {
 }
 
 TEST_F(ApiMw, RebindWithoutInvalidateCompletesWithInvalidDeviceRequest) {
-  ApiPair p("mw_rebind");
-  p.connect();
+  ConnectedPair p("mw_rebind");
   Server s(p, 8192);
   // A window of another PD (b's, posted on a's QP) fails inline.
   EXPECT_EQ(p.a.qp->invalidate(ctx(1), *s.mw, 0), Status::kInvalidParameter);
@@ -203,8 +199,7 @@ TEST_F(ApiMw, RebindWithoutInvalidateCompletesWithInvalidDeviceRequest) {
 }
 
 TEST_F(ApiMw, InvalidateOfAnUnboundWindowCompletesWithInvalidDeviceRequest) {
-  ApiPair p("mw_unbound");
-  p.connect();
+  ConnectedPair p("mw_unbound");
   Handle<Mw> mw;
   ASSERT_EQ(p.b.pd->create_mw(nullptr, nullptr, &mw), Status::kSuccess);
   ASSERT_EQ(p.b.qp->invalidate(ctx(1), *mw, 0), Status::kSuccess);
@@ -214,8 +209,7 @@ TEST_F(ApiMw, InvalidateOfAnUnboundWindowCompletesWithInvalidDeviceRequest) {
 }
 
 TEST_F(ApiMw, BindInlineErrors) {
-  ApiPair p("mw_binderr");
-  p.connect();
+  ConnectedPair p("mw_binderr");
   Server ro(p, 8192, 0);  // an MR without local write
   Server rw(p, 8192);
   Qp& q = *p.b.qp;
@@ -245,8 +239,7 @@ TEST_F(ApiMw, BindInlineErrors) {
 
 // Type 2 windows: accessible only through the QP they are bound to.
 TEST_F(ApiMw, WindowIsBoundToOneQp) {
-  ApiPair p("mw_qp");
-  p.connect();
+  ConnectedPair p("mw_qp");
   Server s(p, 8192);
   Handle<Qp> qa2, qb2;
   ASSERT_NO_FATAL_FAILURE(p.connect_more_qps(8, 8, 64, &qa2, &qb2));
@@ -271,8 +264,7 @@ TEST_F(ApiMw, WindowIsBoundToOneQp) {
 }
 
 TEST_F(ApiMw, SendAndInvalidateUnbindsTheWindow) {
-  ApiPair p("mw_sendinv");
-  p.connect();
+  ConnectedPair p("mw_sendinv");
   Server s(p, 8192);
   ASSERT_EQ(p.b.qp->bind(ctx(1), *s.mr, *s.mw, s.buf.data(), 4096, op_flag::kAllowRemoteWrite),
             Status::kSuccess);
