@@ -124,11 +124,8 @@ struct Passive {
 };
 
 sockaddr_in v4(uint32_t ip, uint16_t port) {
-  sockaddr_in s{};
-  s.sin_family = AF_INET;
-  s.sin_addr.s_addr = htonl(ip);
-  s.sin_port = htons(port);
-  return s;
+  return sockaddr_in{
+      .sin_family = AF_INET, .sin_port = htons(port), .sin_addr = {htonl(ip)}, .sin_zero = {}};
 }
 
 }  // namespace

@@ -215,6 +215,11 @@ std::string Nic::counters_line() {
   return buf;
 }
 
+void Nic::print_counters() {
+  std::printf("%s\n", counters_line().c_str());
+  std::fflush(stdout);
+}
+
 void Done::on_request(void* ctx, Status s) noexcept {
   auto* d = static_cast<Done*>(ctx);
   std::lock_guard lk(d->mu_);

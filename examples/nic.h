@@ -75,6 +75,8 @@ class Nic {
 
   // One "urnic:" line with the QP and port counters (retransmits, NAKs, drops, faults).
   std::string counters_line();
+  // Prints counters_line() on a line of its own and flushes stdout (the tests read it).
+  void print_counters();
 
  private:
   NicOptions opts_;

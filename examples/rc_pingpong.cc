@@ -36,22 +36,24 @@ void* const kSendWrid = reinterpret_cast<void*>(2);
 constexpr int kRecvBit = 1, kSendBit = 2;
 
 void usage(const char* argv0) {
-  std::printf("Usage:\n");
-  std::printf("  %s [options]            start a server and wait for connection\n", argv0);
-  std::printf("  %s [options] <host>     connect to server at <host>\n\n", argv0);
-  std::printf("Options:\n");
-  std::printf("  -p, --port=<port>      listen on/connect to port <port> (default 18515)\n");
-  std::printf("  -d, --ib-dev=<dev>     accepted and ignored (urnic: see --vdev)\n");
-  std::printf("  -i, --ib-port=<port>   accepted and ignored\n");
-  std::printf("  -s, --size=<size>      size of message to exchange (default 4096)\n");
-  std::printf("  -m, --mtu=<size>       path MTU (default 1024)\n");
-  std::printf("  -r, --rx-depth=<dep>   number of receives to post at a time (default 500)\n");
-  std::printf("  -n, --iters=<iters>    number of exchanges (default 1000)\n");
-  std::printf("  -l, --sl=<sl>          accepted and ignored\n");
-  std::printf("  -e, --events           accepted; completions are polled\n");
-  std::printf("  -g, --gid-idx=<idx>    local GID index (accepted; the IPv4 GID is used)\n");
-  std::printf("  -c, --chk              validate received buffer\n");
-  std::printf("  --linger-ms=<ms>       keep answering the peer after the last iteration\n");
+  std::printf(
+      "Usage:\n"
+      "  %s [options]            start a server and wait for connection\n"
+      "  %s [options] <host>     connect to server at <host>\n\n"
+      "Options:\n"
+      "  -p, --port=<port>      listen on/connect to port <port> (default 18515)\n"
+      "  -d, --ib-dev=<dev>     accepted and ignored (urnic: see --vdev)\n"
+      "  -i, --ib-port=<port>   accepted and ignored\n"
+      "  -s, --size=<size>      size of message to exchange (default 4096)\n"
+      "  -m, --mtu=<size>       path MTU (default 1024)\n"
+      "  -r, --rx-depth=<dep>   number of receives to post at a time (default 500)\n"
+      "  -n, --iters=<iters>    number of exchanges (default 1000)\n"
+      "  -l, --sl=<sl>          accepted and ignored\n"
+      "  -e, --events           accepted; completions are polled\n"
+      "  -g, --gid-idx=<idx>    local GID index (accepted; the IPv4 GID is used)\n"
+      "  -c, --chk              validate received buffer\n"
+      "  --linger-ms=<ms>       keep answering the peer after the last iteration\n",
+      argv0, argv0);
   std::printf("urnic:\n%s", nic_usage());
 }
 
@@ -375,8 +377,7 @@ int run(int argc, char** argv) {
   // the peer send its last message again, and it must be acknowledged before we go.
   std::this_thread::sleep_for(std::chrono::milliseconds(linger_ms));
   std::printf("urnic: completions send=%zu recv=%zu bad=%u\n", n_send, n_recv, bad);
-  std::printf("%s\n", c.nic.counters_line().c_str());
-  std::fflush(stdout);
+  c.nic.print_counters();
   return bad == 0 ? 0 : 1;
 }
 

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "ring_adapters.h"
 #include "urnic/urnic.h"
 
 namespace urnic {
@@ -35,18 +36,7 @@ namespace {
 struct Pair {
   explicit Pair(bool lcore) {
     static int instance = 0;
-    uint16_t pa = 0, pb = 0;
-    ok = create_ring_port_pair("api" + std::to_string(instance++), 1, &pa, &pb) == Status::kSuccess;
-    AdapterConfig ca, cb;
-    ca.port_id = pa;
-    cb.port_id = pb;
-    ca.mbufs = cb.mbufs = 8191;
-    ca.ipv4 = 0xC0000201;
-    cb.ipv4 = 0xC0000202;
-    ca.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 1};
-    cb.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 2};
-    ok = ok && Adapter::open(ca, engine, &a) == Status::kSuccess &&
-         Adapter::open(cb, engine, &b) == Status::kSuccess;
+    ok = open_ring_adapters("api" + std::to_string(instance++), 8191, engine, &a, &b);
     if (!ok) return;
     ok = a->create_pd(nullptr, nullptr, &pda) == Status::kSuccess &&
          b->create_pd(nullptr, nullptr, &pdb) == Status::kSuccess &&

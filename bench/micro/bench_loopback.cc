@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "dataplane/port.h"
+#include "ring_adapters.h"
 #include "urnic/urnic.h"
 
 namespace urnic {
@@ -95,18 +96,7 @@ struct Pair {
 
   // `timeout`: the QPs' local ACK timeout attribute (4.096 us * 2^timeout; 14 = 67 ms).
   bool open(const std::string& name, uint32_t mtu, size_t buf, uint8_t timeout = 14) {
-    uint16_t pa = 0, pb = 0;
-    if (create_ring_port_pair(name, 1, &pa, &pb) != Status::kSuccess) return false;
-    AdapterConfig ca, cb;
-    ca.port_id = pa;
-    cb.port_id = pb;
-    ca.mbufs = cb.mbufs = 16383;
-    ca.ipv4 = 0xC0000201;
-    cb.ipv4 = 0xC0000202;
-    ca.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 1};
-    cb.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 2};
-    if (Adapter::open(ca, engine, &a) != Status::kSuccess ||
-        Adapter::open(cb, engine, &b) != Status::kSuccess ||
+    if (!open_ring_adapters(name, 16383, engine, &a, &b) ||
         a->create_pd(nullptr, nullptr, &pda) != Status::kSuccess ||
         b->create_pd(nullptr, nullptr, &pdb) != Status::kSuccess ||
         a->create_cq(8192, nullptr, nullptr, nullptr, nullptr, &acq) != Status::kSuccess ||

@@ -88,32 +88,25 @@ void BM_MrResolveFrmr(benchmark::State& state) {
 }
 BENCHMARK(BM_MrResolveFrmr);
 
-void BM_MrCopyInRegistered(benchmark::State& state) {
+// copy_in of state.range(0) bytes into the registered region, or (`frmr`) into the FRMR.
+void copy_in(benchmark::State& state, bool frmr) {
   Fixture f;
   if (!f.ok) state.SkipWithError("setup failed");
   const size_t n = static_cast<size_t>(state.range(0));
   std::vector<uint8_t> src(n, 0xA5);
+  const uint32_t key = frmr ? f.frmr_key : f.reg_key;
+  const uint64_t va = frmr ? kIova : f.reg_va();
   for (auto _ : state) {
-    benchmark::DoNotOptimize(
-        f.table.copy_in(f.reg_key, kPd, f.reg_va(), src.data(), n, access::kRemoteWrite));
+    benchmark::DoNotOptimize(f.table.copy_in(key, kPd, va, src.data(), n, access::kRemoteWrite));
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(n));
 }
+
+void BM_MrCopyInRegistered(benchmark::State& state) { copy_in(state, false); }
 BENCHMARK(BM_MrCopyInRegistered)->Arg(64)->Arg(4096);
 
-void BM_MrCopyInFrmr(benchmark::State& state) {
-  Fixture f;
-  if (!f.ok) state.SkipWithError("setup failed");
-  const size_t n = static_cast<size_t>(state.range(0));
-  std::vector<uint8_t> src(n, 0xA5);
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(
-        f.table.copy_in(f.frmr_key, kPd, kIova, src.data(), n, access::kRemoteWrite));
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(n));
-}
+void BM_MrCopyInFrmr(benchmark::State& state) { copy_in(state, true); }
 BENCHMARK(BM_MrCopyInFrmr)->Arg(64)->Arg(4096);
 
 // The baseline: memcpy of the same sizes between the same kind of buffers.

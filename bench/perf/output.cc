@@ -6,6 +6,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 
 namespace urnic::perf {
 namespace {
@@ -24,17 +25,9 @@ constexpr const char* kResultFmtLatDur =
     " #bytes        #iterations       t_avg[usec]    tps average\n";
 
 const char* verb_str(Verb v) {
-  switch (v) {
-    case Verb::kSend:
-      return "Send";
-    case Verb::kWrite:
-      return "RDMA_Write";
-    case Verb::kRead:
-      return "RDMA_Read";
-    case Verb::kAtomic:
-      return "Atomic";
-  }
-  return "?";
+  constexpr const char* kNames[] = {"Send", "RDMA_Write", "RDMA_Read", "Atomic"};  // Verb order
+  const auto i = static_cast<size_t>(v);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 }  // namespace

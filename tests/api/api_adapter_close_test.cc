@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -36,54 +37,14 @@ enum class Order { kForward, kReverse, kCloseWithCompletion };
 // What is destroyed first: side A's adapter alone, or the whole pair with its engine.
 enum class Gone { kAdapter, kPairAndEngine };
 
-const char* name(Kind k) {
-  switch (k) {
-    case Kind::kPd:
-      return "Pd";
-    case Kind::kCq:
-      return "Cq";
-    case Kind::kMr:
-      return "Mr";
-    case Kind::kFastMr:
-      return "FastMr";
-    case Kind::kMw:
-      return "Mw";
-    case Kind::kSrq:
-      return "Srq";
-    case Kind::kQp:
-      return "Qp";
-    case Kind::kSrqQp:
-      return "SrqQp";
-    case Kind::kConnector:
-      return "Connector";
-    case Kind::kListener:
-      return "Listener";
-    case Kind::kAll:
-      return "All";
-  }
-  return "?";
-}
-
-const char* name(Order o) {
-  switch (o) {
-    case Order::kForward:
-      return "Forward";
-    case Order::kReverse:
-      return "Reverse";
-    case Order::kCloseWithCompletion:
-      return "CloseWithCompletion";
-  }
-  return "?";
-}
-
-sockaddr_in v4(uint32_t ip, uint16_t port) {
-  sockaddr_in s{};
-  s.sin_family = AF_INET;
-  s.sin_addr.s_addr = htonl(ip);
-  s.sin_port = htons(port);
-  return s;
-}
-const sockaddr* sa(const sockaddr_in& s) { return reinterpret_cast<const sockaddr*>(&s); }
+// Names in enum order (test names, traces).
+constexpr const char* kKindNames[] = {"Pd", "Cq",    "Mr",        "FastMr",   "Mw", "Srq",
+                                      "Qp", "SrqQp", "Connector", "Listener", "All"};
+constexpr const char* kOrderNames[] = {"Forward", "Reverse", "CloseWithCompletion"};
+static_assert(std::size(kKindNames) == static_cast<size_t>(Kind::kAll) + 1);
+static_assert(std::size(kOrderNames) == static_cast<size_t>(Order::kCloseWithCompletion) + 1);
+const char* name(Kind k) { return kKindNames[static_cast<size_t>(k)]; }
+const char* name(Order o) { return kOrderNames[static_cast<size_t>(o)]; }
 
 struct Unexpected {
   std::atomic<int> calls{0};
@@ -453,16 +414,6 @@ struct Passive {
               Status::kPending);
   }
 };
-
-template <typename F>
-bool eventually(F f, std::chrono::milliseconds t = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + t;
-  while (!f()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 TEST_F(ApiAdapterCloseCm, ConnectedThroughTheCmThenEverythingGoes) {
   for (Order order : {Order::kForward, Order::kReverse}) {

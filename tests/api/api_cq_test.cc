@@ -57,6 +57,11 @@ class ApiCq : public EalTest {
     dst.assign(4096, 0);
     mr = p.b.reg(dst.data(), dst.size(), mr_flag::kAllowRemoteWrite);
   }
+  // Runs the engine for kQuiet: `n` has then fired `count` times, no more.
+  static void expect_quiet(ApiPair& p, const Notes& n, int count) {
+    p.run_for(kQuiet);
+    EXPECT_EQ(n.count(), count);
+  }
   void TearDownPair() {
     qa.reset();
     qb.reset();
@@ -91,8 +96,7 @@ TEST_F(ApiCq, AnyArmFiresOncePerArmOnTheControlThread) {
   ApiPair p("cq_any");
   SetUpPair(p);
   acq->arm(CqNotify::kAny);
-  p.run_for(kQuiet);
-  EXPECT_EQ(an.count(), 0);  // armed, nothing arrived
+  expect_quiet(p, an, 0);  // armed, nothing arrived
   ASSERT_EQ(write(ctx(1)), Status::kSuccess);
   ASSERT_TRUE(p.run_until([&] { return an.count() == 1; }));
   EXPECT_EQ(an.last(), Status::kSuccess);
@@ -101,19 +105,16 @@ TEST_F(ApiCq, AnyArmFiresOncePerArmOnTheControlThread) {
   // Not re-armed: a second completion notifies nobody.
   ASSERT_EQ(write(ctx(2)), Status::kSuccess);
   ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 1; }));
-  p.run_for(kQuiet);
-  EXPECT_EQ(an.count(), 1);
+  expect_quiet(p, an, 1);
   // Re-arming after a completion arrived since the last callback fires at once.
   acq->arm(CqNotify::kAny);
   ASSERT_TRUE(p.run_until([&] { return an.count() == 2; }));
   // Re-arming with nothing new waits for the next completion.
   acq->arm(CqNotify::kAny);
-  p.run_for(kQuiet);
-  EXPECT_EQ(an.count(), 2);
+  expect_quiet(p, an, 2);
   ASSERT_EQ(write(ctx(3)), Status::kSuccess);
   ASSERT_TRUE(p.run_until([&] { return an.count() == 3; }));
-  p.run_for(kQuiet);
-  EXPECT_EQ(an.count(), 3);
+  expect_quiet(p, an, 3);
   TearDownPair();
 }
 
@@ -123,8 +124,8 @@ TEST_F(ApiCq, ArmingANonEmptyCqFiresAtOnce) {
   // The consumer polled 0, then the completion arrived, then it arms: not lost.
   ASSERT_EQ(drain(*acq, &ares), 0u);
   ASSERT_EQ(write(ctx(1)), Status::kSuccess);
-  p.run_for(kQuiet);  // the completion is in the CQ now, unread
-  EXPECT_EQ(an.count(), 0);
+  // The completion is in the CQ now, unread.
+  expect_quiet(p, an, 0);
   acq->arm(CqNotify::kAny);
   ASSERT_TRUE(p.run_until([&] { return an.count() == 1; }));
   EXPECT_EQ(drain(*acq, &ares), 1u);
@@ -139,14 +140,12 @@ TEST_F(ApiCq, SolicitedFiresForSolicitedReceivesAndMergesOverErrors) {
   bcq->arm(CqNotify::kErrors);
   ASSERT_EQ(send(ctx(1)), Status::kSuccess);
   ASSERT_TRUE(p.run_until([&] { return drain(*bcq, &bres) == 1; }));
-  p.run_for(kQuiet);
-  EXPECT_EQ(bn.count(), 0);
+  expect_quiet(p, bn, 0);
   // ERRORS + SOLICITED = SOLICITED: an unsolicited send still notifies nobody ...
   bcq->arm(CqNotify::kSolicited);
   ASSERT_EQ(send(ctx(2)), Status::kSuccess);
   ASSERT_TRUE(p.run_until([&] { return drain(*bcq, &bres) == 1; }));
-  p.run_for(kQuiet);
-  EXPECT_EQ(bn.count(), 0);
+  expect_quiet(p, bn, 0);
   EXPECT_FALSE(bres.back().flags & kResultSolicited);
   // ... a solicited one does.
   ASSERT_EQ(send(ctx(3), op_flag::kSendAndSolicitEvent), Status::kSuccess);
@@ -167,14 +166,12 @@ TEST_F(ApiCq, SolicitedFiresForSolicitedReceivesAndMergesOverErrors) {
   ASSERT_TRUE(p.run_until([&] { return drain(*bcq, &bres) == 1; }));
   // Error completions satisfy SOLICITED: the flushed receive fires it.
   bcq->arm(CqNotify::kSolicited);
-  p.run_for(kQuiet);
-  EXPECT_EQ(bn.count(), 3);
+  expect_quiet(p, bn, 3);
   qb->flush();
   ASSERT_TRUE(p.run_until([&] { return bn.count() == 4; }));
   ASSERT_TRUE(p.run_until([&] { return drain(*bcq, &bres) == 1; }));
   EXPECT_EQ(bres.back().status, Status::kCancelled);
-  p.run_for(kQuiet);
-  EXPECT_EQ(bn.count(), 4);
+  expect_quiet(p, bn, 4);
   TearDownPair();
 }
 
@@ -184,8 +181,7 @@ TEST_F(ApiCq, ErrorsArmFiresOnAnErrorCompletion) {
   acq->arm(CqNotify::kErrors);
   ASSERT_EQ(write(ctx(1)), Status::kSuccess);
   ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 1; }));
-  p.run_for(kQuiet);
-  EXPECT_EQ(an.count(), 0);
+  expect_quiet(p, an, 0);
   // One byte past the region: remote access error.
   uint64_t v = 1;
   const Sge s{addr(&v), 8, 0};
@@ -211,8 +207,7 @@ TEST_F(ApiCq, CancelDeliversCancelledOnceAndNothingAfter) {
   EXPECT_EQ(an.last(), Status::kCancelled);
   ASSERT_EQ(write(ctx(1)), Status::kSuccess);
   ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 1; }));
-  p.run_for(kQuiet);
-  EXPECT_EQ(an.count(), 1);
+  expect_quiet(p, an, 1);
   EXPECT_FALSE(ext->cancel_notification());
   TearDownPair();
 }
@@ -228,14 +223,12 @@ TEST_F(ApiCq, ArmsOnTwoCqsAreIndependent) {
   // A write completes on a's initiator CQ only (it consumes no receive at b).
   ASSERT_EQ(write(ctx(9)), Status::kSuccess);
   ASSERT_TRUE(p.run_until([&] { return an.count() == 1; }));
-  p.run_for(kQuiet);
-  EXPECT_EQ(bn.count(), 0);
+  expect_quiet(p, bn, 0);
   // Flushing b's QP completes its receives on bcq only (its initiator CQ is another one).
   acq->arm(CqNotify::kAny);
   qb->flush();
   ASSERT_TRUE(p.run_until([&] { return bn.count() == 1; }));
-  p.run_for(kQuiet);
-  EXPECT_EQ(an.count(), 1);
+  expect_quiet(p, an, 1);
   TearDownPair();
 }
 
@@ -248,8 +241,7 @@ TEST_F(ApiCq, OverrunNotifiesBufferOverflowAndKillsTheQps) {
   ASSERT_TRUE(p.run_until(
       [&] { return qa->query_extension<QpConnectExtension>()->state() == QpState::kErr; }));
   EXPECT_EQ(drain(*acq, &ares), 4u);
-  p.run_for(kQuiet);
-  EXPECT_EQ(an.count(), 1);
+  expect_quiet(p, an, 1);
   TearDownPair();
 }
 
@@ -264,8 +256,7 @@ TEST_F(ApiCq, InterruptModerationByCountAndByInterval) {
   acq->arm(CqNotify::kAny);
   ASSERT_EQ(write(ctx(1)), Status::kSuccess);
   ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 1; }));
-  p.run_for(kQuiet);
-  EXPECT_EQ(an.count(), 0);
+  expect_quiet(p, an, 0);
   ASSERT_EQ(write(ctx(2)), Status::kSuccess);
   ASSERT_EQ(write(ctx(3)), Status::kSuccess);
   ASSERT_TRUE(p.run_until([&] { return an.count() == 1; }));

@@ -16,8 +16,7 @@ namespace {
 class ApiDefer : public EalTest {};
 
 TEST_F(ApiDefer, DeferredChainIsInvisibleUntilTheDoorbell) {
-  ApiPair p("defer_chain");
-  p.connect();
+  ConnectedPair p("defer_chain");
   std::vector<uint8_t> dst(64 * 16, 0);
   auto md = p.b.reg(dst.data(), dst.size(), mr_flag::kAllowRemoteWrite);
   std::vector<uint8_t> src(64, 0xAB);
@@ -45,8 +44,7 @@ TEST_F(ApiDefer, DeferredChainIsInvisibleUntilTheDoorbell) {
 }
 
 TEST_F(ApiDefer, InlineFailureInTheMiddlePublishesTheEarlierOnesOnly) {
-  ApiPair p("defer_fail");
-  p.connect();
+  ConnectedPair p("defer_fail");
   std::vector<uint8_t> dst(64 * 8, 0);
   auto md = p.b.reg(dst.data(), dst.size(), mr_flag::kAllowRemoteWrite);
   uint64_t v = 0x1111111111111111ull;
@@ -96,8 +94,7 @@ TEST_F(ApiDefer, InlineFailureInTheMiddlePublishesTheEarlierOnesOnly) {
 // consumer skips the send that would have ended the chain. The first FastRegister executes and
 // completes (its region becomes usable by the peer); the failed one never completes.
 TEST_F(ApiDefer, NdkExampleTwoFastRegistersSecondFails) {
-  ApiPair p("defer_frmr");
-  p.connect();
+  ConnectedPair p("defer_frmr");
   constexpr size_t kLen = 4 * kPageSize;
   void* mem = mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mem, MAP_FAILED);
@@ -150,11 +147,7 @@ TEST_F(ApiDefer, NdkExampleTwoFastRegistersSecondFails) {
 TEST_F(ApiDefer, FullQueueFailurePublishesTheChain) {
   ApiPair p("defer_full");
   Handle<Qp> qa, qb;
-  ASSERT_EQ(p.a.pd->create_qp(*p.a.cq, *p.a.cq, nullptr, 4, 4, 1, 1, 64, nullptr, nullptr, &qa),
-            Status::kSuccess);
-  ASSERT_EQ(p.b.pd->create_qp(*p.b.cq, *p.b.cq, nullptr, 4, 4, 1, 1, 64, nullptr, nullptr, &qb),
-            Status::kSuccess);
-  ApiPair::connect_qps(p.a, *qa, p.b, *qb);
+  ASSERT_NO_FATAL_FAILURE(p.connect_more_qps(4, 4, 64, &qa, &qb));
   std::vector<uint8_t> dst(64, 0);
   auto md = p.b.reg(dst.data(), dst.size(), mr_flag::kAllowRemoteWrite);
   uint64_t v = 3;

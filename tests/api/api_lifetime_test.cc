@@ -61,14 +61,12 @@ TEST_F(ApiLifetime, PendingCreateCompletesExactlyOnceOnTheControlThread) {
   ASSERT_NE(c.object, nullptr);
   EXPECT_EQ(c.object->object_type(), ObjectType::kQp);
   Handle<Qp> q(static_cast<Qp*>(c.object));
-  std::vector<uint8_t> buf(64);
-  auto m = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
-  const Sge s{addr(buf.data()), 8, m->get_local_token()};
-  EXPECT_EQ(q->receive(nullptr, {&s, 1}), Status::kSuccess);
+  const LocalBuffer buf(p.a, 8);
+  EXPECT_EQ(q->receive(nullptr, {&buf.sge, 1}), Status::kSuccess);
   // Object types of the others.
   EXPECT_EQ(p.a.cq->object_type(), ObjectType::kCq);
   EXPECT_EQ(p.a.pd->object_type(), ObjectType::kPd);
-  EXPECT_EQ(m->object_type(), ObjectType::kMr);
+  EXPECT_EQ(buf.mr->object_type(), ObjectType::kMr);
 }
 
 TEST_F(ApiLifetime, CloseReturnsSuccessOrPendingWithOneCallback) {
@@ -170,22 +168,29 @@ struct CloseFromCallback {
   }
 };
 
+// A QP of A's PD on `cq` (both queues) with `n` 8-byte receives posted (contexts 1 to n) into a
+// registered buffer that this object keeps.
+struct Receives {
+  std::unique_ptr<LocalBuffer> buf;
+  void post(ApiPair& p, Cq& cq, uintptr_t n, Handle<Qp>* q) {
+    ASSERT_EQ(p.a.pd->create_qp(cq, cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, q),
+              Status::kSuccess);
+    buf = std::make_unique<LocalBuffer>(p.a, 8);
+    for (uintptr_t i = 1; i <= n; ++i)
+      ASSERT_EQ((*q)->receive(ctx(i), {&buf->sge, 1}), Status::kSuccess);
+  }
+};
+
 TEST_F(ApiLifetime, CloseFromInsideANotificationIsTheLastCallback) {
-  ApiPair p("life_cb");
-  p.connect();
+  ConnectedPair p("life_cb");
   Log log;
   CloseFromCallback cfc(&log);
   Handle<Cq> cq;
   ASSERT_EQ(p.a.adapter->create_cq(64, &CloseFromCallback::notify, &cfc, nullptr, nullptr, &cq),
             Status::kSuccess);
   Handle<Qp> q;
-  ASSERT_EQ(p.a.pd->create_qp(*cq, *cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &q),
-            Status::kSuccess);
-  std::vector<uint8_t> buf(64);
-  auto m = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
-  const Sge s{addr(buf.data()), 8, m->get_local_token()};
-  ASSERT_EQ(q->receive(ctx(1), {&s, 1}), Status::kSuccess);
-  ASSERT_EQ(q->receive(ctx(2), {&s, 1}), Status::kSuccess);
+  Receives r;
+  ASSERT_NO_FATAL_FAILURE(r.post(p, *cq, 2, &q));
   cfc.cq = cq.release();
   cfc.qp = q.release();
   cfc.cq->arm(CqNotify::kAny);
@@ -216,12 +221,8 @@ TEST_F(ApiLifetime, SynchronousRequestsAreRefusedInsideCallbacks) {
                 &c, nullptr, nullptr, &cq),
             Status::kSuccess);
   Handle<Qp> q;
-  ASSERT_EQ(p.a.pd->create_qp(*cq, *cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &q),
-            Status::kSuccess);
-  std::vector<uint8_t> buf(64);
-  auto m = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
-  const Sge s{addr(buf.data()), 8, m->get_local_token()};
-  ASSERT_EQ(q->receive(ctx(1), {&s, 1}), Status::kSuccess);
+  Receives r;
+  ASSERT_NO_FATAL_FAILURE(r.post(p, *cq, 1, &q));
   cq->arm(CqNotify::kAny);
   q->flush();
   ASSERT_TRUE(p.run_until([&] { return c.done.load() == 1; }));
@@ -232,12 +233,9 @@ TEST_F(ApiLifetime, SynchronousRequestsAreRefusedInsideCallbacks) {
 // (flushes the QP, deregisters the MR, ...). What the consumer holds stays valid, inert, until it
 // closes it (tests/api/api_adapter_close_test.cc has every call on such objects).
 TEST_F(ApiLifetime, AdapterCloseCleansUpWhatTheConsumerLeftOpen) {
-  ApiPair p("life_leak");
-  p.connect();
-  std::vector<uint8_t> buf(64);
-  Handle<Mr> mr = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
-  const Sge s{addr(buf.data()), 8, mr->get_local_token()};
-  ASSERT_EQ(p.a.qp->receive(ctx(1), {&s, 1}), Status::kSuccess);
+  ConnectedPair p("life_leak");
+  LocalBuffer buf(p.a, 8);
+  ASSERT_EQ(p.a.qp->receive(ctx(1), {&buf.sge, 1}), Status::kSuccess);
   Handle<Mw> mw;
   ASSERT_EQ(p.a.pd->create_mw(nullptr, nullptr, &mw), Status::kSuccess);
   Completion pending;
@@ -246,7 +244,7 @@ TEST_F(ApiLifetime, AdapterCloseCleansUpWhatTheConsumerLeftOpen) {
                               &pending, &ignored),
             Status::kPending);
   // Leave everything of a's side open; the adapter close must not hang or crash.
-  std::vector<Object*> left = {mr.release(), mw.release(), p.a.qp.release(), p.a.cq.release(),
+  std::vector<Object*> left = {buf.mr.release(), mw.release(), p.a.qp.release(), p.a.cq.release(),
                                p.a.pd.release()};
   p.a.adapter.reset();
   EXPECT_EQ(pending.count(), 1);  // the pending create completed before the adapter closed
@@ -254,7 +252,7 @@ TEST_F(ApiLifetime, AdapterCloseCleansUpWhatTheConsumerLeftOpen) {
   left.push_back(pending.object);
   // Torn down: the QP takes no work and its flushed receive went with its CQ.
   Qp* q = static_cast<Qp*>(left[2]);
-  EXPECT_EQ(q->receive(ctx(2), {&s, 1}), Status::kInvalidDeviceState);
+  EXPECT_EQ(q->receive(ctx(2), {&buf.sge, 1}), Status::kInvalidDeviceState);
   ResultEx r;
   EXPECT_EQ(static_cast<Cq*>(left[3])->get_results_ex({&r, 1}), 0u);
   // Closing each frees it, now, without a callback.

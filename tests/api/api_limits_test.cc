@@ -213,8 +213,7 @@ TEST_F(ApiLimits, InlineDataSize) {
 // MaxTransferLength: posts of exactly the limit are accepted (they are flushed before any byte
 // moves), one byte more is BUFFER_OVERFLOW.
 TEST_F(ApiLimits, TransferLength) {
-  ApiPair p("lim_xfer");
-  p.connect();
+  ConnectedPair p("lim_xfer");
   const uint32_t max = p.a.adapter->adapter_info().max_transfer_length;
   Reserved mem(size_t{max} + 2 * kPageSize);
   if (mem.p == nullptr) GTEST_SKIP() << "cannot reserve the address range";
@@ -248,8 +247,7 @@ TEST_F(ApiLimits, TransferLength) {
 // MaxRegistrationSize and MaxWindowSize: the registration never touches the memory, so an
 // address range reserved without memory does.
 TEST_F(ApiLimits, RegistrationAndWindowSize) {
-  ApiPair p("lim_reg");
-  p.connect();
+  ConnectedPair p("lim_reg");
   const AdapterInfo i = p.b.adapter->adapter_info();
   Reserved mem(i.max_registration_size + kPageSize);
   if (mem.p == nullptr) GTEST_SKIP() << "cannot reserve the address range";
@@ -294,10 +292,7 @@ TEST_F(ApiLimits, ReadLimits) {
   ApiPair p("lim_rd");
   const AdapterInfo i = p.a.adapter->adapter_info();
   Handle<Qp> q, peer;
-  ASSERT_EQ(p.a.pd->create_qp(*p.a.cq, *p.a.cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &q),
-            Status::kSuccess);
-  ASSERT_EQ(p.b.pd->create_qp(*p.b.cq, *p.b.cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &peer),
-            Status::kSuccess);
+  ASSERT_NO_FATAL_FAILURE(p.create_qps(4, 4, 0, &q, &peer));
   auto* ext = q->query_extension<QpConnectExtension>();
   QpAttributes at;
   at.state = QpState::kRtr;

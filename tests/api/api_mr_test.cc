@@ -35,6 +35,25 @@ struct Pages {
   size_t len;
 };
 
+// On B: a one-page fast-register MR, registered (request 1, not yet waited for) at `base` for
+// remote writes, and a 64-byte receive buffer.
+struct FrmrOnB {
+  Pages mem{1};
+  std::vector<uint64_t> pages;  // the page list must outlive the fast-register request
+  Handle<Mr> fr;
+  std::unique_ptr<LocalBuffer> rbuf;
+  void set_up(ApiPair& p, uint64_t base) {
+    uint32_t fbo = 0;
+    pages = mem.lam(*p.b.adapter, &fbo);
+    fr = p.b.fast_mr(1);
+    ASSERT_TRUE(fr);
+    ASSERT_EQ(
+        p.b.qp->fast_register(ctx(1), *fr, pages, 0, kPageSize, base, op_flag::kAllowRemoteWrite),
+        Status::kSuccess);
+    rbuf = std::make_unique<LocalBuffer>(p.b, 64);
+  }
+};
+
 TEST_F(ApiMr, RegisterErrors) {
   ApiPair p("mr_errors");
   Handle<Mr> mr, fr;
@@ -70,8 +89,7 @@ TEST_F(ApiMr, RegisterErrors) {
 }
 
 TEST_F(ApiMr, ReRegistrationMakesTheOldTokenFail) {
-  ApiPair p("mr_rereg");
-  p.connect();
+  ConnectedPair p("mr_rereg");
   std::vector<uint8_t> dst(256, 0);
   Handle<Mr> mr;
   ASSERT_EQ(p.b.pd->create_mr(false, nullptr, nullptr, &mr), Status::kSuccess);
@@ -96,8 +114,7 @@ TEST_F(ApiMr, ReRegistrationMakesTheOldTokenFail) {
 }
 
 TEST_F(ApiMr, FastRegisterInlineErrors) {
-  ApiPair p("mr_frerr");
-  p.connect();
+  ConnectedPair p("mr_frerr");
   Pages mem(4);
   uint32_t fbo = 0;
   auto pages = mem.lam(*p.a.adapter, &fbo);
@@ -142,8 +159,7 @@ TEST_F(ApiMr, FastRegisterInlineErrors) {
 // invalidate; the peer's access then fails (and its connection with it); fast-register again
 // with a new token.
 TEST_F(ApiMr, FastRegisterInvalidateAndRegisterAgain) {
-  ApiPair p("mr_frmr");
-  p.connect();
+  ConnectedPair p("mr_frmr");
   Pages mem(3);
   uint32_t fbo = 0;
   // The region starts 100 bytes into the first page: FBO 100.
@@ -189,21 +205,12 @@ TEST_F(ApiMr, FastRegisterInvalidateAndRegisterAgain) {
 }
 
 TEST_F(ApiMr, WriteThroughAnInvalidatedRegionFailsAndCancelsThePeersReceives) {
-  ApiPair p("mr_frinv");
-  p.connect();
-  Pages mem(1);
-  uint32_t fbo = 0;
-  auto pages = mem.lam(*p.b.adapter, &fbo);
-  Handle<Mr> fr = p.b.fast_mr(1);
-  ASSERT_TRUE(fr);
-  ASSERT_EQ(
-      p.b.qp->fast_register(ctx(1), *fr, pages, 0, kPageSize, 0x10000, op_flag::kAllowRemoteWrite),
-      Status::kSuccess);
+  ConnectedPair p("mr_frinv");
+  FrmrOnB b;
+  ASSERT_NO_FATAL_FAILURE(b.set_up(p, 0x10000));
+  Handle<Mr>& fr = b.fr;
   ASSERT_EQ(p.b.qp->invalidate(ctx(2), *fr, 0), Status::kSuccess);
-  std::vector<uint8_t> rb(64);
-  auto mrb = p.b.reg(rb.data(), rb.size(), mr_flag::kAllowLocalWrite);
-  const Sge r{addr(rb.data()), 64, mrb->get_local_token()};
-  ASSERT_EQ(p.b.qp->receive(ctx(3), {&r, 1}), Status::kSuccess);
+  ASSERT_EQ(p.b.qp->receive(ctx(3), {&b.rbuf->sge, 1}), Status::kSuccess);
   ASSERT_TRUE(p.wait_done(0, 2));
   uint64_t v = 1;
   const Sge s{addr(&v), 8, 0};
@@ -218,20 +225,11 @@ TEST_F(ApiMr, WriteThroughAnInvalidatedRegionFailsAndCancelsThePeersReceives) {
 // SendAndInvalidate: the receiver's completion is ReceiveAndInvalidate with the token; plain
 // GetCqResults returns it too; the token is invalid afterwards (a local invalidate of it fails).
 TEST_F(ApiMr, SendAndInvalidateInvalidatesAtTheReceiver) {
-  ApiPair p("mr_sendinv");
-  p.connect();
-  Pages mem(1);
-  uint32_t fbo = 0;
-  auto pages = mem.lam(*p.b.adapter, &fbo);
-  Handle<Mr> fr = p.b.fast_mr(1);
-  ASSERT_TRUE(fr);
-  ASSERT_EQ(
-      p.b.qp->fast_register(ctx(1), *fr, pages, 0, kPageSize, 0x20000, op_flag::kAllowRemoteWrite),
-      Status::kSuccess);
-  const uint32_t token = fr->get_remote_token();
-  std::vector<uint8_t> rb(64);
-  auto mrb = p.b.reg(rb.data(), rb.size(), mr_flag::kAllowLocalWrite);
-  const Sge r{addr(rb.data()), 64, mrb->get_local_token()};
+  ConnectedPair p("mr_sendinv");
+  FrmrOnB b;
+  ASSERT_NO_FATAL_FAILURE(b.set_up(p, 0x20000));
+  const uint32_t token = b.fr->get_remote_token();
+  const Sge& r = b.rbuf->sge;
   ASSERT_EQ(p.b.qp->receive(ctx(2), {&r, 1}), Status::kSuccess);
   ASSERT_EQ(p.b.qp->receive(ctx(3), {&r, 1}), Status::kSuccess);
   ASSERT_TRUE(p.wait_done(0, 1));
@@ -253,8 +251,7 @@ TEST_F(ApiMr, SendAndInvalidateInvalidatesAtTheReceiver) {
 }
 
 TEST_F(ApiMr, LocalInvalidateOfAnInvalidRegionCompletesWithInvalidDeviceRequest) {
-  ApiPair p("mr_invinv");
-  p.connect();
+  ConnectedPair p("mr_invinv");
   Handle<Mr> fr = p.a.fast_mr(1, false);
   ASSERT_TRUE(fr);
   ASSERT_EQ(p.a.qp->invalidate(ctx(1), *fr, 0), Status::kSuccess);
@@ -264,8 +261,7 @@ TEST_F(ApiMr, LocalInvalidateOfAnInvalidRegionCompletesWithInvalidDeviceRequest)
 }
 
 TEST_F(ApiMr, ReadWithLocalInvalidateInvalidatesTheSink) {
-  ApiPair p("mr_readinv");
-  p.connect();
+  ConnectedPair p("mr_readinv");
   std::vector<uint8_t> remote(2048);
   fill(remote, 4);
   auto mr = p.b.reg(remote.data(), remote.size(), mr_flag::kAllowRemoteRead);
@@ -292,8 +288,7 @@ TEST_F(ApiMr, ReadWithLocalInvalidateInvalidatesTheSink) {
 }
 
 TEST_F(ApiMr, PrivilegedTokenIsLocalOnly) {
-  ApiPair p("mr_priv");
-  p.connect();
+  ConnectedPair p("mr_priv");
   uint32_t t1 = 0, t2 = 0;
   ASSERT_EQ(p.b.pd->get_privileged_memory_region_token(&t1), Status::kSuccess);
   ASSERT_EQ(p.b.pd->get_privileged_memory_region_token(&t2), Status::kSuccess);

@@ -27,8 +27,7 @@ struct Server {
 };
 
 TEST_F(ApiMw, BindsAtVaryingOffsetsMoveDataBothWays) {
-  ApiPair p("mw_offsets");
-  p.connect();
+  ConnectedPair p("mw_offsets");
   constexpr size_t kLen = 4 << 20, kWin = 8192;
   Server s(p, kLen);
   std::vector<uint8_t> src(kWin), back(kWin);
@@ -73,15 +72,12 @@ TEST_F(ApiMw, BindsAtVaryingOffsetsMoveDataBothWays) {
 // NdWriteViolation: a write into a read-only window fails at the initiator with
 // ACCESS_VIOLATION, and the peer's posted receive is cancelled (the connection is gone).
 TEST_F(ApiMw, WriteToReadOnlyWindow) {
-  ApiPair p("mw_ro");
-  p.connect();
+  ConnectedPair p("mw_ro");
   Server s(p, 8192);
   ASSERT_EQ(p.b.qp->bind(ctx(1), *s.mr, *s.mw, s.buf.data(), 4096, op_flag::kAllowRemoteRead),
             Status::kSuccess);
-  std::vector<uint8_t> rb(64);
-  auto mrb = p.b.reg(rb.data(), rb.size(), mr_flag::kAllowLocalWrite);
-  const Sge r{addr(rb.data()), 64, mrb->get_local_token()};
-  ASSERT_EQ(p.b.qp->receive(ctx(2), {&r, 1}), Status::kSuccess);
+  const LocalBuffer rbuf(p.b, 64);
+  ASSERT_EQ(p.b.qp->receive(ctx(2), {&rbuf.sge, 1}), Status::kSuccess);
   ASSERT_TRUE(p.wait_done(0, 1));
   uint64_t v = 0xFFFF;
   const Sge w{addr(&v), 8, 0};
@@ -107,16 +103,12 @@ TEST_F(ApiMw, ReadAndWriteThroughAnInvalidatedWindow) {
               Status::kSuccess);
     const uint32_t token = s.mw->get_remote_token();
     ASSERT_EQ(p.b.qp->invalidate(ctx(2), *s.mw, 0), Status::kSuccess);
-    std::vector<uint8_t> rb(64);
-    auto mrb = p.b.reg(rb.data(), rb.size(), mr_flag::kAllowLocalWrite);
-    const Sge r{addr(rb.data()), 64, mrb->get_local_token()};
-    ASSERT_EQ(p.b.qp->receive(ctx(3), {&r, 1}), Status::kSuccess);
+    const LocalBuffer rbuf(p.b, 64);
+    ASSERT_EQ(p.b.qp->receive(ctx(3), {&rbuf.sge, 1}), Status::kSuccess);
     ASSERT_TRUE(p.wait_done(0, 2));
-    std::vector<uint8_t> local(64);
-    auto ml = p.a.reg(local.data(), local.size(), mr_flag::kAllowLocalWrite);
-    const Sge l{addr(local.data()), 64, ml->get_local_token()};
-    const Status st = read ? p.a.qp->read(ctx(4), {&l, 1}, addr(s.buf.data()), token, 0)
-                           : p.a.qp->write(ctx(4), {&l, 1}, addr(s.buf.data()), token, 0);
+    const LocalBuffer lbuf(p.a, 64);
+    const Status st = read ? p.a.qp->read(ctx(4), {&lbuf.sge, 1}, addr(s.buf.data()), token, 0)
+                           : p.a.qp->write(ctx(4), {&lbuf.sge, 1}, addr(s.buf.data()), token, 0);
     ASSERT_EQ(st, Status::kSuccess);
     ASSERT_TRUE(p.wait_done(1, 3));
     EXPECT_EQ(p.a.done[0].status, Status::kAccessViolation);
@@ -136,20 +128,18 @@ TEST_F(ApiMw, AccessBeyondTheWindow) {
                            op_flag::kAllowRemoteRead | op_flag::kAllowRemoteWrite),
               Status::kSuccess);
     ASSERT_TRUE(p.wait_done(0, 1));
-    std::vector<uint8_t> local(64);
-    auto ml = p.a.reg(local.data(), local.size(), mr_flag::kAllowLocalWrite);
-    const Sge l{addr(local.data()), 64, ml->get_local_token()};
+    const LocalBuffer lbuf(p.a, 64);
     // The last 64 bytes of the window pass ...
     const uint64_t ok = addr(win) + 1000 - 64;
     const uint32_t token = s.mw->get_remote_token();
-    ASSERT_EQ(read ? p.a.qp->read(ctx(2), {&l, 1}, ok, token, 0)
-                   : p.a.qp->write(ctx(2), {&l, 1}, ok, token, 0),
+    ASSERT_EQ(read ? p.a.qp->read(ctx(2), {&lbuf.sge, 1}, ok, token, 0)
+                   : p.a.qp->write(ctx(2), {&lbuf.sge, 1}, ok, token, 0),
               Status::kSuccess);
     ASSERT_TRUE(p.wait_done(1, 1));
     EXPECT_EQ(p.a.done[0].status, Status::kSuccess);
     // ... one byte further does not.
-    ASSERT_EQ(read ? p.a.qp->read(ctx(3), {&l, 1}, ok + 1, token, 0)
-                   : p.a.qp->write(ctx(3), {&l, 1}, ok + 1, token, 0),
+    ASSERT_EQ(read ? p.a.qp->read(ctx(3), {&lbuf.sge, 1}, ok + 1, token, 0)
+                   : p.a.qp->write(ctx(3), {&lbuf.sge, 1}, ok + 1, token, 0),
               Status::kSuccess);
     ASSERT_TRUE(p.wait_done(2, 1));
     EXPECT_EQ(p.a.done[1].status, Status::kAccessViolation);
@@ -159,8 +149,7 @@ TEST_F(ApiMw, AccessBeyondTheWindow) {
 // NdMRDeregister: an MR with a bound window cannot be deregistered (DEVICE_BUSY); after the
 // invalidate it can. An MR closed while a window is bound closes when the window goes.
 TEST_F(ApiMw, DeregisterWithABoundWindowIsBusy) {
-  ApiPair p("mw_dereg");
-  p.connect();
+  ConnectedPair p("mw_dereg");
   Server s(p, 8192);
   ASSERT_EQ(p.b.qp->bind(ctx(1), *s.mr, *s.mw, s.buf.data(), 4096, op_flag::kAllowRemoteRead),
             Status::kSuccess);
@@ -189,8 +178,7 @@ TEST_F(ApiMw, DeregisterWithABoundWindowIsBusy) {
 }
 
 TEST_F(ApiMw, RebindWithoutInvalidateCompletesWithInvalidDeviceRequest) {
-  ApiPair p("mw_rebind");
-  p.connect();
+  ConnectedPair p("mw_rebind");
   Server s(p, 8192);
   // A window of another PD (b's, posted on a's QP) fails inline.
   EXPECT_EQ(p.a.qp->invalidate(ctx(1), *s.mw, 0), Status::kInvalidParameter);
@@ -211,8 +199,7 @@ TEST_F(ApiMw, RebindWithoutInvalidateCompletesWithInvalidDeviceRequest) {
 }
 
 TEST_F(ApiMw, InvalidateOfAnUnboundWindowCompletesWithInvalidDeviceRequest) {
-  ApiPair p("mw_unbound");
-  p.connect();
+  ConnectedPair p("mw_unbound");
   Handle<Mw> mw;
   ASSERT_EQ(p.b.pd->create_mw(nullptr, nullptr, &mw), Status::kSuccess);
   ASSERT_EQ(p.b.qp->invalidate(ctx(1), *mw, 0), Status::kSuccess);
@@ -222,8 +209,7 @@ TEST_F(ApiMw, InvalidateOfAnUnboundWindowCompletesWithInvalidDeviceRequest) {
 }
 
 TEST_F(ApiMw, BindInlineErrors) {
-  ApiPair p("mw_binderr");
-  p.connect();
+  ConnectedPair p("mw_binderr");
   Server ro(p, 8192, 0);  // an MR without local write
   Server rw(p, 8192);
   Qp& q = *p.b.qp;
@@ -253,15 +239,10 @@ TEST_F(ApiMw, BindInlineErrors) {
 
 // Type 2 windows: accessible only through the QP they are bound to.
 TEST_F(ApiMw, WindowIsBoundToOneQp) {
-  ApiPair p("mw_qp");
-  p.connect();
+  ConnectedPair p("mw_qp");
   Server s(p, 8192);
   Handle<Qp> qa2, qb2;
-  ASSERT_EQ(p.a.pd->create_qp(*p.a.cq, *p.a.cq, nullptr, 8, 8, 1, 1, 64, nullptr, nullptr, &qa2),
-            Status::kSuccess);
-  ASSERT_EQ(p.b.pd->create_qp(*p.b.cq, *p.b.cq, nullptr, 8, 8, 1, 1, 64, nullptr, nullptr, &qb2),
-            Status::kSuccess);
-  ApiPair::connect_qps(p.a, *qa2, p.b, *qb2);
+  ASSERT_NO_FATAL_FAILURE(p.connect_more_qps(8, 8, 64, &qa2, &qb2));
   ASSERT_EQ(p.b.qp->bind(ctx(1), *s.mr, *s.mw, s.buf.data(), 4096, op_flag::kAllowRemoteWrite),
             Status::kSuccess);
   ASSERT_TRUE(p.wait_done(0, 1));
@@ -283,8 +264,7 @@ TEST_F(ApiMw, WindowIsBoundToOneQp) {
 }
 
 TEST_F(ApiMw, SendAndInvalidateUnbindsTheWindow) {
-  ApiPair p("mw_sendinv");
-  p.connect();
+  ConnectedPair p("mw_sendinv");
   Server s(p, 8192);
   ASSERT_EQ(p.b.qp->bind(ctx(1), *s.mr, *s.mw, s.buf.data(), 4096, op_flag::kAllowRemoteWrite),
             Status::kSuccess);

@@ -14,8 +14,7 @@ namespace {
 class ApiQp : public EalTest {};
 
 TEST_F(ApiQp, SendReceiveWithSgeListsAndContexts) {
-  ApiPair p("qp_send");
-  p.connect();
+  ConnectedPair p("qp_send");
   std::vector<uint8_t> src(3000), dst(3000, 0);
   fill(src, 1);
   auto ms = p.a.reg(src.data(), src.size(), 0);
@@ -44,8 +43,7 @@ TEST_F(ApiQp, SendReceiveWithSgeListsAndContexts) {
 }
 
 TEST_F(ApiQp, InlineSendAndWriteReuseTheBufferAtOnce) {
-  ApiPair p("qp_inline");
-  p.connect();
+  ConnectedPair p("qp_inline");
   std::vector<uint8_t> dst(512, 0);
   auto md = p.b.reg(dst.data(), dst.size(), mr_flag::kAllowRemoteWrite);
   const Sge rs{addr(dst.data()), 256, md->get_local_token()};
@@ -68,8 +66,7 @@ TEST_F(ApiQp, InlineSendAndWriteReuseTheBufferAtOnce) {
 }
 
 TEST_F(ApiQp, ReadAndWriteMoveEveryByte) {
-  ApiPair p("qp_rdma");
-  p.connect();
+  ConnectedPair p("qp_rdma");
   std::vector<uint8_t> local(100000), remote(100000), back(100000, 0);
   fill(local, 3);
   auto ml = p.a.reg(local.data(), local.size(), 0);
@@ -122,8 +119,7 @@ TEST_F(ApiQp, ReadFenceHoldsAWriteBehindEarlierReads) {
 
 // ND2: nSge 0 is allowed: zero-byte sends, writes and reads complete normally.
 TEST_F(ApiQp, ZeroLengthRequests) {
-  ApiPair p("qp_zero");
-  p.connect();
+  ConnectedPair p("qp_zero");
   std::vector<uint8_t> dst(64, 0);
   auto md = p.b.reg(dst.data(), dst.size(), mr_flag::kAllowRemoteWrite);
   ASSERT_EQ(p.b.qp->receive(ctx(1), {}), Status::kSuccess);
@@ -139,8 +135,7 @@ TEST_F(ApiQp, ZeroLengthRequests) {
 }
 
 TEST_F(ApiQp, ImmediateDataAndAtomicsThroughTheExtension) {
-  ApiPair p("qp_ext");
-  p.connect();
+  ConnectedPair p("qp_ext");
   auto* ext = p.a.qp->query_extension<QpExtension>();
   ASSERT_NE(ext, nullptr);
   // An unknown interface, or a newer major, is not supported.
@@ -202,8 +197,7 @@ TEST_F(ApiQp, ImmediateDataAndAtomicsThroughTheExtension) {
 }
 
 TEST_F(ApiQp, SilentSuccessCompletesNothingButErrorsDo) {
-  ApiPair p("qp_silent");
-  p.connect();
+  ConnectedPair p("qp_silent");
   std::vector<uint8_t> dst(64, 0);
   auto md = p.b.reg(dst.data(), dst.size(), mr_flag::kAllowRemoteWrite);
   uint64_t v = 42;
@@ -230,19 +224,18 @@ TEST_F(ApiQp, SilentSuccessCompletesNothingButErrorsDo) {
 }
 
 TEST_F(ApiQp, FlagsNotValidForTheOperationFailInline) {
-  ApiPair p("qp_flags");
-  p.connect();
-  std::vector<uint8_t> buf(64);
-  auto m = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
-  const Sge s{addr(buf.data()), 8, m->get_local_token()};
-  EXPECT_EQ(p.a.qp->read(nullptr, {&s, 1}, 0x1000, 1, op_flag::kInline), Status::kInvalidParameter);
-  EXPECT_EQ(p.a.qp->write(nullptr, {&s, 1}, 0x1000, 1, op_flag::kSendAndSolicitEvent),
+  ConnectedPair p("qp_flags");
+  const LocalBuffer buf(p.a, 8);
+  EXPECT_EQ(p.a.qp->read(nullptr, {&buf.sge, 1}, 0x1000, 1, op_flag::kInline),
             Status::kInvalidParameter);
-  EXPECT_EQ(p.a.qp->send(nullptr, {&s, 1}, op_flag::kAllowRemoteRead), Status::kInvalidParameter);
-  EXPECT_EQ(p.a.qp->send(nullptr, {&s, 1}, 0x80000000u), Status::kInvalidParameter);
+  EXPECT_EQ(p.a.qp->write(nullptr, {&buf.sge, 1}, 0x1000, 1, op_flag::kSendAndSolicitEvent),
+            Status::kInvalidParameter);
+  EXPECT_EQ(p.a.qp->send(nullptr, {&buf.sge, 1}, op_flag::kAllowRemoteRead),
+            Status::kInvalidParameter);
+  EXPECT_EQ(p.a.qp->send(nullptr, {&buf.sge, 1}, 0x80000000u), Status::kInvalidParameter);
   EXPECT_EQ(p.a.qp->invalidate(nullptr, *p.a.cq, 0), Status::kInvalidParameter);
   // A normally registered MR is deregistered, not invalidated.
-  EXPECT_EQ(p.a.qp->invalidate(nullptr, *m, 0), Status::kInvalidParameter);
+  EXPECT_EQ(p.a.qp->invalidate(nullptr, *buf.mr, 0), Status::kInvalidParameter);
   p.run_for(std::chrono::milliseconds(10));
   EXPECT_TRUE(p.a.done.empty());  // failed posts never complete
 }
@@ -253,13 +246,11 @@ TEST_F(ApiQp, PostingBeforeConnectAndReceiveOnNewQp) {
   ASSERT_EQ(p.a.pd->create_qp(*p.a.cq, *p.a.cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &q),
             Status::kSuccess);
   EXPECT_EQ(q->query_extension<QpConnectExtension>()->state(), QpState::kInit);
-  std::vector<uint8_t> buf(64);
-  auto m = p.a.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
-  const Sge s{addr(buf.data()), 8, m->get_local_token()};
+  const LocalBuffer buf(p.a, 8);
   // NDK: receives may be posted before the connection; initiator posts need one.
-  EXPECT_EQ(q->receive(ctx(1), {&s, 1}), Status::kSuccess);
-  EXPECT_EQ(q->send(ctx(2), {&s, 1}, 0), Status::kConnectionInvalid);
-  EXPECT_EQ(q->write(ctx(3), {&s, 1}, 0x1000, 1, 0), Status::kConnectionInvalid);
+  EXPECT_EQ(q->receive(ctx(1), {&buf.sge, 1}), Status::kSuccess);
+  EXPECT_EQ(q->send(ctx(2), {&buf.sge, 1}, 0), Status::kConnectionInvalid);
+  EXPECT_EQ(q->write(ctx(3), {&buf.sge, 1}, 0x1000, 1, 0), Status::kConnectionInvalid);
   // Closing the QP flushes the receive.
   Completion closed;
   ASSERT_EQ(q.close(&Completion::on_close, &closed), Status::kPending);
@@ -271,13 +262,10 @@ TEST_F(ApiQp, PostingBeforeConnectAndReceiveOnNewQp) {
 // ND2 NdReceiveFlushQP: two receives, then Flush: both complete STATUS_CANCELLED, in order; a
 // send posted after the flush completes cancelled too.
 TEST_F(ApiQp, FlushCancelsReceivesInOrder) {
-  ApiPair p("qp_flush");
-  p.connect();
-  std::vector<uint8_t> buf(64);
-  auto m = p.b.reg(buf.data(), buf.size(), mr_flag::kAllowLocalWrite);
-  const Sge s{addr(buf.data()), 32, m->get_local_token()};
-  ASSERT_EQ(p.b.qp->receive(ctx(1), {&s, 1}), Status::kSuccess);
-  ASSERT_EQ(p.b.qp->receive(ctx(2), {&s, 1}), Status::kSuccess);
+  ConnectedPair p("qp_flush");
+  const LocalBuffer buf(p.b, 32);
+  ASSERT_EQ(p.b.qp->receive(ctx(1), {&buf.sge, 1}), Status::kSuccess);
+  ASSERT_EQ(p.b.qp->receive(ctx(2), {&buf.sge, 1}), Status::kSuccess);
   p.b.qp->flush();
   ASSERT_TRUE(p.wait_done(0, 2));
   EXPECT_EQ(p.b.done[0].status, Status::kCancelled);
@@ -297,8 +285,7 @@ TEST_F(ApiQp, FlushCancelsReceivesInOrder) {
 // ndmval: a 1024-byte send into a 1023-byte receive. The receiver sees BUFFER_OVERFLOW, the
 // sender REMOTE_RESOURCES (IB behaviour, which RoCE follows; ndkpi.md §7.6).
 TEST_F(ApiQp, ReceiveSmallerThanTheSend) {
-  ApiPair p("qp_small");
-  p.connect();
+  ConnectedPair p("qp_small");
   std::vector<uint8_t> src(1024, 7), dst(1023, 0);
   auto ms = p.a.reg(src.data(), src.size(), 0);
   auto md = p.b.reg(dst.data(), dst.size(), mr_flag::kAllowLocalWrite);
@@ -331,11 +318,7 @@ TEST_F(ApiQp, QueueDepthIsExactAndSilentRequestsCount) {
   ApiPair p("qp_depth");
   Handle<Qp> qa, qb;
   // Depths that are not powers of two: the limit is the depth, not the ring's capacity.
-  ASSERT_EQ(p.a.pd->create_qp(*p.a.cq, *p.a.cq, nullptr, 3, 5, 1, 1, 64, nullptr, nullptr, &qa),
-            Status::kSuccess);
-  ASSERT_EQ(p.b.pd->create_qp(*p.b.cq, *p.b.cq, nullptr, 3, 5, 1, 1, 64, nullptr, nullptr, &qb),
-            Status::kSuccess);
-  ApiPair::connect_qps(p.a, *qa, p.b, *qb);
+  ASSERT_NO_FATAL_FAILURE(p.connect_more_qps(3, 5, 64, &qa, &qb));
   std::vector<uint8_t> dst(64);
   auto md = p.b.reg(dst.data(), dst.size(), mr_flag::kAllowRemoteWrite);
   uint64_t v = 9;

@@ -81,8 +81,7 @@ struct SrqSetup {
 };
 
 TEST_F(ApiSrq, TwoQpsShareOneSrqInPostingOrder) {
-  ApiPair p("srq_share");
-  p.connect();
+  ConnectedPair p("srq_share");
   SrqSetup s(p, 8);
   for (uint32_t i = 0; i < 6; ++i) ASSERT_EQ(s.post(i), Status::kSuccess);
   // QP 0, QP 1, QP 0, QP 1, QP 1, QP 0: each takes the oldest receive left.
@@ -123,8 +122,7 @@ TEST_F(ApiSrq, ReceiveLimits) {
 }
 
 TEST_F(ApiSrq, GrowingPastTheRingKeepsOrderAndOutstandingReceives) {
-  ApiPair p("srq_grow");
-  p.connect();
+  ConnectedPair p("srq_grow");
   SrqSetup s(p, 4);
   for (uint32_t i = 0; i < 4; ++i) ASSERT_EQ(s.post(i), Status::kSuccess);
   EXPECT_EQ(s.post(4), Status::kNoMoreEntries);
@@ -161,8 +159,7 @@ TEST_F(ApiSrq, GrowingPastTheRingKeepsOrderAndOutstandingReceives) {
 }
 
 TEST_F(ApiSrq, LimitNotificationFiresOnceUntilRearmed) {
-  ApiPair p("srq_limit");
-  p.connect();
+  ConnectedPair p("srq_limit");
   SrqNotes notes;
   SrqSetup s(p, 16, 2, &notes);
   for (uint32_t i = 0; i < 4; ++i) ASSERT_EQ(s.post(i), Status::kSuccess);
@@ -203,8 +200,7 @@ TEST_F(ApiSrq, LimitNotificationFiresOnceUntilRearmed) {
 
 // ND2: a send arriving at a QP whose SRQ is empty must not kill the connection (RNR).
 TEST_F(ApiSrq, EmptySrqIsReceiverNotReady) {
-  ApiPair p("srq_rnr");
-  p.connect();
+  ConnectedPair p("srq_rnr");
   ConnectParams cp;
   cp.rnr_retry = 7;  // retry forever
   SrqSetup s(p, 8, 0, nullptr, cp);
@@ -222,8 +218,7 @@ TEST_F(ApiSrq, EmptySrqIsReceiverNotReady) {
 }
 
 TEST_F(ApiSrq, CloseBeforeItsQpsPends) {
-  ApiPair p("srq_close");
-  p.connect();
+  ConnectedPair p("srq_close");
   SrqSetup s(p, 8);
   ASSERT_EQ(s.post(0), Status::kSuccess);
   Completion srq_closed;

@@ -225,6 +225,16 @@ class RcScripted : public EalTest {
     return p;
   }
 
+  // Drives the exchange of one request from A (and `b_recv` receive completions on B) to its
+  // end: the `faults` scripted rules must have fired; `out` gets the counters of both QPs.
+  static void finish(RcPair& p, Attempt& run, const Faults& f, size_t b_recv, uint64_t faults,
+                     Snapshot* out) {
+    ASSERT_TRUE(run.wait(p, 1, b_recv));
+    run.settle(p);
+    EXPECT_EQ(f.scripted(), faults) << "scripted fault did not fire";
+    *out = Snapshot{p.a.qp->counters(), p.b.qp->counters()};
+  }
+
   // One kLen SEND from A into the first of two receives posted on B, with `f` installed;
   // `faults` scripted rules must have fired. Checks one successful completion on each side, the
   // message placed exactly in the first receive buffer and nothing else written. Then a short
@@ -243,10 +253,7 @@ class RcScripted : public EalTest {
     ASSERT_EQ(p.b.qp->post_recv(recv_wr(ctx(102), r2.region(), kLen, k2)), Status::kSuccess);
     ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kSend, ctx(1), src.data(), kLen, ksrc)),
               Status::kSuccess);
-    ASSERT_TRUE(run.wait(p, 1, 1));
-    run.settle(p);
-    EXPECT_EQ(f.scripted(), faults) << "scripted fault did not fire";
-    *out = Snapshot{p.a.qp->counters(), p.b.qp->counters()};
+    ASSERT_NO_FATAL_FAILURE(finish(p, run, f, 1, faults, out));
     ASSERT_EQ(p.a.send_done.size(), 1u);
     ASSERT_EQ(p.b.recv_done.size(), 1u);
     EXPECT_EQ(p.a.recv_done.size(), 0u);
@@ -281,10 +288,7 @@ class RcScripted : public EalTest {
     ASSERT_EQ(p.a.qp->post_send(
                   data_wr(WrOpcode::kWrite, ctx(1), src.data(), kLen, ksrc, dst.va() + 128, kdst)),
               Status::kSuccess);
-    ASSERT_TRUE(run.wait(p, 1));
-    run.settle(p);
-    EXPECT_EQ(f.scripted(), faults) << "scripted fault did not fire";
-    *out = Snapshot{p.a.qp->counters(), p.b.qp->counters()};
+    ASSERT_NO_FATAL_FAILURE(finish(p, run, f, 0, faults, out));
     ASSERT_EQ(p.a.send_done.size(), 1u);
     EXPECT_EQ(p.b.recv_done.size() + p.a.recv_done.size() + p.b.send_done.size(), 0u);
     expect_ok(p.a.send_done[0], OperationType::kWrite, ctx(1));
@@ -301,10 +305,7 @@ class RcScripted : public EalTest {
     ASSERT_EQ(p.a.qp->post_send(data_wr(WrOpcode::kRead, ctx(1), sink.region(), len, ksink,
                                         remote.va() + 64, krem)),
               Status::kSuccess);
-    ASSERT_TRUE(run.wait(p, 1));
-    run.settle(p);
-    EXPECT_EQ(f.scripted(), faults) << "scripted fault did not fire";
-    *out = Snapshot{p.a.qp->counters(), p.b.qp->counters()};
+    ASSERT_NO_FATAL_FAILURE(finish(p, run, f, 0, faults, out));
     ASSERT_EQ(p.a.send_done.size(), 1u);
     EXPECT_EQ(p.b.recv_done.size() + p.a.recv_done.size() + p.b.send_done.size(), 0u);
     expect_ok(p.a.send_done[0], OperationType::kRead, ctx(1));

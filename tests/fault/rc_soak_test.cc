@@ -173,11 +173,8 @@ TEST_P(RcSoak, EveryByteEveryCompletionExactlyOnce) {
           for (uint32_t o = 0; o < size; ++o) local[slot * kMaxSize + o] = byte_of(i, o);
         if (kind == Kind::kSend) {
           ASSERT_EQ(recv_posted, i);
-          dp::RecvWqe rw;
-          rw.request_context = reinterpret_cast<void*>(uintptr_t{i});
-          rw.num_sge = 1;
-          rw.length = size;
-          rw.sge[0] = {reinterpret_cast<uint64_t>(&remote[slot * kMaxSize]), size, rkey};
+          const dp::RecvWqe rw =
+              recv_wr(reinterpret_cast<void*>(uintptr_t{i}), &remote[slot * kMaxSize], size, rkey);
           ASSERT_EQ(p.b.qp->post_recv(rw), Status::kSuccess);
           ++recv_posted;
         }

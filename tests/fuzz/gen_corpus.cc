@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dataplane/wire/frame.h"
+#include "tests/common/frames.h"
 #include "tests/fuzz/cm_harness.h"
 #include "tests/fuzz/harness.h"
 
@@ -26,15 +27,7 @@ namespace opc = wire::opc;
 namespace fs = std::filesystem;
 using Bytes = std::vector<uint8_t>;
 
-Bytes from_hex(const std::string& hex) {
-  Bytes out;
-  std::string digits;
-  for (char c : hex)
-    if (std::isxdigit(static_cast<unsigned char>(c))) digits.push_back(c);
-  for (size_t i = 0; i + 1 < digits.size(); i += 2)
-    out.push_back(static_cast<uint8_t>(std::stoul(digits.substr(i, 2), nullptr, 16)));
-  return out;
-}
+using urnic::test::from_hex;
 
 void write(const fs::path& dir, const std::string& name, const Bytes& b) {
   std::ofstream out(dir / name, std::ios::binary);
@@ -139,22 +132,9 @@ void raw(Bytes& out, Op o, const Bytes& frame) {
 
 // An ARP request from the peer for `target` (network order fields, RFC 826).
 Bytes arp_request(uint32_t target) {
-  namespace w = urnic::wire;
   namespace cmf = urnic::fuzz::cmf;
-  Bytes f(sizeof(w::EthHdr) + sizeof(w::ArpHdr));
-  auto& eth = *reinterpret_cast<w::EthHdr*>(f.data());
-  auto& arp = *reinterpret_cast<w::ArpHdr*>(f.data() + sizeof(w::EthHdr));
-  eth.dst = w::MacAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-  eth.src = cmf::kCmPeerMac;
-  eth.ether_type = w::Be16::of(w::kEtherTypeArp);
-  arp.htype = w::Be16::of(1);
-  arp.ptype = w::Be16::of(w::kEtherTypeIpv4);
-  arp.hlen = 6;
-  arp.plen = 4;
-  arp.oper = w::Be16::of(w::kArpRequest);
-  arp.sha = cmf::kCmPeerMac;
-  arp.spa = w::Be32::of(cmf::kCmPeerIp);
-  arp.tpa = w::Be32::of(target);
+  Bytes f(urnic::test::kArpFrameLen);
+  urnic::test::write_arp_request(f.data(), cmf::kCmPeerMac, cmf::kCmPeerIp, target);
   return f;
 }
 

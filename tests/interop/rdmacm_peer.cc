@@ -457,16 +457,10 @@ int run(int argc, char** argv) {
   for (int ch; (ch = getopt_long(argc, argv, "a:p:C:S:v", kLong, nullptr)) != -1;) {
     switch (ch) {
       case 1:
-        o.mode = "rping-server";
-        break;
       case 2:
-        o.mode = "rping-client";
-        break;
       case 3:
-        o.mode = "cmatose-server";
-        break;
       case 4:
-        o.mode = "cmatose-client";
+        o.mode = kLong[ch - 1].name;  // the mode is the option's name
         break;
       case 'a':
         o.addr = optarg;
@@ -556,8 +550,7 @@ int run(int argc, char** argv) {
       static_cast<unsigned long long>(cc.mads_dropped));
   // Keep answering for a moment (a DREQ retransmitted because our DREP was lost, late ACKs).
   std::this_thread::sleep_for(300ms);
-  std::printf("%s\n", p.nic.counters_line().c_str());
-  std::fflush(stdout);
+  p.nic.print_counters();
   return 0;
 }
 

@@ -21,25 +21,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-sockaddr_in v4(uint32_t ip, uint16_t port) {
-  sockaddr_in s{};
-  s.sin_family = AF_INET;
-  s.sin_addr.s_addr = htonl(ip);
-  s.sin_port = htons(port);
-  return s;
-}
-const sockaddr* sa(const sockaddr_in& s) { return reinterpret_cast<const sockaddr*>(&s); }
-
-template <typename F>
-bool eventually(F f, std::chrono::milliseconds t = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + t;
-  while (!f()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
 // What the passive side's connect event saw and did.
 struct Passive {
   ApiPair* p = nullptr;

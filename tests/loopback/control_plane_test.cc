@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "../common/frames.h"
 #include "rc_fixture.h"
 
 namespace urnic::test {
@@ -142,28 +143,15 @@ TEST(ControlPlaneFlood, LearntNeighboursAreBoundedAndResolutionStillWorks) {
   for (uint32_t i = 0; i < kFlood; ++i) {
     rte_mbuf* m = nullptr;
     while ((m = rte_pktmbuf_alloc(pool)) == nullptr) std::this_thread::yield();
-    auto* d = rte_pktmbuf_mtod(m, uint8_t*);
-    auto& eth = *reinterpret_cast<wire::EthHdr*>(d);
-    auto& arp = *reinterpret_cast<wire::ArpHdr*>(d + sizeof(wire::EthHdr));
     const wire::MacAddr sha{2,
                             0x66,
                             0,
                             static_cast<uint8_t>(i >> 16),
                             static_cast<uint8_t>(i >> 8),
                             static_cast<uint8_t>(i)};
-    eth.dst = wire::MacAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-    eth.src = sha;
-    eth.ether_type = wire::Be16::of(wire::kEtherTypeArp);
-    arp.htype = wire::Be16::of(1);
-    arp.ptype = wire::Be16::of(wire::kEtherTypeIpv4);
-    arp.hlen = 6;
-    arp.plen = 4;
-    arp.oper = wire::Be16::of(wire::kArpRequest);
-    arp.sha = sha;
-    arp.spa = wire::Be32::of(0x0A400000u + i);  // 10.64.x.y
-    arp.tha = wire::MacAddr{};
-    arp.tpa = wire::Be32::of(RcPair::internal(p.b).ipv4());
-    m->data_len = m->pkt_len = sizeof(wire::EthHdr) + sizeof(wire::ArpHdr);
+    write_arp_request(rte_pktmbuf_mtod(m, uint8_t*), sha, 0x0A400000u + i,  // 10.64.x.y
+                      RcPair::internal(p.b).ipv4());
+    m->data_len = m->pkt_len = kArpFrameLen;
     while (!cb.take(m)) std::this_thread::yield();  // ring full: the control thread drains it
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);

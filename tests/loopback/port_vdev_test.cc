@@ -32,6 +32,7 @@
 #include <numeric>
 #include <string>
 
+#include "../common/shell.h"
 #include "control/eal.h"
 #include "dataplane/port.h"
 #include "frame_exchange.h"
@@ -39,25 +40,12 @@
 namespace urnic {
 namespace {
 
+using test::netns;
+using test::sh;
+using test::sh_output;
+using test::write_file;
+
 // ---- The private network namespace --------------------------------------------------------------
-
-// Whether the process moved into its own network namespace, and if not, why.
-struct Netns {
-  bool ok = false;
-  std::string why;
-};
-
-Netns& netns() {
-  static Netns n;
-  return n;
-}
-
-bool write_file(const std::string& path, const std::string& value) {
-  std::ofstream f(path);
-  f << value;
-  f.flush();
-  return static_cast<bool>(f);
-}
 
 // Runs before any test and so before EAL starts its threads: a network namespace belongs to a
 // thread, and only threads created after unshare() inherit it.
@@ -80,23 +68,6 @@ class NetnsEnvironment : public ::testing::Environment {
 
 [[maybe_unused]] ::testing::Environment* const g_netns_env =
     ::testing::AddGlobalTestEnvironment(new NetnsEnvironment);
-
-// Runs a shell command in this namespace (a child inherits the calling thread's namespace) and
-// returns its exit code, or -1 if it did not exit normally.
-int sh(const std::string& cmd) {
-  const int st = std::system(cmd.c_str());
-  return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-std::string sh_output(const std::string& cmd) {
-  std::string out;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[512];
-    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
-    ::pclose(p);
-  }
-  return out;
-}
 
 bool have_ip_tool() { return sh("command -v ip >/dev/null 2>&1") == 0; }
 

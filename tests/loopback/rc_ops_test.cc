@@ -163,12 +163,8 @@ TEST_F(RcMore, AtomicsCompareSwapAndFetchAdd) {
       p.b.reg(target, sizeof(target), mr_flag::kAllowRemoteAtomic | mr_flag::kAllowLocalWrite);
   const uint32_t lkey = p.a.reg(result, sizeof(result), mr_flag::kAllowLocalWrite);
   auto atomic = [&](WrOpcode op, uint64_t* word, uint64_t cmp_add, uint64_t swap, int slot) {
-    auto w = wqe(op, &result[slot]);
-    w.num_sge = 1;
-    w.length = 8;
-    w.sge[0] = {reinterpret_cast<uint64_t>(&result[slot]), 8, lkey};
-    w.remote_addr = reinterpret_cast<uint64_t>(word);
-    w.rkey = rkey;
+    auto w =
+        data_wr(op, &result[slot], &result[slot], 8, lkey, reinterpret_cast<uint64_t>(word), rkey);
     w.compare_add = cmp_add;
     w.swap = swap;
     return p.a.qp->post_send(w);
@@ -271,12 +267,8 @@ TEST_F(RcMore, ReadFenceWaitsForEarlierReads) {
   const uint32_t lkey = p.a.reg(local.data(), local.size(), mr_flag::kAllowLocalWrite);
   const uint32_t skey = p.a.reg(src.data(), src.size(), 0);
   // A 64 KiB READ (256 response packets), then a fenced WRITE into the region being read.
-  auto r = wqe(WrOpcode::kRead, nullptr);
-  r.num_sge = 1;
-  r.length = 64 * 1024;
-  r.sge[0] = {reinterpret_cast<uint64_t>(local.data()), 64 * 1024, lkey};
-  r.remote_addr = reinterpret_cast<uint64_t>(remote.data());
-  r.rkey = rkey;
+  auto r = data_wr(WrOpcode::kRead, nullptr, local.data(), 64 * 1024, lkey,
+                   reinterpret_cast<uint64_t>(remote.data()), rkey);
   ASSERT_EQ(p.a.qp->post_send(r), Status::kSuccess);
   auto w = wqe(WrOpcode::kWrite, nullptr, op_flag::kReadFence);
   w.num_sge = 1;
@@ -332,19 +324,11 @@ TEST_F(RcMore, OneGibWriteAndReadBack) {
   const uint32_t kb = p.a.reg(back.get(), kLen, mr_flag::kAllowLocalWrite);
   const uint32_t kd =
       p.b.reg(dst.get(), kLen, mr_flag::kAllowRemoteWrite | mr_flag::kAllowRemoteRead);
-  auto w = wqe(WrOpcode::kWrite, nullptr);
-  w.num_sge = 1;
-  w.length = static_cast<uint32_t>(kLen);
-  w.sge[0] = {reinterpret_cast<uint64_t>(src.get()), static_cast<uint32_t>(kLen), ks};
-  w.remote_addr = reinterpret_cast<uint64_t>(dst.get());
-  w.rkey = kd;
+  auto w = data_wr(WrOpcode::kWrite, nullptr, src.get(), static_cast<uint32_t>(kLen), ks,
+                   reinterpret_cast<uint64_t>(dst.get()), kd);
   ASSERT_EQ(p.a.qp->post_send(w), Status::kSuccess);
-  auto r = wqe(WrOpcode::kRead, nullptr);
-  r.num_sge = 1;
-  r.length = static_cast<uint32_t>(kLen);
-  r.sge[0] = {reinterpret_cast<uint64_t>(back.get()), static_cast<uint32_t>(kLen), kb};
-  r.remote_addr = reinterpret_cast<uint64_t>(dst.get());
-  r.rkey = kd;
+  auto r = data_wr(WrOpcode::kRead, nullptr, back.get(), static_cast<uint32_t>(kLen), kb,
+                   reinterpret_cast<uint64_t>(dst.get()), kd);
   ASSERT_EQ(p.a.qp->post_send(r), Status::kSuccess);
   ASSERT_TRUE(p.wait(2, 0));
   EXPECT_EQ(p.a.send_done[0].status, Status::kSuccess);

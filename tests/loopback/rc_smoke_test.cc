@@ -20,16 +20,9 @@ TEST_F(RcSmoke, SendWriteReadAtomic) {
   const uint32_t krb = p.a.reg(rbuf.data(), rbuf.size(), mr_flag::kAllowLocalWrite);
 
   // SEND 5000 B into a posted receive.
-  dp::RecvWqe rw;
-  rw.request_context = &dst;
-  rw.num_sge = 1;
-  rw.length = 6000;
-  rw.sge[0] = {reinterpret_cast<uint64_t>(dst.data()), 6000, kdst};
+  const dp::RecvWqe rw = recv_wr(&dst, dst.data(), 6000, kdst);
   ASSERT_EQ(p.b.qp->post_recv(rw), Status::kSuccess);
-  auto s = wqe(dp::WrOpcode::kSend, &src);
-  s.num_sge = 1;
-  s.length = 5000;
-  s.sge[0] = {reinterpret_cast<uint64_t>(src.data()), 5000, ksrc};
+  auto s = data_wr(dp::WrOpcode::kSend, &src, src.data(), 5000, ksrc);
   ASSERT_EQ(p.a.qp->post_send(s), Status::kSuccess);
   ASSERT_TRUE(p.wait(1, 1));
   EXPECT_EQ(p.a.send_done[0].status, Status::kSuccess);
@@ -40,24 +33,16 @@ TEST_F(RcSmoke, SendWriteReadAtomic) {
 
   // WRITE 3000 B at offset 100.
   fill(src, 2);
-  auto w = wqe(dp::WrOpcode::kWrite, nullptr);
-  w.num_sge = 1;
-  w.length = 3000;
-  w.sge[0] = {reinterpret_cast<uint64_t>(src.data()), 3000, ksrc};
-  w.remote_addr = reinterpret_cast<uint64_t>(dst.data()) + 100;
-  w.rkey = kdst;
+  auto w = data_wr(dp::WrOpcode::kWrite, nullptr, src.data(), 3000, ksrc,
+                   reinterpret_cast<uint64_t>(dst.data()) + 100, kdst);
   ASSERT_EQ(p.a.qp->post_send(w), Status::kSuccess);
   ASSERT_TRUE(p.wait(2, 1));
   EXPECT_EQ(p.a.send_done[1].status, Status::kSuccess);
   EXPECT_EQ(std::memcmp(dst.data() + 100, src.data(), 3000), 0);
 
   // READ it back.
-  auto r = wqe(dp::WrOpcode::kRead, nullptr);
-  r.num_sge = 1;
-  r.length = 3000;
-  r.sge[0] = {reinterpret_cast<uint64_t>(rbuf.data()), 3000, krb};
-  r.remote_addr = reinterpret_cast<uint64_t>(dst.data()) + 100;
-  r.rkey = kdst;
+  auto r = data_wr(dp::WrOpcode::kRead, nullptr, rbuf.data(), 3000, krb,
+                   reinterpret_cast<uint64_t>(dst.data()) + 100, kdst);
   ASSERT_EQ(p.a.qp->post_send(r), Status::kSuccess);
   ASSERT_TRUE(p.wait(3, 1));
   EXPECT_EQ(p.a.send_done[2].status, Status::kSuccess);
@@ -66,12 +51,8 @@ TEST_F(RcSmoke, SendWriteReadAtomic) {
   // FETCH_ADD on an aligned word of dst.
   uint64_t* word = reinterpret_cast<uint64_t*>(dst.data() + 5008);
   *word = 40;
-  auto f = wqe(dp::WrOpcode::kFetchAdd, nullptr);
-  f.num_sge = 1;
-  f.length = 8;
-  f.sge[0] = {reinterpret_cast<uint64_t>(rbuf.data()), 8, krb};
-  f.remote_addr = reinterpret_cast<uint64_t>(word);
-  f.rkey = kdst;
+  auto f = data_wr(dp::WrOpcode::kFetchAdd, nullptr, rbuf.data(), 8, krb,
+                   reinterpret_cast<uint64_t>(word), kdst);
   f.compare_add = 2;
   ASSERT_EQ(p.a.qp->post_send(f), Status::kSuccess);
   ASSERT_TRUE(p.wait(4, 1));

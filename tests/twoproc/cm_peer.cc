@@ -318,8 +318,7 @@ int run(int argc, char** argv) {
       p.sends.size() + p.recvs.size(), static_cast<unsigned long long>(c.cm.mads_in),
       static_cast<unsigned long long>(c.cm.mads_out),
       static_cast<unsigned long long>(c.cm.retransmits));
-  std::printf("%s\n", p.nic.counters_line().c_str());
-  std::fflush(stdout);
+  p.nic.print_counters();
   return 0;
 }
 

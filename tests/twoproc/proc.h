@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "../common/shell.h"
+
 extern char** environ;
 
 namespace urnic::test {
@@ -127,21 +129,5 @@ class Proc {
   std::chrono::steady_clock::duration elapsed_{};
   mutable std::string last_line_;
 };
-
-// Runs a shell command and returns its exit code (-1 if it did not exit normally).
-inline int sh(const std::string& cmd) {
-  const int st = std::system(cmd.c_str());
-  return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-inline std::string sh_output(const std::string& cmd) {
-  std::string out;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[512];
-    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
-    ::pclose(p);
-  }
-  return out;
-}
 
 }  // namespace urnic::test

@@ -23,16 +23,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct Netns {
-  bool ok = false;
-  std::string why;
-};
-
-Netns& netns() {
-  static Netns n;
-  return n;
-}
-
 // Before any test: a network namespace belongs to a thread, and the children inherit it.
 class NetnsEnvironment : public ::testing::Environment {
  public:
@@ -49,7 +39,7 @@ class NetnsEnvironment : public ::testing::Environment {
       netns().why = "the ip tool (iproute2) is not installed";
       return;
     }
-    std::ofstream("/proc/sys/net/ipv6/conf/default/disable_ipv6") << "1";
+    (void)write_file("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1");
     if (sh("ip link set lo up") != 0) {
       netns().why = "cannot bring up lo in the new namespace";
       return;
@@ -60,6 +50,9 @@ class NetnsEnvironment : public ::testing::Environment {
 
 [[maybe_unused]] ::testing::Environment* const g_env =
     ::testing::AddGlobalTestEnvironment(new NetnsEnvironment);
+
+constexpr const char* kSizes = "1,64,1000,1024,1025,4096,5000,16384,65536";
+constexpr size_t kRounds = 9;
 
 class TwoProcess : public ::testing::Test {
  protected:
@@ -119,10 +112,19 @@ class TwoProcess : public ::testing::Test {
       EXPECT_TRUE(p.has("cm-peer: disconnected by the peer")) << p.output();
     }
   }
-};
 
-constexpr const char* kSizes = "1,64,1000,1024,1025,4096,5000,16384,65536";
-constexpr size_t kRounds = 9;
+  // Both cm-peers exited 0 after kRounds rounds, the client disconnecting first or not, and
+  // `mtu_side` printed the path MTU `mtu`.
+  static void check_cm_run(Proc& server, Proc& client, bool client_disconnects,
+                           const Proc& mtu_side, const char* mtu) {
+    expect_both_ok(server, client);
+    check_cm_peer(client, kRounds, client_disconnects);
+    check_cm_peer(server, kRounds, !client_disconnects);
+    std::smatch m;
+    ASSERT_TRUE(mtu_side.has(R"(MTU (\d+))", &m));
+    EXPECT_EQ(m[1], mtu);
+  }
+};
 
 TEST_F(TwoProcess, CmConnectSendWriteDisconnectMtu1024) {
   Proc server(cat({URNIC_CM_PEER}, cat(nic("tpa", "10.0.0.1"), {"--listen", "--mtu=1024"})));
@@ -130,12 +132,7 @@ TEST_F(TwoProcess, CmConnectSendWriteDisconnectMtu1024) {
                   cat(nic("tpb", "10.0.0.2"),
                       {"--connect=10.0.0.1", std::string("--sizes=") + kSizes, "--mtu=1024"})));
   // The server learns the sizes from nobody: it uses the same default list.
-  expect_both_ok(server, client);
-  check_cm_peer(client, kRounds, true);
-  check_cm_peer(server, kRounds, false);
-  std::smatch m;
-  ASSERT_TRUE(client.has(R"(MTU (\d+))", &m));
-  EXPECT_EQ(m[1], "1024");
+  check_cm_run(server, client, true, client, "1024");
 }
 
 TEST_F(TwoProcess, CmServerDisconnectsMtu4096) {
@@ -144,13 +141,8 @@ TEST_F(TwoProcess, CmServerDisconnectsMtu4096) {
   Proc client(
       cat({URNIC_CM_PEER}, cat(nic("tpb", "10.0.0.2"),
                                {"--connect=10.0.0.1:7174", "--mtu=4096", "--disconnect=server"})));
-  expect_both_ok(server, client);
-  check_cm_peer(client, kRounds, false);
-  check_cm_peer(server, kRounds, true);
-  std::smatch m;
   // The passive side takes the REQ's path MTU.
-  ASSERT_TRUE(server.has(R"(MTU (\d+))", &m));
-  EXPECT_EQ(m[1], "4096");
+  check_cm_run(server, client, false, server, "4096");
 }
 
 // rc_pingpong's lines, and the clone's own "urnic:" completion line.

@@ -192,24 +192,26 @@ TEST(MrTable, EveryAccessBitIsCheckedOnItsOwn) {
 }
 
 TEST(MrTable, AccessFromNdkFlags) {
+  // The rights an MR flag and the operation flag of the same name grant.
+  struct SameName {
+    uint32_t mr, op, rights;
+  };
+  constexpr SameName kSameName[] = {
+      {mr_flag::kAllowLocalWrite, op_flag::kAllowLocalWrite, access::kLocalWrite},
+      {mr_flag::kAllowRemoteRead, op_flag::kAllowRemoteRead, access::kRemoteRead},
+      {mr_flag::kAllowRemoteWrite, op_flag::kAllowRemoteWrite,
+       access::kRemoteWrite | access::kLocalWrite},
+      {mr_flag::kRdmaReadSink, op_flag::kRdmaReadSink, access::kReadSink},
+      {mr_flag::kAllowRemoteAtomic, op_flag::kAllowRemoteAtomic, access::kRemoteAtomic},
+  };
   EXPECT_EQ(access_from_mr_flags(mr_flag::kAllowLocalRead), access::kLocalRead);
-  EXPECT_EQ(access_from_mr_flags(mr_flag::kAllowLocalWrite), access::kLocalWrite);
-  EXPECT_EQ(access_from_mr_flags(mr_flag::kAllowRemoteRead), access::kRemoteRead);
-  EXPECT_EQ(access_from_mr_flags(mr_flag::kAllowRemoteWrite),
-            access::kRemoteWrite | access::kLocalWrite);
-  EXPECT_EQ(access_from_mr_flags(mr_flag::kRdmaReadSink), access::kReadSink);
-  EXPECT_EQ(access_from_mr_flags(mr_flag::kAllowRemoteAtomic), access::kRemoteAtomic);
+  for (const SameName& c : kSameName) EXPECT_EQ(access_from_mr_flags(c.mr), c.rights) << c.mr;
   EXPECT_EQ(access_from_mr_flags(mr_flag::kAllowRemoteRead | mr_flag::kAllowRemoteWrite |
                                  mr_flag::kRdmaReadSink | mr_flag::kAllowRemoteAtomic),
             access::kAll);
 
   EXPECT_EQ(access_from_op_flags(0), 0u);
-  EXPECT_EQ(access_from_op_flags(op_flag::kAllowRemoteRead), access::kRemoteRead);
-  EXPECT_EQ(access_from_op_flags(op_flag::kAllowLocalWrite), access::kLocalWrite);
-  EXPECT_EQ(access_from_op_flags(op_flag::kAllowRemoteWrite),
-            access::kRemoteWrite | access::kLocalWrite);
-  EXPECT_EQ(access_from_op_flags(op_flag::kRdmaReadSink), access::kReadSink);
-  EXPECT_EQ(access_from_op_flags(op_flag::kAllowRemoteAtomic), access::kRemoteAtomic);
+  for (const SameName& c : kSameName) EXPECT_EQ(access_from_op_flags(c.op), c.rights) << c.op;
   // Flags that are not access rights convert to nothing.
   EXPECT_EQ(access_from_op_flags(op_flag::kSilentSuccess | op_flag::kReadFence | op_flag::kInline |
                                  op_flag::kDefer),
