@@ -544,6 +544,25 @@ Status ControlPlane::resolve(const Gid& ip, wire::MacAddr* mac, std::chrono::mil
   }
 }
 
+wire::TransportHeaders ControlPlane::mad_headers(uint32_t dst_qp, uint32_t qkey,
+                                                 uint32_t psn) noexcept {
+  wire::TransportHeaders th;
+  th.bth.opcode = wire::opc::kUdSendOnly;
+  th.bth.pkey = Be16::of(wire::kDefaultPkey);
+  wire::Bth::DestQp::set(th.bth, dst_qp);
+  // AckReq asks the responder to schedule an acknowledgement for the packet (IBTA §9.2, BTH);
+  // the unreliable services have no acknowledgements (§9.8), so a UD receiver ignores the bit
+  // and either value is correct. Set it as Linux rxe does on QP1: its GSI QP is not IB_QPT_UD,
+  // so the commit that clears AckReq for UD and UC QPs (4adcaf969d77, already in the 6.1.192
+  // kernel of the rxe captures, whose ibv_ud_pingpong frames have it clear) leaves it set on
+  // every MAD, and our MADs look like rxe's in a capture.
+  wire::Bth::AckReq::set(th.bth, 1u);
+  wire::Bth::Psn::set(th.bth, psn);
+  th.deth.qkey = Be32::of(qkey);
+  wire::Deth::SrcQp::set(th.deth, 1u);
+  return th;
+}
+
 Status ControlPlane::send_mad(const Gid& dst, uint32_t dst_qp, uint32_t qkey,
                               std::span<const uint8_t> mad, uint8_t traffic_class,
                               uint8_t hop_limit) {
@@ -563,18 +582,12 @@ Status ControlPlane::send_mad(const Gid& dst, uint32_t dst_qp, uint32_t qkey,
     net.dst_ip6 = dst;
   }
   net.udp_sport = wire::udp_sport_for(1, dst_qp);
-  wire::TransportHeaders th;
-  th.bth.opcode = wire::opc::kUdSendOnly;
-  th.bth.pkey = Be16::of(wire::kDefaultPkey);
-  wire::Bth::DestQp::set(th.bth, dst_qp);
   uint32_t psn;
   {
     std::lock_guard lock(mu_);
     psn = ud_psn_++;
   }
-  wire::Bth::Psn::set(th.bth, psn);
-  th.deth.qkey = Be32::of(qkey);
-  wire::Deth::SrcQp::set(th.deth, 1u);
+  const wire::TransportHeaders th = mad_headers(dst_qp, qkey, psn);
   rte_mbuf* m = rte_pktmbuf_alloc(ep_.pool());
   if (m == nullptr) return Status::kInsufficientResources;
   const uint32_t len = wire::frame_length(net, th.bth.opcode, static_cast<uint32_t>(mad.size()));

@@ -126,6 +126,9 @@ class ControlPlane : public dp::ControlSink {
   // required; kHostUnreachable otherwise) as a UD SEND ONLY with DETH (Q_Key, source QP 1).
   Status send_mad(const Gid& dst, uint32_t dst_qp, uint32_t qkey, std::span<const uint8_t> mad,
                   uint8_t traffic_class = 0, uint8_t hop_limit = 64);
+  // The transport headers send_mad() puts on a MAD: UD SEND ONLY from QP1 to `dst_qp`, default
+  // P_Key, PSN `psn`, DETH with `qkey` and source QP 1, AckReq set (see the definition).
+  static wire::TransportHeaders mad_headers(uint32_t dst_qp, uint32_t qkey, uint32_t psn) noexcept;
 
   // Work the control thread runs every iteration (CM timers, CQ notifications...). Returns
   // whether it did anything. Added before start() or from the control thread.

@@ -118,7 +118,7 @@ Status Core::accept(Conn& c, dp::Qp* qp, const ReadLimits& lim, std::span<const 
   rep.initiator_depth = static_cast<uint8_t>(c.effective.outbound);
   rep.target_ack_delay = cfg_.target_ack_delay;
   rep.failover_accepted = 0;
-  rep.e2e_flow_control = true;
+  rep.e2e_flow_control = cm::kE2eFlowControl;
   rep.rnr_retry_count = cfg_.rnr_retry_count;
   rep.local_ca_guid = guid_;
   std::copy(pdata.begin(), pdata.end(), rep.private_data.begin());

@@ -245,8 +245,8 @@ void Core::send_req(Conn& c) {
   req.initiator_depth = static_cast<uint8_t>(c.requested.outbound);
   req.remote_cm_response_timeout = cfg_.cm_response_timeout;
   req.transport_service_type = 0;  // RC
-  req.e2e_flow_control = true;     // rdma_cm's default
-  req.starting_psn = c.rq_psn;     // Linux CM: the PSN we expect to receive
+  req.e2e_flow_control = cm::kE2eFlowControl;
+  req.starting_psn = c.rq_psn;  // Linux CM: the PSN we expect to receive
   req.local_cm_response_timeout = cfg_.cm_response_timeout;
   req.retry_count = c.retry_count;
   req.path_mtu = cm::mtu_code(c.mtu);

@@ -295,6 +295,14 @@ inline constexpr size_t kDreqPrivateData = 220;
 inline constexpr size_t kDrepPrivateData = 224;
 inline constexpr size_t kRejAriLength = 72;
 
+// End-to-End Flow Control bit of our REQ and REP (IBTA tables 187 and 196): 1 says the CA
+// implements end-to-end credits (§9.7.7.2), 0 that it always advertises "invalid credits". Our
+// ACKs carry AETH credit code 31, no credit information (wire::aeth::kAckNoCredit), so 0: what
+// the Linux rdma_cm peers in the rxe captures send too (rdma_cm copies conn_param.flow_control,
+// which rping, ucmatose and perftest leave 0). A peer's bit is decoded and otherwise ignored: we
+// never throttle on credits.
+inline constexpr bool kE2eFlowControl = false;
+
 // LID 0xFFFF: the permissive LID, what Linux puts in a REQ on routed RoCE (hop limit > 1).
 inline constexpr uint16_t kPermissiveLid = 0xFFFF;
 

@@ -1,9 +1,11 @@
 // Control plane over the loopback pair: ARP and IPv6 neighbour discovery between two adapters,
-// resolution failure, the GID table, and management datagrams on QP1 (Q_Key check).
+// resolution failure, the GID table, management datagrams on QP1 (Q_Key check) and the headers
+// our MADs carry (those of rxe's, AckReq included).
 #include <gtest/gtest.h>
 
 #include <rte_mbuf.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -123,6 +125,27 @@ TEST_F(ControlPlaneTest, MadsReachQp1AndWrongQkeyIsDropped) {
   // Unresolved destination: refused, nothing sent.
   EXPECT_EQ(ca.send_mad(ctl::gid_from_ipv4(0xC0000299), 1, ctl::ControlPlane::kGsiQkey, mad),
             Status::kHostUnreachable);
+}
+
+// The headers send_mad() puts on a MAD are, byte for byte, the BTH and DETH of rxe's CM REQ in
+// rdmacm_rping_c3.pcap (frame 3, PSN 31): UD SEND ONLY, P_Key 0xFFFF, DestQP 1, AckReq set,
+// GSI Q_Key, source QP 1. rxe sets AckReq on its QP1 MADs (see ControlPlane::mad_headers).
+TEST(ControlPlaneMad, MadHeadersMatchRxeQp1) {
+  eal_up_once();
+  const uint8_t rxe_req[] = {0x64, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x01, 0x80, 0x00,
+                             0x00, 0x1f, 0x80, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01};
+  const wire::TransportHeaders th =
+      ctl::ControlPlane::mad_headers(1, ctl::ControlPlane::kGsiQkey, 31);
+  wire::NetHeaders net;
+  net.udp_sport = wire::udp_sport_for(1, 1);
+  const std::vector<uint8_t> mad(256, 0x5A);
+  std::vector<uint8_t> frame(wire::frame_length(net, th.bth.opcode, 256));
+  ASSERT_EQ(wire::build_frame(frame, net, th, mad), frame.size());
+  wire::ParsedFrame f;
+  ASSERT_EQ(wire::parse(frame.data(), frame.size(), f), wire::ParseError::kOk);
+  EXPECT_EQ(wire::Bth::AckReq::get(f.bth()), 1u);
+  EXPECT_TRUE(std::equal(std::begin(rxe_req), std::end(rxe_req), frame.begin() + f.l.bth_off));
+  EXPECT_TRUE(std::ranges::equal(f.payload(), mad));
 }
 
 // A peer flooding ARP requests for our address from thousands of source addresses (each one a

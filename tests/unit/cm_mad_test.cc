@@ -127,6 +127,8 @@ TEST(CmMad, DecodesAndReencodesRxeRpingHandshake) {
   EXPECT_EQ(req.retry_count, 7);
   EXPECT_EQ(req.rnr_retry_count, 7);
   EXPECT_EQ(req.path_mtu, 3);
+  EXPECT_EQ(req.transport_service_type, 0);  // RC
+  EXPECT_FALSE(req.e2e_flow_control);  // rxe peers: no end-to-end credits (cm::kE2eFlowControl)
   // Flow label: 20 bits at the top of the word at 88, packet rate the low 6 bits of byte 91
   // (Linux CM_REQ_PRIMARY_FLOW_LABEL / _PACKET_RATE). tshark 4.0 shows this word shifted
   // ("flow label 0x00723, packet rate 0x32"); the bytes are 72 31 c0 00.
@@ -149,6 +151,7 @@ TEST(CmMad, DecodesAndReencodesRxeRpingHandshake) {
   EXPECT_EQ(rep.initiator_depth, 1);
   EXPECT_EQ(rep.target_ack_delay, 15);
   EXPECT_EQ(rep.failover_accepted, 0);
+  EXPECT_FALSE(rep.e2e_flow_control);
   EXPECT_EQ(rep.rnr_retry_count, 7);
   EXPECT_EQ(rep.local_ca_guid, 0x505400fffe990003u);
 
