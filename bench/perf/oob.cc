@@ -289,6 +289,24 @@ bool Oob::xchg_reports(const BwReport& mine, BwReport* theirs) {
 
 bool Oob::close_connection(const Dest& mine) {
   if (!hand_shake(mine, nullptr)) return false;
+  return say_done();
+}
+
+bool Oob::end_together(const Dest& mine) {
+  // Both sides write before they read, so whichever finished first tells the other, which may
+  // still be waiting for messages that will not come, that the test is over.
+  const auto rec = format_record(mine);
+  char in[kRecordSize] = {};
+  if (fd_ < 0) return fail("not connected");
+  if (!write_all(rec.data(), kRecordSize) || !read_exact(in, kRecordSize)) return false;
+  Dest d;
+  if (!parse_record(in, kRecordSize, &d))
+    return fail("malformed connection record from the peer: '" +
+                std::string(in, strnlen(in, kRecordSize)) + "'");
+  return say_done();
+}
+
+bool Oob::say_done() {
   static constexpr char kDone[] = "done";
   if (!write_all(kDone, sizeof(kDone))) return false;
   // perftest writes "done" and closes without reading the peer's; we read it (or EOF) for up

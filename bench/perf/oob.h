@@ -63,6 +63,9 @@ class Oob {
   bool xchg_reports(const BwReport& mine, BwReport* theirs);
   // ctx_close_connection(): a hand shake, then "done" each way, then close.
   bool close_connection(const Dest& mine);
+  // As close_connection, but both sides write their record first (urnic-perf to urnic-perf,
+  // where either side may finish first and the other must learn of it to stop waiting).
+  bool end_together(const Dest& mine);
   // True when the peer sent data we have not read, or closed the connection.
   bool readable();
   // True when the peer closed the connection and every byte it sent has been read.
@@ -75,6 +78,8 @@ class Oob {
 
  private:
   bool xchg(const void* mine, void* theirs, size_t n);
+  // "done" each way, then close.
+  bool say_done();
   bool write_all(const void* p, size_t n);
   bool read_exact(void* p, size_t n);
   // Waits until the socket is ready for `events` or `deadline` passes (then fails: kTimeout).

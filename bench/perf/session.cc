@@ -1,0 +1,227 @@
+// urnic-perf's shared machinery (session.h).
+#include "bench/perf/session.h"
+
+#include <rte_cycles.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+
+namespace urnic::perf {
+namespace {
+
+// af_packet ring geometry for frames with a 4 KiB payload (tests/loopback/port_vdev_test.cc):
+// slots of 4352 bytes (4206-byte frame + the 66-byte TPACKET_V2 header offset, rounded to
+// 256), whole slots per block, blocks of whole pages, 512 slots.
+constexpr uint32_t kAfpFrameSize = 4352;
+constexpr uint32_t kAfpFrames = 512;
+
+}  // namespace
+
+std::string with_af_packet_defaults(const std::string& devargs) {
+  if (devargs.rfind("net_af_packet", 0) != 0) return devargs;
+  std::string d = devargs;
+  if (d.find("qpairs=") == std::string::npos) d += ",qpairs=1";
+  if (d.find("framesz=") == std::string::npos && d.find("blocksz=") == std::string::npos) {
+    const uint32_t page = static_cast<uint32_t>(::getpagesize());
+    const uint32_t block = std::lcm(kAfpFrameSize, page);
+    const uint32_t per_block = block / kAfpFrameSize;
+    const uint32_t frames = (kAfpFrames + per_block - 1) / per_block * per_block;
+    d += ",framesz=" + std::to_string(kAfpFrameSize) + ",blocksz=" + std::to_string(block) +
+         ",framecnt=" + std::to_string(frames);
+  }
+  return d;
+}
+
+// The largest IBTA path MTU whose packets fit an Ethernet MTU, the way rxe derives its port's
+// active MTU (eth_mtu_int_to_enum(): the MTU minus RXE_MAX_HDR_LENGTH = 80, rounded down).
+uint32_t ib_mtu_for(uint32_t eth_mtu) {
+  const uint32_t avail = eth_mtu > 80 ? eth_mtu - 80 : 0;
+  for (uint32_t m = 4096; m > 256; m /= 2)
+    if (avail >= m) return m;
+  return 256;
+}
+
+bool parse_mac(const std::string& s, std::array<uint8_t, 6>* m) {
+  unsigned b[6];
+  if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5]) != 6)
+    return false;
+  for (int i = 0; i < 6; ++i) (*m)[i] = static_cast<uint8_t>(b[i]);
+  return true;
+}
+
+// ---- Running ----------------------------------------------------------------------------------
+
+// Steps `runners` (and the engine, when this thread drives it) until all are done. `on_step`
+// runs every iteration (stop conditions). Prints a progress line once a second on long runs.
+// False when a runner failed or, with *stalled set, when nothing moved for the stall limit.
+bool run_all(Driver& d, const std::vector<Runner*>& runners, const Options& o, Kind kind,
+             uint64_t size, const std::function<void()>& on_step, bool* stalled) {
+  const double stall_s = o.loopback() ? kStallSeconds : o.timeout;
+  const uint64_t hz = rte_get_tsc_hz();
+  const uint64_t t0 = rte_rdtsc();
+  uint64_t next_print = t0 + hz, last_progress_tsc = t0, last_progress = 0, last_printed = 0;
+  uint64_t last_print_tsc = t0;
+  for (uint64_t it = 0;; ++it) {
+    d.poll();
+    bool all = true;
+    for (Runner* r : runners) all &= r->step();
+    if (on_step) on_step();
+    for (Runner* r : runners)
+      if (r->failed()) return false;
+    if (all) return true;
+    if ((it & 255) != 0) continue;
+    const uint64_t now = rte_rdtsc();
+    uint64_t p = 0;
+    for (Runner* r : runners) p += r->progress();
+    if (p != last_progress) {
+      last_progress = p;
+      last_progress_tsc = now;
+    } else if (stall_s > 0 && now - last_progress_tsc > static_cast<uint64_t>(stall_s * hz)) {
+      std::fprintf(stderr, " urnic-perf: no progress for %.0f s%s\n", stall_s,
+                   o.loopback() ? "" : " (--timeout)");
+      if (stalled != nullptr) *stalled = true;
+      return false;
+    }
+    if (o.progress && now >= next_print) {
+      const double dt = tsc_to_s(now - last_print_tsc);
+      const uint64_t msgs = runners.front()->progress();
+      if (kind == Kind::kBw) {
+        const double rate = static_cast<double>(msgs - last_printed) / dt;
+        std::fprintf(stderr, " [%5.1f s] %12llu msgs  %9.3f Gb/s  %8.4f Mpps\n", tsc_to_s(now - t0),
+                     static_cast<unsigned long long>(msgs),
+                     rate * static_cast<double>(size) * 8 / 1e9, rate / 1e6);
+      } else {
+        std::fprintf(stderr, " [%5.1f s] %12llu messages  %9.0f per second\n", tsc_to_s(now - t0),
+                     static_cast<unsigned long long>(msgs),
+                     static_cast<double>(msgs - last_printed) / dt);
+      }
+      last_printed = msgs;
+      last_print_tsc = now;
+      next_print = now + hz;
+    }
+  }
+}
+
+RunConfig run_config(const Options& o, Test t, Role role, uint64_t size, bool peer_urnic) {
+  RunConfig c;
+  c.test = t;
+  c.role = role;
+  c.size = size;
+  c.iters = o.effective_iters();
+  c.duration = o.duration;
+  c.tx_depth = o.effective_tx_depth();
+  c.rx_depth = o.effective_rx_depth();
+  c.cq_mod = o.cq_mod != 0 ? o.cq_mod : kDefaultCqMod;
+  if (c.cq_mod > c.tx_depth) c.cq_mod = c.tx_depth;
+  // perftest signals every RDMA READ (its read_bw prints "CQ Moderation : 1").
+  if (t.verb == Verb::kRead && o.cq_mod == 0) c.cq_mod = 1;
+  c.peer_urnic = peer_urnic;
+  return c;
+}
+
+namespace {
+double rtt_factor(Test t) { return t.verb == Verb::kWrite || t.verb == Verb::kSend ? 2.0 : 1.0; }
+
+}  // namespace
+
+void print_lat_result(const Options& o, Test t, uint64_t size, Runner& r) {
+  if (o.duration > 0)
+    print_lat_duration_row(size, r.iterations(), r.tsc_start, r.tsc_end, rtt_factor(t));
+  else
+    print_lat_row(size, r.iterations(), lat_stats(r.tposted, rtt_factor(t)));
+}
+
+BwReport bw_of(const Options& o, uint64_t size, Runner& r) {
+  return bw_report(size, r.iterations(), r.messages, r.tsc_start, r.tsc_end, r.events, o.gbits);
+}
+
+Totals totals_of(const std::vector<Adapter*>& adapters) {
+  Totals t;
+  for (Adapter* a : adapters) {
+    AdapterCounters c;
+    if (a->query_counters(&c) != Status::kSuccess) continue;
+    t.qps.add(c.qps);
+    t.ports.push_back(c.port);
+  }
+  return t;
+}
+
+void print_summary(const Outcome& out, uint64_t completions, const Totals& t, bool verbose) {
+  const QpCounters& c = t.qps;
+  print_result_line();
+  std::printf(" urnic: %llu completions, %llu with errors, %llu retransmitted packets\n",
+              static_cast<unsigned long long>(completions),
+              static_cast<unsigned long long>(c.completions_error),
+              static_cast<unsigned long long>(c.retransmits));
+  auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
+  if (verbose) {
+    std::printf(
+        " qp: tx %llu rx %llu pkts, acks %llu/%llu, timeouts %llu, naks %llu/%llu, rnr %llu/%llu,"
+        " dup %llu, ooo %llu, implied %llu, stale %llu\n",
+        u(c.tx_packets), u(c.rx_packets), u(c.acks_sent), u(c.acks_received), u(c.timeouts),
+        u(c.naks_sent[0] + c.naks_sent[1] + c.naks_sent[2] + c.naks_sent[3]),
+        u(c.naks_received[0] + c.naks_received[1] + c.naks_received[2] + c.naks_received[3]),
+        u(c.rnr_naks_sent), u(c.rnr_naks_received), u(c.duplicate_requests), u(c.out_of_sequence),
+        u(c.implied_naks), u(c.dropped_stale));
+    for (const PortCounters& e : t.ports) {
+      const uint64_t drops = e.rx_drops_total();
+      std::printf(
+          " endpoint: steps %llu busy %llu, rx %llu tx %llu pkts, rx drops %llu, "
+          "tx ring full %llu, mbuf alloc failures %llu\n",
+          u(e.steps), u(e.busy_steps), u(e.rx_packets), u(e.tx_packets), u(drops),
+          u(e.tx_ring_full), u(e.mbuf_alloc_failures));
+    }
+  }
+  // One line per distinct note (an -a run checks every size).
+  std::vector<std::string> uniq;
+  for (const auto& n : out.notes)
+    if (std::find(uniq.begin(), uniq.end(), n) == uniq.end()) uniq.push_back(n);
+  if (uniq.size() > 3) {
+    std::printf(" data: %zu checks, the last: %s\n", out.notes.size(), uniq.back().c_str());
+  } else {
+    for (const auto& n : uniq) std::printf(" data: %s\n", n.c_str());
+  }
+  std::printf(" result: %s\n", out.ok ? "PASS" : "FAIL");
+  std::fflush(stdout);
+}
+
+Gid pick_gid(Adapter& a, int index, std::string* err) {
+  auto* ext = a.query_extension<AdapterExtension>();
+  Gid g{};
+  if (ext == nullptr || index < 0 ||
+      ext->query_gid(static_cast<uint32_t>(index), &g) != Status::kSuccess) {
+    *err = "GID index " + std::to_string(index) + " does not exist (this adapter has " +
+           std::to_string(ext != nullptr ? ext->gid_count() : 0) +
+           ": 0 link-local, then --ip, then --ipv6)";
+    return {};
+  }
+  return g;
+}
+
+// An IPv4-mapped GID (::ffff:a.b.c.d) is an IPv4 address (RoCEv2, IBTA A17.4.5.1).
+bool gid_is_ipv4(const Gid& g) {
+  static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+  return std::memcmp(g.data(), kPrefix, sizeof(kPrefix)) == 0;
+}
+uint32_t gid_to_ipv4(const Gid& g) {
+  return static_cast<uint32_t>(g[12]) << 24 | static_cast<uint32_t>(g[13]) << 16 |
+         static_cast<uint32_t>(g[14]) << 8 | g[15];
+}
+
+// The address vector to the peer whose GID is `peer`, from our GID `sgid_index` (MAC
+// resolved by the adapter unless `mac` is given).
+AddressVector address_to(const Gid& peer, int sgid_index, const std::array<uint8_t, 6>* mac) {
+  AddressVector av;
+  av.ipv6 = !gid_is_ipv4(peer);
+  if (av.ipv6)
+    av.dst_ipv6 = peer;
+  else
+    av.dst_ipv4 = gid_to_ipv4(peer);
+  if (mac != nullptr) av.dst_mac = *mac;
+  av.sgid_index = sgid_index;
+  return av;
+}
+
+}  // namespace urnic::perf

@@ -1,0 +1,202 @@
+// urnic-perf's shared machinery (bench/perf/main.cc runs the loopback, remote.cc the real port):
+// the environment (EAL, port, adapters, engine), the run loop, outcomes and the summary.
+#pragma once
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/perf/output.h"
+#include "bench/perf/perf.h"
+#include "bench/perf/runners.h"
+#include "bench/perf/side.h"
+
+namespace urnic::perf {
+
+// A loopback run that makes no progress for this long has failed (against a remote peer it is
+// --timeout: a peer that vanished, say; RNR retries are infinite with rnr_retry 7).
+constexpr double kStallSeconds = 30;
+
+// --vdev devargs with af_packet ring sizes that fit 4 KiB frames added when not given.
+std::string with_af_packet_defaults(const std::string& devargs);
+// The largest IB MTU whose frames fit an Ethernet MTU.
+uint32_t ib_mtu_for(uint32_t eth_mtu);
+bool parse_mac(const std::string& s, std::array<uint8_t, 6>* m);
+
+// ---- Environment: EAL, ports, adapters, engine --------------------------------------------------
+
+class Env {
+ public:
+  ~Env() {
+    engine_.stop();
+    b_.reset();
+    a_.reset();
+  }
+
+  bool open_loopback(const Options& o) {
+    if (!runtime(o)) return false;
+    uint16_t pa = 0, pb = 0;
+    if (create_ring_port_pair("perf", 1, &pa, &pb) != Status::kSuccess)
+      return error(std::string("cannot create the net_ring pair: ") + last_error());
+    AdapterConfig ca, cb;
+    ca.port_id = pa;
+    cb.port_id = pb;
+    ca.ipv4 = 0xC0000201;  // 192.0.2.1 and .2 (documentation range)
+    cb.ipv4 = 0xC0000202;
+    ca.ipv6 = std::array<uint8_t, 16>{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    cb.ipv6 = std::array<uint8_t, 16>{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+    ca.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 1};
+    cb.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 2};
+    if (Status s = Adapter::open(ca, engine_, &a_); s != Status::kSuccess)
+      return error("cannot open adapter A: " + std::string(to_string(s)));
+    if (Status s = Adapter::open(cb, engine_, &b_); s != Status::kSuccess)
+      return error("cannot open adapter B: " + std::string(to_string(s)));
+    mtu_ = 4096;  // net_ring has no MTU
+    device_ = "urnic0";
+    return start(o);
+  }
+
+  bool open_port(const Options& o) {
+    if (!runtime(o)) return false;
+    uint16_t port = 0;
+    std::string name;
+    if (!o.vdevs.empty()) {
+      // Every --vdev is probed; the first is the port.
+      for (size_t i = o.vdevs.size(); i-- > 0;) {
+        const std::string args = with_af_packet_defaults(o.vdevs[i]);
+        if (open_vdev_port(args, &port) != Status::kSuccess)
+          return error(std::string("cannot open --vdev: ") + last_error());
+        name = args.substr(0, args.find(','));
+      }
+    } else if (open_pci_port(o.pci, &port) != Status::kSuccess) {
+      return error(std::string("cannot open --port: ") + last_error());
+    } else {
+      name = o.pci;
+    }
+    AdapterConfig c;
+    c.port_id = port;
+    if (!o.ip.empty()) {
+      in_addr a{};
+      if (::inet_pton(AF_INET, o.ip.c_str(), &a) != 1) return error("bad --ip " + o.ip);
+      c.ipv4 = ntohl(a.s_addr);
+    }
+    if (!o.ipv6.empty()) {
+      std::array<uint8_t, 16> v6{};
+      if (::inet_pton(AF_INET6, o.ipv6.c_str(), v6.data()) != 1)
+        return error("bad --ipv6 " + o.ipv6);
+      c.ipv6 = v6;
+    }
+    if (!o.mac.empty()) {
+      std::array<uint8_t, 6> m{};
+      if (!parse_mac(o.mac, &m)) return error("bad --mac " + o.mac);
+      c.mac = m;
+    }
+    if (Status s = Adapter::open(c, engine_, &a_); s != Status::kSuccess)
+      return error("cannot open port " + name + ": " + std::string(to_string(s)));
+    uint32_t eth_mtu = 1500;
+    if (port_mtu(port, &eth_mtu) != Status::kSuccess)
+      return error(std::string("cannot read the port's MTU: ") + last_error());
+    mtu_ = ib_mtu_for(eth_mtu);
+    device_ = "urnic0 (" + name + ")";
+    return start(o);
+  }
+
+  Adapter& a() { return *a_; }
+  Adapter& b() { return *b_; }
+  Driver& driver() { return *driver_; }
+  uint32_t mtu() const { return mtu_; }
+  const std::string& device() const { return device_; }
+  const std::string& error_text() const { return err_; }
+  bool engine_on_lcore() const { return !driver_->manual(); }
+
+ private:
+  bool runtime(const Options& o) {
+    RuntimeConfig rc;
+    rc.program = "urnic-perf";
+    rc.lcores = o.lcores;
+    if (rc.lcores.empty()) rc.lcores = ::sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? "0-1" : "0";
+    if (!o.pci.empty()) rc.pci_allow.push_back(o.pci);
+    rc.memory_mb = 512;
+    if (runtime_init(rc) != Status::kSuccess)
+      return error(std::string("EAL bring-up failed: ") + last_error());
+    return true;
+  }
+
+  // The engine runs on the first worker lcore; without one, this thread drives it.
+  bool start(const Options& o) {
+    const auto workers = worker_lcores();
+    bool manual = true;
+    if (!workers.empty()) {
+      if (!engine_.launch(workers.front()))
+        return error("cannot launch the engine on lcore " + std::to_string(workers.front()));
+      manual = false;
+    }
+    driver_ = std::make_unique<Driver>(engine_, manual, o.idle_yield);
+    return true;
+  }
+
+  bool error(const std::string& e) {
+    err_ = e;
+    return false;
+  }
+
+  Engine engine_;
+  std::unique_ptr<Adapter> a_, b_;
+  std::unique_ptr<Driver> driver_;
+  uint32_t mtu_ = 1024;
+  std::string device_;
+  std::string err_;
+};
+
+struct Outcome {
+  bool ok = true;
+  int code = kExitOk;  // the exit code of the first failure
+  std::vector<std::string> notes;
+  void fail(const std::string& e, int exit_code = kExitRunFailed) {
+    if (ok) code = exit_code;
+    ok = false;
+    std::fprintf(stderr, " urnic-perf: %s\n", e.c_str());
+  }
+  void data(const DataCheck& dc) {
+    if (dc.checked && !dc.ok) fail("data check failed: " + dc.note);
+    if (!dc.note.empty()) notes.push_back(dc.note);
+  }
+};
+
+// The counters of `adapters` added up (QPs) and each port's (endpoint lines).
+struct Totals {
+  QpCounters qps;
+  std::vector<PortCounters> ports;
+};
+
+// Steps `runners` (and the engine, when this thread drives it) until all are done. `on_step`
+// runs every iteration (stop conditions). Prints a progress line once a second on long runs.
+// False when a runner failed or, with *stalled set, when nothing moved for the stall limit.
+bool run_all(Driver& d, const std::vector<Runner*>& runners, const Options& o, Kind kind,
+             uint64_t size, const std::function<void()>& on_step, bool* stalled = nullptr);
+RunConfig run_config(const Options& o, Test t, Role role, uint64_t size, bool peer_urnic);
+void print_lat_result(const Options& o, Test t, uint64_t size, Runner& r);
+BwReport bw_of(const Options& o, uint64_t size, Runner& r);
+Totals totals_of(const std::vector<Adapter*>& adapters);
+void print_summary(const Outcome& out, uint64_t completions, const Totals& t, bool verbose);
+
+using Gid = std::array<uint8_t, 16>;
+Gid pick_gid(Adapter& a, int index, std::string* err);
+// An IPv4-mapped GID (::ffff:a.b.c.d) is an IPv4 address (RoCEv2, IBTA A17.4.5.1).
+bool gid_is_ipv4(const Gid& g);
+uint32_t gid_to_ipv4(const Gid& g);
+// The address vector to the peer whose GID is `peer`, from our GID `sgid_index` (MAC
+// resolved by the adapter unless `mac` is given).
+AddressVector address_to(const Gid& peer, int sgid_index,
+                         const std::array<uint8_t, 6>* mac = nullptr);
+
+int run_loopback(const Options& o);
+int run_remote(const Options& o);
+
+}  // namespace urnic::perf
