@@ -15,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <type_traits>
+#include <utility>
 
 #include "dataplane/internal.h"
 #include "dataplane/srq.h"
@@ -533,6 +534,18 @@ constexpr auto kSteps = std::to_array<StepFn>(
      step<execute_read>, step<execute_atomic>, step<execute_write>, step<execute_send>,
      step<acknowledge>});
 static_assert(kSteps.size() == static_cast<size_t>(RespState::kDone));
+constexpr auto kStepIndex = std::make_index_sequence<kSteps.size()>{};
+
+// Calls the step of state `st`. Each kSteps[I] is a constant here, so the compiler inlines the
+// steps into one chain of comparisons, as a switch would give; an indexed call through the table
+// cost ~150 instructions per packet more (bench/cost, 64 B WRITE: responder 717 -> 868).
+template <size_t... I>
+RespState run_step(RespState st, Endpoint& ep, Qp& qp, ReqPkt& pkt,
+                   std::index_sequence<I...>) noexcept {
+  RespState next = st;
+  (void)((static_cast<size_t>(st) == I ? (next = kSteps[I](ep, qp, pkt), true) : false) || ...);
+  return next;
+}
 
 // A terminal state: what becomes of the packet.
 void finish_lc(Endpoint& ep, Qp& qp, const ReqPkt& pkt, RespState st) noexcept {
@@ -580,7 +593,7 @@ const char* to_string(RespState s) noexcept {
 void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t) noexcept {
   ReqPkt pkt{f, Psn(wire::Bth::Psn::get(f.bth())), f.mask, f.l.payload_len, nullptr};
   RespState st = RespState::kChkQpState;
-  while (st < RespState::kDone) st = kSteps[static_cast<size_t>(st)](ep, qp, pkt);
+  while (st < RespState::kDone) st = run_step(st, ep, qp, pkt, kStepIndex);
   finish_lc(ep, qp, pkt, st);
 }
 
