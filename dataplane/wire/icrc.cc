@@ -6,9 +6,12 @@ extern "C" {
 #include <rte_vect.h>
 }
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstring>
+
+#include "dataplane/wire/crc32.h"
 
 namespace urnic::wire {
 namespace {
@@ -73,9 +76,54 @@ inline void unmask(uint8_t* f, const FrameLayout& l, const Patch& p) noexcept {
   f[l.l4_off + sizeof(UdpHdr) + 4] = p.bth4;
 }
 
+// icrc_header_crc copies at most this many bytes from the IP header on (the IPv6, UDP and BTH
+// headers and the longest extension headers are 88), so that the prefix, the masked headers and
+// the extension headers usually go through one CRC call.
+constexpr uint32_t kMaxHeaderCopy = 120;
+
+// Sets the variant fields of a copy of the headers to all ones; `ip` is the IP header, the UDP
+// header is `udp_rel` bytes after it and the BTH follows it.
+inline void mask_copy(uint8_t* ip, uint32_t udp_rel, bool ipv6) noexcept {
+  if (ipv6) {
+    ip[0] |= 0x0F;  // traffic class high nibble; the version nibble is covered
+    ip[1] = ip[2] = ip[3] = 0xFF;
+    ip[7] = 0xFF;
+  } else {
+    ip[1] = ip[8] = ip[10] = ip[11] = 0xFF;
+  }
+  uint8_t* udp = ip + udp_rel;
+  udp[6] = udp[7] = 0xFF;
+  udp[sizeof(UdpHdr) + 4] = 0xFF;  // BTH byte 4 (FECN, BECN, reserved)
+}
+
 }  // namespace
 
+uint32_t icrc_header_crc(const uint8_t* frame, const FrameLayout& l, uint32_t hdr_end) noexcept {
+  std::array<uint8_t, kLrhPrefix + kMaxHeaderCopy> buf;
+  const uint32_t n = std::min(hdr_end - l.l3_off, kMaxHeaderCopy);
+  std::memset(buf.data(), 0xFF, kLrhPrefix);
+  std::memcpy(buf.data() + kLrhPrefix, frame + l.l3_off, n);
+  mask_copy(buf.data() + kLrhPrefix, static_cast<uint32_t>(l.l4_off - l.l3_off), l.ipv6);
+  const uint32_t state = crc32_update(~0u, buf.data(), kLrhPrefix + n);
+  if (l.l3_off + n == hdr_end) return state;
+  return crc32_update(state, frame + l.l3_off + n, hdr_end - (l.l3_off + n));
+}
+
+void icrc_finish(uint8_t* frame, const FrameLayout& l, uint32_t state) noexcept {
+  const uint32_t crc = icrc_value(state);
+  uint8_t* out = frame + l.icrc_off;
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(crc >> (8 * i));  // LSB first
+}
+
+bool icrc_finish_check(const uint8_t* frame, const FrameLayout& l, uint32_t state) noexcept {
+  const uint8_t* w = frame + l.icrc_off;
+  const uint32_t wire = static_cast<uint32_t>(w[0]) | static_cast<uint32_t>(w[1]) << 8 |
+                        static_cast<uint32_t>(w[2]) << 16 | static_cast<uint32_t>(w[3]) << 24;
+  return icrc_value(state) == wire;
+}
+
 void icrc_init() noexcept {
+  crc32_init();
   if (g_crc_ready.load(std::memory_order_acquire)) return;
   // rte_net_crc_set_alg falls back AVX-512 (VPCLMULQDQ) -> SSE4.2 (PCLMULQDQ) -> scalar by
   // itself when the CPU does not support the requested one, but it also refuses any vector
