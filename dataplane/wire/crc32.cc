@@ -23,7 +23,19 @@ namespace {
 using crc32_detail::FoldPair;
 using crc32_detail::kConstants;
 
+// What a kernel does with the bytes it reads: the CRC only; the CRC and a copy of them to dst;
+// or the CRC of (src | mask), for the ICRC's masked header fields (icrc.cc) without writing them.
+enum class Mode { kUpdate, kCopy, kMasked };
+
+struct Io {
+  uint8_t* dst;         // kCopy
+  const uint8_t* src;   // all modes
+  const uint8_t* mask;  // kMasked
+};
+
 // ---- Portable: slicing-by-8 -------------------------------------------------------------------
+
+static_assert(std::endian::native == std::endian::little, "the kernels load little-endian words");
 
 // kTables[k][b]: the register update for byte b followed by k zero bytes, so eight bytes can be
 // folded into the register with eight independent look-ups.
@@ -44,25 +56,37 @@ constexpr Tables make_tables() noexcept {
 constexpr Tables kTables = make_tables();
 static_assert(kTables[0][1] == 0x77073096u && kTables[0][255] == 0x2D02EF8Du);
 
-// The portable kernel; with kCopy each 8-byte word (or byte) it reads is also stored to dst.
-template <bool kCopy>
-inline uint32_t portable(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) noexcept {
-  size_t i = 0;
+template <Mode M>
+inline uint64_t load64(const Io& io, size_t i) noexcept {
+  uint64_t w;
+  std::memcpy(&w, io.src + i, 8);
+  if constexpr (M == Mode::kCopy) std::memcpy(io.dst + i, &w, 8);
+  if constexpr (M == Mode::kMasked) {
+    uint64_t m;
+    std::memcpy(&m, io.mask + i, 8);
+    w |= m;
+  }
+  return w;
+}
+
+template <Mode M>
+inline uint8_t load8(const Io& io, size_t i) noexcept {
+  const uint8_t b = io.src[i];
+  if constexpr (M == Mode::kCopy) io.dst[i] = b;
+  if constexpr (M == Mode::kMasked) return b | io.mask[i];
+  return b;
+}
+
+// Bytes [i, len) of io through the tables, eight at a time, then one at a time.
+template <Mode M>
+inline uint32_t portable(uint32_t crc, const Io& io, size_t i, size_t len) noexcept {
   for (; i + 8 <= len; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, src + i, 8);
-    if constexpr (kCopy) std::memcpy(dst + i, &w, 8);
-    if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap64(w);
-    w ^= crc;
+    const uint64_t w = load64<M>(io, i) ^ crc;
     crc = kTables[7][w & 0xFF] ^ kTables[6][(w >> 8) & 0xFF] ^ kTables[5][(w >> 16) & 0xFF] ^
           kTables[4][(w >> 24) & 0xFF] ^ kTables[3][(w >> 32) & 0xFF] ^
           kTables[2][(w >> 40) & 0xFF] ^ kTables[1][(w >> 48) & 0xFF] ^ kTables[0][w >> 56];
   }
-  for (; i < len; ++i) {
-    const uint8_t b = src[i];
-    if constexpr (kCopy) dst[i] = b;
-    crc = (crc >> 8) ^ kTables[0][(crc ^ b) & 0xFF];
-  }
+  for (; i < len; ++i) crc = (crc >> 8) ^ kTables[0][(crc ^ load8<M>(io, i)) & 0xFF];
   return crc;
 }
 
@@ -81,10 +105,12 @@ URNIC_PCLMUL inline __m128i fold128(__m128i x, __m128i k) noexcept {
   return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
 }
 
-template <bool kCopy>
-URNIC_PCLMUL inline __m128i load128(uint8_t* dst, const uint8_t* src, size_t i) noexcept {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-  if constexpr (kCopy) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), v);
+template <Mode M>
+URNIC_PCLMUL inline __m128i load128(const Io& io, size_t i) noexcept {
+  __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(io.src + i));
+  if constexpr (M == Mode::kCopy) _mm_storeu_si128(reinterpret_cast<__m128i*>(io.dst + i), v);
+  if constexpr (M == Mode::kMasked)
+    v = _mm_or_si128(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(io.mask + i)));
   return v;
 }
 
@@ -110,44 +136,66 @@ URNIC_PCLMUL inline uint32_t reduce128(__m128i x) noexcept {
   return static_cast<uint32_t>(_mm_extract_epi32(_mm_xor_si128(x, t), 1));
 }
 
-// From the accumulator x covering src[.. i): the whole 16-byte lanes left, one at a time, the
-// reduction, and the last len - i < 16 bytes through the table.
-template <bool kCopy>
-URNIC_PCLMUL inline uint32_t finish128(__m128i x, uint8_t* dst, const uint8_t* src, size_t i,
-                                       size_t len) noexcept {
+// PSHUFB controls for the last partial lane (an index with bit 7 set yields a zero byte): from
+// kShuffle + r, byte j takes byte j + r (zero from 16 - r on); from kShuffle + 16 + r, byte j
+// takes byte j - (16 - r) (zero below 16 - r).
+alignas(16) constexpr uint8_t kShuffle[48] = {
+    0,    1,    2,    3,    4,    5,    6,    7,    8,    9,    10,   11,   12,   13,   14,   15,
+    0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+    0,    1,    2,    3,    4,    5,    6,    7,    8,    9,    10,   11,   12,   13,   14,   15};
+
+// x covers the message up to len - r (len >= 16), 0 < r < 16 bytes are left. x followed by the
+// r bytes is A (x's first r bytes) followed by B (x's last 16 - r bytes, then the r new ones):
+// A, as a lane with 16 - r leading zero bytes (which do not change a CRC), folds over 128 bits
+// onto B. The r new bytes are the end of the last 16 source bytes, one unaligned load (whose
+// first 16 - r bytes are already in x; the copy stores them again, unchanged).
+template <Mode M>
+URNIC_PCLMUL inline __m128i fold_partial(__m128i x, const Io& io, size_t len, size_t r) noexcept {
+  const __m128i last = load128<M>(io, len - 16);
+  const __m128i shr = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kShuffle + r));
+  const __m128i shl = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kShuffle + 16 + r));
+  const __m128i a = _mm_shuffle_epi8(x, shl);
+  // shr's bytes from 16 - r on have bit 7 set, which is what BLENDV selects `last` by.
+  const __m128i b = _mm_blendv_epi8(_mm_shuffle_epi8(x, shr), last, shr);
+  return _mm_xor_si128(fold128(a, pair128(kConstants.fold128)), b);
+}
+
+// From the accumulator x covering bytes [0, i), i >= 16: the whole 16-byte lanes left, one at a
+// time, the partial one, and the reduction.
+template <Mode M>
+URNIC_PCLMUL inline uint32_t finish128(__m128i x, const Io& io, size_t i, size_t len) noexcept {
   const __m128i k = pair128(kConstants.fold128);
-  for (; i + 16 <= len; i += 16) x = _mm_xor_si128(fold128(x, k), load128<kCopy>(dst, src, i));
-  const uint32_t crc = reduce128(x);
-  return portable<kCopy>(crc, kCopy ? dst + i : nullptr, src + i, len - i);
+  for (; i + 16 <= len; i += 16) x = _mm_xor_si128(fold128(x, k), load128<M>(io, i));
+  if (i < len) x = fold_partial<M>(x, io, len, len - i);
+  return reduce128(x);
 }
 
 // Four accumulators 64 bytes apart: each folds over 512 bits per step, so four independent
-// multiply chains hide the PCLMULQDQ latency.
-template <bool kCopy>
-URNIC_PCLMUL uint32_t pclmul_kernel(uint32_t crc, uint8_t* dst, const uint8_t* src,
-                                    size_t len) noexcept {
-  if (len < 16) return portable<kCopy>(crc, dst, src, len);
+// multiply chains hide the PCLMULQDQ latency. Under 16 bytes, the table.
+template <Mode M>
+URNIC_PCLMUL uint32_t pclmul_kernel(uint32_t crc, const Io& io, size_t len) noexcept {
+  if (len < 16) return portable<M>(crc, io, 0, len);
   // The register continues into the message as its first 32 bits (reflected: the low 32 bits
   // of the first lane), which turns the raw CRC with initial register crc into one with 0.
-  __m128i x0 = _mm_xor_si128(load128<kCopy>(dst, src, 0), _mm_cvtsi32_si128(static_cast<int>(crc)));
+  __m128i x0 = _mm_xor_si128(load128<M>(io, 0), _mm_cvtsi32_si128(static_cast<int>(crc)));
   size_t i = 16;
   if (len >= 64) {
-    __m128i x1 = load128<kCopy>(dst, src, 16);
-    __m128i x2 = load128<kCopy>(dst, src, 32);
-    __m128i x3 = load128<kCopy>(dst, src, 48);
+    __m128i x1 = load128<M>(io, 16);
+    __m128i x2 = load128<M>(io, 32);
+    __m128i x3 = load128<M>(io, 48);
     const __m128i k4 = pair128(kConstants.fold512);
     for (i = 64; i + 64 <= len; i += 64) {
-      x0 = _mm_xor_si128(fold128(x0, k4), load128<kCopy>(dst, src, i));
-      x1 = _mm_xor_si128(fold128(x1, k4), load128<kCopy>(dst, src, i + 16));
-      x2 = _mm_xor_si128(fold128(x2, k4), load128<kCopy>(dst, src, i + 32));
-      x3 = _mm_xor_si128(fold128(x3, k4), load128<kCopy>(dst, src, i + 48));
+      x0 = _mm_xor_si128(fold128(x0, k4), load128<M>(io, i));
+      x1 = _mm_xor_si128(fold128(x1, k4), load128<M>(io, i + 16));
+      x2 = _mm_xor_si128(fold128(x2, k4), load128<M>(io, i + 32));
+      x3 = _mm_xor_si128(fold128(x3, k4), load128<M>(io, i + 48));
     }
     const __m128i k1 = pair128(kConstants.fold128);
     x1 = _mm_xor_si128(x1, fold128(x0, k1));
     x2 = _mm_xor_si128(x2, fold128(x1, k1));
     x0 = _mm_xor_si128(x3, fold128(x2, k1));
   }
-  return finish128<kCopy>(x0, dst, src, i, len);
+  return finish128<M>(x0, io, i, len);
 }
 
 // ---- VPCLMULQDQ over 64-byte vectors (AVX-512) ------------------------------------------------
@@ -165,10 +213,11 @@ URNIC_AVX512 inline __m512i fold512x(__m512i x, __m512i k, __m512i d) noexcept {
                                    _mm512_clmulepi64_epi128(x, k, 0x11), d, 0x96);
 }
 
-template <bool kCopy>
-URNIC_AVX512 inline __m512i load512(uint8_t* dst, const uint8_t* src, size_t i) noexcept {
-  const __m512i v = _mm512_loadu_si512(src + i);
-  if constexpr (kCopy) _mm512_storeu_si512(dst + i, v);
+template <Mode M>
+URNIC_AVX512 inline __m512i load512(const Io& io, size_t i) noexcept {
+  __m512i v = _mm512_loadu_si512(io.src + i);
+  if constexpr (M == Mode::kCopy) _mm512_storeu_si512(io.dst + i, v);
+  if constexpr (M == Mode::kMasked) v = _mm512_or_si512(v, _mm512_loadu_si512(io.mask + i));
   return v;
 }
 
@@ -192,59 +241,91 @@ URNIC_AVX512 inline __m128i lanes_to_one(__m512i x) noexcept {
 
 // Four 64-byte accumulators 256 bytes apart (16 independent lanes), folding over 2048 bits per
 // step; then one accumulator over the remaining whole 64-byte vectors; then the 16-byte path.
-template <bool kCopy>
-URNIC_AVX512 uint32_t avx512_kernel(uint32_t crc, uint8_t* dst, const uint8_t* src,
-                                    size_t len) noexcept {
-  if (len < 64) return pclmul_kernel<kCopy>(crc, dst, src, len);
+// Under 64 bytes, the 16-byte kernel.
+template <Mode M>
+URNIC_AVX512 uint32_t avx512_kernel(uint32_t crc, const Io& io, size_t len) noexcept {
+  if (len < 64) return pclmul_kernel<M>(crc, io, len);
   const __m512i init = _mm512_maskz_set1_epi32(1, static_cast<int>(crc));  // dword 0, rest 0
-  __m512i x0 = _mm512_xor_si512(load512<kCopy>(dst, src, 0), init);
+  __m512i x0 = _mm512_xor_si512(load512<M>(io, 0), init);
   size_t i = 64;
   const __m512i k1 = pair512(kConstants.fold512);
   if (len >= 256) {
-    __m512i x1 = load512<kCopy>(dst, src, 64);
-    __m512i x2 = load512<kCopy>(dst, src, 128);
-    __m512i x3 = load512<kCopy>(dst, src, 192);
+    __m512i x1 = load512<M>(io, 64);
+    __m512i x2 = load512<M>(io, 128);
+    __m512i x3 = load512<M>(io, 192);
     const __m512i k4 = pair512(kConstants.fold2048);
     for (i = 256; i + 256 <= len; i += 256) {
-      x0 = fold512x(x0, k4, load512<kCopy>(dst, src, i));
-      x1 = fold512x(x1, k4, load512<kCopy>(dst, src, i + 64));
-      x2 = fold512x(x2, k4, load512<kCopy>(dst, src, i + 128));
-      x3 = fold512x(x3, k4, load512<kCopy>(dst, src, i + 192));
+      x0 = fold512x(x0, k4, load512<M>(io, i));
+      x1 = fold512x(x1, k4, load512<M>(io, i + 64));
+      x2 = fold512x(x2, k4, load512<M>(io, i + 128));
+      x3 = fold512x(x3, k4, load512<M>(io, i + 192));
     }
     x1 = fold512x(x0, k1, x1);
     x2 = fold512x(x1, k1, x2);
     x0 = fold512x(x2, k1, x3);
   }
-  for (; i + 64 <= len; i += 64) x0 = fold512x(x0, k1, load512<kCopy>(dst, src, i));
-  return finish128<kCopy>(lanes_to_one(x0), dst, src, i, len);
+  for (; i + 64 <= len; i += 64) x0 = fold512x(x0, k1, load512<M>(io, i));
+  return finish128<M>(lanes_to_one(x0), io, i, len);
 }
 
 // ---- Dispatch -----------------------------------------------------------------------------------
 
+struct PortableKernel {
+  template <Mode M>
+  static uint32_t run(uint32_t crc, const Io& io, size_t len) noexcept {
+    return portable<M>(crc, io, 0, len);
+  }
+};
+struct PclmulKernel {
+  template <Mode M>
+  static uint32_t run(uint32_t crc, const Io& io, size_t len) noexcept {
+    return pclmul_kernel<M>(crc, io, len);
+  }
+};
+struct Avx512Kernel {
+  template <Mode M>
+  static uint32_t run(uint32_t crc, const Io& io, size_t len) noexcept {
+    return avx512_kernel<M>(crc, io, len);
+  }
+};
+
 using UpdateFn = uint32_t (*)(uint32_t, const uint8_t*, size_t) noexcept;
 using CopyFn = uint32_t (*)(uint32_t, uint8_t*, const uint8_t*, size_t) noexcept;
+using MaskedFn = uint32_t (*)(uint32_t, const uint8_t*, const uint8_t*, size_t) noexcept;
 
 struct Impl {
   UpdateFn update;
   CopyFn copy;
+  MaskedFn masked;
   Crc32Impl id;
 };
 
-template <auto Kernel>
+template <class K>
 uint32_t update_with(uint32_t crc, const uint8_t* src, size_t len) noexcept {
-  return Kernel(crc, nullptr, src, len);
+  return K::template run<Mode::kUpdate>(crc, Io{nullptr, src, nullptr}, len);
+}
+template <class K>
+uint32_t copy_with(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) noexcept {
+  return K::template run<Mode::kCopy>(crc, Io{dst, src, nullptr}, len);
+}
+template <class K>
+uint32_t masked_with(uint32_t crc, const uint8_t* src, const uint8_t* mask, size_t len) noexcept {
+  return K::template run<Mode::kMasked>(crc, Io{nullptr, src, mask}, len);
+}
+template <class K>
+constexpr Impl impl_for(Crc32Impl id) noexcept {
+  return {update_with<K>, copy_with<K>, masked_with<K>, id};
 }
 
-constexpr Impl kPortableImpl{update_with<portable<false>>, portable<true>, Crc32Impl::kPortable};
-constexpr Impl kPclmulImpl{update_with<pclmul_kernel<false>>, pclmul_kernel<true>,
-                           Crc32Impl::kPclmul};
-constexpr Impl kAvx512Impl{update_with<avx512_kernel<false>>, avx512_kernel<true>,
-                           Crc32Impl::kAvx512};
+constexpr Impl kPortableImpl = impl_for<PortableKernel>(Crc32Impl::kPortable);
+constexpr Impl kPclmulImpl = impl_for<PclmulKernel>(Crc32Impl::kPclmul);
+constexpr Impl kAvx512Impl = impl_for<Avx512Kernel>(Crc32Impl::kAvx512);
 
 // Until an implementation is chosen, g_impl points at these, which choose and call again.
 uint32_t resolve_update(uint32_t crc, const uint8_t* src, size_t len) noexcept;
 uint32_t resolve_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) noexcept;
-constexpr Impl kResolveImpl{resolve_update, resolve_copy, Crc32Impl::kPortable};
+uint32_t resolve_masked(uint32_t crc, const uint8_t* src, const uint8_t* mask, size_t len) noexcept;
+constexpr Impl kResolveImpl{resolve_update, resolve_copy, resolve_masked, Crc32Impl::kPortable};
 
 std::atomic<const Impl*> g_impl{&kResolveImpl};
 
@@ -260,14 +341,20 @@ const Impl* impl_of(Crc32Impl id) noexcept {
   return &kPortableImpl;
 }
 
-uint32_t resolve_update(uint32_t crc, const uint8_t* src, size_t len) noexcept {
+const Impl* chosen() noexcept {
   crc32_init();
-  return g_impl.load(std::memory_order_acquire)->update(crc, src, len);
+  return g_impl.load(std::memory_order_acquire);
 }
 
+uint32_t resolve_update(uint32_t crc, const uint8_t* src, size_t len) noexcept {
+  return chosen()->update(crc, src, len);
+}
 uint32_t resolve_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) noexcept {
-  crc32_init();
-  return g_impl.load(std::memory_order_acquire)->copy(crc, dst, src, len);
+  return chosen()->copy(crc, dst, src, len);
+}
+uint32_t resolve_masked(uint32_t crc, const uint8_t* src, const uint8_t* mask,
+                        size_t len) noexcept {
+  return chosen()->masked(crc, src, mask, len);
 }
 
 }  // namespace
@@ -330,6 +417,12 @@ uint32_t crc32_update(uint32_t crc, const void* src, size_t len) noexcept {
 uint32_t crc32_copy(uint32_t crc, void* dst, const void* src, size_t len) noexcept {
   return g_impl.load(std::memory_order_relaxed)
       ->copy(crc, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), len);
+}
+
+uint32_t crc32_update_masked(uint32_t crc, const void* src, const void* or_mask,
+                             size_t len) noexcept {
+  return g_impl.load(std::memory_order_relaxed)
+      ->masked(crc, static_cast<const uint8_t*>(src), static_cast<const uint8_t*>(or_mask), len);
 }
 
 }  // namespace urnic::wire

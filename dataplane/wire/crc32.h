@@ -15,9 +15,10 @@
 //
 // Implementations, chosen once at run time (crc32_init, or the first call): carry-less multiply
 // folding with PCLMULQDQ over 16-byte lanes, the same with VPCLMULQDQ over 64-byte vectors
-// (AVX-512), and a portable slicing-by-8 table, which the vector kernels also use for the last
-// len % 16 bytes. The vector kernels store each 16- or 64-byte vector they load into the
-// destination, so crc32_copy reads the source once.
+// (AVX-512), and a portable slicing-by-8 table, which the vector kernels also use for messages
+// under 16 bytes. A vector kernel takes the last len % 16 bytes with one more 16-byte load that
+// ends at the message end (and folds the lane it completes), not through the table. The vector
+// kernels store each vector they load into the destination, so crc32_copy reads the source once.
 //
 // Hot path: no allocation, no locks, no exceptions.
 #pragma once
@@ -51,6 +52,11 @@ uint32_t crc32_update(uint32_t crc, const void* src, size_t len) noexcept;
 // crc32_update(crc, src, len), while copying src to dst in the same pass. dst and src must not
 // overlap; any alignment, any length.
 uint32_t crc32_copy(uint32_t crc, void* dst, const void* src, size_t len) noexcept;
+
+// crc32_update over the bytes src[i] | or_mask[i] (for the ICRC: fields counted as all ones
+// without writing them into the frame).
+uint32_t crc32_update_masked(uint32_t crc, const void* src, const void* or_mask,
+                             size_t len) noexcept;
 
 // ---- Fold constants -------------------------------------------------------------------------
 //

@@ -76,37 +76,47 @@ inline void unmask(uint8_t* f, const FrameLayout& l, const Patch& p) noexcept {
   f[l.l4_off + sizeof(UdpHdr) + 4] = p.bth4;
 }
 
-// icrc_header_crc copies at most this many bytes from the IP header on (the IPv6, UDP and BTH
-// headers and the longest extension headers are 88), so that the prefix, the masked headers and
-// the extension headers usually go through one CRC call.
-constexpr uint32_t kMaxHeaderCopy = 120;
+// OR masks over the first ICRC bytes, from 8 bytes before the IP header: the LRH prefix (all
+// ones) and the variant fields (IPv4 TOS, TTL, header checksum; IPv6 traffic class, flow label,
+// hop limit; UDP checksum; BTH byte 4), through whole 16-byte lanes that contain BTH byte 4: 48
+// bytes over IPv4, 64 over IPv6 (the parser and the builder allow no IP options, so the UDP
+// header is at a fixed distance from the IP header).
+constexpr uint32_t kMaskLen4 = 48, kMaskLen6 = 64;
+using IcrcMask = std::array<uint8_t, kMaskLen6>;
 
-// Sets the variant fields of a copy of the headers to all ones; `ip` is the IP header, the UDP
-// header is `udp_rel` bytes after it and the BTH follows it.
-inline void mask_copy(uint8_t* ip, uint32_t udp_rel, bool ipv6) noexcept {
+constexpr IcrcMask make_mask(bool ipv6) noexcept {
+  IcrcMask m{};
+  for (uint32_t i = 0; i < kLrhPrefix; ++i) m[i] = 0xFF;
+  constexpr uint32_t ip = kLrhPrefix;
   if (ipv6) {
-    ip[0] |= 0x0F;  // traffic class high nibble; the version nibble is covered
-    ip[1] = ip[2] = ip[3] = 0xFF;
-    ip[7] = 0xFF;
+    m[ip] = 0x0F;  // traffic class high nibble; the version nibble is covered
+    m[ip + 1] = m[ip + 2] = m[ip + 3] = m[ip + 7] = 0xFF;
   } else {
-    ip[1] = ip[8] = ip[10] = ip[11] = 0xFF;
+    m[ip + 1] = m[ip + 8] = m[ip + 10] = m[ip + 11] = 0xFF;
   }
-  uint8_t* udp = ip + udp_rel;
-  udp[6] = udp[7] = 0xFF;
-  udp[sizeof(UdpHdr) + 4] = 0xFF;  // BTH byte 4 (FECN, BECN, reserved)
+  const uint32_t udp = ip + (ipv6 ? sizeof(Ipv6Hdr) : sizeof(Ipv4Hdr));
+  m[udp + 6] = m[udp + 7] = 0xFF;
+  m[udp + sizeof(UdpHdr) + 4] = 0xFF;  // BTH byte 4 (FECN, BECN, reserved)
+  return m;
 }
+
+constexpr IcrcMask kMask4 = make_mask(false), kMask6 = make_mask(true);
+static_assert(kLrhPrefix + sizeof(Ipv4Hdr) + sizeof(UdpHdr) + 4 < kMaskLen4);
+static_assert(kLrhPrefix + sizeof(Ipv6Hdr) + sizeof(UdpHdr) + 4 < kMaskLen6);
+static_assert(kMaskLen4 <= kLrhPrefix + sizeof(Ipv4Hdr) + sizeof(UdpHdr) + sizeof(Bth));
+static_assert(kMaskLen6 <= kLrhPrefix + sizeof(Ipv6Hdr) + sizeof(UdpHdr) + sizeof(Bth));
 
 }  // namespace
 
 uint32_t icrc_header_crc(const uint8_t* frame, const FrameLayout& l, uint32_t hdr_end) noexcept {
-  std::array<uint8_t, kLrhPrefix + kMaxHeaderCopy> buf;
-  const uint32_t n = std::min(hdr_end - l.l3_off, kMaxHeaderCopy);
-  std::memset(buf.data(), 0xFF, kLrhPrefix);
-  std::memcpy(buf.data() + kLrhPrefix, frame + l.l3_off, n);
-  mask_copy(buf.data() + kLrhPrefix, static_cast<uint32_t>(l.l4_off - l.l3_off), l.ipv6);
-  const uint32_t state = crc32_update(~0u, buf.data(), kLrhPrefix + n);
-  if (l.l3_off + n == hdr_end) return state;
-  return crc32_update(state, frame + l.l3_off + n, hdr_end - (l.l3_off + n));
+  // The 8 bytes before the IP header (the end of the Ethernet header) are read and counted as
+  // all ones through the mask; nothing is written.
+  const uint32_t start = l.l3_off - static_cast<uint32_t>(kLrhPrefix);
+  const uint32_t n = l.ipv6 ? kMaskLen6 : kMaskLen4;
+  const uint32_t state =
+      crc32_update_masked(~0u, frame + start, (l.ipv6 ? kMask6 : kMask4).data(), n);
+  if (start + n == hdr_end) return state;
+  return crc32_update(state, frame + start + n, hdr_end - (start + n));
 }
 
 void icrc_finish(uint8_t* frame, const FrameLayout& l, uint32_t state) noexcept {

@@ -41,9 +41,10 @@ bool icrc_check(uint8_t* frame, const FrameLayout& l) noexcept;
 
 // The raw CRC-32 register (crc32.h convention) over the 8-byte 0xFF LRH prefix and the frame's
 // bytes [l3_off, hdr_end) with the variant fields masked, i.e. the ICRC state where the payload
-// starts when hdr_end is l.payload_off. Uses l3_off, l4_off and ipv6; hdr_end must be at least
-// the end of the BTH (l4_off + 20) and at most l.icrc_off. Does not write to the frame: the
-// masking is done on a copy of the headers.
+// starts when hdr_end is l.payload_off. Uses l3_off and ipv6 (the IP header has no options);
+// hdr_end must be at least the end of the BTH (l4_off + 20) and at most l.icrc_off. Reads the 8
+// bytes before the IP header (counted as all ones) and does not write to the frame: the variant
+// fields are masked in registers (crc32_update_masked).
 uint32_t icrc_header_crc(const uint8_t* frame, const FrameLayout& l, uint32_t hdr_end) noexcept;
 
 // The ICRC of a raw register that has run over everything up to l.icrc_off.
