@@ -1,5 +1,7 @@
 // Wire micro-benchmarks: ICRC (rte_net_crc over the masked frame) next to memcpy of the same
-// sizes in the same run, and frame build / parse cost per frame.
+// sizes in the same run, and frame build / parse cost per frame; the CRC-32 kernels of
+// dataplane/wire/crc32.h (issue 13) alone, after a memcpy (two passes) and fused with the copy
+// (one pass), next to rte_net_crc and memcpy.
 //
 // Run: build/bench/bench_wire --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 // ICRC and memcpy report bytes/s (SetBytesProcessed) over the whole frame length.
@@ -9,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "dataplane/wire/crc32.h"
 #include "dataplane/wire/frame.h"
 #include "dataplane/wire/icrc.h"
 
@@ -60,7 +63,7 @@ void BM_Icrc(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(f.size()));
 }
-BENCHMARK(BM_Icrc)->Arg(64)->Arg(1024)->Arg(4096);
+BENCHMARK(BM_Icrc)->Arg(64)->Arg(256)->Arg(1024)->Arg(4096);
 
 void BM_Memcpy(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));
@@ -72,7 +75,114 @@ void BM_Memcpy(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(n));
 }
-BENCHMARK(BM_Memcpy)->Arg(64)->Arg(1024)->Arg(4096);
+BENCHMARK(BM_Memcpy)->Arg(64)->Arg(256)->Arg(1024)->Arg(4096)->Arg(65536);
+
+// ---- CRC-32 kernels (crc32.h) ------------------------------------------------------------------
+//
+// First argument: which CRC. kRte is rte_net_crc_calc (RTE_NET_CRC32_ETH, the algorithm
+// icrc_init chose); the others are crc32.h's implementations, forced with crc32_set_impl.
+// Second argument: bytes.
+enum CrcVariant : int64_t { kRte = 0, kPortable = 1, kPclmul = 2, kAvx512 = 3 };
+
+const char* variant_name(int64_t v) {
+  switch (v) {
+    case kRte:
+      return "rte_net_crc";
+    case kPortable:
+      return "portable";
+    case kPclmul:
+      return "pclmul";
+    default:
+      return "avx512";
+  }
+}
+
+// Selects the variant for a benchmark run; false (and the run is skipped) if the CPU lacks it.
+bool select_variant(benchmark::State& state) {
+  icrc_init();
+  const int64_t v = state.range(0);
+  state.SetLabel(variant_name(v));
+  if (v == kRte) return true;
+  if (crc32_set_impl(static_cast<Crc32Impl>(v - kPortable))) return true;
+  state.SkipWithError("CPU lacks this implementation");
+  return false;
+}
+
+uint32_t crc_of(int64_t v, const uint8_t* p, size_t n) {
+  if (v == kRte) return rte_net_crc_calc(p, static_cast<uint32_t>(n), RTE_NET_CRC32_ETH);
+  return ~crc32_update(~0u, p, n);
+}
+
+void set_bytes(benchmark::State& state, size_t n) {
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(n));
+}
+
+void crc_args(benchmark::internal::Benchmark* b, bool with_rte) {
+  for (int64_t v = with_rte ? kRte : kPortable; v <= kAvx512; ++v)
+    for (int64_t n : {64, 256, 1024, 4096, 65536}) b->Args({v, n});
+}
+
+// CRC alone.
+void BM_Crc(benchmark::State& state) {
+  if (!select_variant(state)) return;
+  const int64_t v = state.range(0);
+  const size_t n = static_cast<size_t>(state.range(1));
+  std::vector<uint8_t> src(n, 0x5A);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(crc_of(v, src.data(), n));
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, n);
+}
+BENCHMARK(BM_Crc)->Apply([](auto* b) { crc_args(b, true); });
+
+// CRC over the source, then memcpy: two passes, what the datapath does today.
+void BM_CrcThenMemcpy(benchmark::State& state) {
+  if (!select_variant(state)) return;
+  const int64_t v = state.range(0);
+  const size_t n = static_cast<size_t>(state.range(1));
+  std::vector<uint8_t> src(n, 0x5A), dst(n);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(crc_of(v, src.data(), n));
+    std::memcpy(dst.data(), src.data(), n);
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, n);
+}
+BENCHMARK(BM_CrcThenMemcpy)->Apply([](auto* b) { crc_args(b, true); });
+
+// crc32_copy: CRC and copy in one pass.
+void BM_Crc32Copy(benchmark::State& state) {
+  if (!select_variant(state)) return;
+  const size_t n = static_cast<size_t>(state.range(1));
+  std::vector<uint8_t> src(n, 0x5A), dst(n);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(crc32_copy(~0u, dst.data(), src.data(), n));
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, n);
+}
+BENCHMARK(BM_Crc32Copy)->Apply([](auto* b) { crc_args(b, false); });
+
+// The ICRC of a whole frame through crc32.h (icrc_header_crc up to the ICRC: the masked header
+// copy and the rest of the frame), per implementation, for comparison with BM_Icrc.
+void BM_IcrcCrc32(benchmark::State& state) {
+  if (!select_variant(state)) return;
+  auto f = frame_of(static_cast<uint32_t>(state.range(1)));
+  ParsedFrame p;
+  if (parse(f.data(), f.size(), p) != ParseError::kOk) state.SkipWithError("parse failed");
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(icrc_value(icrc_header_crc(f.data(), p.l, p.l.icrc_off)));
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, f.size());
+}
+BENCHMARK(BM_IcrcCrc32)->Apply([](auto* b) {
+  for (int64_t v = kPortable; v <= kAvx512; ++v)
+    for (int64_t n : {64, 256, 1024, 4096}) b->Args({v, n});
+});
 
 // The bitwise reference, to show what the PCLMULQDQ path buys.
 void BM_IcrcBitwiseReference(benchmark::State& state) {
