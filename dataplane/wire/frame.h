@@ -55,7 +55,7 @@ struct FrameLayout {
 };
 
 struct ParsedFrame {
-  uint8_t* data = nullptr;  // the frame; the ICRC check masks variant fields in place
+  uint8_t* data = nullptr;  // the frame
   FrameLayout l;
   uint8_t opcode = 0;
   uint32_t mask = 0;  // kOpcodeTable[opcode].mask, computed once (house style rule 10)

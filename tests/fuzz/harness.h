@@ -69,8 +69,8 @@ inline std::string check_parse(const uint8_t* data, size_t size) {
   for (uint8_t b : f.payload()) sum += b;
   static_cast<void>(sum);
 
-  // The ICRC masks variant fields in place: the frame must come back unchanged, and the
-  // rte_net_crc value must equal the bitwise reference (rxe_icrc.c semantics).
+  // The ICRC must leave the frame unchanged (it masks the variant fields in registers), and its
+  // value must equal the bitwise reference (rxe_icrc.c semantics).
   const std::vector<uint8_t> before(buf.get(), buf.get() + size);
   const uint32_t crc = wire::icrc_compute(buf.get(), l);
   if (std::memcmp(before.data(), buf.get(), size) != 0) return "icrc_compute changed the frame";

@@ -1,5 +1,5 @@
 // Known-answer tests (issue: wire format and ICRC): every frame in the shared vectors parses,
-// has its ICRC verified by DPDK's rte_net_crc and by the bitwise reference, re-builds byte for
+// has its ICRC verified by icrc_compute (crc32.h) and by the bitwise reference, re-builds byte for
 // byte from its parsed fields, and any corrupted covered byte is detected.
 #include <gtest/gtest.h>
 
