@@ -57,7 +57,7 @@ constexpr Tables kTables = make_tables();
 static_assert(kTables[0][1] == 0x77073096u && kTables[0][255] == 0x2D02EF8Du);
 
 template <Mode M>
-inline uint64_t load64(const Io& io, size_t i) noexcept {
+inline uint64_t load64(Io io, size_t i) noexcept {
   uint64_t w;
   std::memcpy(&w, io.src + i, 8);
   if constexpr (M == Mode::kCopy) std::memcpy(io.dst + i, &w, 8);
@@ -70,7 +70,7 @@ inline uint64_t load64(const Io& io, size_t i) noexcept {
 }
 
 template <Mode M>
-inline uint8_t load8(const Io& io, size_t i) noexcept {
+inline uint8_t load8(Io io, size_t i) noexcept {
   const uint8_t b = io.src[i];
   if constexpr (M == Mode::kCopy) io.dst[i] = b;
   if constexpr (M == Mode::kMasked) return b | io.mask[i];
@@ -79,7 +79,7 @@ inline uint8_t load8(const Io& io, size_t i) noexcept {
 
 // Bytes [i, len) of io through the tables, eight at a time, then one at a time.
 template <Mode M>
-inline uint32_t portable(uint32_t crc, const Io& io, size_t i, size_t len) noexcept {
+inline uint32_t portable(uint32_t crc, Io io, size_t i, size_t len) noexcept {
   for (; i + 8 <= len; i += 8) {
     const uint64_t w = load64<M>(io, i) ^ crc;
     crc = kTables[7][w & 0xFF] ^ kTables[6][(w >> 8) & 0xFF] ^ kTables[5][(w >> 16) & 0xFF] ^
@@ -106,7 +106,7 @@ URNIC_PCLMUL inline __m128i fold128(__m128i x, __m128i k) noexcept {
 }
 
 template <Mode M>
-URNIC_PCLMUL inline __m128i load128(const Io& io, size_t i) noexcept {
+URNIC_PCLMUL inline __m128i load128(Io io, size_t i) noexcept {
   __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(io.src + i));
   if constexpr (M == Mode::kCopy) _mm_storeu_si128(reinterpret_cast<__m128i*>(io.dst + i), v);
   if constexpr (M == Mode::kMasked)
@@ -150,7 +150,7 @@ alignas(16) constexpr uint8_t kShuffle[48] = {
 // onto B. The r new bytes are the end of the last 16 source bytes, one unaligned load (whose
 // first 16 - r bytes are already in x; the copy stores them again, unchanged).
 template <Mode M>
-URNIC_PCLMUL inline __m128i fold_partial(__m128i x, const Io& io, size_t len, size_t r) noexcept {
+URNIC_PCLMUL inline __m128i fold_partial(__m128i x, Io io, size_t len, size_t r) noexcept {
   const __m128i last = load128<M>(io, len - 16);
   const __m128i shr = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kShuffle + r));
   const __m128i shl = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kShuffle + 16 + r));
@@ -163,7 +163,7 @@ URNIC_PCLMUL inline __m128i fold_partial(__m128i x, const Io& io, size_t len, si
 // From the accumulator x covering bytes [0, i), i >= 16: the whole 16-byte lanes left, one at a
 // time, the partial one, and the reduction.
 template <Mode M>
-URNIC_PCLMUL inline uint32_t finish128(__m128i x, const Io& io, size_t i, size_t len) noexcept {
+URNIC_PCLMUL inline uint32_t finish128(__m128i x, Io io, size_t i, size_t len) noexcept {
   const __m128i k = pair128(kConstants.fold128);
   for (; i + 16 <= len; i += 16) x = _mm_xor_si128(fold128(x, k), load128<M>(io, i));
   if (i < len) x = fold_partial<M>(x, io, len, len - i);
@@ -173,7 +173,7 @@ URNIC_PCLMUL inline uint32_t finish128(__m128i x, const Io& io, size_t i, size_t
 // Four accumulators 64 bytes apart: each folds over 512 bits per step, so four independent
 // multiply chains hide the PCLMULQDQ latency. Under 16 bytes, the table.
 template <Mode M>
-URNIC_PCLMUL uint32_t pclmul_kernel(uint32_t crc, const Io& io, size_t len) noexcept {
+URNIC_PCLMUL uint32_t pclmul_kernel(uint32_t crc, Io io, size_t len) noexcept {
   if (len < 16) return portable<M>(crc, io, 0, len);
   // The register continues into the message as its first 32 bits (reflected: the low 32 bits
   // of the first lane), which turns the raw CRC with initial register crc into one with 0.
@@ -214,7 +214,7 @@ URNIC_AVX512 inline __m512i fold512x(__m512i x, __m512i k, __m512i d) noexcept {
 }
 
 template <Mode M>
-URNIC_AVX512 inline __m512i load512(const Io& io, size_t i) noexcept {
+URNIC_AVX512 inline __m512i load512(Io io, size_t i) noexcept {
   __m512i v = _mm512_loadu_si512(io.src + i);
   if constexpr (M == Mode::kCopy) _mm512_storeu_si512(io.dst + i, v);
   if constexpr (M == Mode::kMasked) v = _mm512_or_si512(v, _mm512_loadu_si512(io.mask + i));
@@ -243,7 +243,7 @@ URNIC_AVX512 inline __m128i lanes_to_one(__m512i x) noexcept {
 // step; then one accumulator over the remaining whole 64-byte vectors; then the 16-byte path.
 // Under 64 bytes, the 16-byte kernel.
 template <Mode M>
-URNIC_AVX512 uint32_t avx512_kernel(uint32_t crc, const Io& io, size_t len) noexcept {
+URNIC_AVX512 uint32_t avx512_kernel(uint32_t crc, Io io, size_t len) noexcept {
   if (len < 64) return pclmul_kernel<M>(crc, io, len);
   const __m512i init = _mm512_maskz_set1_epi32(1, static_cast<int>(crc));  // dword 0, rest 0
   __m512i x0 = _mm512_xor_si512(load512<M>(io, 0), init);
@@ -272,19 +272,19 @@ URNIC_AVX512 uint32_t avx512_kernel(uint32_t crc, const Io& io, size_t len) noex
 
 struct PortableKernel {
   template <Mode M>
-  static uint32_t run(uint32_t crc, const Io& io, size_t len) noexcept {
+  static uint32_t run(uint32_t crc, Io io, size_t len) noexcept {
     return portable<M>(crc, io, 0, len);
   }
 };
 struct PclmulKernel {
   template <Mode M>
-  static uint32_t run(uint32_t crc, const Io& io, size_t len) noexcept {
+  static uint32_t run(uint32_t crc, Io io, size_t len) noexcept {
     return pclmul_kernel<M>(crc, io, len);
   }
 };
 struct Avx512Kernel {
   template <Mode M>
-  static uint32_t run(uint32_t crc, const Io& io, size_t len) noexcept {
+  static uint32_t run(uint32_t crc, Io io, size_t len) noexcept {
     return avx512_kernel<M>(crc, io, len);
   }
 };
