@@ -11,7 +11,7 @@
 // bytes that turns those 8 bytes into the 0xFF prefix and the variant fields into ones
 // (crc32_update_masked). It does not write to the frame. (Until issue 13 it ran DPDK's
 // rte_net_crc after masking the frame in place and restored it; bench_wire measures the masked
-// kernel 1.3x (4 KiB) to 3x (256 B) faster (BM_Icrc against BM_IcrcRteInPlace), the in-place
+// kernel 1.26x (4 KiB) to 3x (256 B) faster (BM_Icrc against BM_IcrcRteInPlace), the in-place
 // masking's byte stores stalling the vector loads that read them back.)
 //
 // Fused with the payload copy (crc32.h): the TX and RX paths may instead compute the ICRC while
