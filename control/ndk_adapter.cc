@@ -425,6 +425,7 @@ Status Adapter::open(const AdapterConfig& config, Engine& engine,
     impl->eng = &engine.impl().dp;
     impl->info = detail::make_adapter_info();
     impl->cm_settings = config.cm;
+    impl->adaptive_retransmit = config.adaptive_retransmit;
     std::unique_ptr<Adapter> a(new Adapter(impl.get()));
     detail::AdapterImpl* p = impl.release();  // owned by `a` from here on
     p->pub = a.get();

@@ -15,10 +15,9 @@ namespace {
 
 using wire::Psn;
 
-void progress_lc(Qp& qp, uint64_t now) noexcept {
-  // Forward progress resets both retry counters (rxe reset_retry_counters(); IBTA §9.7.6.1).
-  lc(qp).req.retry_left = lc(qp).attr.retry_cnt;
-  lc(qp).req.rnr_left = lc(qp).attr.rnr_retry;
+// Forward progress since `before` (the oldest unacknowledged PSN then).
+void progress_lc(Qp& qp, Psn before, uint64_t now) noexcept {
+  requester_progress_lc(qp, static_cast<uint32_t>(Psn::diff(lc(qp).req.una, before)));
   requester_update_timer_lc(qp, now);
 }
 
@@ -39,6 +38,7 @@ bool ack_through_lc(Qp& qp, Psn upto) noexcept {
     }
     if (waits) {
       ++lc(qp).counters.implied_naks;
+      requester_loss_lc(qp);
       const Psn from = s.first_psn + static_cast<int32_t>(s.resp_pkts);
       r.una = from;
       requester_rewind_lc(qp, from);
@@ -106,7 +106,7 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint64_t now) noex
     // The requester may be retransmitting packets this ACK already covers: skip ahead.
     if (Psn::before(r.psn, r.una)) requester_rewind_lc(qp, r.una);
     // Only new PSNs count as progress: a stream of duplicate ACKs must not hold the timer off.
-    if (r.una != before) progress_lc(qp, now);
+    if (r.una != before) progress_lc(qp, before, now);
     return;
   }
   // NAKs carry the PSN of the request they refuse; everything before it was received.
@@ -116,10 +116,7 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint64_t now) noex
   // A NAK that acknowledges new PSNs is forward progress: the retry counters count retries
   // without progress (rxe reset_retry_counters()), so they start again from here.
   const bool progressed = r.una != una_before;
-  if (progressed) {
-    r.retry_left = lc(qp).attr.retry_cnt;
-    r.rnr_left = lc(qp).attr.rnr_retry;
-  }
+  if (progressed) requester_progress_lc(qp, static_cast<uint32_t>(Psn::diff(r.una, una_before)));
   if (type == wire::aeth::kRnrNak) {
     ++lc(qp).counters.rnr_naks_received;
     if (!ok_before) return;  // an implied NAK already rewound further back
@@ -150,6 +147,7 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint64_t now) noex
       --r.retry_left;
     }
     r.gap_retry = false;
+    requester_loss_lc(qp);
     requester_rewind_lc(qp, p);
     requester_update_timer_lc(qp, now);
     return;
@@ -193,6 +191,7 @@ void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p
       if (!r.gap_retry) {
         ++lc(qp).counters.implied_naks;
         r.gap_retry = true;
+        requester_loss_lc(qp);
         requester_rewind_lc(qp, s->first_psn + static_cast<int32_t>(s->resp_pkts));
       }
       return;
@@ -210,6 +209,7 @@ void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p
       // ACK timer (allowed, and faster: rocev2.md §3.6).
       ++lc(qp).counters.implied_naks;
       r.gap_retry = true;
+      requester_loss_lc(qp);
       requester_rewind_lc(qp, expected);
     }
     return;
@@ -231,6 +231,7 @@ void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p
   }
   r.gap_retry = false;
   ++s->resp_pkts;
+  const Psn before = r.una;
   r.una = p + 1;
   if (s->resp_pkts == s->npkts) {
     s->done = true;
@@ -240,7 +241,7 @@ void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p
     if ((s->wqe.flags & op_flag::kRdmaReadLocalInvalidate) && s->wqe.num_sge != 0)
       (void)ep.mrs().invalidate(s->wqe.sge[0].token, qp.config().pd);
   }
-  progress_lc(qp, now);
+  progress_lc(qp, before, now);
 }
 
 void on_atomic_ack_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p,
@@ -265,12 +266,13 @@ void on_atomic_ack_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p,
   s->done = true;
   s->wc = w == WcStatus::kSuccess ? WcStatus::kSuccess : WcStatus::kLocProtErr;
   --r.rd_atomic_outstanding;
+  const Psn before = r.una;
   r.una = p + 1;
   if (s->wc != WcStatus::kSuccess) {
     fail_lc(ep, qp, nullptr, s->wc);
     return;
   }
-  progress_lc(qp, now);
+  progress_lc(qp, before, now);
 }
 
 }  // namespace

@@ -178,7 +178,13 @@ bool Engine::phase_tx_flush(Endpoint& ep) noexcept {
     }
   }
   const uint32_t n = ep.tx_count();
-  if (n == 0 || ep.port() == nullptr) return false;
+  if (ep.port() == nullptr) return false;
+  if (n == 0) {
+    // Nothing to send: the one place where frames the kernel parked in an af_packet ring after
+    // a drop get out without waiting for the next burst (tx_kick.h).
+    if (ep.port()->tx_kick(ep.queue())) ++ep.counters().tx_kicks;
+    return false;
+  }
   uint32_t sent = 0;
   while (sent < n) {
     const uint16_t chunk = static_cast<uint16_t>(n - sent > 64 ? 64 : n - sent);

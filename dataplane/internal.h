@@ -72,6 +72,12 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
 void requester_rewind_lc(Qp& qp, wire::Psn psn) noexcept;
 // Arms / re-arms / disarms the local ACK timer after progress.
 void requester_update_timer_lc(Qp& qp, uint64_t now) noexcept;
+// Forward progress: `acked` PSNs newly acknowledged. Resets the retry counters and regrows a
+// send window that repeated timeouts shrank (QpConfig::adaptive_retransmit).
+void requester_progress_lc(Qp& qp, uint32_t acked) noexcept;
+// A loss the peer reported (sequence-error NAK) or the requester inferred (a READ response gap,
+// an implied NAK): with adaptive retransmission, halves the send window once per window of PSNs.
+void requester_loss_lc(Qp& qp) noexcept;
 // Local ACK timeout and RNR wait; returns whether anything happened.
 bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept;
 

@@ -83,6 +83,7 @@ Status Port::open(const PortConfig& cfg) {
     return Status::kDeviceNotReady;
   }
   open_ = true;
+  kick_.attach(cfg.port_id, cfg.queues);
   if (cfg.promiscuous) (void)rte_eth_promiscuous_enable(cfg.port_id);
   rte_ether_addr addr{};
   if (rte_eth_macaddr_get(cfg.port_id, &addr) == 0)
@@ -91,6 +92,7 @@ Status Port::open(const PortConfig& cfg) {
 }
 
 void Port::close() noexcept {
+  kick_.detach();  // net_af_packet closes its sockets when the port stops
   if (open_) (void)rte_eth_dev_stop(cfg_.port_id);
   open_ = false;
   // Closing releases the queues (and, for a virtual device, the port itself) before the

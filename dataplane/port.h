@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dataplane/tx_kick.h"
 #include "dataplane/wire/headers.h"
 #include "urnic/status.h"
 
@@ -64,8 +65,13 @@ class Port {
     return rte_eth_rx_burst(cfg_.port_id, q, pkts, n);
   }
   uint16_t tx_burst(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept {
-    return rte_eth_tx_burst(cfg_.port_id, q, pkts, n);
+    const uint16_t k = rte_eth_tx_burst(cfg_.port_id, q, pkts, n);
+    if (k != 0) kick_.note_sent(q);
+    return k;
   }
+  // From a step with nothing to send: net_af_packet only, re-kicks a TX ring whose last kick
+  // the kernel cut short (tx_kick.h). Returns whether a kick (a syscall) was made.
+  bool tx_kick(uint16_t q) noexcept { return kick_.kick_if_pending(q); }
 
   struct Stats {
     uint64_t rx_packets, tx_packets, rx_bytes, tx_bytes, rx_missed, rx_errors, tx_errors;
@@ -79,6 +85,7 @@ class Port {
   bool configured_ = false;
   bool open_ = false;
   bool claimed_ = false;  // this Port holds the process-wide claim on its port id
+  TxKick kick_;
 };
 
 }  // namespace urnic::dp

@@ -116,6 +116,11 @@ struct QpConfig {
   uint32_t max_recv_sge = kMaxSge;
   uint32_t max_inline = kMaxInline;
   uint32_t max_unacked_psns = 256;  // requester send window (rxe uses 128)
+  // AdapterConfig::adaptive_retransmit: after the second local ACK timeout in a row without
+  // progress, back off (the next wait drawn from [T, 2T], then [2T, 4T]) and restart the send
+  // window at four packets, halving it on further losses until it is whole again (requester.cc).
+  // false: plain go-back-N, the whole window again every T.
+  bool adaptive_retransmit = false;
   // Receives come from this shared receive queue instead of the QP's own ring (null: none).
   // Every QP sharing it must run on the SRQ's engine.
   Srq* srq = nullptr;
@@ -174,6 +179,17 @@ struct QpLc {
     uint8_t rnr_left = 7;
     uint64_t ack_deadline = 0;  // TSC; 0 = timer off
     uint64_t rnr_deadline = 0;  // TSC; 0 = not waiting
+    // Adaptive retransmission (QpConfig::adaptive_retransmit): PSNs that may be outstanding
+    // after repeated timeouts (0: the configured window), the slow-start threshold, the ACKed
+    // PSNs not yet turned into window growth above it, and the jitter generator's state.
+    uint32_t cwnd = 0;
+    uint32_t ssthresh = 0;
+    uint32_t cwnd_acc = 0;
+    uint32_t jitter = 0;
+    wire::Psn recover;  // one past the highest PSN sent at the last halving (once per window)
+    bool recovering = false;
+    bool congested = false;  // since a second timeout in a row, until the window is whole again
+    uint8_t timeouts_in_row = 0;  // local ACK timeouts without forward progress
     SendSlot& at(uint64_t i) noexcept { return slots[i & mask]; }
   } req;
 

@@ -77,6 +77,9 @@ void reset_requester(Qp& qp) noexcept {
   r.rd_atomic_outstanding = 0;
   r.gap_retry = false;
   r.ack_deadline = r.rnr_deadline = 0;
+  r.cwnd = r.ssthresh = r.cwnd_acc = 0;
+  r.recovering = r.congested = false;
+  r.timeouts_in_row = 0;
 }
 
 void reset_responder(Qp& qp) noexcept {

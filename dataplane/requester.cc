@@ -132,7 +132,105 @@ bool build_packet_lc(Endpoint& ep, Qp& qp, SendSlot& s, uint32_t k, WcStatus* er
   return true;
 }
 
+// PSNs that may be outstanding: the configured PSN limit, capped at 256 KiB of data in flight
+// (go-back-N resends the whole window per loss, and at 4 KiB MTU a 256-PSN window (1 MiB) made 1%
+// loss cost 4x the goodput that 64 PSNs do (bench_loopback BM_RdmaWriteLossy), with no lossless
+// cost on the loopback; 256 KiB still covers 100 Gb/s x 20 us of bandwidth-delay product), and
+// by the congestion window after repeated timeouts.
+uint32_t base_window_lc(const Qp& qp) noexcept {
+  constexpr uint32_t kMaxInFlightBytes = 256 * 1024;
+  return std::min(qp.config().max_unacked_psns, kMaxInFlightBytes / lc(qp).attr.path_mtu);
+}
+// The window after a retransmission timeout: 4 packets, not TCP's one, so that one lost packet
+// or ACK on a lossy path does not cost a whole retry (each retry with one packet in flight needs
+// that packet and its ACK through: at 20 % loss both pass only 64 % of the time).
+constexpr uint32_t kRestartWindow = 4;
+// The floor of a halving after a reported or inferred loss, in bytes in flight (what fills a
+// buffer): 4 packets at 4 KiB MTU, 16 at 1 KiB.
+constexpr uint32_t kMinLossBytes = 16 * 1024;
+
+uint32_t window_lc(const Qp& qp) noexcept {
+  const uint32_t w = base_window_lc(qp);
+  const uint32_t cwnd = lc(qp).req.cwnd;
+  return cwnd != 0 && cwnd < w ? cwnd : w;
+}
+
+// The wait before the next local ACK timeout, after a timeout that found no progress. IBTA
+// §9.7.6.1.3 gives the timer (T = 4.096 us * 2^timeout) and leaves open how the requester
+// retries. Plain go-back-N (rxe) resends the whole window every T; when the loss came from
+// overrun buffers - many QPs bursting through one bottleneck - every QP that lost frames in the
+// same burst times out at the same moment and resends its whole window again into the same
+// buffer, the same way each time, until one of them runs out of retries (issue 18: 64 QPs of
+// 64 KiB READs through a hop with 1 MiB socket buffers). So from the second timeout in a row
+// the QP backs off, by a random wait in [T, 2T] and then [2T, 4T] (random, so that the QPs stop
+// retrying in step), and restarts its window at four packets, growing it back with the ACKs
+// (requester_progress_lc), as TCP does after a retransmission timeout (RFC 5681 §3.1). A single
+// timeout (a lost tail) keeps plain go-back-N and the plain timer.
+uint64_t retry_wait_lc(Qp& qp, uint64_t t) noexcept {
+  auto& r = lc(qp).req;
+  if (!qp.config().adaptive_retransmit) return t;
+  if (r.timeouts_in_row != UINT8_MAX) ++r.timeouts_in_row;
+  if (r.timeouts_in_row < 2) return t;
+  if (r.cwnd == 0 || r.cwnd > kRestartWindow)
+    r.ssthresh = std::max(window_lc(qp) / 2, kRestartWindow);
+  r.cwnd = kRestartWindow;
+  r.cwnd_acc = 0;
+  r.recover = r.max_sent;
+  r.recovering = true;
+  r.congested = true;
+  // xorshift32, seeded per QP: no shared state between the engine's QPs, no syscall.
+  uint32_t x = r.jitter != 0 ? r.jitter : (qp.qpn() * 2654435761u) | 1u;
+  x ^= x << 13;
+  x ^= x >> 17;
+  x ^= x << 5;
+  r.jitter = x;
+  const uint64_t base = r.timeouts_in_row == 2 ? t : 2 * t;
+  return base + x % (base + 1);
+}
+
 }  // namespace
+
+void requester_progress_lc(Qp& qp, uint32_t acked) noexcept {
+  auto& r = lc(qp).req;
+  // Forward progress resets both retry counters (rxe reset_retry_counters(); IBTA §9.7.6.1).
+  r.retry_left = lc(qp).attr.retry_cnt;
+  r.rnr_left = lc(qp).attr.rnr_retry;
+  r.timeouts_in_row = 0;
+  if (r.recovering && !Psn::before(r.una, r.recover)) r.recovering = false;
+  if (r.cwnd == 0) return;
+  // Slow start up to ssthresh, then one PSN per window's worth of ACKed PSNs (RFC 5681 §3.1);
+  // back at the configured window the QP runs unlimited again.
+  if (r.cwnd < r.ssthresh) {
+    r.cwnd += acked;
+  } else {
+    r.cwnd_acc += acked;
+    while (r.cwnd_acc >= r.cwnd) {
+      r.cwnd_acc -= r.cwnd;
+      ++r.cwnd;
+    }
+  }
+  if (r.cwnd >= base_window_lc(qp)) {
+    r.cwnd = 0;
+    r.congested = false;
+  }
+}
+
+// Once a QP has timed out twice in a row (congested, until its window is whole again), losses
+// within one window of PSNs are one congestion event (RFC 6582's "recover"): the window halves
+// once, down to 16 KiB in flight, and grows back by one PSN per window ACKed. Without this, 64
+// QPs whose windows together hold 16 MiB (64 x 64 PSNs x 4 KiB) kept overrunning a 1 MiB buffer
+// after every recovery until one QP lost its responses eight times in a row. Only after timeouts:
+// halving on every NAK of random 1 % loss shrank a 64 KiB WRITE's goodput a hundredfold (a small
+// window turns every lost tail packet into a whole local ACK timeout).
+void requester_loss_lc(Qp& qp) noexcept {
+  auto& r = lc(qp).req;
+  if (!r.congested || (r.recovering && Psn::before(r.una, r.recover))) return;
+  r.ssthresh = std::max({window_lc(qp) / 2, kMinLossBytes / lc(qp).attr.path_mtu, kRestartWindow});
+  r.cwnd = r.ssthresh;
+  r.cwnd_acc = 0;
+  r.recover = r.max_sent;
+  r.recovering = true;
+}
 
 void requester_update_timer_lc(Qp& qp, uint64_t now) noexcept {
   auto& r = lc(qp).req;
@@ -191,13 +289,7 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
   }
   if (r.rnr_deadline != 0) return 0;  // waiting out an RNR NAK
   uint32_t built = 0;
-  // The window is the configured PSN limit, capped at 256 KiB of data in flight: go-back-N
-  // resends the whole window per loss, and at 4 KiB MTU a 256-PSN window (1 MiB) made 1% loss
-  // cost 4x the goodput that 64 PSNs do (bench_loopback BM_RdmaWriteLossy), with no lossless
-  // cost on the loopback. 256 KiB still covers 100 Gb/s x 20 us of bandwidth-delay product.
-  constexpr uint32_t kMaxInFlightBytes = 256 * 1024;
-  const uint32_t window =
-      std::min(qp.config().max_unacked_psns, kMaxInFlightBytes / lc(qp).attr.path_mtu);
+  const uint32_t window = window_lc(qp);
   while (built < budget && r.cur != r.tail) {
     SendSlot& s = r.at(r.cur);
     if (!s.started) {
@@ -300,7 +392,7 @@ bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
   --r.retry_left;
   r.gap_retry = false;
   requester_rewind_lc(qp, r.una);
-  r.ack_deadline = now + tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout));
+  r.ack_deadline = now + retry_wait_lc(qp, tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout)));
   return true;
 }
 

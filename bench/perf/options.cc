@@ -135,6 +135,8 @@ void print_usage(const char* prog) {
       "      --ipv6=ADDR         this adapter's IPv6 address (GID index 2)\n"
       "      --mac=MAC           source MAC (default: the port's)\n"
       "      --idle-yield=N      yield the CPU after N idle polls (cores shared with others)\n"
+      "      --retransmit=MODE   after repeated ACK timeouts: gbn (default, plain go-back-N) or\n"
+      "                          adaptive (jittered backoff, restart window, experimental)\n"
       "Waiting for the peer (real port):\n"
       "      --timeout=SEC       longest wait for the peer: a client to connect, each TCP step,\n"
       "                          the final sync, a run without progress (default 60; 0: none)\n"
@@ -291,6 +293,15 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
     } else if (key == "--connect-retry") {
       if (!num(&v, 0, 86400)) return false;
       o->connect_retry = static_cast<double>(v);
+    } else if (key == "--retransmit") {
+      std::string mode;
+      if (!value(&mode)) return false;
+      if (mode != "adaptive" && mode != "gbn") {
+        std::fprintf(stderr, "urnic-perf: --retransmit takes adaptive or gbn, not '%s'\n",
+                     mode.c_str());
+        return false;
+      }
+      o->adaptive_retransmit = mode == "adaptive";
     } else if (key == "--sweep") {
       o->sweep = true;
     } else if (key == "--no-progress") {

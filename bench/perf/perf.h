@@ -80,6 +80,8 @@ struct Options {
   // Client: how long to keep retrying a refused TCP connection (a server still starting);
   // 0 (as perftest): report the refusal at once.
   double connect_retry = 0;
+  // --retransmit=gbn (default) or adaptive: AdapterConfig::adaptive_retransmit.
+  bool adaptive_retransmit = false;
 
   bool loopback() const { return server.empty() && vdevs.empty() && pci.empty(); }
   Role role() const { return server.empty() ? Role::kServer : Role::kClient; }

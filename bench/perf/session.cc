@@ -169,9 +169,9 @@ void print_summary(const Outcome& out, uint64_t completions, const Totals& t, bo
       const uint64_t drops = e.rx_drops_total();
       std::printf(
           " endpoint: steps %llu busy %llu, rx %llu tx %llu pkts, rx drops %llu, "
-          "tx ring full %llu, mbuf alloc failures %llu\n",
+          "tx ring full %llu, tx kicks %llu, mbuf alloc failures %llu\n",
           u(e.steps), u(e.busy_steps), u(e.rx_packets), u(e.tx_packets), u(drops),
-          u(e.tx_ring_full), u(e.mbuf_alloc_failures));
+          u(e.tx_ring_full), u(e.tx_kicks), u(e.mbuf_alloc_failures));
     }
   }
   // One line per distinct note (an -a run checks every size).

@@ -53,6 +53,7 @@ class Env {
     cb.ipv6 = std::array<uint8_t, 16>{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
     ca.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 1};
     cb.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 2};
+    ca.adaptive_retransmit = cb.adaptive_retransmit = o.adaptive_retransmit;
     if (Status s = Adapter::open(ca, engine_, &a_); s != Status::kSuccess)
       return error("cannot open adapter A: " + std::string(to_string(s)));
     if (Status s = Adapter::open(cb, engine_, &b_); s != Status::kSuccess)
@@ -97,6 +98,7 @@ class Env {
       if (!parse_mac(o.mac, &m)) return error("bad --mac " + o.mac);
       c.mac = m;
     }
+    c.adaptive_retransmit = o.adaptive_retransmit;
     if (Status s = Adapter::open(c, engine_, &a_); s != Status::kSuccess)
       return error("cannot open port " + name + ": " + std::string(to_string(s)));
     uint32_t eth_mtu = 1500;

@@ -49,6 +49,15 @@ struct AdapterConfig {
   // boundary (urnic/counters.h). Testing builds only: an active config elsewhere fails open()
   // with kNotSupported.
   FaultConfig tx_faults, rx_faults;
+  // Retransmission after local ACK timeouts (IBTA §9.7.6.1.3 leaves the policy open). false (the
+  // default): plain go-back-N as rxe does it, the whole window again every T (T the QP's timeout
+  // attribute, 4.096 us * 2^timeout). true (experimental): from the second timeout in a row
+  // without progress, a QP waits a random [T, 2T], then [2T, 4T], restarts its window at four
+  // packets and, until the window is whole again, halves it on each further loss, so that QPs
+  // that overrun one buffer stop retrying in step. It helps many QPs through a small buffer and
+  // costs at extreme random loss (docs/design.md). Either way a QP fails after retry_cnt retries
+  // without progress.
+  bool adaptive_retransmit = false;
   // The connection manager behind Connector / Listener (IB CM over QP1, as rdma_cm speaks it).
   struct Cm {
     // Path MTU our connection requests offer (256, 512, 1024, 2048 or 4096); the passive side

@@ -75,6 +75,9 @@ struct PortCounters {
   uint64_t parse_errors[kParseErrorCount] = {};
   uint64_t mbuf_alloc_failures = 0;
   uint64_t tx_ring_full = 0;  // steps where the port took fewer frames than offered
+  // net_af_packet: extra kicks of the TX ring after a kernel drop parked frames in it (idle steps
+  // only; dataplane/tx_kick.h). 0 on every other driver.
+  uint64_t tx_kicks = 0;
 
   uint64_t rx_drops_total() const noexcept {
     uint64_t t = 0;

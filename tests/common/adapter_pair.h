@@ -135,8 +135,10 @@ inline void connect_qps(Qp& qa, Adapter& aa, Qp& qb, Adapter& ab, const ConnectP
 template <class Side>
 class AdapterPair {
  public:
-  // `name` must be unique in the process (it names the rings).
-  explicit AdapterPair(const std::string& name, const EngineConfig& ec = {}, uint32_t mbufs = 8191)
+  // `name` must be unique in the process (it names the rings). `adaptive_retransmit`: the
+  // adapters' AdapterConfig::adaptive_retransmit.
+  explicit AdapterPair(const std::string& name, const EngineConfig& ec = {}, uint32_t mbufs = 8191,
+                       bool adaptive_retransmit = false)
       : engine_(ec) {
     EXPECT_EQ(create_ring_port_pair(name, 1, &port_a, &port_b), Status::kSuccess);
     const uint16_t pa = port_a, pb = port_b;
@@ -152,6 +154,7 @@ class AdapterPair {
     cb.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 2};
     ca.key_seed = 0x1234;
     cb.key_seed = 0x5678;
+    ca.adaptive_retransmit = cb.adaptive_retransmit = adaptive_retransmit;
     EXPECT_EQ(Adapter::open(ca, engine_, &a.adapter), Status::kSuccess);
     EXPECT_EQ(Adapter::open(cb, engine_, &b.adapter), Status::kSuccess);
   }

@@ -647,7 +647,7 @@ TEST_F(Exhaustion, ReceiverPoolEmptyExecutesButCannotAnswerUntilMbufsReturn) {
   // sees as duplicates (re-ACK owed, READ replay queued; nothing executed twice). With its pool
   // back B answers, and everything completes exactly once.
   constexpr uint64_t kStall = 230;
-  RcPair p("ex_pool_rx");
+  RcPair p("ex_pool_rx", {}, false);  // plain go-back-N: the resend counts below are its
   Clock c = SmallTraffic::connect(p);
   SmallTraffic t;
   auto held = t.post_with_b_pool_empty(p, c, true, kStall);
@@ -682,7 +682,7 @@ TEST_F(Exhaustion, ReceiverDroppingFramesRecoversByRetransmission) {
   // as far as the protocol can tell. A's timer (timeout 4) resends three times into the void;
   // with B's pool back and frames arriving again, the fourth resend is executed, exactly once.
   constexpr uint64_t kStall = 230;
-  RcPair p("ex_pool_drop");
+  RcPair p("ex_pool_drop", {}, false);  // plain go-back-N: the resend counts below are its
   Clock c = SmallTraffic::connect(p);
   SmallTraffic t;
   FaultConfig fc;
@@ -856,7 +856,7 @@ TEST_F(Exhaustion, RecvCqOverrunStopsTheResponder) {
   // expires three times and A fails the first SEND with RETRY_EXC_ERR / STATUS_IO_TIMEOUT and
   // flushes the rest. Receive buffers 6 to 10 are never written.
   constexpr uint32_t kCq = 4, kSends = 10, kLen = 256;
-  RcPair p("ex_cq_recv");
+  RcPair p("ex_cq_recv", {}, false);  // plain go-back-N: the resend counts below are its
   p.timeout = 4;
   p.retry_cnt = 2;
   p.b.rcq.reset();

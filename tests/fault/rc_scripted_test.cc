@@ -212,12 +212,17 @@ struct Snapshot {
 
 class RcScripted : public EalTest {
  protected:
+  // B's QP goes away and A's WRITE + SEND run out of retries (`adaptive`:
+  // AdapterConfig::adaptive_retransmit).
+  static void peer_stops_answering(bool adaptive);
   // A connected pair with the given requester attributes (applied at RTR -> RTS).
+  // Plain go-back-N unless `adaptive` (AdapterConfig::adaptive_retransmit): the exact resend
+  // counts below are go-back-N's.
   static std::unique_ptr<RcPair> make_pair(uint8_t timeout, uint8_t retry_cnt = 7,
-                                           uint8_t rnr_retry = 7) {
+                                           uint8_t rnr_retry = 7, bool adaptive = false) {
     // Ring names must be unique in the process and short (rte_ring names).
     static std::atomic<int> n{0};
-    auto p = std::make_unique<RcPair>("scr" + std::to_string(n++));
+    auto p = std::make_unique<RcPair>("scr" + std::to_string(n++), EngineConfig{}, adaptive);
     p->timeout = timeout;
     p->retry_cnt = retry_cnt;
     p->rnr_retry = rnr_retry;
@@ -1019,7 +1024,16 @@ TEST_F(RcScripted, RetryExhaustedWhenEveryResponseIsLost) {
 // Slack on the time bound below, for the work between the steps (a few microseconds each).
 constexpr auto kBoundSlack = std::chrono::milliseconds(5);
 
-TEST_F(RcScripted, PeerStopsAnsweringRetryExceededWithinBound) {
+TEST_F(RcScripted, PeerStopsAnsweringRetryExceededWithinBound) { peer_stops_answering(false); }
+
+// Adaptive retransmission stays inside the same IBTA allowance (each wait at most 4x nominal),
+// and from the second timeout in a row resends at most the restart window of four packets
+// instead of all five outstanding (requester.cc retry_wait_lc).
+TEST_F(RcScripted, AdaptivePeerStopsAnsweringRestartsWindowRetryExceededWithinBound) {
+  peer_stops_answering(true);
+}
+
+void RcScripted::peer_stops_answering(bool adaptive) {
   // B's QP is destroyed: its frames hit "no QP" at B and are dropped, nothing comes back. From
   // post to RETRY_EXC_ERR there are retry_cnt + 1 expiries of the local ACK timer, each at most
   // 4x its nominal 4.096 us * 2^timeout (the spec's allowance, rocev2.md §3.2) and at least the
@@ -1030,7 +1044,7 @@ TEST_F(RcScripted, PeerStopsAnsweringRetryExceededWithinBound) {
   const auto nominal = ibta_timeout(kTimeout) * (kRetry + 1);
   const auto bound = 4 * nominal + kBoundSlack;
   Attempt run(kTimeout);
-  auto p = make_pair(kTimeout, kRetry);
+  auto p = RcScripted::make_pair(kTimeout, kRetry, 7, adaptive);
   const auto src = pattern(kLen, 30);
   const uint32_t ksrc = p->a.reg(src.data(), src.size(), 0);
   Guarded dst(kLen, 31);
@@ -1065,7 +1079,9 @@ TEST_F(RcScripted, PeerStopsAnsweringRetryExceededWithinBound) {
   // Nothing comes back, so these counts do not depend on scheduling.
   const QpCounters& ca = p->a.qp->live_counters();
   EXPECT_EQ(ca.timeouts, kRetry + 1u);
-  EXPECT_EQ(ca.retransmits, kRetry * (kPkts + 1));
+  // Plain: every retry resends the WRITE's packets and the SEND. Adaptive: the first retry too,
+  // then four packets per retry.
+  EXPECT_EQ(ca.retransmits, adaptive ? (kPkts + 1) + (kRetry - 1) * 4u : kRetry * (kPkts + 1));
   EXPECT_EQ(ca.acks_received, 0u);
   EXPECT_EQ(p->counters(p->b).port.rx_drops[static_cast<size_t>(RxDrop::kNoQp)], ca.tx_packets);
   EXPECT_EQ(first_diff(dst.bytes, before), -1);

@@ -141,7 +141,8 @@ struct Side {
 class RcPair : public AdapterPair<Side> {
  public:
   // `name` must be unique in the process (it names the rings).
-  explicit RcPair(const std::string& name, EngineConfig ecfg = {}) : AdapterPair(name, ecfg) {
+  explicit RcPair(const std::string& name, EngineConfig ecfg = {}, bool adaptive_retransmit = false)
+      : AdapterPair(name, ecfg, 8191, adaptive_retransmit) {
     for (Side* s : {&a, &b}) {
       EXPECT_EQ(s->adapter->create_pd(nullptr, nullptr, &s->pd), Status::kSuccess);
       EXPECT_EQ(s->adapter->create_cq(4096, nullptr, nullptr, nullptr, nullptr, &s->scq),

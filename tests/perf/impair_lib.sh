@@ -81,10 +81,10 @@ perf_pair() {
   shift 2
   # WAIT_OPTS: the waiting options (override to run an urnic-perf that predates them).
   local common=(--no-progress --idle-yield=64 -v ${WAIT_OPTS---timeout=60} "$@")
-  timeout 120 ip netns exec "$A" "$perf" "$t" --vdev=net_af_packet0,iface=roce0 --ip=198.18.1.1 \
+  timeout 120 ip netns exec "$A" "$perf" "$t" --vdev=net_af_packet0,iface=roce0${VDEV_OPTS-} --ip=198.18.1.1 \
     --lcores=0 "${common[@]}" >"$tmp/$name.srv" 2>&1 &
   local spid=$!
-  timeout 120 ip netns exec "$B" "$perf" "$t" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
+  timeout 120 ip netns exec "$B" "$perf" "$t" --vdev=net_af_packet0,iface=roce1${VDEV_OPTS-} --ip=198.18.1.2 \
     --lcores=1 ${RETRY_OPTS---connect-retry=30} "${common[@]}" 198.18.0.1 >"$tmp/$name.cli" 2>&1
   local crc=$?
   wait "$spid"
@@ -99,6 +99,34 @@ perf_pair() {
   PAIR_GBPS=$(echo "$PAIR_ROW" | awk '{print $4}')
   PAIR_MPPS=$(echo "$PAIR_ROW" | awk '{print $5}')
   [ -z "$PAIR_WHY" ]
+}
+
+# kdrop_start NS DEV PERCENT: the kernel drops PERCENT % of the frames DEV sends (random), in its
+# qdisc: HTB with a second class whose leaf is a zero-length pfifo, chosen by a classic-BPF
+# filter on a random number (this kernel has cls_bpf but neither netem nor the gact action). The
+# frame is refused at enqueue, as a full qdisc refuses it. urnic-perf must open the port with
+# qdisc_bypass=0 (VDEV_OPTS) for its frames to meet the qdisc. kdrop_stop NS DEV removes it;
+# kdrop_count NS DEV prints the frames dropped so far.
+kdrop_start() {
+  local ns=$1 dev=$2 pct=$3
+  local thr
+  thr=$(awk -v p="$pct" 'BEGIN { printf "%d", (1 - p / 100) * 65536 }')
+  kdrop_stop "$ns" "$dev"
+  local t=(ip netns exec "$ns" tc)
+  "${t[@]}" qdisc add dev "$dev" root handle 1: htb default 1 r2q 100000 &&
+    "${t[@]}" class add dev "$dev" parent 1: classid 1:1 htb rate 100gbit &&
+    "${t[@]}" class add dev "$dev" parent 1: classid 1:2 htb rate 100gbit &&
+    "${t[@]}" qdisc add dev "$dev" parent 1:2 handle 20: pfifo limit 0 &&
+    # ld rand; and 0xffff; jge thr -> ret -1 (match: class 1:2), else ret 0 (no match: default).
+    "${t[@]}" filter add dev "$dev" parent 1: prio 1 bpf \
+      bytecode "5,32 0 0 4294963256,84 0 0 65535,53 0 1 $thr,6 0 0 4294967295,6 0 0 0," classid 1:2
+}
+kdrop_stop() {
+  ip netns exec "$1" tc qdisc del dev "$2" root 2>/dev/null
+  return 0
+}
+kdrop_count() {
+  ip netns exec "$1" tc -s qdisc show dev "$2" | awk '/^qdisc pfifo 20:/ { f = 1 } f && /dropped/ { gsub(",", ""); for (i = 1; i <= NF; i++) if ($i == "(dropped") { print $(i + 1); exit } }'
 }
 
 # pair_dump NAME: both sides' output and the hop's counters (after a failure).
