@@ -48,6 +48,7 @@
 #include <limits>
 #include <new>
 
+#include "dataplane/wire/crc32.h"
 #include "urnic/types.h"
 
 namespace urnic::dp {
@@ -659,7 +660,16 @@ MrCheck MrTable::resolve(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, u
 }
 
 MrCheck MrTable::copy(uint32_t key, uint32_t pd, uint64_t va, const uint8_t* src, uint8_t* dst,
-                      uint64_t len, uint32_t acc, uint32_t qpn) const noexcept {
+                      uint64_t len, uint32_t acc, uint32_t qpn, uint32_t* crc) const noexcept {
+  const uint32_t crc0 = crc != nullptr ? *crc : 0;
+  // Out of the region into `dst`, with the CRC register run over the bytes when asked.
+  auto out = [crc](uint8_t* to, const uint8_t* from, uint64_t n) noexcept {
+    if (crc != nullptr) {
+      *crc = wire::crc32_copy(*crc, to, from, n);
+    } else {
+      std::memcpy(to, from, n);
+    }
+  };
   for (;;) {
     View v;
     const MrCheck r = lookup(key, pd, va, len, acc, qpn, &v);
@@ -671,7 +681,7 @@ MrCheck MrTable::copy(uint32_t key, uint32_t pd, uint64_t va, const uint8_t* src
       if (src != nullptr) {
         copy_in_order(host, src, len);
       } else {
-        std::memcpy(dst, host, len);
+        out(dst, host, len);
       }
       return MrCheck::kOk;
     }
@@ -691,12 +701,13 @@ MrCheck MrTable::copy(uint32_t key, uint32_t pd, uint64_t va, const uint8_t* src
         if (src != nullptr) {
           copy_in_order(segs[i].ptr, src + done, segs[i].len);
         } else {
-          std::memcpy(dst + done, segs[i].ptr, segs[i].len);
+          out(dst + done, segs[i].ptr, segs[i].len);
         }
         done += segs[i].len;
       }
     }
     if (!changed) return MrCheck::kOk;
+    if (crc != nullptr) *crc = crc0;  // the copy starts over
     // The region changed under a multi-batch copy (a range of more than kCopyBatchSegs pages):
     // start again from the key check, which normally now fails (the tag or state changed). What
     // copy_in wrote before went to pages the old version mapped.
@@ -711,6 +722,11 @@ MrCheck MrTable::copy_in(uint32_t key, uint32_t pd, uint64_t va, const void* src
 MrCheck MrTable::copy_out(uint32_t key, uint32_t pd, uint64_t va, void* dst, uint64_t len,
                           uint32_t acc, uint32_t qpn) const noexcept {
   return copy(key, pd, va, nullptr, static_cast<uint8_t*>(dst), len, acc, qpn);
+}
+
+MrCheck MrTable::copy_out_crc(uint32_t key, uint32_t pd, uint64_t va, void* dst, uint64_t len,
+                              uint32_t acc, uint32_t* crc, uint32_t qpn) const noexcept {
+  return copy(key, pd, va, nullptr, static_cast<uint8_t*>(dst), len, acc, qpn, crc);
 }
 
 MrCheck MrTable::atomic_target(uint32_t key, uint32_t pd, uint64_t va, uint64_t** word,

@@ -167,6 +167,10 @@ class MrTable {
   // check() + copy `len` bytes of the region at va into `dst`.
   MrCheck copy_out(uint32_t key, uint32_t pd, uint64_t va, void* dst, uint64_t len, uint32_t access,
                    uint32_t qpn = 0) const noexcept;
+  // copy_out that also runs the CRC-32 register *crc over the bytes copied, in the same pass
+  // (wire/crc32.h crc32_copy): the fused ICRC of the TX path. *crc is unchanged on failure.
+  MrCheck copy_out_crc(uint32_t key, uint32_t pd, uint64_t va, void* dst, uint64_t len,
+                       uint32_t access, uint32_t* crc, uint32_t qpn = 0) const noexcept;
 
   // check() of 8 bytes at an 8-byte aligned va with kRemoteAtomic, and the host address of the
   // 64-bit word (atomics execute on it with std::atomic_ref). kOutOfBounds if misaligned.
@@ -185,9 +189,9 @@ class MrTable {
   // Seqlock-validated lookup shared by every engine-side reader; fills *v on kOk.
   MrCheck lookup(uint32_t key, uint32_t pd, uint64_t va, uint64_t len, uint32_t access,
                  uint32_t qpn, View* v) const noexcept;
-  // copy_in (src set, dst null) and copy_out (dst set, src null).
+  // copy_in (src set, dst null) and copy_out (dst set, src null; `crc` non-null: fused CRC).
   MrCheck copy(uint32_t key, uint32_t pd, uint64_t va, const uint8_t* src, uint8_t* dst,
-               uint64_t len, uint32_t access, uint32_t qpn) const noexcept;
+               uint64_t len, uint32_t access, uint32_t qpn, uint32_t* crc = nullptr) const noexcept;
   // Engine-side writers: `check(entry, kind)` on the entry `key` names, under its lock,
   // returning its result; kInvalidKey for an index out of range or a free entry.
   template <class F>

@@ -9,6 +9,7 @@
 #include "dataplane/cq.h"
 #include "dataplane/internal.h"
 #include "dataplane/srq.h"
+#include "dataplane/wire/crc32.h"
 
 namespace urnic::dp {
 
@@ -274,12 +275,30 @@ void qp_send_frame_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, uint8_t opcode,
   ep.tx_append(m);
 }
 
+uint32_t qp_header_crc_lc(const Qp& qp, const rte_mbuf* m, uint8_t opcode,
+                          uint32_t payload_len) noexcept {
+  return wire::header_crc(rte_pktmbuf_mtod(m, const uint8_t*), lc(qp).attr.av, opcode, payload_len);
+}
+
+void qp_send_frame_crc_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, uint8_t opcode, uint32_t payload_len,
+                          uint32_t crc) noexcept {
+  const uint32_t len = wire::finish_frame_crc(rte_pktmbuf_mtod(m, uint8_t*), lc(qp).attr.av, opcode,
+                                              payload_len, crc);
+  ++lc(qp).counters.tx_packets;
+  lc(qp).counters.tx_bytes += len;
+  ep.tx_append(m);
+}
+
 WcStatus gather_lc(const MrTable& mrs, uint32_t pd, const SendWqe& wqe, uint32_t off, uint32_t len,
-                   uint8_t* dst) noexcept {
+                   uint8_t* dst, uint32_t* crc) noexcept {
   if (len == 0) return WcStatus::kSuccess;
   if (wqe.flags & op_flag::kInline) {
     // Inline data was copied into the WQE at post time; its SGE tokens are ignored (NDK).
-    std::memcpy(dst, wqe.inline_data + off, len);
+    if (crc != nullptr) {
+      *crc = wire::crc32_copy(*crc, dst, wqe.inline_data + off, len);
+    } else {
+      std::memcpy(dst, wqe.inline_data + off, len);
+    }
     return WcStatus::kSuccess;
   }
   for (uint32_t i = 0; i < wqe.num_sge && len != 0; ++i) {
@@ -289,7 +308,8 @@ WcStatus gather_lc(const MrTable& mrs, uint32_t pd, const SendWqe& wqe, uint32_t
       continue;
     }
     const uint32_t n = s.length - off < len ? s.length - off : len;
-    if (mrs.copy_out(s.token, pd, s.addr + off, dst, n, access::kLocalRead) != MrCheck::kOk)
+    if (mrs.copy_out_crc(s.token, pd, s.addr + off, dst, n, access::kLocalRead, crc) !=
+        MrCheck::kOk)
       return WcStatus::kLocProtErr;
     dst += n;
     len -= n;

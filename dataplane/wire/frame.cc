@@ -3,6 +3,7 @@
 #include <array>
 #include <cstring>
 
+#include "dataplane/wire/crc32.h"
 #include "dataplane/wire/icrc.h"
 
 namespace urnic::wire {
@@ -236,6 +237,21 @@ uint32_t finish_frame(uint8_t* out, const NetHeaders& net, uint8_t opcode,
   // Pad bytes are zero and covered by the ICRC (IBTA §9.2.1.6 / rocev2.md §1.2).
   std::memset(out + l.payload_off + payload_len, 0, l.pad);
   icrc_write(out, l);
+  return l.frame_len();
+}
+
+uint32_t header_crc(const uint8_t* out, const NetHeaders& net, uint8_t opcode,
+                    uint32_t payload_len) noexcept {
+  const FrameLayout l = layout_for(net, opcode, payload_len);
+  return icrc_header_crc(out, l, l.payload_off);
+}
+
+uint32_t finish_frame_crc(uint8_t* out, const NetHeaders& net, uint8_t opcode, uint32_t payload_len,
+                          uint32_t state) noexcept {
+  const FrameLayout l = layout_for(net, opcode, payload_len);
+  uint8_t* pad = out + l.payload_off + payload_len;
+  std::memset(pad, 0, l.pad);
+  icrc_finish(out, l, crc32_update(state, pad, l.pad));
   return l.frame_len();
 }
 

@@ -145,6 +145,15 @@ inline uint32_t frame_length(const NetHeaders& net, uint8_t opcode, uint32_t pay
 uint32_t build_headers(uint8_t* out, const NetHeaders& net, const TransportHeaders& th,
                        uint32_t payload_len) noexcept;
 
+// The fused TX path (issue 13): the ICRC register over the LRH prefix and the masked headers of
+// a frame whose headers build_headers() wrote (icrc.h icrc_header_crc); the payload copy then
+// continues it (crc32_copy) and finish_frame_crc() pads, runs it over the pad and stores the
+// ICRC. The same frame as finish_frame() makes, with the payload read once instead of twice.
+uint32_t header_crc(const uint8_t* out, const NetHeaders& net, uint8_t opcode,
+                    uint32_t payload_len) noexcept;
+uint32_t finish_frame_crc(uint8_t* out, const NetHeaders& net, uint8_t opcode, uint32_t payload_len,
+                          uint32_t state) noexcept;
+
 // Writes the zero pad and the ICRC after a payload placed by the caller; returns the frame
 // length. `out` must hold frame_length() bytes.
 uint32_t finish_frame(uint8_t* out, const NetHeaders& net, uint8_t opcode,
