@@ -202,12 +202,6 @@ for f in "${faults[@]}"; do
   hop_start ${f#*:} --seed=7 $big
   for r in "${runs[@]}"; do
     rname=${r%%:*}
-    # Open: 64 QPs of atomics at 5 % loss run out of retries (2 of 2 CI runs, with 3 500 timeouts
-    # and 620 000 responses dropped as stale on the requester); IMPAIR_KNOWN_FAILING=1 runs it.
-    if [ "$fname.$rname" = loss5.atomic_q64 ] && [ "${IMPAIR_KNOWN_FAILING:-0}" != 1 ]; then
-      echo "skip $fname.$rname (known failing, issue 18)"
-      continue
-    fi
     # shellcheck disable=SC2086
     check "${fname}_$rname" ${r#*:}
     case $rname in
