@@ -45,18 +45,18 @@ void qp_complete_recv_lc(Qp& qp, const RecvWqe& wqe, WcStatus wc, uint32_t bytes
 // Returns the mbuf and, in *payload, where the payload goes; null on mempool exhaustion.
 rte_mbuf* qp_frame_lc(Endpoint& ep, Qp& qp, const wire::TransportHeaders& th, uint32_t payload_len,
                       uint8_t** payload) noexcept;
-// Pads, computes the ICRC and queues the frame for transmission.
-void qp_send_frame_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, uint8_t opcode,
-                      uint32_t payload_len) noexcept;
-// The fused ICRC (issue 13): the CRC register over the headers qp_frame_lc() wrote, to be carried
-// through the payload copy (gather_lc / MrTable::copy_out_crc), and the send that finishes it.
-// Payloads from this size take the fused path; below, the separate CRC over the whole frame costs
-// fewer instructions (bench/cost, 64 B WRITE: 3 235 separate, 3 359 fused).
+// The fused ICRC (issue 13): payloads from kFuseMinPayload bytes are run through the ICRC while
+// they are copied into the frame (gather_lc / MrTable::copy_out_crc); below, one CRC over the
+// whole frame after the copy costs fewer instructions (bench/cost, 64 B WRITE: 3 235 separate,
+// 3 359 fused). qp_fused_crc_lc() starts the register over the headers qp_frame_lc() wrote, in
+// *state, and returns state; or null when the payload is too short to fuse.
 inline constexpr uint32_t kFuseMinPayload = 512;
-uint32_t qp_header_crc_lc(const Qp& qp, const rte_mbuf* m, uint8_t opcode,
-                          uint32_t payload_len) noexcept;
-void qp_send_frame_crc_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, uint8_t opcode, uint32_t payload_len,
-                          uint32_t crc) noexcept;
+uint32_t* qp_fused_crc_lc(const Qp& qp, const rte_mbuf* m, uint8_t opcode, uint32_t payload_len,
+                          uint32_t* state) noexcept;
+// Pads, computes the ICRC (or finishes the fused register `crc`, when not null) and queues the
+// frame for transmission.
+void qp_send_frame_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, uint8_t opcode, uint32_t payload_len,
+                      const uint32_t* crc = nullptr) noexcept;
 // A BTH for a frame from this QP to its peer.
 wire::TransportHeaders qp_headers(const Qp& qp, uint8_t opcode, wire::Psn psn,
                                   bool ack_req) noexcept;

@@ -266,27 +266,23 @@ rte_mbuf* qp_frame_lc(Endpoint& ep, Qp& qp, const wire::TransportHeaders& th, ui
   return m;
 }
 
-void qp_send_frame_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, uint8_t opcode,
-                      uint32_t payload_len) noexcept {
-  const uint32_t len =
-      wire::finish_frame(rte_pktmbuf_mtod(m, uint8_t*), lc(qp).attr.av, opcode, payload_len);
+void qp_send_frame_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, uint8_t opcode, uint32_t payload_len,
+                      const uint32_t* crc) noexcept {
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  const uint32_t len = crc != nullptr
+                           ? wire::finish_frame_crc(f, lc(qp).attr.av, opcode, payload_len, *crc)
+                           : wire::finish_frame(f, lc(qp).attr.av, opcode, payload_len);
   ++lc(qp).counters.tx_packets;
   lc(qp).counters.tx_bytes += len;
   ep.tx_append(m);
 }
 
-uint32_t qp_header_crc_lc(const Qp& qp, const rte_mbuf* m, uint8_t opcode,
-                          uint32_t payload_len) noexcept {
-  return wire::header_crc(rte_pktmbuf_mtod(m, const uint8_t*), lc(qp).attr.av, opcode, payload_len);
-}
-
-void qp_send_frame_crc_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, uint8_t opcode, uint32_t payload_len,
-                          uint32_t crc) noexcept {
-  const uint32_t len = wire::finish_frame_crc(rte_pktmbuf_mtod(m, uint8_t*), lc(qp).attr.av, opcode,
-                                              payload_len, crc);
-  ++lc(qp).counters.tx_packets;
-  lc(qp).counters.tx_bytes += len;
-  ep.tx_append(m);
+uint32_t* qp_fused_crc_lc(const Qp& qp, const rte_mbuf* m, uint8_t opcode, uint32_t payload_len,
+                          uint32_t* state) noexcept {
+  if (payload_len < kFuseMinPayload) return nullptr;
+  *state =
+      wire::header_crc(rte_pktmbuf_mtod(m, const uint8_t*), lc(qp).attr.av, opcode, payload_len);
+  return state;
 }
 
 WcStatus gather_lc(const MrTable& mrs, uint32_t pd, const SendWqe& wqe, uint32_t off, uint32_t len,

@@ -123,21 +123,16 @@ bool build_packet_lc(Endpoint& ep, Qp& qp, SendSlot& s, uint32_t k, WcStatus* er
   rte_mbuf* m = qp_frame_lc(ep, qp, th, len, &payload);
   if (m == nullptr) return false;
   // From kFuseMinPayload bytes the payload is read once: gathered into the frame and run through
-  // the ICRC in one pass. Below, one CRC over the whole frame after the copy costs less.
-  const bool fuse = len >= kFuseMinPayload;
-  uint32_t crc = fuse ? qp_header_crc_lc(qp, m, op, len) : 0;
-  const WcStatus g =
-      gather_lc(ep.mrs(), qp.config().pd, w, off, len, payload, fuse ? &crc : nullptr);
+  // the ICRC in one pass.
+  uint32_t state = 0;
+  uint32_t* crc = qp_fused_crc_lc(qp, m, op, len, &state);
+  const WcStatus g = gather_lc(ep.mrs(), qp.config().pd, w, off, len, payload, crc);
   if (g != WcStatus::kSuccess) {
     rte_pktmbuf_free(m);
     *err = g;
     return true;
   }
-  if (fuse) {
-    qp_send_frame_crc_lc(ep, qp, m, op, len, crc);
-  } else {
-    qp_send_frame_lc(ep, qp, m, op, len);
-  }
+  qp_send_frame_lc(ep, qp, m, op, len, crc);
   return true;
 }
 

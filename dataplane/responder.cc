@@ -623,21 +623,16 @@ uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget) noexcept {
         if (m == nullptr) return built;
         // Re-validated per packet, so an invalidation or deregistration stops the stream. The
         // copy runs the ICRC over the payload in the same pass.
-        const bool fuse = len >= kFuseMinPayload;
-        uint32_t crc = fuse ? qp_header_crc_lc(qp, m, opcode, len) : 0;
+        uint32_t state = 0;
+        uint32_t* crc = qp_fused_crc_lc(qp, m, opcode, len, &state);
         if (len != 0 && ep.mrs().copy_out_crc(j.rkey, qp.config().pd, j.va + off, payload, len,
-                                              access::kRemoteRead, fuse ? &crc : nullptr,
-                                              qp.qpn()) != MrCheck::kOk) {
+                                              access::kRemoteRead, crc, qp.qpn()) != MrCheck::kOk) {
           rte_pktmbuf_free(m);
           // This READ is the oldest response owed: nothing must precede the NAK.
           fatal_nak_now_lc(ep, qp, psn, aeth::kNakRemoteAccessError);
           return built;
         }
-        if (fuse) {
-          qp_send_frame_crc_lc(ep, qp, m, opcode, len, crc);
-        } else {
-          qp_send_frame_lc(ep, qp, m, opcode, len);
-        }
+        qp_send_frame_lc(ep, qp, m, opcode, len, crc);
         ++j.next_pkt;
         ++built;
       }
