@@ -23,6 +23,12 @@ struct DcqcnCounters {
   uint64_t increases = 0;     // rate increase events (timer or byte counter)
 };
 
+// The rate a QP runs at unpaced: the configured maximum, resolved by the adapter from the link
+// speed when 0 (100 Gb/s if even that is unknown, e.g. a QP built by a protocol test).
+constexpr uint32_t cc_max_rate_mbps(const CongestionConfig& cc) noexcept {
+  return cc.dcqcn.max_rate_mbps != 0 ? cc.dcqcn.max_rate_mbps : 100'000;
+}
+
 class Dcqcn {
  public:
   // `max_rate_mbps` resolved already (config 0 -> the link speed); tsc_hz > 0.

@@ -328,8 +328,8 @@ class RcProtocol : public ::testing::Test {
 
   // ---- Running the stages and reading what they emitted --------------------------------------
 
-  uint32_t responder_tx(uint32_t budget = kBudget) {
-    return dp::responder_tx_lc(*ep_, *qp_, budget);
+  uint32_t responder_tx(uint32_t budget = kBudget, uint64_t now = kT0) {
+    return dp::responder_tx_lc(*ep_, *qp_, budget, now);
   }
   uint32_t requester_tx(uint64_t now = kT0) {
     return dp::requester_tx_lc(*ep_, *qp_, kBudget, now);
