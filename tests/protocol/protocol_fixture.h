@@ -232,8 +232,8 @@ class RcProtocol : public ::testing::Test {
   // Builds the frame the peer would send (the QP's address vector mirrored, DestQP = the QP)
   // and hands it to the RX path.
   // `net`: the peer's addresses (peer_net() unless a test changes a field, e.g. the ECN bits).
-  void receive(wire::TransportHeaders th, std::span<const uint8_t> payload = {},
-               uint64_t now = kT0, const wire::NetHeaders& net = peer_net()) {
+  void receive(wire::TransportHeaders th, std::span<const uint8_t> payload = {}, uint64_t now = kT0,
+               const wire::NetHeaders& net = peer_net()) {
     th.bth.pkey = wire::Be16::of(wire::kDefaultPkey);
     wire::Bth::DestQp::set(th.bth, kQpn);
     rte_mbuf* m = build(net, th, payload);
