@@ -74,7 +74,6 @@ SoftSwitch::SoftSwitch(const SwitchConfig& cfg) : cfg_(cfg), rng_(cfg.seed | 1) 
   if (cfg.rate_mbps != 0)
     tsc_per_byte_q16_ = static_cast<uint64_t>(hz * 8.0 * 65536.0 / (cfg.rate_mbps * 1e6));
   delay_tsc_ = static_cast<uint64_t>(hz * cfg.delay_us / 1e6);
-  slack_tsc_ = static_cast<uint64_t>(hz * 20e-6);
   static std::atomic<uint32_t> serial{0};
   const std::string name = "urnic_sw" + std::to_string(serial.fetch_add(1));
   pool_ =
@@ -165,6 +164,7 @@ void SoftSwitch::enqueue(Port& p, rte_mbuf* m, uint64_t now) noexcept {
       return;
     }
   }
+  if (p.count == 0 && p.next_free < now + delay_tsc_) p.next_free = now + delay_tsc_;
   p.ring[(p.head + p.count) % p.ring.size()] = {m, now + delay_tsc_};
   ++p.count;
   p.bytes += len;
@@ -202,10 +202,10 @@ void SoftSwitch::forward(uint32_t in, rte_mbuf* m, uint64_t now) noexcept {
 bool SoftSwitch::drain(Port& p, uint64_t now) noexcept {
   rte_mbuf* out[kBurst];
   uint16_t n = 0;
-  // The line: frame after frame, each taking its bytes' time at the rate. A line that fell idle
-  // restarts now, less a little slack so that the step granularity costs no capacity.
+  // The line: frame after frame, each taking its bytes' time at the rate, without a gap while
+  // the queue holds frames (a late step sends what the line would have sent meanwhile); an idle
+  // line starts again when a frame arrives (enqueue).
   uint64_t line = p.next_free;
-  if (line + slack_tsc_ < now) line = now - slack_tsc_;
   while (n < kBurst && n < p.count) {
     const Entry& e = p.ring[(p.head + n) % p.ring.size()];
     if (e.due > now || line > now) break;
