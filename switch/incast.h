@@ -18,30 +18,13 @@
 
 namespace urnic::sw {
 
-// DCQCN timing for a slow emulated fabric. ConnectX's defaults (urnic/congestion.h) assume a
-// 25-100 Gb/s link, where a flow sees a CE-marked frame every few microseconds: alpha updates
-// every 1 us with a gain of 5/1024, so at 1 Gb/s (a marked frame per flow every ~250 us) alpha
-// decays to almost nothing between CNPs, cuts are tiny, and the queue sits at the buffer's size
-// (measured: 53 % goodput, 1 MiB queue, 20 000 drops per second). This profile takes the
-// paper's timers instead (alpha every 55 us with gain 1/256, one CNP and one cut per 50 us, a
-// 10 MB byte counter) with a 1.5 ms increase timer (docs/design.md "Congestion control").
-inline DcqcnConfig dcqcn_slow_fabric() {
-  DcqcnConfig d;
-  d.alpha_period_us = 55;
-  d.g = 1020;
-  d.reduce_period_us = 50;
-  d.time_reset_us = 1500;
-  d.byte_reset = 10'000'000;
-  return d;
-}
-
 struct IncastConfig {
   uint32_t senders = 8;
   // The bottleneck: 1 Gb/s, 1 MiB buffer, RED from 5 KB to 200 KB (the paper's Kmin / Kmax)
   // with Pmax 100 % (a steep profile: at 50 % the queue's 99th percentile sat at Kmax).
   sw::SwitchConfig fabric;
-  // Every adapter's: DCQCN on, dcqcn_slow_fabric() timing, CNPs at most every 50 us per QP.
-  CongestionConfig congestion;
+  // Every adapter's: congestion_slow_fabric() (urnic/congestion.h).
+  CongestionConfig congestion = congestion_slow_fabric();
   uint32_t message = 64 * 1024;  // bytes per WRITE
   uint32_t outstanding = 4;      // WRITEs each sender keeps posted
   uint32_t mtu = 4096;
@@ -53,8 +36,6 @@ struct IncastConfig {
   IncastConfig() {
     fabric.rate_mbps = 1000;
     fabric.pmax = 1.0;
-    congestion.dcqcn = dcqcn_slow_fabric();
-    congestion.cnp_interval_us = 50;
   }
 };
 

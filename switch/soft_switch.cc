@@ -16,6 +16,7 @@ namespace urnic::sw {
 namespace {
 
 constexpr uint16_t kBurst = 32;
+constexpr uint16_t kMaxFrame = 9216;  // the largest frame a port receives (jumbo)
 
 // Sets CE in the frame's IP ECN field if the frame is ECN-capable (ECT(0) or ECT(1), RFC 3168
 // §5); false when it is not (Not-ECT, or not IP). The ICRC does not cover the ECN bits (rocev2.md
@@ -76,8 +77,10 @@ SoftSwitch::SoftSwitch(const SwitchConfig& cfg) : cfg_(cfg), rng_(cfg.seed | 1) 
   delay_tsc_ = static_cast<uint64_t>(hz * cfg.delay_us / 1e6);
   static std::atomic<uint32_t> serial{0};
   const std::string name = "urnic_sw" + std::to_string(serial.fetch_add(1));
-  pool_ =
-      rte_pktmbuf_pool_create(name.c_str(), 8191, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  // Jumbo-sized buffers: af_packet and tap copy each received frame into one mbuf, and RoCEv2
+  // frames at path MTU 4096 do not fit the default 2 KiB.
+  pool_ = rte_pktmbuf_pool_create(name.c_str(), 4095, 0, 0, RTE_PKTMBUF_HEADROOM + kMaxFrame,
+                                  SOCKET_ID_ANY);
   if (cfg.impair.active()) impair_ = std::make_unique<dp::FaultInjector>(cfg.impair);
 }
 

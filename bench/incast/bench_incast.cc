@@ -130,9 +130,10 @@ int main(int argc, char** argv) {
         return 2;
       }
       // Before the DCQCN options that follow it: they refine the profile.
-      c.congestion.dcqcn =
-          profile == "slow" ? urnic::sw::dcqcn_slow_fabric() : urnic::DcqcnConfig{};
-      c.congestion.cnp_interval_us = profile == "slow" ? 50 : 4;
+      const bool on = c.congestion.enabled;
+      c.congestion =
+          profile == "slow" ? urnic::congestion_slow_fabric() : urnic::CongestionConfig{};
+      c.congestion.enabled = on;
       known = true;
     }
     for (const auto& n : numeric) {

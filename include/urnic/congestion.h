@@ -61,4 +61,23 @@ struct CongestionConfig {
   DcqcnConfig dcqcn;
 };
 
+// Congestion control timed for a slow emulated fabric. ConnectX's defaults (above) assume a
+// 25-100 Gb/s link, where a flow sees a CE-marked frame every few microseconds: alpha updates
+// every 1 us with a gain of 5/1024, so at 1 Gb/s (a marked frame per flow every ~250 us) alpha
+// decays to almost nothing between CNPs, cuts are tiny, and the queue sits at the buffer's size
+// (measured: 53 % goodput, 1 MiB queue, 20 000 drops per second). This profile takes the
+// paper's timers instead (alpha every 55 us with gain 1/256, one CNP and one cut per 50 us, a
+// 10 MB byte counter) with a 1.5 ms increase timer (docs/design.md "Congestion control"; the
+// incast test and bench_incast run with it, urnic-perf --dcqcn=slow).
+inline CongestionConfig congestion_slow_fabric() {
+  CongestionConfig c;
+  c.cnp_interval_us = 50;
+  c.dcqcn.alpha_period_us = 55;
+  c.dcqcn.g = 1020;
+  c.dcqcn.reduce_period_us = 50;
+  c.dcqcn.time_reset_us = 1500;
+  c.dcqcn.byte_reset = 10'000'000;
+  return c;
+}
+
 }  // namespace urnic
