@@ -11,7 +11,8 @@
 #   2. Congestion control off: the same run passes, but its frames are Not-ECT, so RED drops them
 #      where it would have marked them: no CE mark, no CNP, drops and retransmissions.
 #
-# Usage: perf_switch_test.sh path/to/urnic-perf path/to/urnic-switch. Exits 77 (ctest
+# Usage: perf_switch_test.sh path/to/urnic-perf path/to/urnic-switch (SWITCH_PCAP=FILE: capture
+# the server's frames, CNPs among them, of the DCQCN run). Exits 77 (ctest
 # SKIP_RETURN_CODE) without root or network namespaces. Run alone: three processes poll.
 set -u
 perf=${1:?usage: perf_switch_test.sh path/to/urnic-perf path/to/urnic-switch}
@@ -59,9 +60,17 @@ run() {
 
 SW=(--rate=1000 --kmin=5000 --kmax=200000 --pmax=100 --lcore=0)
 
-# ---- 1. DCQCN on.
+# ---- 1. DCQCN on. With SWITCH_PCAP=FILE, what the server sends into the switch (its ACKs and
+# CNPs) is captured on h0 (tcpdump sees a veth's received frames).
 switch_start "${SW[@]}"
+cap_pid=""
+if [ -n "${SWITCH_PCAP-}" ] && command -v tcpdump >/dev/null; then
+  ip netns exec "$H" tcpdump -Q in -i h0 -w "$SWITCH_PCAP" -c 2000 'udp port 4791' \
+    >"$tmp/tcpdump.log" 2>&1 &
+  cap_pid=$!
+fi
 run dcqcn 3000 --cc=on --dcqcn=slow
+[ -n "$cap_pid" ] && kill "$cap_pid" 2>/dev/null && wait "$cap_pid" 2>/dev/null
 hop_stop
 line=$(bottleneck)
 echo "     switch: $line"
