@@ -156,8 +156,10 @@ bool Incast::poll(uint32_t i, std::vector<uint64_t>& bytes) {
   ResultEx r[16];
   const size_t n = send_[i]->cq->get_results_ex(r);
   for (size_t k = 0; k < n; ++k) {
-    if (r[k].status != Status::kSuccess)
+    if (r[k].status != Status::kSuccess) {
+      r_.transport_failed = true;
       return fail("sender " + std::to_string(i) + ": a WRITE completed with", r[k].status);
+    }
     bytes[i] += cfg_.message;
     --in_flight_[i];
     if (reposting_ && !post(i)) return false;

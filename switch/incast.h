@@ -48,7 +48,10 @@ struct IncastWindow {
 };
 
 struct IncastResult {
-  std::string error;                                     // empty when the run itself worked
+  std::string error;  // empty when the run itself worked
+  // The error is a WRITE that completed with an error status (a QP ran out of retries): an
+  // outcome of the run, not a failure to run it.
+  bool transport_failed = false;
   std::vector<IncastWindow> windows;                     // the measured ones
   uint32_t depth_p50 = 0, depth_p99 = 0, depth_max = 0;  // bottleneck queue, measured windows
   uint64_t drops_total = 0, drops_measured = 0;          // whole run / measured windows

@@ -46,6 +46,7 @@ TEST_F(Incast, WithoutCongestionControlTheBottleneckDrops) {
   if (!r.error.empty()) {
     // Go-back-N into a bottleneck that drops whatever passes Kmax: some QP's retransmissions
     // met a full queue seven times in a row and it failed with "retry counter exceeded".
+    EXPECT_TRUE(r.transport_failed) << r.error;
     EXPECT_NE(r.error.find("STATUS_IO_TIMEOUT"), std::string::npos) << r.error;
     return;
   }
