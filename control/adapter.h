@@ -57,6 +57,7 @@ struct QpInit {
   uint32_t max_inline = dp::kMaxInline;
   bool limit_outstanding = false;    // NDK: at most sq_depth / rq_depth requests outstanding
   bool adaptive_retransmit = false;  // dp::QpConfig::adaptive_retransmit
+  CongestionConfig congestion;       // dp::QpConfig::cc
 };
 // kInvalidParameter (as `*out` untouched) when a depth or limit is out of range.
 Status make_qp_config(const QpInit& init, uint32_t qpn, dp::QpConfig* out) noexcept;

@@ -11,12 +11,14 @@
 #include <rte_ring.h>
 
 #include <net/if.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <exception>
 #include <fstream>
+#include <numeric>
 #include <string>
 
 #include "control/eal.h"
@@ -184,6 +186,26 @@ Status create_ring_port_pair(std::string_view name, uint16_t queues, uint16_t* a
   }
 }
 
+namespace {
+
+// net_af_packet's default ring slots (2048 bytes) cannot hold a frame of path MTU 4096. Unless the
+// devargs give a geometry, slots of 4352 bytes (a 4096-byte payload with every header, plus the
+// 66-byte TPACKET_V2 header room, rounded up to 17 x 256), blocks of whole pages holding whole
+// slots (lcm with the page size), 512 slots, and one queue pair.
+std::string with_af_packet_geometry(std::string d) {
+  if (d.rfind("net_af_packet", 0) != 0) return d;
+  if (d.find("qpairs=") == std::string::npos) d += ",qpairs=1";
+  if (d.find("framesz=") != std::string::npos || d.find("blocksz=") != std::string::npos) return d;
+  constexpr uint32_t kFrame = 4352, kSlots = 512;
+  const uint32_t block = std::lcm(kFrame, static_cast<uint32_t>(::getpagesize()));
+  const uint32_t per_block = block / kFrame;
+  const uint32_t frames = (kSlots + per_block - 1) / per_block * per_block;
+  return d + ",framesz=" + std::to_string(kFrame) + ",blocksz=" + std::to_string(block) +
+         ",framecnt=" + std::to_string(frames);
+}
+
+}  // namespace
+
 Status open_vdev_port(std::string_view devargs, uint16_t* port_id) noexcept {
   if (Status s = need_eal(); s != Status::kSuccess) return s;
   if (port_id == nullptr) return fail(Status::kInvalidParameter, "open_vdev_port: null port_id");
@@ -193,7 +215,7 @@ Status open_vdev_port(std::string_view devargs, uint16_t* port_id) noexcept {
                 "open_vdev_port: devargs must start with a device name, e.g. "
                 "net_af_packet0,iface=veth0");
   try {
-    const std::string args(devargs);
+    const std::string args = with_af_packet_geometry(std::string(devargs));
     const int rc = rte_dev_probe(args.c_str());
     if (rc != 0)
       return fail(Status::kDeviceNotReady,

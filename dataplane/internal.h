@@ -139,7 +139,7 @@ const char* to_string(RespState s) noexcept;
 void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t now) noexcept;
 // Emits queued responder output (READ responses, ATOMIC ACKs, NAKs, the coalesced ACK) within
 // `budget` frames. Returns frames built.
-uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget) noexcept;
+uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) noexcept;
 
 // ---- completer.cc -----------------------------------------------------------------------------
 

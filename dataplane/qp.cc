@@ -5,6 +5,8 @@
 #include <array>
 #include <iterator>
 
+#include <rte_cycles.h>
+
 #include "dataplane/mr.h"
 
 namespace urnic {
@@ -43,6 +45,11 @@ void QpCounters::add(const QpCounters& o) noexcept {
   cq_overrun_errors += o.cq_overrun_errors;
   rnr_naks_coalesced += o.rnr_naks_coalesced;
   resp_queue_full += o.resp_queue_full;
+  ce_marked += o.ce_marked;
+  cnps_sent += o.cnps_sent;
+  cnps_received += o.cnps_received;
+  cc_rate_decreases += o.cc_rate_decreases;
+  cc_paced_mbps += o.cc_paced_mbps;
   for (size_t i = 0; i < std::size(completions_by_status); ++i)
     completions_by_status[i] += o.completions_by_status[i];
 }
@@ -186,6 +193,7 @@ Qp::Qp(const QpConfig& cfg) : cfg_(cfg) {
   lc_.resp.res_count = 1;
   lc_.resp.jobs = std::make_unique<RespJob[]>(kRespJobs);
   lc_.resp.jobs_mask = kRespJobs - 1;
+  lc_.dcqcn.init(cfg.cc.dcqcn, cc_max_rate_mbps(cfg.cc), rte_get_tsc_hz());
 }
 
 Status Qp::post_send(const SendWqe& wqe) noexcept {

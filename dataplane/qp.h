@@ -10,10 +10,12 @@
 #include <cstdint>
 #include <memory>
 
+#include "dataplane/dcqcn.h"
 #include "dataplane/ring.h"
 #include "dataplane/wire/frame.h"
 #include "dataplane/wire/psn.h"
 #include "dataplane/wqe.h"
+#include "urnic/congestion.h"
 #include "urnic/counters.h"
 #include "urnic/status.h"
 #include "urnic/types.h"
@@ -121,6 +123,9 @@ struct QpConfig {
   // window at four packets, halving it on further losses until it is whole again (requester.cc).
   // false: plain go-back-N, the whole window again every T.
   bool adaptive_retransmit = false;
+  // Congestion control (AdapterConfig::congestion): ECN marking, CNPs, DCQCN. The maximum rate
+  // is resolved (never 0) by the adapter: its configured value or the port's link speed.
+  CongestionConfig cc{};
   // Receives come from this shared receive queue instead of the QP's own ring (null: none).
   // Every QP sharing it must run on the SRQ's engine.
   Srq* srq = nullptr;
@@ -215,6 +220,11 @@ struct QpLc {
     bool ack_pending = false;  // a coalesced ACK is owed for ack_psn (no job queued)
     wire::Psn ack_psn;
   } resp;
+
+  // Congestion control (dataplane/congestion.cc): the reaction point's rate and pacer, and when
+  // the notification point last sent a CNP (TSC; 0: never).
+  Dcqcn dcqcn;
+  uint64_t last_cnp_tsc = 0;
 
   std::atomic<QpState> public_state_{QpState::kReset};
 };

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 
+#include "dataplane/congestion.h"
 #include "dataplane/internal.h"
 
 namespace urnic::dp {
@@ -292,6 +293,7 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
     }
   }
   if (r.rnr_deadline != 0) return 0;  // waiting out an RNR NAK
+  cc_advance_lc(qp, now);
   uint32_t built = 0;
   const uint32_t window = window_lc(qp);
   while (built < budget && r.cur != r.tail) {
@@ -334,6 +336,9 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
       continue;
     }
     if (Psn::diff(r.psn, r.una) >= static_cast<int32_t>(window)) break;
+    if (!cc_may_send(qp, now)) [[unlikely]]
+      break;  // paced by DCQCN: the next slot is in a later step
+    const uint64_t bytes_before = lc(qp).counters.tx_bytes;
     WcStatus err = WcStatus::kSuccess;
     if (!build_packet_lc(ep, qp, s, r.cur_pkt, &err)) break;  // mempool empty: next step
     if (err != WcStatus::kSuccess) {
@@ -344,6 +349,7 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
       return built;
     }
     ++built;
+    cc_sent(qp, lc(qp).counters.tx_bytes - bytes_before, now);
     const Psn sent = s.first_psn + static_cast<int32_t>(r.cur_pkt);
     if (Psn::before(sent, r.max_sent)) ++lc(qp).counters.retransmits;
     if (wr_has(s.wqe.opcode, wr_mask::kReadOrAtomic)) {

@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "dataplane/congestion.h"
 #include "dataplane/internal.h"
 #include "dataplane/srq.h"
 
@@ -597,7 +598,7 @@ void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t)
   finish_lc(ep, qp, pkt, st);
 }
 
-uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget) noexcept {
+uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) noexcept {
   if (lc(qp).state != QpState::kRtr && lc(qp).state != QpState::kRts &&
       lc(qp).state != QpState::kSqd)
     return 0;
@@ -608,7 +609,7 @@ uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget) noexcept {
     RespJob& j = s.jobs[s.jobs_head & s.jobs_mask];
     uint8_t* payload = nullptr;
     if (j.kind == Kind::kRead) {
-      while (built < budget && j.next_pkt < j.npkts) {
+      while (built < budget && j.next_pkt < j.npkts && cc_may_send(qp, now)) {
         const uint32_t k = j.next_pkt;
         const bool first = k == 0, last = k + 1 == j.npkts;
         const uint8_t opcode = first && last ? wire::opc::kReadRespOnly
@@ -632,7 +633,9 @@ uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget) noexcept {
           fatal_nak_now_lc(ep, qp, psn, aeth::kNakRemoteAccessError);
           return built;
         }
+        const uint64_t bytes_before = lc(qp).counters.tx_bytes;
         qp_send_frame_lc(ep, qp, m, opcode, len, crc);
+        cc_sent(qp, lc(qp).counters.tx_bytes - bytes_before, now);
         ++j.next_pkt;
         ++built;
       }

@@ -4,6 +4,7 @@
 // RoCEv2 (ARP, IPv6 ND) go to the control plane's sink when one is installed.
 #include <cstring>
 
+#include "dataplane/congestion.h"
 #include "dataplane/engine.h"
 #include "dataplane/internal.h"
 #include "dataplane/port.h"
@@ -85,8 +86,8 @@ void Engine::deliver_lc(Endpoint& ep, rte_mbuf* m, uint64_t now) noexcept {
     drop(ep, m, RxDrop::kBadIcrc);
     return;
   }
-  if (!(f.mask & wire::op::kRc)) [[unlikely]] {
-    // UD (QP1 management datagrams) belongs to the control plane; UC and CNPs are not handled.
+  if (!(f.mask & (wire::op::kRc | wire::op::kCnp))) [[unlikely]] {
+    // UD (QP1 management datagrams) belongs to the control plane; UC is not handled.
     if ((f.mask & wire::op::kUd) && ep.control_sink() != nullptr && ep.control_sink()->take(m))
       return;
     drop(ep, m, RxDrop::kUnsupported);
@@ -108,6 +109,14 @@ void Engine::deliver_lc(Endpoint& ep, rte_mbuf* m, uint64_t now) noexcept {
   }
   ++lc(*qp).counters.rx_packets;
   lc(*qp).counters.rx_bytes += f.l.frame_len();
+  if (f.mask & wire::op::kCnp) [[unlikely]] {
+    // A CNP (A17.9.3) is for the reaction point only: no PSN, no ACK, no state change.
+    cc_on_cnp_lc(*qp, now);
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (frame_ecn(f) == kEcnCe) [[unlikely]]
+    cc_on_ce_lc(ep, *qp, now);
   // A QP whose CQ has overrun is dead (ndkpi.md §3.3): in ERR the stages drop the packet rather
   // than execute a request whose completion could not be reported.
   if (lc(*qp).state != QpState::kErr && qp_cq_overrun(*qp)) [[unlikely]]

@@ -24,24 +24,6 @@ bool parse_mac(std::string_view s, std::array<uint8_t, 6>* mac) {
   return true;
 }
 
-// net_af_packet's default ring slots (2048 bytes) cannot hold a 4096-byte-MTU RoCEv2 frame: unless
-// the devargs say otherwise, use the geometry of tests/loopback/port_vdev_test.cc. A slot holds
-// the largest frame (4096-byte payload + headers) + 66 bytes of TPACKET_V2 header room, rounded up
-// to 4352 (17 x 256); blocks are whole pages holding whole slots (lcm with the page size); 512
-// slots.
-std::string with_af_packet_geometry(const std::string& vdev) {
-  if (vdev.rfind("net_af_packet", 0) != 0 || vdev.find("framesz=") != std::string::npos)
-    return vdev;
-  constexpr uint32_t kFrame = 4352;
-  const uint32_t block = std::lcm(kFrame, static_cast<uint32_t>(::getpagesize()));
-  const uint32_t per_block = block / kFrame;
-  const uint32_t frames = (512 + per_block - 1) / per_block * per_block;
-  std::string s = vdev;
-  if (s.find("qpairs=") == std::string::npos) s += ",qpairs=1";
-  return s + ",framesz=" + std::to_string(kFrame) + ",blocksz=" + std::to_string(block) +
-         ",framecnt=" + std::to_string(frames);
-}
-
 }  // namespace
 
 const char* nic_usage() {
@@ -143,7 +125,7 @@ Status Nic::open(const NicOptions& opts) {
     return s;
   }
   uint16_t port = 0;
-  if (Status s = open_vdev_port(with_af_packet_geometry(opts.vdev), &port); s != Status::kSuccess) {
+  if (Status s = open_vdev_port(opts.vdev, &port); s != Status::kSuccess) {
     std::fprintf(stderr, "urnic: %s\n", last_error());
     return s;
   }

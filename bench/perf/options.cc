@@ -137,6 +137,10 @@ void print_usage(const char* prog) {
       "      --idle-yield=N      yield the CPU after N idle polls (cores shared with others)\n"
       "      --retransmit=MODE   after repeated ACK timeouts: gbn (default, plain go-back-N) or\n"
       "                          adaptive (jittered backoff, restart window, experimental)\n"
+      "      --cc=on|off         congestion control: ECT(0), CNPs for CE marks, DCQCN (on)\n"
+      "      --dcqcn=PROFILE     connectx (default: ConnectX's parameters) or slow (timers for\n"
+      "                          a slow emulated fabric, urnic/congestion.h)\n"
+      "      --dscp=N            DSCP of RoCE data frames, 0..63 (default: 0)\n"
       "Waiting for the peer (real port):\n"
       "      --timeout=SEC       longest wait for the peer: a client to connect, each TCP step,\n"
       "                          the final sync, a run without progress (default 60; 0: none)\n"
@@ -302,6 +306,24 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
         return false;
       }
       o->adaptive_retransmit = mode == "adaptive";
+    } else if (key == "--cc" || key == "--dcqcn") {
+      std::string mode;
+      if (!value(&mode)) return false;
+      const bool ok =
+          key == "--cc" ? (mode == "on" || mode == "off") : (mode == "connectx" || mode == "slow");
+      if (!ok) {
+        std::fprintf(stderr, "urnic-perf: %s takes %s, not '%s'\n", key.c_str(),
+                     key == "--cc" ? "on or off" : "connectx or slow", mode.c_str());
+        return false;
+      }
+      if (key == "--cc") {
+        o->cc_enabled = mode == "on";
+      } else {
+        o->dcqcn_slow = mode == "slow";
+      }
+    } else if (key == "--dscp") {
+      if (!num(&v, 0, 63)) return false;
+      o->dscp = static_cast<int>(v);
     } else if (key == "--sweep") {
       o->sweep = true;
     } else if (key == "--no-progress") {

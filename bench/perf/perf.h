@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "urnic/congestion.h"
+
 namespace urnic::perf {
 
 // perftest's VerbType and TestType.
@@ -82,6 +84,16 @@ struct Options {
   double connect_retry = 0;
   // --retransmit=gbn (default) or adaptive: AdapterConfig::adaptive_retransmit.
   bool adaptive_retransmit = false;
+  // --cc, --dcqcn, --dscp: AdapterConfig::congestion (on with ConnectX's parameters; DSCP 0).
+  bool cc_enabled = true;
+  bool dcqcn_slow = false;
+  int dscp = 0;
+  CongestionConfig congestion() const {
+    CongestionConfig c = dcqcn_slow ? congestion_slow_fabric() : CongestionConfig{};
+    c.enabled = cc_enabled;
+    c.dscp = dscp;
+    return c;
+  }
 
   bool loopback() const { return server.empty() && vdevs.empty() && pci.empty(); }
   Role role() const { return server.empty() ? Role::kServer : Role::kClient; }

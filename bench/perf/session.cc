@@ -9,30 +9,6 @@
 #include <numeric>
 
 namespace urnic::perf {
-namespace {
-
-// af_packet ring geometry for frames with a 4 KiB payload (tests/loopback/port_vdev_test.cc):
-// slots of 4352 bytes (4206-byte frame + the 66-byte TPACKET_V2 header offset, rounded to
-// 256), whole slots per block, blocks of whole pages, 512 slots.
-constexpr uint32_t kAfpFrameSize = 4352;
-constexpr uint32_t kAfpFrames = 512;
-
-}  // namespace
-
-std::string with_af_packet_defaults(const std::string& devargs) {
-  if (devargs.rfind("net_af_packet", 0) != 0) return devargs;
-  std::string d = devargs;
-  if (d.find("qpairs=") == std::string::npos) d += ",qpairs=1";
-  if (d.find("framesz=") == std::string::npos && d.find("blocksz=") == std::string::npos) {
-    const uint32_t page = static_cast<uint32_t>(::getpagesize());
-    const uint32_t block = std::lcm(kAfpFrameSize, page);
-    const uint32_t per_block = block / kAfpFrameSize;
-    const uint32_t frames = (kAfpFrames + per_block - 1) / per_block * per_block;
-    d += ",framesz=" + std::to_string(kAfpFrameSize) + ",blocksz=" + std::to_string(block) +
-         ",framecnt=" + std::to_string(frames);
-  }
-  return d;
-}
 
 // The largest IBTA path MTU whose packets fit an Ethernet MTU, the way rxe derives its port's
 // active MTU (eth_mtu_int_to_enum(): the MTU minus RXE_MAX_HDR_LENGTH = 80, rounded down).
@@ -165,6 +141,11 @@ void print_summary(const Outcome& out, uint64_t completions, const Totals& t, bo
         u(c.naks_received[0] + c.naks_received[1] + c.naks_received[2] + c.naks_received[3]),
         u(c.rnr_naks_sent), u(c.rnr_naks_received), u(c.duplicate_requests), u(c.out_of_sequence),
         u(c.implied_naks), u(c.dropped_stale));
+    std::printf(
+        " congestion: CE marked %llu, CNPs sent %llu received %llu, rate cuts %llu, paced now"
+        " %llu Mb/s\n",
+        u(c.ce_marked), u(c.cnps_sent), u(c.cnps_received), u(c.cc_rate_decreases),
+        u(c.cc_paced_mbps));
     for (const PortCounters& e : t.ports) {
       const uint64_t drops = e.rx_drops_total();
       std::printf(

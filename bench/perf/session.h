@@ -23,8 +23,6 @@ namespace urnic::perf {
 // --timeout: a peer that vanished, say; RNR retries are infinite with rnr_retry 7).
 constexpr double kStallSeconds = 30;
 
-// --vdev devargs with af_packet ring sizes that fit 4 KiB frames added when not given.
-std::string with_af_packet_defaults(const std::string& devargs);
 // The largest IB MTU whose frames fit an Ethernet MTU.
 uint32_t ib_mtu_for(uint32_t eth_mtu);
 bool parse_mac(const std::string& s, std::array<uint8_t, 6>* m);
@@ -54,6 +52,7 @@ class Env {
     ca.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 1};
     cb.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 2};
     ca.adaptive_retransmit = cb.adaptive_retransmit = o.adaptive_retransmit;
+    ca.congestion = cb.congestion = o.congestion();
     if (Status s = Adapter::open(ca, engine_, &a_); s != Status::kSuccess)
       return error("cannot open adapter A: " + std::string(to_string(s)));
     if (Status s = Adapter::open(cb, engine_, &b_); s != Status::kSuccess)
@@ -70,7 +69,7 @@ class Env {
     if (!o.vdevs.empty()) {
       // Every --vdev is probed; the first is the port.
       for (size_t i = o.vdevs.size(); i-- > 0;) {
-        const std::string args = with_af_packet_defaults(o.vdevs[i]);
+        const std::string& args = o.vdevs[i];  // open_vdev_port sizes af_packet's ring
         if (open_vdev_port(args, &port) != Status::kSuccess)
           return error(std::string("cannot open --vdev: ") + last_error());
         name = args.substr(0, args.find(','));
@@ -99,6 +98,7 @@ class Env {
       c.mac = m;
     }
     c.adaptive_retransmit = o.adaptive_retransmit;
+    c.congestion = o.congestion();
     if (Status s = Adapter::open(c, engine_, &a_); s != Status::kSuccess)
       return error("cannot open port " + name + ": " + std::string(to_string(s)));
     uint32_t eth_mtu = 1500;

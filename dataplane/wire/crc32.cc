@@ -177,21 +177,23 @@ URNIC_PCLMUL uint32_t pclmul_kernel(uint32_t crc, Io io, size_t len) noexcept {
   if (len < 16) return portable<M>(crc, io, 0, len);
   // The register continues into the message as its first 32 bits (reflected: the low 32 bits
   // of the first lane), which turns the raw CRC with initial register crc into one with 0.
-  __m128i x[4] = {_mm_xor_si128(load128<M>(io, 0), _mm_cvtsi32_si128(static_cast<int>(crc)))};
+  __m128i x0 = _mm_xor_si128(load128<M>(io, 0), _mm_cvtsi32_si128(static_cast<int>(crc)));
   size_t i = 16;
   if (len >= 64) {
-    for (int j = 1; j < 4; ++j) x[j] = load128<M>(io, 16 * j);
+    __m128i x1 = load128<M>(io, 16), x2 = load128<M>(io, 32), x3 = load128<M>(io, 48);
     const __m128i k4 = pair128(kConstants.fold512);
     for (i = 64; i + 64 <= len; i += 64) {
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j)
-        x[j] = _mm_xor_si128(fold128(x[j], k4), load128<M>(io, i + 16 * j));
+      x0 = _mm_xor_si128(fold128(x0, k4), load128<M>(io, i));
+      x1 = _mm_xor_si128(fold128(x1, k4), load128<M>(io, i + 16));
+      x2 = _mm_xor_si128(fold128(x2, k4), load128<M>(io, i + 32));
+      x3 = _mm_xor_si128(fold128(x3, k4), load128<M>(io, i + 48));
     }
     const __m128i k1 = pair128(kConstants.fold128);
-    for (int j = 1; j < 4; ++j) x[j] = _mm_xor_si128(x[j], fold128(x[j - 1], k1));
-    x[0] = x[3];
+    x1 = _mm_xor_si128(x1, fold128(x0, k1));
+    x2 = _mm_xor_si128(x2, fold128(x1, k1));
+    x0 = _mm_xor_si128(x3, fold128(x2, k1));
   }
-  return finish128<M>(x[0], io, i, len);
+  return finish128<M>(x0, io, i, len);
 }
 
 // ---- VPCLMULQDQ over 64-byte vectors (AVX-512) ------------------------------------------------

@@ -26,6 +26,7 @@
 #include <span>
 #include <vector>
 
+#include "urnic/congestion.h"
 #include "urnic/counters.h"
 #include "urnic/cq.h"
 #include "urnic/engine.h"
@@ -58,6 +59,13 @@ struct AdapterConfig {
   // costs at extreme random loss (docs/design.md). Either way a QP fails after retry_cnt retries
   // without progress.
   bool adaptive_retransmit = false;
+  // Congestion control (urnic/congestion.h): ECN marking, CNPs for CE-marked frames, and DCQCN
+  // rate control per QP, on by default with ConnectX's defaults. open() fails with
+  // kInvalidParameter for a value out of its range: dscp -1..63, cnp_dscp 0..63, intervals and
+  // periods up to 10 s (time_reset_us and alpha_period_us at least 1), rates up to 10 Tb/s with
+  // 1 <= min_rate <= max_rate (when set), gd 1..30, min_dec_fac 1..100, g and initial_alpha up
+  // to 1024, threshold up to 65535.
+  CongestionConfig congestion;
   // The connection manager behind Connector / Listener (IB CM over QP1, as rdma_cm speaks it).
   struct Cm {
     // Path MTU our connection requests offer (256, 512, 1024, 2048 or 4096); the passive side

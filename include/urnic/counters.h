@@ -36,6 +36,13 @@ struct QpCounters {
   uint64_t cq_overrun_errors = 0;    // times this QP was moved to ERR by an overrun CQ
   uint64_t rnr_naks_coalesced = 0;   // requests answered by an RNR NAK already queued for them
   uint64_t resp_queue_full = 0;      // requests dropped: responder output queue full
+  // Congestion control (urnic/congestion.h): received frames with CE in their ECN field, CNPs
+  // sent for them (at most one per cnp_interval_us), CNPs received, and the rate cuts they made
+  // (at most one per DCQCN monitor period).
+  uint64_t ce_marked = 0, cnps_sent = 0, cnps_received = 0, cc_rate_decreases = 0;
+  // The rate DCQCN paces this QP to now, in Mb/s; 0 while it runs unpaced at its maximum. (A
+  // gauge, not a count: summed over QPs in an adapter's total.)
+  uint64_t cc_paced_mbps = 0;
   // Every completion (send and receive, silent ones included) by its verbs status.
   uint64_t completions_by_status[static_cast<size_t>(WcStatus::kGeneralErr) + 1] = {};
 
@@ -58,7 +65,7 @@ enum class RxDrop : uint8_t {
   kBadIcrc,
   kNoQp,         // DestQP names no QP of the adapter
   kBadAddress,   // IP addresses do not match the QP's address vector
-  kUnsupported,  // UC, UD, CNP: not handled by the RC engine
+  kUnsupported,  // UC, and UD without a control plane: not handled by the RC engine
   kNotRoce,      // not IP/UDP 4791 (ARP, other traffic) and no control ring to take it
   kCount,
 };

@@ -91,7 +91,10 @@ Status create_ring_port_pair(std::string_view name, uint16_t queues, uint16_t* a
 // adapter on a port twice is refused by Adapter::open). kSuccess with *port_id set;
 // kInvalidDeviceState before runtime_init; kInvalidParameter (empty or malformed devargs, null
 // output); kDeviceNotReady (no such driver, or it refused the device: no such interface,
-// permissions); kNotSupported (the device is not an Ethernet port, e.g. crypto_null).
+// permissions); kNotSupported (the device is not an Ethernet port, e.g. crypto_null). For
+// net_af_packet, unless the devargs say otherwise, one queue pair and ring slots that hold a
+// frame of path MTU 4096 (the driver's default 2 KiB slots truncate them): qpairs=1,
+// framesz=4352, blocksz and framecnt to match (512 slots).
 Status open_vdev_port(std::string_view devargs, uint16_t* port_id) noexcept;
 
 // The port of a PCI NIC bound to a DPDK-compatible driver (vfio-pci, uio_pci_generic, or a

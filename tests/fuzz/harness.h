@@ -489,7 +489,7 @@ class AdapterWorld {
         if (!qp->send_ring().empty() || !qp->recv_ring().empty()) dp::qp_to_error_lc(*ep_, *qp);
         continue;
       }
-      if (ep_->tx_space() != 0) dp::responder_tx_lc(*ep_, *qp, ep_->tx_space());
+      if (ep_->tx_space() != 0) dp::responder_tx_lc(*ep_, *qp, ep_->tx_space(), now_);
       if (ep_->tx_space() != 0) dp::requester_tx_lc(*ep_, *qp, ep_->tx_space(), now_);
       dp::qp_retire_lc(*ep_, *qp);
     }

@@ -9,7 +9,8 @@
 //     ibv_rc_pingpong with urnic-rc-pingpong as server and as client, 1 B, 4 KiB, 64 KiB;
 //     rping and ucmatose (rdma_cm) with urnic-rdmacm-peer as server and as client;
 //     loss: 3% of urnic's frames dropped (ibv_rc_pingpong), and urnic's first RTU lost
-//     (ucmatose): both ends recover and say so in their counters.
+//     (ucmatose): both ends recover and say so in their counters;
+//     congestion control: perftest's frames CE-marked, urnic-perf answers with CNPs rxe ignores.
 //   RxeInterop9000 (guest MTU 9000, path MTU 4096): ibv_rc_pingpong 1 B / 64 KiB both roles,
 //     rping with 8 KiB pings both roles.
 //
@@ -325,6 +326,33 @@ TEST_F(RxeInterop1500, RpingUrnicServer) { rping(true, 3, 64); }
 TEST_F(RxeInterop1500, RpingUrnicClient) { rping(false, 3, 64); }
 TEST_F(RxeInterop1500, UcmatoseUrnicServer) { ucmatose(true, 3); }
 TEST_F(RxeInterop1500, UcmatoseUrnicClient) { ucmatose(false, 3); }
+
+// ---- congestion control: CE marks from rxe, CNPs to rxe ----
+
+// perftest in the guest sets its QP's traffic class to CE (--tclass=3), so every frame rxe sends
+// urnic (its ACKs) arrives CE-marked: urnic's QP answers with CNPs (at most one per 4 us) to rxe's
+// QP, and urnic's own frames carry ECT(0). rxe implements no congestion control and drops a CNP
+// (opcode 0x81 fails its QP-type check, rocev2.md §5.3): the run must pass as without them.
+TEST_F(RxeInterop1500, CeMarkedByRxeAnsweredWithCnpsRxeIgnores) {
+#ifndef URNIC_PERF
+  GTEST_SKIP() << "urnic-perf is not built (URNIC_BUILD_BENCH=OFF)";
+#else
+  std::unique_ptr<Proc> g = guest("ib_write_bw -d rxe0 -x 1 -F -s 4096 -n 200 --tclass=3");
+  std::unique_ptr<Proc> u =
+      urnic(URNIC_PERF, {"write_bw", "-s", "4096", "-n", "200", "--lcores=0", "--idle-yield=16",
+                         "--no-progress", "-v", "--connect-retry=120", kGuestIp});
+  finish(*u, *g);
+  EXPECT_TRUE(u->has("result: PASS")) << u->output();
+  std::smatch m;
+  ASSERT_TRUE(u->has(R"(congestion: CE marked (\d+), CNPs sent (\d+) received (\d+))", &m))
+      << u->output();
+  EXPECT_GT(std::stoull(m[1]), 0u) << "rxe's frames did not arrive CE-marked";
+  EXPECT_GT(std::stoull(m[2]), 0u) << "no CNP sent for them";
+  EXPECT_EQ(std::stoull(m[3]), 0u) << "rxe sends no CNPs";
+  // perftest's result row: 4096 bytes, 200 iterations.
+  EXPECT_TRUE(g->has(R"(^\s*4096\s+200\s)")) << g->output();
+#endif
+}
 
 // ---- loss on urnic's side ----
 

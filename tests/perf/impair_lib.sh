@@ -57,12 +57,27 @@ hop_start() {
   hop_stop
   ip netns exec "$H" "$hop" h0 h1 "$@" >"$tmp/hop.out" 2>&1 &
   hop_pid=$!
+  hop_wait_ready urnic-hop
+}
+
+# switch_start ARGS...: urnic-switch (needs $switch) in the hop's place, on h0 and h1 through
+# net_af_packet, with these options (rate, RED/ECN, impairments); its counters end in hop.out.
+switch_start() {
+  hop_stop
+  ip netns exec "$H" "$switch" --port=net_af_packet0,iface=h0 --port=net_af_packet1,iface=h1 \
+    "$@" >"$tmp/hop.out" 2>&1 &
+  hop_pid=$!
+  hop_wait_ready urnic-switch
+}
+
+# hop_wait_ready NAME: waits (5 s at most) for the hop's "ready" line; exits the test otherwise.
+hop_wait_ready() {
   for _ in $(seq 100); do
     grep -q ready "$tmp/hop.out" && return 0
     kill -0 "$hop_pid" 2>/dev/null || break
     sleep 0.05
   done
-  echo "FAIL: urnic-hop did not start: $(cat "$tmp/hop.out")"
+  echo "FAIL: $1 did not start: $(cat "$tmp/hop.out")"
   exit 1
 }
 

@@ -70,6 +70,7 @@ struct QpOptions {
   uint8_t timeout = 14;        // 67 ms
   uint8_t retry_cnt = 7;
   uint8_t rnr_retry = 7;
+  CongestionConfig cc{};  // dp::QpConfig::cc (the maximum rate: 100 Gb/s when left 0)
 };
 
 // One frame the stages emitted, decoded.
@@ -137,6 +138,7 @@ class RcProtocol : public ::testing::Test {
     qc.recv_cq = &rcq_;
     qc.sq_depth = 16;
     qc.rq_depth = 16;
+    qc.cc = o.cc;
     qp_ = std::make_unique<dp::Qp>(qc);
     dp::MailboxMsg add;
     add.kind = dp::MailboxMsg::Kind::kAddQp;
@@ -229,11 +231,12 @@ class RcProtocol : public ::testing::Test {
 
   // Builds the frame the peer would send (the QP's address vector mirrored, DestQP = the QP)
   // and hands it to the RX path.
-  void receive(wire::TransportHeaders th, std::span<const uint8_t> payload = {},
-               uint64_t now = kT0) {
+  // `net`: the peer's addresses (peer_net() unless a test changes a field, e.g. the ECN bits).
+  void receive(wire::TransportHeaders th, std::span<const uint8_t> payload = {}, uint64_t now = kT0,
+               const wire::NetHeaders& net = peer_net()) {
     th.bth.pkey = wire::Be16::of(wire::kDefaultPkey);
     wire::Bth::DestQp::set(th.bth, kQpn);
-    rte_mbuf* m = build(peer_net(), th, payload);
+    rte_mbuf* m = build(net, th, payload);
     ASSERT_NE(m, nullptr);
     const uint64_t drops_before = total_rx_drops();
     engine_.deliver_lc(*ep_, m, now);
@@ -328,8 +331,8 @@ class RcProtocol : public ::testing::Test {
 
   // ---- Running the stages and reading what they emitted --------------------------------------
 
-  uint32_t responder_tx(uint32_t budget = kBudget) {
-    return dp::responder_tx_lc(*ep_, *qp_, budget);
+  uint32_t responder_tx(uint32_t budget = kBudget, uint64_t now = kT0) {
+    return dp::responder_tx_lc(*ep_, *qp_, budget, now);
   }
   uint32_t requester_tx(uint64_t now = kT0) {
     return dp::requester_tx_lc(*ep_, *qp_, kBudget, now);

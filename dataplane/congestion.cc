@@ -1,0 +1,72 @@
+// Notification point and CNP delivery (congestion.h). A CNP is a QP's business only: it carries
+// no PSN, is never acknowledged and never retransmitted (A17.9.3), so losing one (TX buffer
+// full) costs nothing but a later CNP for a later CE mark.
+#include "dataplane/congestion.h"
+
+#include <rte_mbuf.h>
+
+#include "dataplane/endpoint.h"
+#include "dataplane/internal.h"
+#include "dataplane/qp.h"
+
+namespace urnic::dp {
+
+namespace {
+
+// A CNP to the QP's peer (rocev2.md §5.2, as ConnectX builds one): the QP's addresses and UDP
+// source port, the CNP's own DSCP with ECT(0), BTH opcode 0x81 with BECN set, P_Key 0xFFFF, the
+// peer's QPN, PSN 0, no AckReq, then 16 reserved zero bytes and the ICRC.
+bool send_cnp_lc(Endpoint& ep, const Qp& qp) noexcept {
+  if (ep.tx_space() == 0) return false;
+  rte_mbuf* m = rte_pktmbuf_alloc(ep.pool());
+  if (m == nullptr) [[unlikely]] {
+    ++ep.counters().mbuf_alloc_failures;
+    return false;
+  }
+  wire::NetHeaders av = lc(qp).attr.av;
+  av.traffic_class = static_cast<uint8_t>(qp.config().cc.cnp_dscp << 2 | kEcnEct0);
+  const uint32_t len = wire::frame_length(av, wire::opc::kCnp, 0);
+  auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
+  if (p == nullptr) [[unlikely]] {
+    rte_pktmbuf_free(m);
+    ++ep.counters().mbuf_alloc_failures;
+    return false;
+  }
+  wire::TransportHeaders th;
+  th.bth.opcode = wire::opc::kCnp;
+  th.bth.pkey = wire::Be16::of(wire::kDefaultPkey);
+  wire::Bth::Becn::set(th.bth, 1u);
+  wire::Bth::DestQp::set(th.bth, lc(qp).attr.dest_qpn);
+  wire::build_headers(p, av, th, 0);
+  wire::finish_frame(p, av, wire::opc::kCnp, 0);
+  ep.tx_append(m);
+  return true;
+}
+
+}  // namespace
+
+void cc_on_ce_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
+  auto& q = lc(qp);
+  ++q.counters.ce_marked;
+  const CongestionConfig& cc = qp.config().cc;
+  if (!cc.enabled) return;
+  // One CNP per QP per interval (ConnectX min_time_between_cnps; the paper's 50 us): the
+  // reaction point cuts at most once per monitor period anyway.
+  if (q.last_cnp_tsc != 0 && now - q.last_cnp_tsc < tsc_from_ns(cc.cnp_interval_us * 1000ull))
+    return;
+  if (!send_cnp_lc(ep, qp)) return;
+  q.last_cnp_tsc = now != 0 ? now : 1;
+  ++q.counters.cnps_sent;
+}
+
+void cc_on_cnp_lc(Qp& qp, uint64_t now) noexcept {
+  auto& q = lc(qp);
+  ++q.counters.cnps_received;
+  if (!qp.config().cc.enabled) return;
+  const uint64_t before = q.dcqcn.counters().cnps_handled;
+  q.dcqcn.on_cnp(now);
+  if (q.dcqcn.counters().cnps_handled != before) ++q.counters.cc_rate_decreases;
+  q.counters.cc_paced_mbps = q.dcqcn.limited() ? static_cast<uint64_t>(q.dcqcn.rate_mbps()) : 0;
+}
+
+}  // namespace urnic::dp
