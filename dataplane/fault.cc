@@ -21,18 +21,11 @@ uint16_t opcode_of(rte_mbuf* m) noexcept {
 
 }  // namespace
 
-FaultInjector::FaultInjector(const FaultConfig& cfg) noexcept
-    : cfg_(cfg), rng_(cfg.seed ? cfg.seed : 1) {}
+FaultInjector::FaultInjector(const FaultConfig& cfg) noexcept : cfg_(cfg), rng_(cfg.seed) {}
 
 FaultInjector::~FaultInjector() { clear(); }
 
-uint64_t FaultInjector::next() noexcept {
-  // xorshift64*: reproducible from the seed.
-  rng_ ^= rng_ >> 12;
-  rng_ ^= rng_ << 25;
-  rng_ ^= rng_ >> 27;
-  return rng_ * 0x2545F4914F6CDD1Dull;
-}
+uint64_t FaultInjector::next() noexcept { return rng_.next(); }
 
 bool FaultInjector::roll(uint32_t ppm) noexcept {
   return ppm != 0 && (next() >> 32) % 1000000 < ppm;

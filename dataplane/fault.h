@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 
+#include "dataplane/xorshift.h"
 #include "urnic/counters.h"
 
 namespace urnic::dp {
@@ -52,7 +53,7 @@ class FaultInjector {
 
   FaultConfig cfg_;
   FaultCounters counters_;
-  uint64_t rng_;
+  Xorshift64 rng_;
   std::array<uint32_t, FaultConfig::kMaxRules> rule_seen_{};
   std::array<bool, FaultConfig::kMaxRules> rule_fired_{};
   struct Held {

@@ -33,6 +33,7 @@
 
 #include <rte_cycles.h>
 
+#include "switch/cli.h"
 #include "switch/soft_switch.h"
 #include "urnic/runtime.h"
 
@@ -41,23 +42,7 @@ namespace {
 std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
 
-bool opt(const char* arg, const char* name, std::string* value) {
-  const size_t n = std::strlen(name);
-  if (std::strncmp(arg, name, n) != 0 || arg[n] != '=') return false;
-  *value = arg + n + 1;
-  return true;
-}
-
-uint64_t number(const std::string& v, const char* name, uint64_t max) {
-  char* end = nullptr;
-  const unsigned long long x = std::strtoull(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || v[0] == '-' || x > max) {
-    std::fprintf(stderr, "urnic-switch: %s=%s: not a number from 0 to %llu\n", name, v.c_str(),
-                 static_cast<unsigned long long>(max));
-    std::exit(2);
-  }
-  return x;
-}
+using urnic::sw::cli::opt;
 
 void print_stats(const urnic::sw::SoftSwitch& s, const std::vector<std::string>& names) {
   for (uint32_t p = 0; p < s.ports(); ++p) {
@@ -91,11 +76,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> ports;
   uint32_t pmax_pct = 1, stats_s = 0, lcore = 0;
   std::string v;
-  const struct {
-    const char* name;
-    uint32_t* out;
-    uint64_t max;
-  } numeric[] = {
+  const urnic::sw::cli::Numeric numeric[] = {
       {"--rate", &cfg.rate_mbps, 10'000'000},
       {"--buffer", &cfg.buffer_bytes, 1u << 30},
       {"--kmin", &cfg.kmin_bytes, 1u << 30},
@@ -119,15 +100,10 @@ int main(int argc, char** argv) {
       cfg.ecn = false;
       known = true;
     } else if (opt(a, "--seed", &v)) {
-      cfg.impair.seed = cfg.seed = number(v, "--seed", UINT64_MAX);
+      cfg.impair.seed = cfg.seed = urnic::sw::cli::number("urnic-switch", v, "--seed", UINT64_MAX);
       known = true;
     }
-    for (const auto& n : numeric) {
-      if (!known && opt(a, n.name, &v)) {
-        *n.out = static_cast<uint32_t>(number(v, n.name, n.max));
-        known = true;
-      }
-    }
+    if (!known) known = urnic::sw::cli::numeric("urnic-switch", a, numeric);
     if (!known) {
       std::fprintf(stderr, "urnic-switch: unknown option %s (see switch/main.cc)\n", a);
       return 2;

@@ -69,7 +69,7 @@ uint32_t DepthHistogram::quantile(double q) const noexcept {
   return kBuckets * kBucketBytes;
 }
 
-SoftSwitch::SoftSwitch(const SwitchConfig& cfg) : cfg_(cfg), rng_(cfg.seed | 1) {
+SoftSwitch::SoftSwitch(const SwitchConfig& cfg) : cfg_(cfg), rng_(cfg.seed) {
   macs_.reserve(kMaxMacs);
   const double hz = static_cast<double>(rte_get_tsc_hz());
   if (cfg.rate_mbps != 0)
@@ -117,20 +117,12 @@ const FaultCounters* SoftSwitch::impair_counters() const noexcept {
   return impair_ ? &impair_->counters() : nullptr;
 }
 
-uint64_t SoftSwitch::rand() noexcept {
-  // xorshift64*: reproducible from the seed, no shared state.
-  rng_ ^= rng_ >> 12;
-  rng_ ^= rng_ << 25;
-  rng_ ^= rng_ >> 27;
-  return rng_ * 2685821657736338717ull;
-}
-
 bool SoftSwitch::red_hit(uint32_t depth) noexcept {
   if (depth <= cfg_.kmin_bytes) return false;
   if (depth >= cfg_.kmax_bytes) return true;
   const double p = cfg_.pmax * (depth - cfg_.kmin_bytes) /
                    static_cast<double>(cfg_.kmax_bytes - cfg_.kmin_bytes);
-  return static_cast<double>(rand() >> 11) * 0x1.0p-53 < p;
+  return static_cast<double>(rng_.next() >> 11) * 0x1.0p-53 < p;
 }
 
 int SoftSwitch::lookup(const wire::MacAddr& mac) const noexcept {

@@ -25,6 +25,7 @@
 
 #include "dataplane/fault.h"
 #include "dataplane/wire/frame.h"
+#include "dataplane/xorshift.h"
 
 namespace urnic::sw {
 
@@ -105,7 +106,6 @@ class SoftSwitch {
   void enqueue(Port& p, rte_mbuf* m, uint64_t now) noexcept;
   bool drain(Port& p, uint64_t now) noexcept;
   bool red_hit(uint32_t depth) noexcept;
-  uint64_t rand() noexcept;
   int lookup(const wire::MacAddr& mac) const noexcept;
   void learn(const wire::MacAddr& mac, uint32_t port) noexcept;
 
@@ -117,7 +117,7 @@ class SoftSwitch {
   };
   std::vector<Learned> macs_;  // reserved at construction: at most kMaxMacs
   static constexpr size_t kMaxMacs = 1024;
-  uint64_t rng_;
+  dp::Xorshift64 rng_;
   uint64_t tsc_per_byte_q16_ = 0;  // at rate_mbps; 0: unlimited
   uint64_t delay_tsc_ = 0;
   uint64_t slack_tsc_ = 0;       // how far an idle line may lag `now` (20 us)

@@ -15,28 +15,13 @@
 #include <cstring>
 #include <string>
 
+#include "switch/cli.h"
 #include "switch/incast.h"
 #include "urnic/runtime.h"
 
 namespace {
 
-bool opt(const char* arg, const char* name, std::string* value) {
-  const size_t n = std::strlen(name);
-  if (std::strncmp(arg, name, n) != 0 || arg[n] != '=') return false;
-  *value = arg + n + 1;
-  return true;
-}
-
-uint64_t number(const std::string& v, const char* name, uint64_t max) {
-  char* end = nullptr;
-  const unsigned long long x = std::strtoull(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || x > max) {
-    std::fprintf(stderr, "bench_incast: %s=%s: not a number up to %llu\n", name, v.c_str(),
-                 static_cast<unsigned long long>(max));
-    std::exit(2);
-  }
-  return x;
-}
+using urnic::sw::cli::opt;
 
 void print(const char* label, const urnic::sw::IncastConfig& c, const urnic::sw::IncastResult& r) {
   if (!r.error.empty()) {
@@ -90,16 +75,12 @@ void write_csv(const std::string& path, const urnic::sw::IncastResult& r) {
 
 int main(int argc, char** argv) {
   urnic::sw::IncastConfig c;
-  std::string mode = "both", csv, v;
+  std::string mode = "both", csv;
   uint32_t secs = 3, warmup = 1, pmax_pct = 100;
   std::string profile = "slow";
   auto& d = c.congestion.dcqcn;
   // Numeric options: name, where it goes, largest accepted value.
-  const struct {
-    const char* name;
-    uint32_t* out;
-    uint64_t max;
-  } numeric[] = {
+  const urnic::sw::cli::Numeric numeric[] = {
       {"--senders", &c.senders, 64},
       {"--rate", &c.fabric.rate_mbps, 100'000},
       {"--buffer", &c.fabric.buffer_bytes, 1u << 26},
@@ -136,12 +117,7 @@ int main(int argc, char** argv) {
       c.congestion.enabled = on;
       known = true;
     }
-    for (const auto& n : numeric) {
-      if (!known && opt(a, n.name, &v)) {
-        *n.out = static_cast<uint32_t>(number(v, n.name, n.max));
-        known = true;
-      }
-    }
+    if (!known) known = urnic::sw::cli::numeric("bench_incast", a, numeric);
     if (!known) {
       std::fprintf(stderr, "bench_incast: unknown option %s (see the file comment)\n", a);
       return 2;

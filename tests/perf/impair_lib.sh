@@ -5,7 +5,7 @@
 #                                                                       198.18.1.1 / .2 (urnic's)
 #   $A: oob0  ==veth== oob1 :$B                                         perftest's TCP exchange,
 #                                                                       198.18.0.1/30 - .2
-# Source it, then: impair_setup (exits 77 when namespaces or veth are not available), hop_start
+# Source it, then: need_built PATH..., impair_setup (exits 77 when namespaces or veth are not available), hop_start
 # ARGS..., hop_stop, perf_pair NAME TEST ARGS... (sets PAIR_OK, PAIR_WHY, PAIR_ROW, PAIR_GBPS,
 # PAIR_MPPS; the outputs are in $tmp/NAME.srv and .cli). Needs $perf and $hop set.
 
@@ -19,6 +19,28 @@ hop_pid=""
 skip() {
   echo "SKIP: $*"
   exit $SKIP
+}
+
+# need_built PATH...: each must be an executable (a test of unbuilt tools fails, not skips).
+need_built() {
+  for b in "$@"; do
+    [ -x "$b" ] || {
+      echo "FAIL: $b is not built"
+      exit 1
+    }
+  done
+}
+
+# pass / fail MESSAGE: one check's outcome, counted in $passed / $failed.
+passed=0
+failed=0
+pass() {
+  passed=$((passed + 1))
+  echo "ok   $*"
+}
+fail() {
+  failed=$((failed + 1))
+  echo "FAIL $*"
 }
 
 impair_cleanup() {

@@ -19,25 +19,9 @@ set -u
 perf=${1:?usage: perf_impair_test.sh path/to/urnic-perf path/to/urnic-hop}
 hop=${2:?usage: perf_impair_test.sh path/to/urnic-perf path/to/urnic-hop}
 quick=${3:-}
-for b in "$perf" "$hop"; do
-  [ -x "$b" ] || {
-    echo "FAIL: $b is not built"
-    exit 1
-  }
-done
 . "$(dirname "$0")/impair_lib.sh"
+need_built "$perf" "$hop"
 impair_setup
-
-passed=0
-failed=0
-pass() {
-  passed=$((passed + 1))
-  echo "ok   $*"
-}
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL $*"
-}
 
 # check NAME TEST ARGS...: one run through the hop as it is configured now.
 check() {

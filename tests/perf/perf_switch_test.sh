@@ -17,25 +17,9 @@
 set -u
 perf=${1:?usage: perf_switch_test.sh path/to/urnic-perf path/to/urnic-switch}
 switch=${2:?usage: perf_switch_test.sh path/to/urnic-perf path/to/urnic-switch}
-for b in "$perf" "$switch"; do
-  [ -x "$b" ] || {
-    echo "FAIL: $b is not built"
-    exit 1
-  }
-done
 . "$(dirname "$0")/impair_lib.sh"
+need_built "$perf" "$switch"
 impair_setup
-
-passed=0
-failed=0
-pass() {
-  passed=$((passed + 1))
-  echo "ok   $*"
-}
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL $*"
-}
 # field FILE REGEX: the number after REGEX on the first line that has it (0 if none).
 field() {
   local v
