@@ -1114,5 +1114,66 @@ TEST_F(ApiBadInput, CreateAndControlCallsRefuseMalformedArguments) {
   l.expect_works();
 }
 
+// ---- AdapterConfig::congestion out of its ranges ------------------------------------------------
+
+// Each value that does not fit is refused with STATUS_INVALID_PARAMETER before the port is
+// touched. The port is adapter A's, open already: the same configuration with the field in range
+// fails with STATUS_DEVICE_BUSY instead, which shows that it was the field that was refused.
+TEST_F(ApiBadInput, CongestionSettingsOutOfRangeAreRefused) {
+  ApiPair p("bad_cc");
+  Engine engine;
+  std::unique_ptr<Adapter> out;
+  AdapterConfig base;
+  base.port_id = p.port_a;
+  ASSERT_EQ(Adapter::open(base, engine, &out), Status::kDeviceBusy);
+  struct Bad {
+    const char* what;
+    void (*set)(CongestionConfig&);
+  };
+  const Bad bad[] = {
+      {"dscp 64", [](CongestionConfig& c) { c.dscp = 64; }},
+      {"dscp -2", [](CongestionConfig& c) { c.dscp = -2; }},
+      {"cnp_dscp 64", [](CongestionConfig& c) { c.cnp_dscp = 64; }},
+      {"cnp_interval_us 10 s + 1", [](CongestionConfig& c) { c.cnp_interval_us = 10'000'001; }},
+      {"min_rate 0", [](CongestionConfig& c) { c.dcqcn.min_rate_mbps = 0; }},
+      {"min_rate above max_rate",
+       [](CongestionConfig& c) {
+         c.dcqcn.max_rate_mbps = 100;
+         c.dcqcn.min_rate_mbps = 101;
+       }},
+      {"max_rate above 10 Tb/s", [](CongestionConfig& c) { c.dcqcn.max_rate_mbps = 10'000'001; }},
+      {"time_reset_us 0", [](CongestionConfig& c) { c.dcqcn.time_reset_us = 0; }},
+      {"alpha_period_us 0", [](CongestionConfig& c) { c.dcqcn.alpha_period_us = 0; }},
+      {"gd 0", [](CongestionConfig& c) { c.dcqcn.gd = 0; }},
+      {"gd 31", [](CongestionConfig& c) { c.dcqcn.gd = 31; }},
+      {"min_dec_fac 0", [](CongestionConfig& c) { c.dcqcn.min_dec_fac = 0; }},
+      {"min_dec_fac 101", [](CongestionConfig& c) { c.dcqcn.min_dec_fac = 101; }},
+      {"g 1025", [](CongestionConfig& c) { c.dcqcn.g = 1025; }},
+      {"initial_alpha 1025", [](CongestionConfig& c) { c.dcqcn.initial_alpha = 1025; }},
+      {"threshold 65536", [](CongestionConfig& c) { c.dcqcn.threshold = 65536; }},
+      {"first_cnp_rate above max_rate",
+       [](CongestionConfig& c) {
+         c.dcqcn.max_rate_mbps = 100;
+         c.dcqcn.first_cnp_rate_mbps = 200;
+       }},
+  };
+  for (const Bad& b : bad) {
+    AdapterConfig c = base;
+    b.set(c.congestion);
+    EXPECT_EQ(Adapter::open(c, engine, &out), Status::kInvalidParameter) << b.what;
+    EXPECT_EQ(out, nullptr) << b.what;
+  }
+  // The edges of each range are accepted (and so reach the port, which is busy).
+  AdapterConfig edge = base;
+  edge.congestion.dscp = 63;
+  edge.congestion.cnp_dscp = 63;
+  edge.congestion.dcqcn.gd = 30;
+  edge.congestion.dcqcn.min_dec_fac = 100;
+  edge.congestion.dcqcn.g = 1024;
+  edge.congestion.dcqcn.max_rate_mbps = 100;
+  edge.congestion.dcqcn.min_rate_mbps = 100;
+  EXPECT_EQ(Adapter::open(edge, engine, &out), Status::kDeviceBusy);
+}
+
 }  // namespace
 }  // namespace urnic::test
