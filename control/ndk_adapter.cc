@@ -398,20 +398,6 @@ bool Engine::running() const noexcept { return impl_->dp.running(); }
 
 namespace {
 
-// AdapterConfig::congestion's ranges (adapter.h).
-bool valid_congestion(const CongestionConfig& c) noexcept {
-  constexpr uint32_t kMaxUs = 10'000'000, kMaxMbps = 10'000'000;
-  const DcqcnConfig& d = c.dcqcn;
-  const uint32_t top = d.max_rate_mbps != 0 ? d.max_rate_mbps : kMaxMbps;
-  return c.dscp >= -1 && c.dscp <= 63 && c.cnp_dscp <= 63 && c.cnp_interval_us <= kMaxUs &&
-         d.max_rate_mbps <= kMaxMbps && d.min_rate_mbps >= 1 && d.min_rate_mbps <= top &&
-         d.ai_rate_mbps <= kMaxMbps && d.hai_rate_mbps <= kMaxMbps &&
-         d.first_cnp_rate_mbps <= top && d.time_reset_us >= 1 && d.time_reset_us <= kMaxUs &&
-         d.alpha_period_us >= 1 && d.alpha_period_us <= kMaxUs && d.reduce_period_us <= kMaxUs &&
-         d.threshold <= 65535 && d.gd >= 1 && d.gd <= 30 && d.min_dec_fac >= 1 &&
-         d.min_dec_fac <= 100 && d.g <= 1024 && d.initial_alpha <= 1024;
-}
-
 // The rate QPs run at unpaced (DcqcnConfig::max_rate_mbps 0): the port's link speed, or 100
 // Gb/s when the driver reports none (net_ring reports 10 Gb/s whatever it carries, so a paced
 // rate is honoured but the maximum is not a measured capacity).
@@ -428,6 +414,24 @@ CongestionConfig resolve_congestion(CongestionConfig c, uint16_t port_id) noexce
 
 }  // namespace
 
+namespace detail {
+
+// AdapterConfig::congestion's ranges (adapter.h).
+bool valid_congestion(const CongestionConfig& c) noexcept {
+  constexpr uint32_t kMaxUs = 10'000'000, kMaxMbps = 10'000'000;
+  const DcqcnConfig& d = c.dcqcn;
+  const uint32_t top = d.max_rate_mbps != 0 ? d.max_rate_mbps : kMaxMbps;
+  return c.dscp >= -1 && c.dscp <= 63 && c.cnp_dscp <= 63 && c.cnp_interval_us <= kMaxUs &&
+         d.max_rate_mbps <= kMaxMbps && d.min_rate_mbps >= 1 && d.min_rate_mbps <= top &&
+         d.ai_rate_mbps <= kMaxMbps && d.hai_rate_mbps <= kMaxMbps &&
+         d.first_cnp_rate_mbps <= top && d.time_reset_us >= 1 && d.time_reset_us <= kMaxUs &&
+         d.alpha_period_us >= 1 && d.alpha_period_us <= kMaxUs && d.reduce_period_us <= kMaxUs &&
+         d.threshold <= 65535 && d.gd >= 1 && d.gd <= 30 && d.min_dec_fac >= 1 &&
+         d.min_dec_fac <= 100 && d.g <= 1024 && d.initial_alpha <= 1024;
+}
+
+}  // namespace detail
+
 Status Adapter::open(const AdapterConfig& config, Engine& engine,
                      std::unique_ptr<Adapter>* out) noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
@@ -438,7 +442,7 @@ Status Adapter::open(const AdapterConfig& config, Engine& engine,
       config.cm.response_timeout > 31 || config.cm.timewait_ms == 0 ||
       config.cm.timewait_ms > 600000)
     return Status::kInvalidParameter;
-  if (!valid_congestion(config.congestion)) return Status::kInvalidParameter;
+  if (!detail::valid_congestion(config.congestion)) return Status::kInvalidParameter;
   if (!kTesting && !config.cm.drop_tx.empty()) return Status::kNotSupported;
   return detail::guarded([&] {
     auto impl = std::make_unique<detail::AdapterImpl>();

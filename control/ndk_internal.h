@@ -401,5 +401,8 @@ void release_successor(ObjectImpl* o) noexcept;
 // The dataplane QP behind a public one.
 dp::Qp& dp_qp(Qp& q) noexcept;
 
+// AdapterConfig::congestion's ranges (adapter.h), also those of QpAttributes::congestion.
+bool valid_congestion(const CongestionConfig& c) noexcept;
+
 }  // namespace detail
 }  // namespace urnic

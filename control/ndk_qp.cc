@@ -607,6 +607,15 @@ Status QpConnectExtension::modify(const QpAttributes& at, uint32_t mask,
     n.hop_limit = at.av.hop_limit;
     n.flow_label = at.av.flow_label;
   }
+  if (mask & qp_attr_mask::kCongestion) {
+    if (!detail::valid_congestion(at.congestion)) return Status::kInvalidParameter;
+    d.cc = at.congestion;
+    // A maximum left 0 is the adapter's (resolved from the link speed when it opened).
+    if (d.cc.dcqcn.max_rate_mbps == 0) {
+      d.cc.dcqcn.max_rate_mbps = a->congestion.dcqcn.max_rate_mbps;
+      d.cc.dcqcn.min_rate_mbps = std::min(d.cc.dcqcn.min_rate_mbps, d.cc.dcqcn.max_rate_mbps);
+    }
+  }
   // Attribute errors are reported now; whether the transition is legal is decided by the
   // engine against the state the earlier modifies leave (they may still be queued).
   if (static_cast<size_t>(at.state) >= kQpStateCount ||
@@ -640,6 +649,7 @@ Status QpConnectExtension::query(QpAttributes* out) const noexcept {
   q.retry_cnt = a.retry_cnt;
   q.rnr_retry = a.rnr_retry;
   q.min_rnr_timer = a.min_rnr_timer;
+  q.congestion = a.cc;
   q.av.ipv6 = a.av.ipv6;
   q.av.dst_ipv4 = a.av.dst_ip4;
   q.av.dst_ipv6 = a.av.dst_ip6;

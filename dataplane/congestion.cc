@@ -24,7 +24,7 @@ bool send_cnp_lc(Endpoint& ep, const Qp& qp) noexcept {
     return false;
   }
   wire::NetHeaders av = lc(qp).attr.av;
-  av.traffic_class = static_cast<uint8_t>(qp.config().cc.cnp_dscp << 2 | kEcnEct0);
+  av.traffic_class = static_cast<uint8_t>(lc(qp).attr.cc.cnp_dscp << 2 | kEcnEct0);
   const uint32_t len = wire::frame_length(av, wire::opc::kCnp, 0);
   auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
   if (p == nullptr) [[unlikely]] {
@@ -48,7 +48,7 @@ bool send_cnp_lc(Endpoint& ep, const Qp& qp) noexcept {
 void cc_on_ce_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
   auto& q = lc(qp);
   ++q.counters.ce_marked;
-  const CongestionConfig& cc = qp.config().cc;
+  const CongestionConfig& cc = q.attr.cc;
   if (!cc.enabled) return;
   // One CNP per QP per interval (ConnectX min_time_between_cnps; the paper's 50 us): the
   // reaction point cuts at most once per monitor period anyway.
@@ -62,7 +62,7 @@ void cc_on_ce_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
 void cc_on_cnp_lc(Qp& qp, uint64_t now) noexcept {
   auto& q = lc(qp);
   ++q.counters.cnps_received;
-  if (!qp.config().cc.enabled) return;
+  if (!q.attr.cc.enabled) return;
   const uint64_t before = q.dcqcn.counters().cnps_handled;
   q.dcqcn.on_cnp(now);
   if (q.dcqcn.counters().cnps_handled != before) ++q.counters.cc_rate_decreases;

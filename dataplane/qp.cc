@@ -89,10 +89,10 @@ constexpr Transition transition(QpState cur, QpState next) noexcept {
   if (next == S::kReset || next == S::kErr) return {0, ~0u};
   switch (cur) {
     case S::kReset:
-      return next == S::kInit ? Transition{kAccessFlags, 0} : kIllegal;
+      return next == S::kInit ? Transition{kAccessFlags, kCongestion} : kIllegal;
     case S::kInit:
-      if (next == S::kInit) return {0, kAccessFlags};
-      if (next == S::kRtr) return {kRtrRequired, kAccessFlags};
+      if (next == S::kInit) return {0, kAccessFlags | kCongestion};
+      if (next == S::kRtr) return {kRtrRequired, kAccessFlags | kCongestion};
       return kIllegal;
     case S::kRtr:
       return next == S::kRts ? Transition{kRtsRequired, kAccessFlags | kMinRnrTimer} : kIllegal;
@@ -193,6 +193,7 @@ Qp::Qp(const QpConfig& cfg) : cfg_(cfg) {
   lc_.resp.res_count = 1;
   lc_.resp.jobs = std::make_unique<RespJob[]>(kRespJobs);
   lc_.resp.jobs_mask = kRespJobs - 1;
+  lc_.attr.cc = cfg.cc;
   lc_.dcqcn.init(cfg.cc.dcqcn, cc_max_rate_mbps(cfg.cc), rte_get_tsc_hz());
 }
 

@@ -46,6 +46,9 @@ struct QpAttr {
   uint8_t rnr_retry = 7;  // 7 = infinite (IBTA §9.7.5.2.8)
   uint8_t min_rnr_timer = 12;
   wire::NetHeaders av{};  // address vector: MACs, IPs (the GIDs), traffic class, hop limit
+  // Congestion control (QpConfig::cc at creation, or qp_attr::kCongestion up to RTR): the
+  // engine's copy, which the notification and reaction points read.
+  CongestionConfig cc{};
 };
 
 // Checks a modify against the RC transition table (rocev2.md §3.8, IBTA §10.3.1): the target
@@ -124,7 +127,8 @@ struct QpConfig {
   // false: plain go-back-N, the whole window again every T.
   bool adaptive_retransmit = false;
   // Congestion control (AdapterConfig::congestion): ECN marking, CNPs, DCQCN. The maximum rate
-  // is resolved (never 0) by the adapter: its configured value or the port's link speed.
+  // is resolved (never 0) by the adapter: its configured value or the port's link speed. The
+  // engine works from the QP's attributes (QpAttr::cc), which start as this.
   CongestionConfig cc{};
   // Receives come from this shared receive queue instead of the QP's own ring (null: none).
   // Every QP sharing it must run on the SRQ's engine.

@@ -82,7 +82,8 @@ void reset_requester(Qp& qp) noexcept {
   r.cwnd = r.ssthresh = r.cwnd_acc = 0;
   r.recovering = r.congested = false;
   r.timeouts_in_row = 0;
-  lc(qp).dcqcn.init(qp.config().cc.dcqcn, cc_max_rate_mbps(qp.config().cc), rte_get_tsc_hz());
+  const CongestionConfig& cc = lc(qp).attr.cc;
+  lc(qp).dcqcn.init(cc.dcqcn, cc_max_rate_mbps(cc), rte_get_tsc_hz());
   lc(qp).last_cnp_tsc = 0;
   lc(qp).counters.cc_paced_mbps = 0;
 }
@@ -204,9 +205,13 @@ Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexce
   if (mask & kAccessFlags) lc(qp).attr.access = a.access;
   if (mask & kPathMtu) lc(qp).attr.path_mtu = a.path_mtu;
   if (mask & kDestQpn) lc(qp).attr.dest_qpn = a.dest_qpn;
+  if (mask & kCongestion) {
+    lc(qp).attr.cc = a.cc;
+    lc(qp).dcqcn.init(a.cc.dcqcn, cc_max_rate_mbps(a.cc), rte_get_tsc_hz());
+  }
   if (mask & kAv) {
     lc(qp).attr.av = a.av;
-    lc(qp).attr.av.traffic_class = cc_traffic_class(qp.config().cc, a.av.traffic_class);
+    lc(qp).attr.av.traffic_class = cc_traffic_class(lc(qp).attr.cc, a.av.traffic_class);
   }
   if (mask & (kAv | kDestQpn))
     lc(qp).attr.av.udp_sport = wire::udp_sport_for(qp.qpn(), lc(qp).attr.dest_qpn);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <span>
 
+#include "urnic/congestion.h"
 #include "urnic/counters.h"
 #include "urnic/object.h"
 #include "urnic/status.h"
@@ -104,6 +105,10 @@ struct QpAttributes {
   uint8_t rnr_retry = 7;
   uint8_t min_rnr_timer = 12;
   AddressVector av;
+  // With qp_attr_mask::kCongestion (up to RTR): this QP's congestion control instead of the
+  // adapter's AdapterConfig::congestion (the same ranges; max_rate_mbps 0: the adapter's
+  // maximum). query() returns the settings in force.
+  CongestionConfig congestion{};
 };
 
 class QpConnectExtension {

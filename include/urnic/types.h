@@ -232,6 +232,10 @@ inline constexpr uint32_t kRetryCnt = 1u << 9;
 inline constexpr uint32_t kRnrRetry = 1u << 10;
 inline constexpr uint32_t kMinRnrTimer = 1u << 11;
 inline constexpr uint32_t kAv = 1u << 12;
+// urnic extension (QpConnectExtension): QpAttributes::congestion, the QP's own congestion-control
+// settings instead of the adapter's; allowed up to RTR (RESET->INIT, INIT->INIT, INIT->RTR), as
+// the traffic class of what the QP sends is fixed at RTR.
+inline constexpr uint32_t kCongestion = 1u << 13;
 }  // namespace qp_attr_mask
 
 }  // namespace urnic

@@ -345,5 +345,37 @@ TEST_F(ApiQp, QueueDepthIsExactAndSilentRequestsCount) {
   EXPECT_EQ(qb->receive(ctx(3), {&r, 1}), Status::kNoMoreEntries);
 }
 
+// urnic extension: a QP's own congestion-control settings through QpConnectExtension::modify
+// (qp_attr_mask::kCongestion), allowed up to RTR and checked against the adapter's ranges; a
+// maximum rate left 0 becomes the adapter's (its link speed: net_ring reports 10 Gb/s).
+TEST_F(ApiQp, PerQpCongestionSettingsThroughTheExtension) {
+  ApiPair p("qp_cc");
+  Handle<Qp> q;
+  ASSERT_EQ(p.a.pd->create_qp(*p.a.cq, *p.a.cq, nullptr, 4, 4, 1, 1, 0, nullptr, nullptr, &q),
+            Status::kSuccess);
+  auto* ext = q->query_extension<QpConnectExtension>();
+  ASSERT_NE(ext, nullptr);
+  QpAttributes before;
+  ASSERT_EQ(ext->query(&before), Status::kSuccess);
+  EXPECT_TRUE(before.congestion.enabled);  // the adapter's default
+  EXPECT_NE(before.congestion.dcqcn.max_rate_mbps, 0u);
+  using namespace qp_attr_mask;
+  QpAttributes at;
+  at.state = QpState::kInit;
+  at.congestion.dscp = 64;  // out of range
+  EXPECT_EQ(ext->modify(at, kState | kCongestion, nullptr, nullptr), Status::kInvalidParameter);
+  at.congestion = congestion_slow_fabric();
+  at.congestion.enabled = false;
+  at.congestion.dscp = 26;
+  ASSERT_EQ(ext->modify(at, kState | kCongestion, nullptr, nullptr), Status::kSuccess);
+  QpAttributes after;
+  ASSERT_EQ(ext->query(&after), Status::kSuccess);
+  EXPECT_FALSE(after.congestion.enabled);
+  EXPECT_EQ(after.congestion.dscp, 26);
+  EXPECT_EQ(after.congestion.cnp_interval_us, 50u);
+  EXPECT_EQ(after.congestion.dcqcn.time_reset_us, 1500u);
+  EXPECT_EQ(after.congestion.dcqcn.max_rate_mbps, before.congestion.dcqcn.max_rate_mbps);
+}
+
 }  // namespace
 }  // namespace urnic::test

@@ -174,5 +174,28 @@ TEST_F(Congestion, CnpWithCongestionControlOffIsCountedAndIgnored) {
   take_tx();
 }
 
+TEST_F(Congestion, PerQpSettingsByModifyReplaceTheAdapters) {
+  // Created with the defaults (on, DSCP from the AV); the modify to RTR turns congestion control
+  // off for this QP and sets DSCP 12: Not-ECT frames with DSCP 12, CE counted, no CNP.
+  QpOptions o;
+  o.cc.enabled = false;
+  o.cc.dscp = 12;
+  o.cc_by_modify = true;
+  bring_up(o);
+  EXPECT_FALSE(qp_->attr().cc.enabled);
+  write_marked(rq(0), kT0);
+  EXPECT_EQ(ep_->tx_count(), 0u);
+  EXPECT_EQ(qp_->counters().ce_marked, 1u);
+  post_send(dp::WrOpcode::kWrite, 1, kSendSrcOff, 64);
+  requester_tx();
+  const auto out = drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].tos, 12 << 2 | dp::kEcnNotEct);
+  // After RTR the settings are fixed: a modify RTS -> RTS naming them is refused.
+  dp::QpAttr a = qp_->attr();
+  a.state = QpState::kRts;
+  EXPECT_EQ(modify(a, dp::qp_attr::kState | dp::qp_attr::kCongestion), Status::kInvalidParameter);
+}
+
 }  // namespace
 }  // namespace urnic::test

@@ -71,6 +71,8 @@ struct QpOptions {
   uint8_t retry_cnt = 7;
   uint8_t rnr_retry = 7;
   CongestionConfig cc{};  // dp::QpConfig::cc (the maximum rate: 100 Gb/s when left 0)
+  // Give `cc` to the QP with the modify to RTR (qp_attr::kCongestion) instead of at creation.
+  bool cc_by_modify = false;
 };
 
 // One frame the stages emitted, decoded.
@@ -138,7 +140,7 @@ class RcProtocol : public ::testing::Test {
     qc.recv_cq = &rcq_;
     qc.sq_depth = 16;
     qc.rq_depth = 16;
-    qc.cc = o.cc;
+    if (!o.cc_by_modify) qc.cc = o.cc;
     qp_ = std::make_unique<dp::Qp>(qc);
     dp::MailboxMsg add;
     add.kind = dp::MailboxMsg::Kind::kAddQp;
@@ -161,9 +163,10 @@ class RcProtocol : public ::testing::Test {
     a.rq_psn = o.rq_psn;
     a.max_dest_rd_atomic = 4;
     a.min_rnr_timer = kRnrTimerCode;
-    ASSERT_EQ(
-        modify(a, kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer),
-        Status::kSuccess);
+    a.cc = o.cc;
+    ASSERT_EQ(modify(a, kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic |
+                            kMinRnrTimer | (o.cc_by_modify ? kCongestion : 0)),
+              Status::kSuccess);
     a.state = QpState::kRts;
     a.sq_psn = o.sq_psn;
     a.timeout = o.timeout;
