@@ -197,5 +197,45 @@ TEST_F(SoftSwitchTest, LineRateAndDelayHoldFramesBack) {
   EXPECT_EQ(total, 8u);
 }
 
+TEST_F(SoftSwitchTest, IngressImpairmentsDropDuplicateAndCorrupt) {
+  // Every frame entering the switch goes through the fault injector: with a fixed seed the
+  // counts are reproducible, and what reaches B is what the injector let through (duplicates
+  // included), corrupted frames with a failing ICRC.
+  sw::SwitchConfig cfg;
+  cfg.impair.drop_ppm = 200'000;
+  cfg.impair.duplicate_ppm = 100'000;
+  cfg.impair.corrupt_ppm = 100'000;
+  cfg.impair.seed = 7;
+  make(cfg);
+  send_from_a(200, 2);
+  const uint64_t t0 = us(1'000'000);
+  for (uint64_t t = 0; t < 100; ++t) sw_->step(t0 + us(t));
+  const FaultCounters* f = sw_->impair_counters();
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->seen, 200u);
+  EXPECT_GT(f->dropped, 20u);  // 20 % of 200, give or take
+  EXPECT_LT(f->dropped, 60u);
+  EXPECT_GT(f->duplicated, 5u);
+  EXPECT_GT(f->corrupted, 5u);
+  // What B received: every frame the injector passed on, duplicates twice; the corrupted ones
+  // fail their ICRC at B.
+  uint32_t good = 0, bad = 0;
+  rte_mbuf* m[32];
+  while (uint16_t n = rte_eth_rx_burst(host_b_, 0, m, 32)) {
+    for (uint16_t i = 0; i < n; ++i) {
+      auto* d = rte_pktmbuf_mtod(m[i], uint8_t*);
+      wire::ParsedFrame pf;
+      const bool ok = wire::parse(d, rte_pktmbuf_data_len(m[i]), pf) == wire::ParseError::kOk &&
+                      wire::icrc_check(d, pf.l);
+      (ok ? good : bad) += 1;
+    }
+    rte_pktmbuf_free_bulk(m, n);
+  }
+  EXPECT_EQ(good + bad, 200u - f->dropped + f->duplicated);
+  EXPECT_EQ(sw_->counters(1).tx_frames, good + bad);
+  EXPECT_GE(bad, 1u);
+  EXPECT_LE(bad, f->corrupted * 2);  // a corrupted frame may also be duplicated
+}
+
 }  // namespace
 }  // namespace urnic::test
