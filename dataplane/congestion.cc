@@ -3,6 +3,7 @@
 // full) costs nothing but a later CNP for a later CE mark.
 #include "dataplane/congestion.h"
 
+#include <rte_cycles.h>
 #include <rte_mbuf.h>
 
 #include "dataplane/endpoint.h"
@@ -18,27 +19,18 @@ namespace {
 // peer's QPN, PSN 0, no AckReq, then 16 reserved zero bytes and the ICRC.
 bool send_cnp_lc(Endpoint& ep, const Qp& qp) noexcept {
   if (ep.tx_space() == 0) return false;
-  rte_mbuf* m = rte_pktmbuf_alloc(ep.pool());
-  if (m == nullptr) [[unlikely]] {
-    ++ep.counters().mbuf_alloc_failures;
-    return false;
-  }
   wire::NetHeaders av = lc(qp).attr.av;
   av.traffic_class = static_cast<uint8_t>(lc(qp).attr.cc.cnp_dscp << 2 | kEcnEct0);
-  const uint32_t len = wire::frame_length(av, wire::opc::kCnp, 0);
-  auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
-  if (p == nullptr) [[unlikely]] {
-    rte_pktmbuf_free(m);
-    ++ep.counters().mbuf_alloc_failures;
-    return false;
-  }
   wire::TransportHeaders th;
   th.bth.opcode = wire::opc::kCnp;
   th.bth.pkey = wire::Be16::of(wire::kDefaultPkey);
   wire::Bth::Becn::set(th.bth, 1u);
   wire::Bth::DestQp::set(th.bth, lc(qp).attr.dest_qpn);
-  wire::build_headers(p, av, th, 0);
-  wire::finish_frame(p, av, wire::opc::kCnp, 0);
+  uint8_t* payload = nullptr;
+  rte_mbuf* m = frame_lc(ep, av, th, 0, &payload);
+  if (m == nullptr) [[unlikely]]
+    return false;
+  wire::finish_frame(rte_pktmbuf_mtod(m, uint8_t*), av, wire::opc::kCnp, 0);
   ep.tx_append(m);
   return true;
 }
@@ -63,10 +55,15 @@ void cc_on_cnp_lc(Qp& qp, uint64_t now) noexcept {
   auto& q = lc(qp);
   ++q.counters.cnps_received;
   if (!q.attr.cc.enabled) return;
-  const uint64_t before = q.dcqcn.counters().cnps_handled;
-  q.dcqcn.on_cnp(now);
-  if (q.dcqcn.counters().cnps_handled != before) ++q.counters.cc_rate_decreases;
-  q.counters.cc_paced_mbps = q.dcqcn.limited() ? static_cast<uint64_t>(q.dcqcn.rate_mbps()) : 0;
+  if (q.dcqcn.on_cnp(now)) ++q.counters.cc_rate_decreases;
+  cc_publish_rate_lc(qp);
+}
+
+void cc_reset_lc(Qp& qp) noexcept {
+  auto& q = lc(qp);
+  q.dcqcn.init(q.attr.cc.dcqcn, cc_max_rate_mbps(q.attr.cc), rte_get_tsc_hz());
+  q.last_cnp_tsc = 0;
+  q.counters.cc_paced_mbps = 0;
 }
 
 }  // namespace urnic::dp

@@ -47,13 +47,20 @@ inline bool cc_may_send(Qp& qp, uint64_t now) noexcept { return lc(qp).dcqcn.may
 inline void cc_sent(Qp& qp, uint64_t bytes, uint64_t now) noexcept {
   lc(qp).dcqcn.on_sent(static_cast<uint32_t>(bytes), now);
 }
-// Before a QP sends: apply the DCQCN timers (alpha updates, rate increases) that fell due.
-inline void cc_advance_lc(Qp& qp, uint64_t now) noexcept {
-  Dcqcn& d = lc(qp).dcqcn;
-  if (!d.limited()) [[likely]]
-    return;
-  d.advance(now);
+// QpCounters::cc_paced_mbps from the reaction point's state (0 while unpaced).
+inline void cc_publish_rate_lc(Qp& qp) noexcept {
+  const Dcqcn& d = lc(qp).dcqcn;
   lc(qp).counters.cc_paced_mbps = d.limited() ? static_cast<uint64_t>(d.rate_mbps()) : 0;
 }
+// Before a QP sends: apply the DCQCN timers (alpha updates, rate increases) that fell due.
+inline void cc_advance_lc(Qp& qp, uint64_t now) noexcept {
+  if (!lc(qp).dcqcn.limited()) [[likely]]
+    return;
+  lc(qp).dcqcn.advance(now);
+  cc_publish_rate_lc(qp);
+}
+// (Re)starts the QP's congestion state from its settings (QpAttr::cc): DCQCN at its maximum
+// rate, no CNP sent yet. At creation, at reset, and when a modify gives new settings.
+void cc_reset_lc(Qp& qp) noexcept;
 
 }  // namespace urnic::dp

@@ -62,12 +62,12 @@ void Dcqcn::advance(uint64_t now) noexcept {
   }
 }
 
-void Dcqcn::on_cnp(uint64_t now) noexcept {
+bool Dcqcn::on_cnp(uint64_t now) noexcept {
   advance(now);
   if (alpha_due_ == 0) alpha_due_ = now + alpha_period_;  // the first CNP starts the alpha timer
   cnp_in_period_ = true;
   // One decrease per monitor period: the CNPs of one congestion episode arrive in bursts.
-  if (last_reduce_ != 0 && now - last_reduce_ < reduce_period_) return;
+  if (last_reduce_ != 0 && now - last_reduce_ < reduce_period_) return false;
   last_reduce_ = now != 0 ? now : 1;
   ++counters_.cnps_handled;
   double rc = rc_;
@@ -89,6 +89,7 @@ void Dcqcn::on_cnp(uint64_t now) noexcept {
   bytes_ = 0;
   inc_due_ = now + time_reset_;
   set_rate(std::max(rc, min_));
+  return true;
 }
 
 void Dcqcn::increase() noexcept {

@@ -34,8 +34,9 @@ class Dcqcn {
   // `max_rate_mbps` resolved already (config 0 -> the link speed); tsc_hz > 0.
   void init(const DcqcnConfig& cfg, uint32_t max_rate_mbps, uint64_t tsc_hz) noexcept;
 
-  // A CNP for this QP arrived at `now`.
-  void on_cnp(uint64_t now) noexcept;
+  // A CNP for this QP arrived at `now`. Returns whether it cut the rate (false within the
+  // monitor period of the last cut).
+  bool on_cnp(uint64_t now) noexcept;
   // Advances the timers to `now` (alpha updates and timer-driven increases that fell due).
   void advance(uint64_t now) noexcept;
   // Whether a frame may leave at `now` (always, when unlimited).

@@ -41,8 +41,12 @@ void qp_complete_recv_lc(Qp& qp, const RecvWqe& wqe, WcStatus wc, uint32_t bytes
                          OperationType type, uint32_t imm, uint32_t flags,
                          uint64_t type_specific) noexcept;
 
-// Allocates an mbuf and writes the headers of a frame from `qp` carrying `payload_len` bytes.
-// Returns the mbuf and, in *payload, where the payload goes; null on mempool exhaustion.
+// Allocates an mbuf and writes the headers of a frame with addresses `net` carrying
+// `payload_len` bytes. Returns the mbuf and, in *payload, where the payload goes; null (counted
+// in mbuf_alloc_failures) on mempool exhaustion.
+rte_mbuf* frame_lc(Endpoint& ep, const wire::NetHeaders& net, const wire::TransportHeaders& th,
+                   uint32_t payload_len, uint8_t** payload) noexcept;
+// frame_lc with the QP's address vector.
 rte_mbuf* qp_frame_lc(Endpoint& ep, Qp& qp, const wire::TransportHeaders& th, uint32_t payload_len,
                       uint8_t** payload) noexcept;
 // The fused ICRC (issue 13): payloads from kFuseMinPayload bytes are run through the ICRC while

@@ -5,8 +5,7 @@
 #include <array>
 #include <iterator>
 
-#include <rte_cycles.h>
-
+#include "dataplane/congestion.h"
 #include "dataplane/mr.h"
 
 namespace urnic {
@@ -194,7 +193,7 @@ Qp::Qp(const QpConfig& cfg) : cfg_(cfg) {
   lc_.resp.jobs = std::make_unique<RespJob[]>(kRespJobs);
   lc_.resp.jobs_mask = kRespJobs - 1;
   lc_.attr.cc = cfg.cc;
-  lc_.dcqcn.init(cfg.cc.dcqcn, cc_max_rate_mbps(cfg.cc), rte_get_tsc_hz());
+  cc_reset_lc(*this);
 }
 
 Status Qp::post_send(const SendWqe& wqe) noexcept {

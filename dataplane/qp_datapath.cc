@@ -82,10 +82,7 @@ void reset_requester(Qp& qp) noexcept {
   r.cwnd = r.ssthresh = r.cwnd_acc = 0;
   r.recovering = r.congested = false;
   r.timeouts_in_row = 0;
-  const CongestionConfig& cc = lc(qp).attr.cc;
-  lc(qp).dcqcn.init(cc.dcqcn, cc_max_rate_mbps(cc), rte_get_tsc_hz());
-  lc(qp).last_cnp_tsc = 0;
-  lc(qp).counters.cc_paced_mbps = 0;
+  cc_reset_lc(qp);
 }
 
 void reset_responder(Qp& qp) noexcept {
@@ -207,7 +204,7 @@ Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexce
   if (mask & kDestQpn) lc(qp).attr.dest_qpn = a.dest_qpn;
   if (mask & kCongestion) {
     lc(qp).attr.cc = a.cc;
-    lc(qp).dcqcn.init(a.cc.dcqcn, cc_max_rate_mbps(a.cc), rte_get_tsc_hz());
+    cc_reset_lc(qp);
   }
   if (mask & kAv) {
     lc(qp).attr.av = a.av;
@@ -260,22 +257,27 @@ wire::TransportHeaders qp_headers(const Qp& qp, uint8_t opcode, wire::Psn psn,
   return th;
 }
 
-rte_mbuf* qp_frame_lc(Endpoint& ep, Qp& qp, const wire::TransportHeaders& th, uint32_t payload_len,
-                      uint8_t** payload) noexcept {
+rte_mbuf* frame_lc(Endpoint& ep, const wire::NetHeaders& net, const wire::TransportHeaders& th,
+                   uint32_t payload_len, uint8_t** payload) noexcept {
   rte_mbuf* m = rte_pktmbuf_alloc(ep.pool());
   if (m == nullptr) [[unlikely]] {
     ++ep.counters().mbuf_alloc_failures;
     return nullptr;
   }
-  const uint32_t len = wire::frame_length(lc(qp).attr.av, th.bth.opcode, payload_len);
+  const uint32_t len = wire::frame_length(net, th.bth.opcode, payload_len);
   auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
   if (p == nullptr) [[unlikely]] {
     rte_pktmbuf_free(m);
     ++ep.counters().mbuf_alloc_failures;
     return nullptr;
   }
-  *payload = p + wire::build_headers(p, lc(qp).attr.av, th, payload_len);
+  *payload = p + wire::build_headers(p, net, th, payload_len);
   return m;
+}
+
+rte_mbuf* qp_frame_lc(Endpoint& ep, Qp& qp, const wire::TransportHeaders& th, uint32_t payload_len,
+                      uint8_t** payload) noexcept {
+  return frame_lc(ep, lc(qp).attr.av, th, payload_len, payload);
 }
 
 void qp_send_frame_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, uint8_t opcode, uint32_t payload_len,

@@ -110,6 +110,15 @@ class SoftSwitchTest : public ::testing::Test {
     }
     return out;
   }
+  // Steps the switch every 100 us from `t0` for `span_us` and returns what B received.
+  std::vector<Got> drain_b(uint64_t t0, uint64_t span_us) {
+    std::vector<Got> got;
+    for (uint64_t t = 0; t <= span_us; t += 100) {
+      sw_->step(t0 + us(t));
+      for (const Got& g : receive_b()) got.push_back(g);
+    }
+    return got;
+  }
   static uint64_t us(uint64_t n) { return n * rte_get_tsc_hz() / 1'000'000; }
 
   uint16_t host_a_ = 0, host_b_ = 0;
@@ -138,11 +147,7 @@ TEST_F(SoftSwitchTest, RedMarksByDepthKeepsIcrcAndTailDrops) {
   EXPECT_GE(c.ce_marked, 4u);
   EXPECT_LE(c.ce_marked, 7u);
   EXPECT_EQ(c.red_drops, 0u);
-  std::vector<Got> got;
-  for (uint64_t t = 0; t <= 10'000; t += 100) {
-    sw_->step(t0 + us(t));
-    for (const Got& g : receive_b()) got.push_back(g);
-  }
+  const std::vector<Got> got = drain_b(t0, 10'000);
   ASSERT_EQ(got.size(), 10u);
   for (uint32_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].psn, i);
@@ -166,11 +171,7 @@ TEST_F(SoftSwitchTest, NotEctIsDroppedWhereEctWouldBeMarked) {
   EXPECT_EQ(c.ce_marked, 0u);
   // Depths from Kmax on always drop, and drops keep the queue at that depth: frames 6..9.
   EXPECT_GE(c.red_drops, 4u);
-  std::vector<Got> got;
-  for (uint64_t t = 0; t <= 10'000; t += 100) {
-    sw_->step(t0 + us(t));
-    for (const Got& g : receive_b()) got.push_back(g);
-  }
+  const std::vector<Got> got = drain_b(t0, 10'000);
   EXPECT_EQ(got.size() + c.red_drops, 10u);
   for (const Got& g : got) EXPECT_EQ(g.ecn, 0);
 }
