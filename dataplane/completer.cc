@@ -91,7 +91,7 @@ WcStatus nak_status(uint8_t code) noexcept {
   }
 }
 
-void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint64_t now) noexcept {
+void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint32_t msn, uint64_t now) noexcept {
   auto& r = lc(qp).req;
   if (!acceptable_lc(qp, p)) {
     ++lc(qp).counters.dropped_stale;
@@ -137,8 +137,18 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint64_t now) noex
   }
   if (value < 4) ++lc(qp).counters.naks_received[value];
   if (value == wire::aeth::kNakPsnSeqError) {
-    // Go-back-N from the responder's expected PSN, counted against retry_cnt (rocev2.md §3.6).
     if (!ok_before) return;
+    if (lc(qp).attr.selective_repeat) {
+      // The responder holds what followed the hole; its MSN field names the trigger (reorder.h).
+      if (!requester_selective_nak_lc(qp, p, Psn(msn))) {
+        fail_lc(ep, qp, first_pending_lc(qp), WcStatus::kRetryExcErr);
+        return;
+      }
+      r.gap_retry = false;
+      if (progressed) requester_update_timer_lc(qp, now);
+      return;
+    }
+    // Go-back-N from the responder's expected PSN, counted against retry_cnt (rocev2.md §3.6).
     if (!progressed) {
       if (r.retry_left == 0) {
         fail_lc(ep, qp, first_pending_lc(qp), WcStatus::kRetryExcErr);
@@ -293,7 +303,8 @@ void completer_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t 
   const Psn p(wire::Bth::Psn::get(f.bth()));
   switch (f.opcode) {
     case wire::opc::kAcknowledge:
-      on_ack_lc(ep, qp, p, static_cast<uint8_t>(wire::Aeth::Syndrome::get(f.aeth())), now);
+      on_ack_lc(ep, qp, p, static_cast<uint8_t>(wire::Aeth::Syndrome::get(f.aeth())),
+                wire::Aeth::Msn::get(f.aeth()), now);
       break;
     case wire::opc::kAtomicAcknowledge:
       on_atomic_ack_lc(ep, qp, f, p, now);

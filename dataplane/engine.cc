@@ -10,6 +10,7 @@
 
 #include "dataplane/internal.h"
 #include "dataplane/port.h"
+#include "dataplane/reorder.h"
 
 namespace urnic::dp {
 
@@ -76,6 +77,7 @@ void Engine::apply(MailboxMsg& m) noexcept {
         }
       }
       m.ep->set_qp_lc(m.qp->qpn(), nullptr);
+      reorder_clear_lc(*m.ep, *m.qp);  // frames it held go back to their pool from this lcore
       break;
     case MailboxMsg::Kind::kSetFaults:
       // On the engine's lcore: held frames go back to their pools from the thread that owns

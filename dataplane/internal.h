@@ -92,6 +92,10 @@ void requester_progress_lc(Qp& qp, uint32_t acked) noexcept;
 // A loss the peer reported (sequence-error NAK) or the requester inferred (a READ response gap,
 // an implied NAK): with adaptive retransmission, halves the send window once per window of PSNs.
 void requester_loss_lc(Qp& qp) noexcept;
+// Selective repeat (reorder.h): the peer NAKed `hole`, seeing the packet with PSN `trigger`.
+// Queues the hole alone for resending unless that says nothing new; false when it was resent
+// retry_cnt times without progress (the caller fails the QP with RETRY_EXC_ERR).
+bool requester_selective_nak_lc(Qp& qp, wire::Psn hole, wire::Psn trigger) noexcept;
 // Local ACK timeout and RNR wait; returns whether anything happened.
 bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept;
 
@@ -121,6 +125,7 @@ enum class RespState : uint8_t {
   kDropQueueFull,  // no room for a response: dropped, the requester retransmits
   kDuplicate,      // PSN before ePSN (§9.7.5.1.1; rocev2.md §3.5)
   kErrPsnSeq,      // PSN after ePSN: NAK PSN sequence error, once per gap (class B)
+  kHold,           // PSN after ePSN with selective repeat: held, the hole NAKed (reorder.h)
   kErrRnr,         // no receive WQE: RNR NAK, PSN not consumed (§9.7.5.2.8)
   // Class C/D: the NAK goes out, then the QP enters ERR.
   kErrOpSeq,        // invalid request: opcode out of sequence
@@ -139,8 +144,11 @@ enum class RespState : uint8_t {
 };
 const char* to_string(RespState s) noexcept;
 
-// Handles one request packet (IBTA §9.7.5 responder checks, in order).
-void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t now) noexcept;
+// Handles one request packet (IBTA §9.7.5 responder checks, in order), received in `m`. Returns
+// true when the responder kept `m` (selective repeat holds early packets, reorder.h); otherwise
+// the caller frees it.
+bool responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, rte_mbuf* m,
+                     uint64_t now) noexcept;
 // Emits queued responder output (READ responses, ATOMIC ACKs, NAKs, the coalesced ACK) within
 // `budget` frames. Returns frames built.
 uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) noexcept;

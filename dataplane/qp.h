@@ -20,6 +20,8 @@
 #include "urnic/status.h"
 #include "urnic/types.h"
 
+struct rte_mbuf;
+
 namespace urnic::dp {
 
 class Cq;
@@ -49,6 +51,9 @@ struct QpAttr {
   // Congestion control (QpConfig::cc at creation, or qp_attr::kCongestion up to RTR): the
   // engine's copy, which the notification and reaction points read.
   CongestionConfig cc{};
+  // Selective repeat (urnic extension, qp_attr::kSelectiveRepeat; dataplane/reorder.h): set only
+  // when both ends are urnic (negotiated by the CM, or set explicitly on both QPs).
+  bool selective_repeat = false;
 };
 
 // Checks a modify against the RC transition table (rocev2.md §3.8, IBTA §10.3.1): the target
@@ -149,6 +154,9 @@ inline constexpr uint32_t kMaxQueueDepth = 32768;
 inline constexpr uint32_t kMaxRdAtomicLimit = 128;
 // Responder output queue: each READ / ATOMIC / NAK is one job, ACKs coalesce into the last.
 inline constexpr uint32_t kRespJobs = 512;
+// Selective repeat: the responder holds frames up to this many PSNs ahead of ePSN, and a QP
+// with selective repeat keeps at most this many PSNs outstanding.
+inline constexpr uint32_t kReorderSlots = 256;
 
 // A QP's state, private to dp::Qp: the posting side's rings and counts, and the engine-owned
 // transport state (the requester, completer and responder).
@@ -199,6 +207,14 @@ struct QpLc {
     bool recovering = false;
     bool congested = false;  // since a second timeout in a row, until the window is whole again
     uint8_t timeouts_in_row = 0;  // local ACK timeouts without forward progress
+    // Selective repeat (requester.cc, resend_selected_lc): the hole a NAK asked for, whether it
+    // is still to be sent, and - once sent - max_sent at that moment: a later NAK for the same
+    // hole whose trigger PSN is at or after that mark was sent after the resend, so the resend
+    // was lost too (IRN's rule; the path keeps order).
+    wire::Psn sr_psn;
+    wire::Psn sr_mark;
+    bool sr_want = false;
+    bool sr_sent = false;
     SendSlot& at(uint64_t i) noexcept { return slots[i & mask]; }
   } req;
 
@@ -223,6 +239,11 @@ struct QpLc {
     uint64_t jobs_head = 0, jobs_tail = 0;
     bool ack_pending = false;  // a coalesced ACK is owed for ack_psn (no job queued)
     wire::Psn ack_psn;
+    // Selective repeat (dataplane/reorder.h): frames that arrived ahead of ePSN, by PSN modulo
+    // kReorderSlots, held until the hole before them is filled.
+    std::unique_ptr<rte_mbuf*[]> held;
+    std::unique_ptr<uint32_t[]> held_psn;
+    uint32_t held_count = 0;
   } resp;
 
   // Congestion control (dataplane/congestion.cc): the reaction point's rate and pacer, and when

@@ -73,7 +73,9 @@ uint8_t data_opcode(WrOpcode op, uint32_t k, uint32_t n) noexcept {
 
 // Builds packet `k` of slot `s`. Returns false on mempool exhaustion (retry next step) and sets
 // *err on a local protection error.
-bool build_packet_lc(Endpoint& ep, Qp& qp, SendSlot& s, uint32_t k, WcStatus* err) noexcept {
+// `ack_req` asks for an ACK whatever the packet's place (a selective resend: reorder.h).
+bool build_packet_lc(Endpoint& ep, Qp& qp, SendSlot& s, uint32_t k, WcStatus* err,
+                     bool ack_req = false) noexcept {
   const SendWqe& w = s.wqe;
   const uint32_t mtu = lc(qp).attr.path_mtu;
   const Psn psn = s.first_psn + static_cast<int32_t>(k);
@@ -109,7 +111,7 @@ bool build_packet_lc(Endpoint& ep, Qp& qp, SendSlot& s, uint32_t k, WcStatus* er
   const uint32_t len = w.length - off < mtu ? w.length - off : mtu;
   const uint8_t op = data_opcode(w.opcode, k, s.npkts);
   const bool last = k + 1 == s.npkts;
-  auto th = qp_headers(qp, op, psn, last || (k % kAckReqEvery) == kAckReqEvery - 1);
+  auto th = qp_headers(qp, op, psn, ack_req || last || (k % kAckReqEvery) == kAckReqEvery - 1);
   const uint32_t mask = wire::kOpcodeTable[op].mask;
   if (mask & wire::op::kReth) {
     th.reth.va = wire::Be64::of(w.remote_addr);
@@ -144,7 +146,10 @@ bool build_packet_lc(Endpoint& ep, Qp& qp, SendSlot& s, uint32_t k, WcStatus* er
 // by the congestion window after repeated timeouts.
 uint32_t base_window_lc(const Qp& qp) noexcept {
   constexpr uint32_t kMaxInFlightBytes = 256 * 1024;
-  return std::min(qp.config().max_unacked_psns, kMaxInFlightBytes / lc(qp).attr.path_mtu);
+  const uint32_t w =
+      std::min(qp.config().max_unacked_psns, kMaxInFlightBytes / lc(qp).attr.path_mtu);
+  // Selective repeat: no more than the peer's reorder buffer can hold (reorder.h).
+  return lc(qp).attr.selective_repeat ? std::min(w, kReorderSlots) : w;
 }
 // The window after a retransmission timeout: 4 packets, not TCP's one, so that one lost packet
 // or ACK on a lossy path does not cost a whole retry (each retry with one packet in flight needs
@@ -193,7 +198,73 @@ uint64_t retry_wait_lc(Qp& qp, uint64_t t) noexcept {
   return base + x % (base + 1);
 }
 
+// Selective repeat: sends the one packet a NAK named (requester_selective_nak_lc), ahead of
+// anything new. False when the step must stop here: the pacer or the mempool says wait, or a
+// local error moved the QP to ERR.
+bool resend_selected_lc(Endpoint& ep, Qp& qp, uint64_t now, uint32_t* built) noexcept {
+  auto& r = lc(qp).req;
+  SendSlot* hit = nullptr;
+  for (uint64_t i = r.head; i != r.tail; ++i) {
+    SendSlot& s = r.at(i);
+    if (!s.started) break;
+    if (s.done || wr_has(s.wqe.opcode, wr_mask::kLocalOp)) continue;
+    if (!Psn::after(r.sr_psn, s.last_psn)) {
+      if (!Psn::before(r.sr_psn, s.first_psn)) hit = &s;
+      break;
+    }
+  }
+  if (hit == nullptr) {
+    r.sr_want = false;  // acknowledged meanwhile
+    return true;
+  }
+  if (!cc_may_send(qp, now)) [[unlikely]]
+    return false;
+  // A READ's hole is its request (or the re-request for the responses not yet here); an
+  // atomic's, its only packet.
+  const uint32_t k = hit->wqe.opcode == WrOpcode::kRead ? hit->resp_pkts
+                     : wr_has(hit->wqe.opcode, wr_mask::kAtomic)
+                         ? 0
+                         : Psn::diff(r.sr_psn, hit->first_psn);
+  const uint64_t bytes_before = lc(qp).counters.tx_bytes;
+  WcStatus err = WcStatus::kSuccess;
+  if (!build_packet_lc(ep, qp, *hit, k, &err, true)) return false;
+  if (err != WcStatus::kSuccess) {
+    hit->done = true;
+    hit->wc = err;
+    qp_retire_lc(ep, qp);
+    qp_to_error_lc(ep, qp);
+    return false;
+  }
+  cc_sent(qp, lc(qp).counters.tx_bytes - bytes_before, now);
+  ++lc(qp).counters.retransmits;
+  ++lc(qp).counters.selective_retransmits;
+  ++*built;
+  r.sr_want = false;
+  r.sr_sent = true;
+  r.sr_mark = r.max_sent;
+  return true;
+}
+
 }  // namespace
+
+bool requester_selective_nak_lc(Qp& qp, Psn hole, Psn trigger) noexcept {
+  auto& r = lc(qp).req;
+  // At or past the next PSN to send: a go-back-N pass (a timeout, an RNR NAK) sends it anyway.
+  if (!Psn::before(hole, r.psn)) return true;
+  if (r.sr_want && r.sr_psn == hole) return true;  // not sent yet
+  if (r.sr_sent && r.sr_psn == hole) {
+    // Resent already: news only if the trigger left after the resend (then the resend was
+    // lost), and then a retry without progress (IBTA §9.7.6.1.3: retry_cnt bounds them).
+    if (Psn::before(trigger, r.sr_mark)) return true;
+    if (r.retry_left == 0) return false;
+    --r.retry_left;
+  }
+  r.sr_psn = hole;
+  r.sr_want = true;
+  r.sr_sent = false;
+  requester_loss_lc(qp);
+  return true;
+}
 
 void requester_progress_lc(Qp& qp, uint32_t acked) noexcept {
   auto& r = lc(qp).req;
@@ -295,6 +366,8 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
   if (r.rnr_deadline != 0) return 0;  // waiting out an RNR NAK
   cc_advance_lc(qp, now);
   uint32_t built = 0;
+  if (r.sr_want && !resend_selected_lc(ep, qp, now, &built)) [[unlikely]]
+    return built;
   const uint32_t window = window_lc(qp);
   while (built < budget && r.cur != r.tail) {
     SendSlot& s = r.at(r.cur);
@@ -401,6 +474,7 @@ bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
   }
   --r.retry_left;
   r.gap_retry = false;
+  r.sr_want = false;  // the go-back-N pass resends it
   requester_rewind_lc(qp, r.una);
   r.ack_deadline = now + retry_wait_lc(qp, tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout)));
   return true;

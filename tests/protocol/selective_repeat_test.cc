@@ -1,0 +1,221 @@
+// Selective repeat at the protocol level (dataplane/reorder.h, requester.cc resend_selected_lc):
+// the responder holds requests that arrive ahead of ePSN and runs them through its checks in
+// PSN order once the hole is filled; it NAKs the hole with the trigger PSN in the MSN field; the
+// requester resends only the hole, again only when a NAK's trigger left after its resend. Each
+// test has a go-back-N twin or a counter that shows what happens without the rule it guards.
+#include "protocol_fixture.h"
+
+namespace urnic::test {
+namespace {
+
+class SelectiveRepeat : public RcProtocol {
+ protected:
+  static QpOptions sr(bool on = true) {
+    QpOptions o;
+    o.selective_repeat = on;
+    return o;
+  }
+  // Packet `k` of a 4-packet (1 KiB) WRITE of `data` to the region's receive area, from PSN
+  // rq(base); AckReq on the last packet only.
+  void write_pkt(const std::vector<uint8_t>& data, int32_t base, uint32_t k) {
+    static constexpr uint8_t kOps[4] = {opc::kWriteFirst, opc::kWriteMiddle, opc::kWriteMiddle,
+                                        opc::kWriteLast};
+    auto th = hdr(kOps[k], rq(base + static_cast<int32_t>(k)), k == 3);
+    if (k == 0) {
+      th.reth.va = wire::Be64::of(addr(kRecvOff));
+      th.reth.rkey = wire::Be32::of(key_);
+      th.reth.dma_length = wire::Be32::of(static_cast<uint32_t>(data.size()));
+    }
+    receive(th, std::span(data).subspan(k * kMtu, kMtu));
+  }
+  std::vector<uint8_t> region(uint32_t off, uint32_t len) const { return slice(mem_, off, len); }
+};
+
+TEST_F(SelectiveRepeat, EarlyPacketsAreHeldAndPlacedWhenTheHoleFills) {
+  bring_up(sr());
+  const auto data = pattern(4 * kMtu, 9);
+  write_pkt(data, 0, 0);
+  write_pkt(data, 0, 2);  // packet 1 lost
+  write_pkt(data, 0, 3);
+  EXPECT_EQ(qp_->counters().ooo_held, 2u);
+  // Nothing past the hole is written before the hole is filled (exactly the in-order rules).
+  EXPECT_EQ(region(kRecvOff + 2 * kMtu, 2 * kMtu), std::vector<uint8_t>(2 * kMtu, 0));
+  responder_tx();
+  auto out = take_tx();
+  ASSERT_EQ(out.size(), 1u);
+  // One NAK for the hole; its MSN field names the newest trigger (the LAST, which asked for an
+  // ACK), as the requester's resend rule needs.
+  expect_ack(out[0], rq(1), kNakSeq, rq(3));
+
+  write_pkt(data, 0, 1);  // the resend
+  EXPECT_EQ(region(kRecvOff, 4 * kMtu), data);
+  EXPECT_EQ(qp_->responder().epsn.value(), rq(4));
+  EXPECT_EQ(qp_->responder().held_count, 0u);
+  responder_tx();
+  out = take_tx();
+  ASSERT_EQ(out.size(), 1u);
+  expect_ack(out[0], rq(3), kAckNoCredit, 1);  // the whole WRITE, one message
+}
+
+TEST_F(SelectiveRepeat, WithoutItEarlyPacketsAreDroppedAndResentInBulk) {
+  bring_up(sr(false));
+  const auto data = pattern(4 * kMtu, 9);
+  write_pkt(data, 0, 0);
+  write_pkt(data, 0, 2);
+  write_pkt(data, 0, 3);
+  write_pkt(data, 0, 1);
+  EXPECT_EQ(qp_->counters().ooo_held, 0u);
+  EXPECT_EQ(qp_->responder().epsn.value(), rq(2));  // packets 2 and 3 must come again
+  EXPECT_EQ(region(kRecvOff + 2 * kMtu, 2 * kMtu), std::vector<uint8_t>(2 * kMtu, 0));
+}
+
+// Held requests of several messages complete in posting order, each exactly once, and a copy of
+// a held packet (a go-back-N pass, a duplicated frame) is not executed twice.
+TEST_F(SelectiveRepeat, HeldSendsCompleteInOrderExactlyOnce) {
+  bring_up(sr());
+  for (uintptr_t i = 0; i < 3; ++i)
+    post_recv(100 + i, kRecvOff + static_cast<uint32_t>(i) * 1024, 1024);
+  const auto a = pattern(64, 1), b = pattern(64, 2), c = pattern(64, 3);
+  send_pkt(opc::kSendOnly, rq(1), false, b);  // rq(0) lost
+  send_pkt(opc::kSendOnly, rq(2), true, c);
+  send_pkt(opc::kSendOnly, rq(1), false, b);  // a copy of a held packet
+  EXPECT_TRUE(poll(rcq_).empty());
+  EXPECT_EQ(qp_->counters().duplicate_requests, 1u);
+  send_pkt(opc::kSendOnly, rq(0), true, a);
+  const auto done = poll(rcq_);
+  ASSERT_EQ(done.size(), 3u);
+  for (uintptr_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(done[i].request_context, ctx(100 + i));
+    EXPECT_EQ(done[i].status, Status::kSuccess);
+    EXPECT_EQ(done[i].bytes_transferred, 64u);
+  }
+  EXPECT_EQ(region(kRecvOff, 64), a);
+  EXPECT_EQ(region(kRecvOff + 1024, 64), b);
+  EXPECT_EQ(region(kRecvOff + 2048, 64), c);
+}
+
+// A READ and an atomic that arrive behind a hole execute once, in order, when it is filled.
+TEST_F(SelectiveRepeat, HeldReadAndAtomicRunInOrder) {
+  bring_up(sr());
+  post_recv(1, kRecvOff, 1024);
+  const auto src = pattern(200, 5);
+  std::copy(src.begin(), src.end(), mem_.begin() + kReadSrcOff);
+  read_request(rq(1), addr(kReadSrcOff), 200);  // rq(0) lost
+  fetch_add(rq(2), addr(kAtomicOff), 5);
+  EXPECT_EQ(qp_->counters().ooo_held, 2u);
+  responder_tx();
+  auto out = take_tx();
+  ASSERT_EQ(out.size(), 1u);
+  expect_ack(out[0], rq(0), kNakSeq, rq(2));
+  send_pkt(opc::kSendOnly, rq(0), false, pattern(8, 1));
+  responder_tx();
+  out = take_tx();
+  ASSERT_GE(out.size(), 2u);
+  EXPECT_EQ(out[0].opcode, opc::kReadRespOnly);
+  EXPECT_EQ(out[0].psn, rq(1));
+  EXPECT_EQ(out[0].payload, src);
+  EXPECT_EQ(out[1].opcode, opc::kAtomicAcknowledge);
+  EXPECT_EQ(out[1].psn, rq(2));
+  uint64_t word = 0;
+  std::memcpy(&word, mem_.data() + kAtomicOff, 8);
+  EXPECT_EQ(word, 5u);  // added once
+}
+
+TEST_F(SelectiveRepeat, HeldFramesGoBackToThePoolOnReset) {
+  bring_up(sr());
+  const auto data = pattern(4 * kMtu, 9);
+  write_pkt(data, 0, 2);
+  write_pkt(data, 0, 3);
+  EXPECT_EQ(qp_->responder().held_count, 2u);
+  EXPECT_EQ(ep_->reorder_held(), 2u);
+  dp::QpAttr a;
+  a.state = QpState::kReset;
+  ASSERT_EQ(modify(a, dp::qp_attr::kState), Status::kSuccess);
+  EXPECT_EQ(qp_->responder().held_count, 0u);
+  EXPECT_EQ(ep_->reorder_held(), 0u);
+  // TearDown checks that every mbuf came back.
+}
+
+// The requester resends the NAKed packet alone, with AckReq; a NAK whose trigger left before that
+// resend says nothing new; one whose trigger left after it means the resend was lost too.
+TEST_F(SelectiveRepeat, RequesterResendsOnlyTheHole) {
+  bring_up(sr());
+  const auto src = pattern(4 * kMtu, 3);
+  std::copy(src.begin(), src.end(), mem_.begin() + kSendSrcOff);
+  post_send(dp::WrOpcode::kWrite, 1, kSendSrcOff, 4 * kMtu);
+  EXPECT_EQ(requester_tx(), 4u);
+  take_tx();
+  ack(sq(1), kNakSeq, sq(2));
+  EXPECT_EQ(requester_tx(), 1u);
+  auto out = take_tx();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode, opc::kWriteMiddle);
+  EXPECT_EQ(out[0].psn, sq(1));
+  EXPECT_TRUE(out[0].ack_req);
+  EXPECT_EQ(out[0].payload, slice(src, kMtu, kMtu));
+  EXPECT_EQ(qp_->counters().selective_retransmits, 1u);
+  EXPECT_EQ(qp_->counters().retransmits, 1u);
+
+  ack(sq(1), kNakSeq, sq(3));  // triggered by a packet sent before the resend
+  EXPECT_EQ(requester_tx(), 0u);
+
+  post_send(dp::WrOpcode::kWrite, 2, kSendSrcOff, 64);
+  EXPECT_EQ(requester_tx(), 1u);  // sq(4), new
+  take_tx();
+  ack(sq(1), kNakSeq, sq(4));  // sent after the resend and still the hole: the resend was lost
+  EXPECT_EQ(requester_tx(), 1u);
+  out = take_tx();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].psn, sq(1));
+  EXPECT_EQ(qp_->counters().selective_retransmits, 2u);
+
+  ack(sq(4), kAckNoCredit, 2);
+  const auto done = poll(scq_);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].request_context, ctx(1));
+  EXPECT_EQ(done[1].request_context, ctx(2));
+  EXPECT_EQ(done[0].status, Status::kSuccess);
+}
+
+TEST_F(SelectiveRepeat, WithoutItANakResendsEverythingFromTheHole) {
+  bring_up(sr(false));
+  post_send(dp::WrOpcode::kWrite, 1, kSendSrcOff, 4 * kMtu);
+  EXPECT_EQ(requester_tx(), 4u);
+  take_tx();
+  ack(sq(1), kNakSeq, 0);
+  EXPECT_EQ(requester_tx(), 3u);  // go-back-N: sq(1), sq(2), sq(3)
+  EXPECT_EQ(qp_->counters().selective_retransmits, 0u);
+}
+
+// A hole resent retry_cnt times without progress fails the QP as go-back-N would (IBTA
+// §9.7.6.1.3): RETRY_EXC_ERR for the oldest request.
+TEST_F(SelectiveRepeat, LostResendsCountAgainstRetryCnt) {
+  QpOptions o = sr();
+  o.retry_cnt = 1;
+  bring_up(o);
+  post_send(dp::WrOpcode::kWrite, 1, kSendSrcOff, 2 * kMtu);
+  EXPECT_EQ(requester_tx(), 2u);
+  take_tx();
+  ack(sq(0), kNakSeq, sq(1));
+  EXPECT_EQ(requester_tx(), 1u);  // the first resend: news, not a retry
+  take_tx();
+  post_send(dp::WrOpcode::kWrite, 2, kSendSrcOff, 64);
+  EXPECT_EQ(requester_tx(), 1u);  // sq(2), after the resend
+  take_tx();
+  ack(sq(0), kNakSeq, sq(2));  // the resend was lost: the one retry
+  EXPECT_EQ(requester_tx(), 1u);
+  take_tx();
+  EXPECT_EQ(qp_->state(), QpState::kRts);
+  post_send(dp::WrOpcode::kWrite, 3, kSendSrcOff, 64);
+  EXPECT_EQ(requester_tx(), 1u);
+  take_tx();
+  ack(sq(0), kNakSeq, sq(3));  // lost again: no retry left
+  EXPECT_EQ(qp_->state(), QpState::kErr);
+  const auto done = poll(scq_);
+  ASSERT_FALSE(done.empty());
+  EXPECT_EQ(done[0].request_context, ctx(1));
+  EXPECT_EQ(done[0].provider_error_code, static_cast<uint32_t>(WcStatus::kRetryExcErr));
+}
+
+}  // namespace
+}  // namespace urnic::test
