@@ -128,7 +128,7 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint32_t msn, uint
     if (lc(qp).attr.rnr_retry != 7) --r.rnr_left;  // 7 = retry forever (IBTA §9.7.5.2.8)
     requester_rewind_lc(qp, p);
     r.rnr_deadline = now + tsc_from_ns(uint64_t{rnr_timer_us(value)} * 1000);
-    r.ack_deadline = 0;
+    r.ack_deadline = r.probe_deadline = 0;
     return;
   }
   if (type != wire::aeth::kNak) {
@@ -139,11 +139,8 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint32_t msn, uint
   if (value == wire::aeth::kNakPsnSeqError) {
     if (!ok_before) return;
     if (lc(qp).attr.selective_repeat) {
-      // The responder holds what followed the hole; its MSN field names the trigger (reorder.h).
-      if (!requester_selective_nak_lc(qp, p, Psn(msn))) {
-        fail_lc(ep, qp, first_pending_lc(qp), WcStatus::kRetryExcErr);
-        return;
-      }
+      // The responder holds what followed; its MSN field names a PSN it misses (reorder.h).
+      requester_selective_nak_lc(qp, Psn(msn));
       r.gap_retry = false;
       if (progressed) requester_update_timer_lc(qp, now);
       return;

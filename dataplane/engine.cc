@@ -130,6 +130,7 @@ bool Engine::phase_timers(uint64_t now) noexcept {
     if (stalled) [[unlikely]] {
       if (lc(qp).req.ack_deadline != 0) lc(qp).req.ack_deadline += gap;
       if (lc(qp).req.rnr_deadline != 0) lc(qp).req.rnr_deadline += gap;
+      if (lc(qp).req.probe_deadline != 0) lc(qp).req.probe_deadline += gap;
       continue;
     }
     if (rx_backlog_) continue;

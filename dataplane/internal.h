@@ -92,10 +92,10 @@ void requester_progress_lc(Qp& qp, uint32_t acked) noexcept;
 // A loss the peer reported (sequence-error NAK) or the requester inferred (a READ response gap,
 // an implied NAK): with adaptive retransmission, halves the send window once per window of PSNs.
 void requester_loss_lc(Qp& qp) noexcept;
-// Selective repeat (reorder.h): the peer NAKed `hole`, seeing the packet with PSN `trigger`.
-// Queues the hole alone for resending unless that says nothing new; false when it was resent
-// retry_cnt times without progress (the caller fails the QP with RETRY_EXC_ERR).
-bool requester_selective_nak_lc(Qp& qp, wire::Psn hole, wire::Psn trigger) noexcept;
+// Selective repeat (reorder.h): the peer NAKed `hole` (the AETH MSN field of its sequence-error
+// NAK). Queues it to be resent alone, unless it was resent already (then the probe, an eighth of
+// the local ACK timeout without progress, resends the oldest packet).
+void requester_selective_nak_lc(Qp& qp, wire::Psn hole) noexcept;
 // Local ACK timeout and RNR wait; returns whether anything happened.
 bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept;
 

@@ -6,6 +6,7 @@
 // control side and tests see const views.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -196,6 +197,9 @@ struct QpLc {
     uint8_t rnr_left = 7;
     uint64_t ack_deadline = 0;  // TSC; 0 = timer off
     uint64_t rnr_deadline = 0;  // TSC; 0 = not waiting
+    // Selective repeat: when the oldest unacknowledged packet is resent alone if nothing has
+    // moved (TSC; 0 = off): an eighth of the local ACK timeout (requester_timers_lc).
+    uint64_t probe_deadline = 0;
     // Adaptive retransmission (QpConfig::adaptive_retransmit): PSNs that may be outstanding
     // after repeated timeouts (0: the configured window), the slow-start threshold, the ACKed
     // PSNs not yet turned into window growth above it, and the jitter generator's state.
@@ -207,14 +211,13 @@ struct QpLc {
     bool recovering = false;
     bool congested = false;  // since a second timeout in a row, until the window is whole again
     uint8_t timeouts_in_row = 0;  // local ACK timeouts without forward progress
-    // Selective repeat (requester.cc, resend_selected_lc): the hole a NAK asked for, whether it
-    // is still to be sent, and - once sent - max_sent at that moment: a later NAK for the same
-    // hole whose trigger PSN is at or after that mark was sent after the resend, so the resend
-    // was lost too (IRN's rule; the path keeps order).
-    wire::Psn sr_psn;
-    wire::Psn sr_mark;
-    bool sr_want = false;
-    bool sr_sent = false;
+    // Selective repeat (requester.cc, resend_selected_lc): PSNs to resend one by one, and per
+    // PSN modulo kReorderSlots the last PSN resent that way, so that each hole goes out once per
+    // NAK that names it however often it is named (a lost resend waits for the probe).
+    static constexpr uint32_t kSrQueue = 64;
+    std::array<uint32_t, kSrQueue> sr_queue{};
+    uint32_t sr_head = 0, sr_tail = 0;
+    std::unique_ptr<uint32_t[]> sr_resent;
     SendSlot& at(uint64_t i) noexcept { return slots[i & mask]; }
   } req;
 
@@ -244,6 +247,7 @@ struct QpLc {
     std::unique_ptr<rte_mbuf*[]> held;
     std::unique_ptr<uint32_t[]> held_psn;
     uint32_t held_count = 0;
+    wire::Psn held_high;  // the highest PSN seen ahead of ePSN (holes below it are NAKed)
   } resp;
 
   // Congestion control (dataplane/congestion.cc): the reaction point's rate and pacer, and when

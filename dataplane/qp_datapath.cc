@@ -79,11 +79,11 @@ void reset_requester(Qp& qp) noexcept {
   r.cur_pkt = 0;
   r.rd_atomic_outstanding = 0;
   r.gap_retry = false;
-  r.ack_deadline = r.rnr_deadline = 0;
+  r.ack_deadline = r.rnr_deadline = r.probe_deadline = 0;
   r.cwnd = r.ssthresh = r.cwnd_acc = 0;
   r.recovering = r.congested = false;
   r.timeouts_in_row = 0;
-  r.sr_want = r.sr_sent = false;
+  r.sr_head = r.sr_tail = 0;
   cc_reset_lc(qp);
 }
 
@@ -219,6 +219,7 @@ Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexce
   if (mask & kRqPsn) {
     lc(qp).attr.rq_psn = a.rq_psn;
     lc(qp).resp.epsn = wire::Psn(a.rq_psn);
+    lc(qp).resp.held_high = lc(qp).resp.epsn - 1;
   }
   if (mask & kMaxDestRdAtomic) {
     lc(qp).attr.max_dest_rd_atomic = a.max_dest_rd_atomic;

@@ -12,11 +12,13 @@
 // 2018) without its per-packet RETH: standard MIDDLE packets carry no address, so out-of-order
 // frames wait in PSN order rather than being placed on arrival.
 //
-// Each NAK names the hole (BTH PSN = ePSN, acknowledging everything before it) and, in the AETH
-// MSN field, the PSN of the packet that triggered it (IRN's NACK carries the same pair). The
-// first early packet of a hole triggers one at once; later ones with AckReq set trigger another,
-// so a lost NAK or a lost resend is seen within the next few packets instead of at the local ACK
-// timeout.
+// Each NAK is a PSN sequence error NAK for ePSN (so it acknowledges everything before it) that
+// names, in the AETH MSN field, one PSN the responder misses: every PSN an early packet shows
+// missing is NAKed once, as IRN's receiver reports each out-of-order arrival, so several holes
+// are resent in parallel instead of one per round trip. The requester resends each named PSN once
+// (requester.cc); a lost NAK or a lost resend is repaired by the probe (the oldest unacknowledged
+// packet resent alone after 1/32 of the local ACK timeout without progress), and the timeout
+// itself still ends in go-back-N.
 #pragma once
 
 #include <rte_mbuf.h>

@@ -468,34 +468,42 @@ void psn_seq_error_lc(Qp& qp) noexcept {
   if (RespJob* j = push_job(qp, Kind::kNak, s.epsn)) j->syndrome = aeth::kNak;
 }
 
-// Selective repeat: NAK the hole at ePSN, naming `trigger` (the packet that showed it) in the
-// MSN field (reorder.h). A NAK for the same hole not sent yet just takes the newer trigger; none
-// while an RNR NAK for the hole waits to go out (the requester waits the RNR timer first).
-void selective_nak_lc(Qp& qp, Psn trigger) noexcept {
+// Selective repeat: a NAK for ePSN (acknowledging everything before it) that names, in the
+// AETH MSN field, the PSN `missing` to resend (reorder.h). None while an RNR NAK for ePSN waits
+// to go out (the requester waits the RNR timer first), nor twice in a row for the same PSN.
+void selective_nak_lc(Qp& qp, Psn missing) noexcept {
   auto& s = lc(qp).resp;
   s.nak_sent = true;
-  if (RespJob* last = last_job(qp); last != nullptr && last->psn == s.epsn) {
+  if (const RespJob* last = last_job(qp); last != nullptr && last->psn == s.epsn) {
     if (last->kind == Kind::kRnrNak) return;
-    if (last->kind == Kind::kNak && last->syndrome == aeth::kNak) {
-      last->msn = trigger.value();
+    if (last->kind == Kind::kNak && last->syndrome == aeth::kNak && last->msn == missing.value())
       return;
-    }
   }
   ++lc(qp).counters.naks_sent[aeth::kNakPsnSeqError];
   if (RespJob* j = push_job(qp, Kind::kNak, s.epsn)) {
     j->syndrome = aeth::kNak;
-    j->msn = trigger.value();
+    j->msn = missing.value();
   }
 }
 
-// Selective repeat: a request ahead of ePSN is held (reorder.h); the hole is NAKed at once for
-// the first such packet and again for each later one asking for an ACK, so that a lost NAK or
-// a lost resend shows within a few packets. Returns whether the frame was kept.
+// Selective repeat: a request ahead of ePSN is held (reorder.h), and every PSN it shows missing
+// - between the highest seen so far and itself - is NAKed once, as IRN's receiver reports each
+// out-of-order arrival, so that several holes are resent in parallel rather than one per round
+// trip. One that cannot be held is NAKed itself. Returns whether the frame was kept.
 bool hold_lc(Endpoint& ep, Qp& qp, const ReqPkt& pkt) noexcept {
+  auto& s = lc(qp).resp;
   ++lc(qp).counters.out_of_sequence;
+  // At most this many NAKs for one arrival (a long burst lost): the probe covers the rest.
+  constexpr int32_t kMaxNaksPerPacket = 16;
   const bool kept = pkt.m != nullptr && reorder_hold_lc(ep, qp, pkt.m, pkt.psn);
-  if (!kept) ++lc(qp).counters.ooo_dropped;
-  if (!lc(qp).resp.nak_sent || wire::Bth::AckReq::get(pkt.f.bth())) selective_nak_lc(qp, pkt.psn);
+  const Psn base = Psn::before(s.held_high, s.epsn) ? s.epsn - 1 : s.held_high;
+  const int32_t gap = Psn::diff(pkt.psn, base);
+  for (int32_t k = 1; k < gap && k <= kMaxNaksPerPacket; ++k) selective_nak_lc(qp, base + k);
+  if (gap > 0) s.held_high = pkt.psn;
+  if (!kept) {
+    ++lc(qp).counters.ooo_dropped;
+    selective_nak_lc(qp, pkt.psn);
+  }
   return kept;
 }
 
@@ -679,7 +687,9 @@ void drain_lc(Endpoint& ep, Qp& qp, Psn before) noexcept {
     reorder_skip_lc(ep, qp, at + 1, s.epsn);
   }
   if (s.held_count != 0) {
-    if (!s.nak_sent) selective_nak_lc(qp, s.epsn);
+    // The next hole, NAKed again: its first NAK may be the one lost (the requester resends a
+    // PSN only once; a lost resend waits for its probe).
+    selective_nak_lc(qp, s.epsn);
   } else if (drained) {
     owe_ack(qp, s.epsn - 1);
   }

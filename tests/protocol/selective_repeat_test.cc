@@ -1,8 +1,9 @@
 // Selective repeat at the protocol level (dataplane/reorder.h, requester.cc resend_selected_lc):
 // the responder holds requests that arrive ahead of ePSN and runs them through its checks in
-// PSN order once the hole is filled; it NAKs the hole with the trigger PSN in the MSN field; the
-// requester resends only the hole, again only when a NAK's trigger left after its resend. Each
-// test has a go-back-N twin or a counter that shows what happens without the rule it guards.
+// PSN order once the hole is filled; it NAKs each missing PSN once, naming it in the MSN field;
+// the requester resends only what is named, each PSN once, and the probe resends the oldest
+// packet. Each test has a go-back-N twin or a counter that shows what happens without the rule
+// it guards.
 #include "protocol_fixture.h"
 
 namespace urnic::test {
@@ -43,9 +44,8 @@ TEST_F(SelectiveRepeat, EarlyPacketsAreHeldAndPlacedWhenTheHoleFills) {
   responder_tx();
   auto out = take_tx();
   ASSERT_EQ(out.size(), 1u);
-  // One NAK for the hole; its MSN field names the newest trigger (the LAST, which asked for an
-  // ACK), as the requester's resend rule needs.
-  expect_ack(out[0], rq(1), kNakSeq, rq(3));
+  // One NAK for the hole, which its MSN field names.
+  expect_ack(out[0], rq(1), kNakSeq, rq(1));
 
   write_pkt(data, 0, 1);  // the resend
   EXPECT_EQ(region(kRecvOff, 4 * kMtu), data);
@@ -106,7 +106,7 @@ TEST_F(SelectiveRepeat, HeldReadAndAtomicRunInOrder) {
   responder_tx();
   auto out = take_tx();
   ASSERT_EQ(out.size(), 1u);
-  expect_ack(out[0], rq(0), kNakSeq, rq(2));
+  expect_ack(out[0], rq(0), kNakSeq, rq(0));
   send_pkt(opc::kSendOnly, rq(0), false, pattern(8, 1));
   responder_tx();
   out = take_tx();
@@ -136,16 +136,34 @@ TEST_F(SelectiveRepeat, HeldFramesGoBackToThePoolOnReset) {
   // TearDown checks that every mbuf came back.
 }
 
-// The requester resends the NAKed packet alone, with AckReq; a NAK whose trigger left before that
-// resend says nothing new; one whose trigger left after it means the resend was lost too.
-TEST_F(SelectiveRepeat, RequesterResendsOnlyTheHole) {
+// Every PSN an early packet shows missing is NAKed at once (not one hole per round trip), each
+// NAK acknowledging what precedes ePSN.
+TEST_F(SelectiveRepeat, EachMissingPsnIsNakedOnce) {
+  bring_up(sr());
+  for (uintptr_t i = 0; i < 5; ++i)
+    post_recv(100 + i, kRecvOff + static_cast<uint32_t>(i) * 1024, 1024);
+  send_pkt(opc::kSendOnly, rq(0), false, pattern(8, 0));
+  send_pkt(opc::kSendOnly, rq(2), false, pattern(8, 2));  // rq(1) missing
+  send_pkt(opc::kSendOnly, rq(5), true, pattern(8, 5));   // rq(3), rq(4) missing
+  send_pkt(opc::kSendOnly, rq(5), true, pattern(8, 5));   // a copy: nothing new
+  responder_tx();
+  auto out = take_tx();
+  ASSERT_EQ(out.size(), 3u);
+  expect_ack(out[0], rq(1), kNakSeq, rq(1));
+  expect_ack(out[1], rq(1), kNakSeq, rq(3));
+  expect_ack(out[2], rq(1), kNakSeq, rq(4));
+}
+
+// The requester resends each NAKed packet alone, with AckReq, once however often it is named;
+// the probe resends the oldest unacknowledged packet after 1/32 of the local ACK timeout.
+TEST_F(SelectiveRepeat, RequesterResendsOnlyWhatIsNamed) {
   bring_up(sr());
   const auto src = pattern(4 * kMtu, 3);
   std::copy(src.begin(), src.end(), mem_.begin() + kSendSrcOff);
   post_send(dp::WrOpcode::kWrite, 1, kSendSrcOff, 4 * kMtu);
   EXPECT_EQ(requester_tx(), 4u);
   take_tx();
-  ack(sq(1), kNakSeq, sq(2));
+  ack(sq(1), kNakSeq, sq(1));
   EXPECT_EQ(requester_tx(), 1u);
   auto out = take_tx();
   ASSERT_EQ(out.size(), 1u);
@@ -156,24 +174,29 @@ TEST_F(SelectiveRepeat, RequesterResendsOnlyTheHole) {
   EXPECT_EQ(qp_->counters().selective_retransmits, 1u);
   EXPECT_EQ(qp_->counters().retransmits, 1u);
 
-  ack(sq(1), kNakSeq, sq(3));  // triggered by a packet sent before the resend
-  EXPECT_EQ(requester_tx(), 0u);
-
-  post_send(dp::WrOpcode::kWrite, 2, kSendSrcOff, 64);
-  EXPECT_EQ(requester_tx(), 1u);  // sq(4), new
-  take_tx();
-  ack(sq(1), kNakSeq, sq(4));  // sent after the resend and still the hole: the resend was lost
+  ack(sq(1), kNakSeq, sq(1));  // named again: resent already
+  ack(sq(1), kNakSeq, sq(3));  // a second hole
   EXPECT_EQ(requester_tx(), 1u);
   out = take_tx();
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].psn, sq(1));
-  EXPECT_EQ(qp_->counters().selective_retransmits, 2u);
+  EXPECT_EQ(out[0].psn, sq(3));
+  EXPECT_EQ(out[0].opcode, opc::kWriteLast);
 
-  ack(sq(4), kAckNoCredit, 2);
+  // Nothing moves: the probe (timeout 14: 67 ms, so 2.1 ms) resends the oldest packet.
+  const uint64_t probe = dp::tsc_from_ns(dp::ack_timeout_ns(14) / 32);
+  EXPECT_FALSE(timers(kT0 + probe / 2));
+  EXPECT_TRUE(timers(kT0 + probe + 1));
+  EXPECT_EQ(requester_tx(kT0 + probe + 1), 1u);
+  out = take_tx();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].psn, sq(1));
+  EXPECT_EQ(qp_->counters().selective_retransmits, 3u);
+  EXPECT_EQ(qp_->counters().timeouts, 0u);
+
+  ack(sq(3), kAckNoCredit, 1);
   const auto done = poll(scq_);
-  ASSERT_EQ(done.size(), 2u);
+  ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(done[0].request_context, ctx(1));
-  EXPECT_EQ(done[1].request_context, ctx(2));
   EXPECT_EQ(done[0].status, Status::kSuccess);
 }
 
@@ -187,29 +210,23 @@ TEST_F(SelectiveRepeat, WithoutItANakResendsEverythingFromTheHole) {
   EXPECT_EQ(qp_->counters().selective_retransmits, 0u);
 }
 
-// A hole resent retry_cnt times without progress fails the QP as go-back-N would (IBTA
-// §9.7.6.1.3): RETRY_EXC_ERR for the oldest request.
-TEST_F(SelectiveRepeat, LostResendsCountAgainstRetryCnt) {
+// The local ACK timeout still ends in go-back-N and counts against retry_cnt (IBTA
+// §9.7.6.1.3): probes are no retries.
+TEST_F(SelectiveRepeat, TheTimeoutStillGoesBackAndCountsRetries) {
   QpOptions o = sr();
-  o.retry_cnt = 1;
+  o.retry_cnt = 0;
   bring_up(o);
   post_send(dp::WrOpcode::kWrite, 1, kSendSrcOff, 2 * kMtu);
   EXPECT_EQ(requester_tx(), 2u);
   take_tx();
-  ack(sq(0), kNakSeq, sq(1));
-  EXPECT_EQ(requester_tx(), 1u);  // the first resend: news, not a retry
-  take_tx();
-  post_send(dp::WrOpcode::kWrite, 2, kSendSrcOff, 64);
-  EXPECT_EQ(requester_tx(), 1u);  // sq(2), after the resend
-  take_tx();
-  ack(sq(0), kNakSeq, sq(2));  // the resend was lost: the one retry
-  EXPECT_EQ(requester_tx(), 1u);
+  const uint64_t t = dp::tsc_from_ns(dp::ack_timeout_ns(14));
+  for (uint32_t i = 1; i < 32; ++i) {  // probes up to the timeout
+    EXPECT_TRUE(timers(kT0 + t * i / 32 + 1));
+    requester_tx(kT0 + t * i / 32 + 1);
+  }
   take_tx();
   EXPECT_EQ(qp_->state(), QpState::kRts);
-  post_send(dp::WrOpcode::kWrite, 3, kSendSrcOff, 64);
-  EXPECT_EQ(requester_tx(), 1u);
-  take_tx();
-  ack(sq(0), kNakSeq, sq(3));  // lost again: no retry left
+  EXPECT_TRUE(timers(kT0 + t + 1));
   EXPECT_EQ(qp_->state(), QpState::kErr);
   const auto done = poll(scq_);
   ASSERT_FALSE(done.empty());
