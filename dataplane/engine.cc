@@ -77,7 +77,9 @@ void Engine::apply(MailboxMsg& m) noexcept {
         }
       }
       m.ep->set_qp_lc(m.qp->qpn(), nullptr);
-      reorder_clear_lc(*m.ep, *m.qp);  // frames it held go back to their pool from this lcore
+      // Frames it held go back to their pools from this lcore.
+      reorder_clear_lc(*m.ep, lc(*m.qp).resp.held);
+      reorder_clear_lc(*m.ep, lc(*m.qp).req.held);
       break;
     case MailboxMsg::Kind::kSetFaults:
       // On the engine's lcore: held frames go back to their pools from the thread that owns

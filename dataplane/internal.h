@@ -84,6 +84,8 @@ WcStatus scatter_lc(const MrTable& mrs, uint32_t pd, const Sge* sge, uint32_t ns
 uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) noexcept;
 // Go-back-N: restart transmission at `psn` (the oldest unacknowledged PSN, or a NAK's PSN).
 void requester_rewind_lc(Qp& qp, wire::Psn psn) noexcept;
+// Selective repeat: takes a round-trip sample when the progress passed the packet being timed.
+void requester_rtt_lc(Qp& qp, uint64_t now) noexcept;
 // Arms / re-arms / disarms the local ACK timer after progress.
 void requester_update_timer_lc(Qp& qp, uint64_t now) noexcept;
 // Forward progress: `acked` PSNs newly acknowledged. Resets the retry counters and regrows a
@@ -155,8 +157,10 @@ uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
 
 // ---- completer.cc -----------------------------------------------------------------------------
 
-// Handles one response packet: ACK / NAK / RNR NAK, READ response, ATOMIC ACK.
-void completer_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t now) noexcept;
+// Handles one response packet: ACK / NAK / RNR NAK, READ response, ATOMIC ACK, received in `m`.
+// True when it kept `m` (selective repeat holds early responses); otherwise the caller frees it.
+bool completer_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, rte_mbuf* m,
+                     uint64_t now) noexcept;
 
 // TSC ticks for a duration in nanoseconds.
 uint64_t tsc_from_ns(uint64_t ns) noexcept;

@@ -198,8 +198,6 @@ Qp::Qp(const QpConfig& cfg) : cfg_(cfg) {
   lc_.resp.res_count = 1;
   lc_.resp.jobs = std::make_unique<RespJob[]>(kRespJobs);
   lc_.resp.jobs_mask = kRespJobs - 1;
-  lc_.resp.held = std::make_unique<rte_mbuf*[]>(kReorderSlots);
-  lc_.resp.held_psn = std::make_unique<uint32_t[]>(kReorderSlots);
   lc_.req.sr_resent = std::make_unique<uint32_t[]>(kReorderSlots);
   for (uint32_t i = 0; i < kReorderSlots; ++i) lc_.req.sr_resent[i] = ~0u;  // no PSN
   lc_.attr.cc = cfg.cc;

@@ -159,6 +159,19 @@ inline constexpr uint32_t kRespJobs = 512;
 // with selective repeat keeps at most this many PSNs outstanding.
 inline constexpr uint32_t kReorderSlots = 256;
 
+// Selective repeat (dataplane/reorder.h): frames that arrived ahead of the PSN expected next, by
+// PSN modulo kReorderSlots, held until the hole before them is filled; the responder's for
+// requests, the requester's for READ responses and ATOMIC ACKs.
+struct ReorderBuf {
+  std::unique_ptr<rte_mbuf*[]> frame;
+  std::unique_ptr<uint32_t[]> psn;
+  uint32_t count = 0;
+  wire::Psn high;  // the highest PSN seen ahead (the holes below it were reported)
+  ReorderBuf()
+      : frame(std::make_unique<rte_mbuf*[]>(kReorderSlots)),
+        psn(std::make_unique<uint32_t[]>(kReorderSlots)) {}
+};
+
 // A QP's state, private to dp::Qp: the posting side's rings and counts, and the engine-owned
 // transport state (the requester, completer and responder).
 struct QpLc {
@@ -218,6 +231,17 @@ struct QpLc {
     std::array<uint32_t, kSrQueue> sr_queue{};
     uint32_t sr_head = 0, sr_tail = 0;
     std::unique_ptr<uint32_t[]> sr_resent;
+    ReorderBuf held;  // selective repeat: responses ahead of the one expected next
+    // Selective repeat: the smoothed round trip (TSC ticks; 0: none measured yet), from one new
+    // packet at a time to the progress past it (RFC 6298's estimator, Karn's rule), for the probe.
+    uint64_t srtt = 0;
+    uint64_t rtt_tsc = 0;
+    wire::Psn rtt_psn;
+    bool rtt_pending = false;
+    // Selective repeat: an ACK that an incomplete READ / atomic stopped (ack_through_lc), applied
+    // again once that completes, so the requests behind it need no resend.
+    wire::Psn sr_ack;
+    bool sr_ack_valid = false;
     SendSlot& at(uint64_t i) noexcept { return slots[i & mask]; }
   } req;
 
@@ -242,12 +266,7 @@ struct QpLc {
     uint64_t jobs_head = 0, jobs_tail = 0;
     bool ack_pending = false;  // a coalesced ACK is owed for ack_psn (no job queued)
     wire::Psn ack_psn;
-    // Selective repeat (dataplane/reorder.h): frames that arrived ahead of ePSN, by PSN modulo
-    // kReorderSlots, held until the hole before them is filled.
-    std::unique_ptr<rte_mbuf*[]> held;
-    std::unique_ptr<uint32_t[]> held_psn;
-    uint32_t held_count = 0;
-    wire::Psn held_high;  // the highest PSN seen ahead of ePSN (holes below it are NAKed)
+    ReorderBuf held;  // selective repeat: requests ahead of ePSN
   } resp;
 
   // Congestion control (dataplane/congestion.cc): the reaction point's rate and pacer, and when

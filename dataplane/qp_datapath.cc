@@ -73,8 +73,12 @@ void complete_send(Qp& qp, const SendWqe& wqe, WcStatus wc) noexcept {
     ++lc(qp).counters.completions_dropped;
 }
 
-void reset_requester(Qp& qp) noexcept {
+void reset_requester(Endpoint& ep, Qp& qp) noexcept {
   auto& r = lc(qp).req;
+  reorder_clear_lc(ep, r.held);
+  r.sr_ack_valid = false;
+  r.srtt = 0;
+  r.rtt_pending = false;
   r.head = r.cur = r.tail = 0;
   r.cur_pkt = 0;
   r.rd_atomic_outstanding = 0;
@@ -89,7 +93,7 @@ void reset_requester(Qp& qp) noexcept {
 
 void reset_responder(Endpoint& ep, Qp& qp) noexcept {
   auto& s = lc(qp).resp;
-  reorder_clear_lc(ep, qp);
+  reorder_clear_lc(ep, s.held);
   s.msn = 0;
   s.nak_sent = false;
   s.in_msg = QpLc::Responder::InMsg::kNone;
@@ -150,7 +154,7 @@ void qp_to_error_lc(Endpoint& ep, Qp& qp) noexcept {
     }
   }
   qp_retire_lc(ep, qp);
-  reset_requester(qp);
+  reset_requester(ep, qp);
   // Queued WQEs never started: flushed in posting order.
   while (const SendWqe* w = lc(qp).sq.front()) {
     complete_send(qp, *w, WcStatus::kWrFlushErr);
@@ -186,7 +190,7 @@ Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexce
     // as retired for the posting limits.
     retire_send(qp, lc(qp).req.tail - lc(qp).req.head);
     if (lc(qp).resp.have_recv) retire_recv(qp);
-    reset_requester(qp);
+    reset_requester(ep, qp);
     reset_responder(ep, qp);
     while (lc(qp).sq.front() != nullptr) {
       lc(qp).sq.pop();
@@ -219,7 +223,6 @@ Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexce
   if (mask & kRqPsn) {
     lc(qp).attr.rq_psn = a.rq_psn;
     lc(qp).resp.epsn = wire::Psn(a.rq_psn);
-    lc(qp).resp.held_high = lc(qp).resp.epsn - 1;
   }
   if (mask & kMaxDestRdAtomic) {
     lc(qp).attr.max_dest_rd_atomic = a.max_dest_rd_atomic;

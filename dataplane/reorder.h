@@ -31,16 +31,25 @@
 
 namespace urnic::dp {
 
-// Holds `m` (a request packet with PSN `psn`, ahead of ePSN). False when it cannot be held: too
-// far ahead, or the adapter's share of held frames is used up (Endpoint::reorder_room); the
-// caller frees it. A copy of a frame already held is freed here (and counts as held).
-bool reorder_hold_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, wire::Psn psn) noexcept;
-// The held frame for ePSN, removed from the buffer (the caller processes and frees it), or null.
-rte_mbuf* reorder_take_lc(Endpoint& ep, Qp& qp) noexcept;
-// Frees held frames for PSNs in [from, to): PSNs a READ consumed, which no conforming requester
-// sends, so they can never be processed.
-void reorder_skip_lc(Endpoint& ep, Qp& qp, wire::Psn from, wire::Psn to) noexcept;
+// Holds `m` (a packet with PSN `psn`, ahead of `expected`, the PSN wanted next): kHeld; kCopy
+// when a frame with that PSN is held already (`m` is freed); kNo when it cannot be held - too far
+// ahead, or the adapter's share of held frames is used up (Endpoint::reorder_acquire) - and the
+// caller frees it.
+enum class Hold : uint8_t { kNo, kHeld, kCopy };
+Hold reorder_hold_lc(Endpoint& ep, ReorderBuf& b, rte_mbuf* m, wire::Psn psn,
+                     wire::Psn expected) noexcept;
+// The last PSN whose absence was reported already: the highest seen ahead while frames are held,
+// else the one before `expected`.
+inline wire::Psn reorder_reported_lc(const ReorderBuf& b, wire::Psn expected) noexcept {
+  return b.count == 0 || wire::Psn::before(b.high, expected) ? expected - 1 : b.high;
+}
+// The held frame for `expected`, removed from the buffer (the caller processes and frees it), or
+// null.
+rte_mbuf* reorder_take_lc(Endpoint& ep, ReorderBuf& b, wire::Psn expected) noexcept;
+// Frees held frames for PSNs in [from, to): PSNs passed without them (a READ's range at the
+// responder; responses a go-back-N pass brought again at the requester).
+void reorder_skip_lc(Endpoint& ep, ReorderBuf& b, wire::Psn from, wire::Psn to) noexcept;
 // Frees every held frame (RESET, ERR, teardown).
-void reorder_clear_lc(Endpoint& ep, Qp& qp) noexcept;
+void reorder_clear_lc(Endpoint& ep, ReorderBuf& b) noexcept;
 
 }  // namespace urnic::dp

@@ -73,9 +73,10 @@ uint8_t data_opcode(WrOpcode op, uint32_t k, uint32_t n) noexcept {
 
 // Builds packet `k` of slot `s`. Returns false on mempool exhaustion (retry next step) and sets
 // *err on a local protection error.
-// `ack_req` asks for an ACK whatever the packet's place (a selective resend: reorder.h).
+// `ack_req` asks for an ACK whatever the packet's place (a selective resend: reorder.h); `single`
+// makes a READ (re-)request ask for response packet k alone instead of all from k on.
 bool build_packet_lc(Endpoint& ep, Qp& qp, SendSlot& s, uint32_t k, WcStatus* err,
-                     bool ack_req = false) noexcept {
+                     bool ack_req = false, bool single = false) noexcept {
   const SendWqe& w = s.wqe;
   const uint32_t mtu = lc(qp).attr.path_mtu;
   const Psn psn = s.first_psn + static_cast<int32_t>(k);
@@ -87,7 +88,8 @@ bool build_packet_lc(Endpoint& ep, Qp& qp, SendSlot& s, uint32_t k, WcStatus* er
     auto th = qp_headers(qp, opc::kReadRequest, psn, true);
     th.reth.va = wire::Be64::of(w.remote_addr + done);
     th.reth.rkey = wire::Be32::of(w.rkey);
-    th.reth.dma_length = wire::Be32::of(static_cast<uint32_t>(w.length - done));
+    const auto rest = static_cast<uint32_t>(w.length - done);
+    th.reth.dma_length = wire::Be32::of(single && rest > mtu ? mtu : rest);
     rte_mbuf* m = qp_frame_lc(ep, qp, th, 0, &payload);
     if (m == nullptr) return false;
     qp_send_frame_lc(ep, qp, m, opc::kReadRequest, 0);
@@ -224,14 +226,19 @@ bool resend_selected_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now,
     if (hit == nullptr) continue;
     if (!cc_may_send(qp, now)) [[unlikely]]
       return false;
-    // A READ's hole is its request (or the re-request for the responses not yet here); an
-    // atomic's, its only packet.
-    const uint32_t k = hit->wqe.opcode == WrOpcode::kRead          ? hit->resp_pkts
-                       : wr_has(hit->wqe.opcode, wr_mask::kAtomic) ? 0
-                                                                   : Psn::diff(p, hit->first_psn);
+    // A READ's hole is one response packet: while later ones are held, that one alone is asked
+    // for again (the responder replays it from its saved request); otherwise everything from the
+    // first missing one. An atomic's, its only packet.
+    uint32_t k = wr_has(hit->wqe.opcode, wr_mask::kAtomic) ? 0 : Psn::diff(p, hit->first_psn);
+    bool single = false;
+    if (hit->wqe.opcode == WrOpcode::kRead) {
+      if (k < hit->resp_pkts) continue;  // arrived meanwhile
+      single = r.held.count != 0;
+      if (!single) k = hit->resp_pkts;
+    }
     const uint64_t bytes_before = lc(qp).counters.tx_bytes;
     WcStatus err = WcStatus::kSuccess;
-    if (!build_packet_lc(ep, qp, *hit, k, &err, true)) return false;
+    if (!build_packet_lc(ep, qp, *hit, k, &err, true, single)) return false;
     if (err != WcStatus::kSuccess) {
       hit->done = true;
       hit->wc = err;
@@ -243,6 +250,7 @@ bool resend_selected_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now,
     ++lc(qp).counters.retransmits;
     ++lc(qp).counters.selective_retransmits;
     ++*built;
+    r.rtt_pending = false;  // Karn: no sample across a resend
   }
   return true;
 }
@@ -319,9 +327,22 @@ void requester_loss_lc(Qp& qp) noexcept {
 // time). A probe costs one packet. Probes are not retries: the local ACK timer still runs from
 // the last progress, and its expiries count against retry_cnt (IBTA §9.7.6.1.3).
 constexpr uint32_t kProbeShift = 5;
+constexpr uint64_t kMinProbeNs = 10'000;
 
 uint64_t probe_ticks_lc(const Qp& qp) noexcept {
-  return tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout) >> kProbeShift);
+  const uint64_t cap = tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout) >> kProbeShift);
+  // With a measured round trip: three of them (queueing included), not below kMinProbeNs.
+  const uint64_t srtt = lc(qp).req.srtt;
+  if (srtt == 0) return cap;
+  return std::min(cap, std::max(3 * srtt, tsc_from_ns(kMinProbeNs)));
+}
+
+void requester_rtt_lc(Qp& qp, uint64_t now) noexcept {
+  auto& r = lc(qp).req;
+  if (!r.rtt_pending || !Psn::after(r.una, r.rtt_psn)) return;
+  r.rtt_pending = false;
+  const uint64_t sample = now - r.rtt_tsc;
+  r.srtt = r.srtt == 0 ? sample : (7 * r.srtt + sample) / 8;  // RFC 6298: alpha 1/8
 }
 
 void requester_update_timer_lc(Qp& qp, uint64_t now) noexcept {
@@ -442,7 +463,14 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
     ++built;
     cc_sent(qp, lc(qp).counters.tx_bytes - bytes_before, now);
     const Psn sent = s.first_psn + static_cast<int32_t>(r.cur_pkt);
-    if (Psn::before(sent, r.max_sent)) ++lc(qp).counters.retransmits;
+    if (Psn::before(sent, r.max_sent)) {
+      ++lc(qp).counters.retransmits;
+      r.rtt_pending = false;  // Karn: no sample across a resend
+    } else if (!r.rtt_pending && lc(qp).attr.selective_repeat) {
+      r.rtt_pending = true;
+      r.rtt_psn = sent;
+      r.rtt_tsc = now;
+    }
     if (wr_has(s.wqe.opcode, wr_mask::kReadOrAtomic)) {
       // One request packet stands for all remaining PSNs of the READ (or the atomic's one).
       r.psn = s.last_psn + 1;
@@ -499,6 +527,7 @@ bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
   --r.retry_left;
   r.gap_retry = false;
   r.sr_head = r.sr_tail;  // the go-back-N pass resends them
+  r.rtt_pending = false;
   requester_rewind_lc(qp, r.una);
   r.ack_deadline = now + retry_wait_lc(qp, tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout)));
   r.probe_deadline = lc(qp).attr.selective_repeat ? now + probe_ticks_lc(qp) : 0;

@@ -495,11 +495,14 @@ bool hold_lc(Endpoint& ep, Qp& qp, const ReqPkt& pkt) noexcept {
   ++lc(qp).counters.out_of_sequence;
   // At most this many NAKs for one arrival (a long burst lost): the probe covers the rest.
   constexpr int32_t kMaxNaksPerPacket = 16;
-  const bool kept = pkt.m != nullptr && reorder_hold_lc(ep, qp, pkt.m, pkt.psn);
-  const Psn base = Psn::before(s.held_high, s.epsn) ? s.epsn - 1 : s.held_high;
+  const Psn base = reorder_reported_lc(s.held, s.epsn);
+  const Hold h = pkt.m != nullptr ? reorder_hold_lc(ep, s.held, pkt.m, pkt.psn, s.epsn) : Hold::kNo;
+  const bool kept = h != Hold::kNo;
+  if (h == Hold::kHeld) ++lc(qp).counters.ooo_held;
+  if (h == Hold::kCopy) ++lc(qp).counters.duplicate_requests;
   const int32_t gap = Psn::diff(pkt.psn, base);
   for (int32_t k = 1; k < gap && k <= kMaxNaksPerPacket; ++k) selective_nak_lc(qp, base + k);
-  if (gap > 0) s.held_high = pkt.psn;
+  if (gap > 0) s.held.high = pkt.psn;
   if (!kept) {
     ++lc(qp).counters.ooo_dropped;
     selective_nak_lc(qp, pkt.psn);
@@ -672,9 +675,9 @@ bool run_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, rte_mbuf* m) noexc
 // at once; or everything drained is acknowledged.
 void drain_lc(Endpoint& ep, Qp& qp, Psn before) noexcept {
   auto& s = lc(qp).resp;
-  reorder_skip_lc(ep, qp, before + 1, s.epsn);
+  reorder_skip_lc(ep, s.held, before + 1, s.epsn);
   bool drained = false;
-  while (rte_mbuf* h = reorder_take_lc(ep, qp)) {
+  while (rte_mbuf* h = reorder_take_lc(ep, s.held, s.epsn)) {
     wire::ParsedFrame hf;
     // It parsed (and passed its ICRC) when it arrived; the headers are unchanged.
     (void)wire::parse(rte_pktmbuf_mtod(h, uint8_t*), rte_pktmbuf_data_len(h), hf);
@@ -684,9 +687,9 @@ void drain_lc(Endpoint& ep, Qp& qp, Psn before) noexcept {
     // Not consumed (RNR NAK, response queue full, a fatal error): the requester resends it.
     if (s.epsn == at) break;
     drained = true;
-    reorder_skip_lc(ep, qp, at + 1, s.epsn);
+    reorder_skip_lc(ep, s.held, at + 1, s.epsn);
   }
-  if (s.held_count != 0) {
+  if (s.held.count != 0) {
     // The next hole, NAKed again: its first NAK may be the one lost (the requester resends a
     // PSN only once; a lost resend waits for its probe).
     selective_nak_lc(qp, s.epsn);
@@ -701,7 +704,7 @@ bool responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, rte_mbuf*
                      uint64_t) noexcept {
   const Psn before = lc(qp).resp.epsn;
   const bool kept = run_lc(ep, qp, f, m);
-  if (lc(qp).resp.held_count != 0 && lc(qp).resp.epsn != before) [[unlikely]]
+  if (lc(qp).resp.held.count != 0 && lc(qp).resp.epsn != before) [[unlikely]]
     drain_lc(ep, qp, before);
   return kept;
 }

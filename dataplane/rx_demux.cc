@@ -125,7 +125,7 @@ void Engine::deliver_lc(Endpoint& ep, rte_mbuf* m, uint64_t now) noexcept {
   if (f.mask & wire::op::kReq) {
     if (responder_rx_lc(ep, *qp, f, m, now)) return;  // held for later (selective repeat)
   } else {
-    completer_rx_lc(ep, *qp, f, now);
+    if (completer_rx_lc(ep, *qp, f, m, now)) return;
   }
   rte_pktmbuf_free(m);
 }

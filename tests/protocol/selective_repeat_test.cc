@@ -50,7 +50,7 @@ TEST_F(SelectiveRepeat, EarlyPacketsAreHeldAndPlacedWhenTheHoleFills) {
   write_pkt(data, 0, 1);  // the resend
   EXPECT_EQ(region(kRecvOff, 4 * kMtu), data);
   EXPECT_EQ(qp_->responder().epsn.value(), rq(4));
-  EXPECT_EQ(qp_->responder().held_count, 0u);
+  EXPECT_EQ(qp_->responder().held.count, 0u);
   responder_tx();
   out = take_tx();
   ASSERT_EQ(out.size(), 1u);
@@ -126,12 +126,12 @@ TEST_F(SelectiveRepeat, HeldFramesGoBackToThePoolOnReset) {
   const auto data = pattern(4 * kMtu, 9);
   write_pkt(data, 0, 2);
   write_pkt(data, 0, 3);
-  EXPECT_EQ(qp_->responder().held_count, 2u);
+  EXPECT_EQ(qp_->responder().held.count, 2u);
   EXPECT_EQ(ep_->reorder_held(), 2u);
   dp::QpAttr a;
   a.state = QpState::kReset;
   ASSERT_EQ(modify(a, dp::qp_attr::kState), Status::kSuccess);
-  EXPECT_EQ(qp_->responder().held_count, 0u);
+  EXPECT_EQ(qp_->responder().held.count, 0u);
   EXPECT_EQ(ep_->reorder_held(), 0u);
   // TearDown checks that every mbuf came back.
 }
@@ -198,6 +198,36 @@ TEST_F(SelectiveRepeat, RequesterResendsOnlyWhatIsNamed) {
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(done[0].request_context, ctx(1));
   EXPECT_EQ(done[0].status, Status::kSuccess);
+}
+
+// READ responses ahead of a lost one are held; the missing one alone is asked for again (a
+// one-packet READ request with its PSN, which the responder answers from its saved request), and
+// the READ completes with every byte in place.
+TEST_F(SelectiveRepeat, ReadResponsesAheadAreHeldAndTheMissingOneAskedForAlone) {
+  bring_up(sr());
+  post_send(dp::WrOpcode::kRead, 1, kReadDstOff, 4 * kMtu);
+  EXPECT_EQ(requester_tx(), 1u);
+  take_tx();
+  const auto data = pattern(4 * kMtu, 7);
+  read_response(opc::kReadRespFirst, sq(0), slice(data, 0, kMtu), 1);
+  read_response(opc::kReadRespMiddle, sq(2), slice(data, 2 * kMtu, kMtu), 1);  // sq(1) lost
+  read_response(opc::kReadRespLast, sq(3), slice(data, 3 * kMtu, kMtu), 1);
+  EXPECT_EQ(qp_->counters().ooo_held, 2u);
+  EXPECT_EQ(requester_tx(), 1u);
+  auto out = take_tx();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode, opc::kReadRequest);
+  EXPECT_EQ(out[0].psn, sq(1));
+  EXPECT_EQ(out[0].va, kRemoteVa + kMtu);
+  EXPECT_EQ(out[0].dma_length, kMtu);  // that packet alone, not the rest of the READ
+  EXPECT_TRUE(poll(scq_).empty());
+  read_response(opc::kReadRespOnly, sq(1), slice(data, kMtu, kMtu), 1);
+  const auto done = poll(scq_);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, Status::kSuccess);
+  EXPECT_EQ(slice(mem_, kReadDstOff, 4 * kMtu), data);
+  EXPECT_EQ(qp_->requester().held.count, 0u);
+  EXPECT_EQ(qp_->counters().selective_retransmits, 1u);
 }
 
 TEST_F(SelectiveRepeat, WithoutItANakResendsEverythingFromTheHole) {
