@@ -16,14 +16,10 @@ hop=${2:?usage: perf_sr_test.sh path/to/urnic-perf path/to/urnic-hop}
 need_built "$perf" "$hop"
 impair_setup
 
-# selective NAME: the client's "selective repeat:" line, as "SEL BULK HELD".
+# selective FILE: the "selective repeat:" counters line of a run's output, as "SEL BULK HELD".
 selective() {
   grep -oE 'selective repeat: resent [0-9]+ packets one by one, [0-9]+ in go-back-N passes; held [0-9]+' \
-    "$tmp/$1.cli" | awk '{print $4, $9, $14}' | tail -1
-}
-srv_selective() {
-  grep -oE 'selective repeat: resent [0-9]+ packets one by one, [0-9]+ in go-back-N passes; held [0-9]+' \
-    "$tmp/$1.srv" | awk '{print $4, $9, $14}' | tail -1
+    "$1" | awk '{print $4, $9, $14}' | tail -1
 }
 
 # check NAME LOSSY TEST ARGS...: one run with --sr=on; LOSSY=1: some packet must have been resent
@@ -33,8 +29,8 @@ check() {
   shift 2
   if perf_pair "$name" "$@" --sr=on; then
     local c s
-    c=$(selective "$name")
-    s=$(srv_selective "$name")
+    c=$(selective "$tmp/$name.cli")
+    s=$(selective "$tmp/$name.srv")
     if [ "$lossy" = 1 ] && [ "$(echo "$c $s" | awk '{print $1 + $3 + $4 + $6}')" -eq 0 ]; then
       fail "$name: passed, but no side resent or held anything selectively (client $c, server $s)"
     else
