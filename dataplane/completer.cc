@@ -19,7 +19,8 @@ using wire::Psn;
 // Forward progress since `before` (the oldest unacknowledged PSN then).
 void progress_lc(Qp& qp, Psn before, uint64_t now) noexcept {
   requester_progress_lc(qp, static_cast<uint32_t>(Psn::diff(lc(qp).req.una, before)));
-  requester_rtt_lc(qp, now);
+  if (lc(qp).req.rtt_pending) [[unlikely]]
+    requester_rtt_lc(qp, now);
   requester_update_timer_lc(qp, now);
 }
 
@@ -229,13 +230,11 @@ bool hold_response_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, Psn p, Psn expected) no
   return h != Hold::kNo;
 }
 
-// Selective repeat: whether response `p` is ahead of what slot `s` (the first pending) waits for;
-// then it is held, and *kept says whether the frame was.
-bool held_early_lc(Endpoint& ep, Qp& qp, const SendSlot& s, Psn p, rte_mbuf* m,
-                   bool* kept) noexcept {
-  if (m == nullptr || !lc(qp).attr.selective_repeat ||
-      !wr_has(s.wqe.opcode, wr_mask::kReadOrAtomic))
-    return false;
+// Selective repeat (the caller checked it is on): whether response `p` is ahead of what slot `s`
+// (the first pending) waits for; then it is held, and *kept says whether the frame was.
+[[gnu::cold]] bool held_early_lc(Endpoint& ep, Qp& qp, const SendSlot& s, Psn p, rte_mbuf* m,
+                                 bool* kept) noexcept {
+  if (m == nullptr || !wr_has(s.wqe.opcode, wr_mask::kReadOrAtomic)) return false;
   const Psn expected = s.first_psn + static_cast<int32_t>(s.resp_pkts);
   if (!Psn::after(p, expected)) return false;
   *kept = hold_response_lc(ep, qp, m, p, expected);
@@ -247,7 +246,8 @@ void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p
   auto& r = lc(qp).req;
   SendSlot* s = response_slot_lc(qp, p);
   if (s == nullptr) return;
-  if (held_early_lc(ep, qp, *s, p, m, kept)) return;
+  if (lc(qp).attr.selective_repeat && held_early_lc(ep, qp, *s, p, m, kept)) [[unlikely]]
+    return;
   if (s->wqe.opcode != WrOpcode::kRead || Psn::after(p, s->last_psn)) {
     if (wr_has(s->wqe.opcode, wr_mask::kReadOrAtomic) && Psn::after(p, s->last_psn)) {
       // A response beyond this READ/ATOMIC: its own response was lost (implied NAK).
@@ -313,7 +313,8 @@ void on_atomic_ack_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p, u
   auto& r = lc(qp).req;
   SendSlot* s = response_slot_lc(qp, p);
   if (s == nullptr) return;
-  if (held_early_lc(ep, qp, *s, p, m, kept)) return;
+  if (lc(qp).attr.selective_repeat && held_early_lc(ep, qp, *s, p, m, kept)) [[unlikely]]
+    return;
   if (s->first_psn != p || !wr_has(s->wqe.opcode, wr_mask::kAtomic)) {
     if (wr_has(s->wqe.opcode, wr_mask::kReadOrAtomic) && Psn::after(p, s->last_psn)) {
       // Once per gap, as for READ responses: every later response of the same gap would
@@ -349,10 +350,48 @@ void on_atomic_ack_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p, u
   progress_lc(qp, before, now);
 }
 
-// One response, ACK or NAK; `m` its frame (null: one the reorder buffer released). True when
-// the frame was kept (selective repeat).
-bool respond_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, rte_mbuf* m,
-                uint64_t now) noexcept {
+// Selective repeat: the response the first pending READ / atomic waits for, or false.
+bool next_response_lc(Qp& qp, Psn* out) noexcept {
+  auto& r = lc(qp).req;
+  for (uint64_t i = r.head; i != r.tail; ++i) {
+    const SendSlot& s = r.at(i);
+    if (!s.started) return false;
+    if (s.done || !wr_has(s.wqe.opcode, wr_mask::kReadOrAtomic)) continue;
+    *out = s.first_psn + static_cast<int32_t>(s.resp_pkts);
+    return true;
+  }
+  return false;
+}
+
+// Selective repeat: frames are held and a response arrived in `m` (null: one this released;
+// `kept`: held itself). The held responses that are now next run as if they had just arrived;
+// those a go-back-N pass made stale (before una) are let go.
+[[gnu::cold]] void drain_responses_lc(Endpoint& ep, Qp& qp, const rte_mbuf* m, bool kept,
+                                      uint64_t now) noexcept {
+  auto& r = lc(qp).req;
+  if (m == nullptr || kept) return;
+  reorder_skip_lc(ep, r.held, r.una - static_cast<int32_t>(kReorderSlots), r.una);
+  Psn next;
+  while (r.held.count != 0 && next_response_lc(qp, &next)) {
+    rte_mbuf* h = reorder_take_lc(ep, r.held, next);
+    if (h == nullptr) return;
+    wire::ParsedFrame hf;
+    // It parsed (and passed its ICRC) when it arrived; the headers are unchanged.
+    (void)wire::parse(rte_pktmbuf_mtod(h, uint8_t*), rte_pktmbuf_data_len(h), hf);
+    (void)completer_rx_lc(ep, qp, hf, nullptr, now);  // null: no drain of its own
+    rte_pktmbuf_free(h);
+    if (lc(qp).state != QpState::kRts && lc(qp).state != QpState::kSqd) return;
+  }
+}
+
+}  // namespace
+
+bool completer_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, rte_mbuf* m,
+                     uint64_t now) noexcept {
+  if (lc(qp).state != QpState::kRts && lc(qp).state != QpState::kSqd) {
+    ++lc(qp).counters.dropped_bad_state;
+    return false;
+  }
   const Psn p(wire::Bth::Psn::get(f.bth()));
   bool kept = false;
   switch (f.opcode) {
@@ -367,52 +406,8 @@ bool respond_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, rte_mbuf* m,
       on_read_response_lc(ep, qp, f, p, now, m, &kept);
       break;
   }
-  return kept;
-}
-
-// Selective repeat: the response the first pending READ / atomic waits for, or false.
-bool next_response_lc(Qp& qp, Psn* out) noexcept {
-  auto& r = lc(qp).req;
-  for (uint64_t i = r.head; i != r.tail; ++i) {
-    const SendSlot& s = r.at(i);
-    if (!s.started) return false;
-    if (s.done || !wr_has(s.wqe.opcode, wr_mask::kReadOrAtomic)) continue;
-    *out = s.first_psn + static_cast<int32_t>(s.resp_pkts);
-    return true;
-  }
-  return false;
-}
-
-// Selective repeat: held responses that are now next run as if they had just arrived; those a
-// go-back-N pass made stale (before `una_before`'s successor) are let go.
-void drain_responses_lc(Endpoint& ep, Qp& qp, Psn una_before, uint64_t now) noexcept {
-  auto& r = lc(qp).req;
-  reorder_skip_lc(ep, r.held, una_before, r.una);
-  Psn next;
-  while (r.held.count != 0 && next_response_lc(qp, &next)) {
-    rte_mbuf* h = reorder_take_lc(ep, r.held, next);
-    if (h == nullptr) return;
-    wire::ParsedFrame hf;
-    // It parsed (and passed its ICRC) when it arrived; the headers are unchanged.
-    (void)wire::parse(rte_pktmbuf_mtod(h, uint8_t*), rte_pktmbuf_data_len(h), hf);
-    (void)respond_lc(ep, qp, hf, nullptr, now);
-    rte_pktmbuf_free(h);
-    if (lc(qp).state != QpState::kRts && lc(qp).state != QpState::kSqd) return;
-  }
-}
-
-}  // namespace
-
-bool completer_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, rte_mbuf* m,
-                     uint64_t now) noexcept {
-  if (lc(qp).state != QpState::kRts && lc(qp).state != QpState::kSqd) {
-    ++lc(qp).counters.dropped_bad_state;
-    return false;
-  }
-  const Psn una_before = lc(qp).req.una;
-  const bool kept = respond_lc(ep, qp, f, m, now);
-  if (lc(qp).req.held.count != 0 && !kept) [[unlikely]]
-    drain_responses_lc(ep, qp, una_before, now);
+  if (lc(qp).req.held.count != 0) [[unlikely]]
+    drain_responses_lc(ep, qp, m, kept, now);
   qp_retire_lc(ep, qp);
   return kept;
 }

@@ -199,6 +199,7 @@ Qp::Qp(const QpConfig& cfg) : cfg_(cfg) {
   lc_.resp.jobs = std::make_unique<RespJob[]>(kRespJobs);
   lc_.resp.jobs_mask = kRespJobs - 1;
   lc_.req.sr_resent = std::make_unique<uint32_t[]>(kReorderSlots);
+  lc_.req.sr_queue = std::make_unique<uint32_t[]>(QpLc::Requester::kSrQueue);
   for (uint32_t i = 0; i < kReorderSlots; ++i) lc_.req.sr_resent[i] = ~0u;  // no PSN
   lc_.attr.cc = cfg.cc;
   cc_reset_lc(*this);

@@ -228,7 +228,7 @@ struct QpLc {
     // PSN modulo kReorderSlots the last PSN resent that way, so that each hole goes out once per
     // NAK that names it however often it is named (a lost resend waits for the probe).
     static constexpr uint32_t kSrQueue = 64;
-    std::array<uint32_t, kSrQueue> sr_queue{};
+    std::unique_ptr<uint32_t[]> sr_queue;
     uint32_t sr_head = 0, sr_tail = 0;
     std::unique_ptr<uint32_t[]> sr_resent;
     ReorderBuf held;  // selective repeat: responses ahead of the one expected next

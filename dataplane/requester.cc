@@ -219,7 +219,7 @@ bool resend_selected_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now,
                         uint32_t* built) noexcept {
   auto& r = lc(qp).req;
   for (; r.sr_head != r.sr_tail && *built < budget; ++r.sr_head) {
-    const Psn p(r.sr_queue[r.sr_head % r.sr_queue.size()]);
+    const Psn p(r.sr_queue[r.sr_head % QpLc::Requester::kSrQueue]);
     // Acknowledged meanwhile, or a go-back-N pass is yet to reach it.
     if (Psn::before(p, r.una) || !Psn::before(p, r.psn)) continue;
     SendSlot* hit = slot_of_lc(qp, p);
@@ -260,9 +260,10 @@ void queue_resend_lc(Qp& qp, Psn p, bool force) noexcept {
   auto& r = lc(qp).req;
   uint32_t& last = r.sr_resent[p.value() % kReorderSlots];
   if (last == p.value() && !force) return;  // resent already: a lost resend waits for the probe
-  if (r.sr_tail - r.sr_head == r.sr_queue.size()) return;  // full: the probe covers the rest
+  if (r.sr_tail - r.sr_head == QpLc::Requester::kSrQueue)
+    return;  // full: the probe covers the rest
   last = p.value();
-  r.sr_queue[r.sr_tail++ % r.sr_queue.size()] = p.value();
+  r.sr_queue[r.sr_tail++ % QpLc::Requester::kSrQueue] = p.value();
 }
 
 }  // namespace
