@@ -212,11 +212,12 @@ void apply_sr_ack_lc(Qp& qp) noexcept {
 // atomic wants) is held (reorder.h), and each response PSN it shows missing is asked for again
 // once, alone (resend_selected_lc re-requests that one READ response packet, or the atomic).
 // Returns whether `m` was kept.
-bool hold_response_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, Psn p, Psn expected) noexcept {
+bool hold_response_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, const wire::ParsedFrame& f, Psn p,
+                      Psn expected) noexcept {
   auto& r = lc(qp).req;
   constexpr int32_t kMaxAsksPerPacket = 16;  // a longer run lost: the probe covers the rest
   const Psn base = reorder_reported_lc(r.held, expected);
-  const Hold h = reorder_hold_lc(ep, r.held, m, p, expected);
+  const Hold h = reorder_hold_lc(ep, r.held, m, f, p, expected);
   if (h == Hold::kHeld) ++lc(qp).counters.ooo_held;
   if (h == Hold::kCopy) ++lc(qp).counters.dropped_stale;
   const int32_t gap = Psn::diff(p, base);
@@ -232,12 +233,13 @@ bool hold_response_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, Psn p, Psn expected) no
 
 // Selective repeat (the caller checked it is on): whether response `p` is ahead of what slot `s`
 // (the first pending) waits for; then it is held, and *kept says whether the frame was.
-[[gnu::cold]] bool held_early_lc(Endpoint& ep, Qp& qp, const SendSlot& s, Psn p, rte_mbuf* m,
+[[gnu::cold]] bool held_early_lc(Endpoint& ep, Qp& qp, const SendSlot& s,
+                                 const wire::ParsedFrame& f, Psn p, rte_mbuf* m,
                                  bool* kept) noexcept {
   if (m == nullptr || !wr_has(s.wqe.opcode, wr_mask::kReadOrAtomic)) return false;
   const Psn expected = s.first_psn + static_cast<int32_t>(s.resp_pkts);
   if (!Psn::after(p, expected)) return false;
-  *kept = hold_response_lc(ep, qp, m, p, expected);
+  *kept = hold_response_lc(ep, qp, m, f, p, expected);
   return true;
 }
 
@@ -246,7 +248,7 @@ void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p
   auto& r = lc(qp).req;
   SendSlot* s = response_slot_lc(qp, p);
   if (s == nullptr) return;
-  if (lc(qp).attr.selective_repeat && held_early_lc(ep, qp, *s, p, m, kept)) [[unlikely]]
+  if (lc(qp).attr.selective_repeat && held_early_lc(ep, qp, *s, f, p, m, kept)) [[unlikely]]
     return;
   if (s->wqe.opcode != WrOpcode::kRead || Psn::after(p, s->last_psn)) {
     if (wr_has(s->wqe.opcode, wr_mask::kReadOrAtomic) && Psn::after(p, s->last_psn)) {
@@ -313,7 +315,7 @@ void on_atomic_ack_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p, u
   auto& r = lc(qp).req;
   SendSlot* s = response_slot_lc(qp, p);
   if (s == nullptr) return;
-  if (lc(qp).attr.selective_repeat && held_early_lc(ep, qp, *s, p, m, kept)) [[unlikely]]
+  if (lc(qp).attr.selective_repeat && held_early_lc(ep, qp, *s, f, p, m, kept)) [[unlikely]]
     return;
   if (s->first_psn != p || !wr_has(s->wqe.opcode, wr_mask::kAtomic)) {
     if (wr_has(s->wqe.opcode, wr_mask::kReadOrAtomic) && Psn::after(p, s->last_psn)) {
@@ -373,11 +375,9 @@ bool next_response_lc(Qp& qp, Psn* out) noexcept {
   reorder_skip_lc(ep, r.held, r.una - static_cast<int32_t>(kReorderSlots), r.una);
   Psn next;
   while (r.held.count != 0 && next_response_lc(qp, &next)) {
-    rte_mbuf* h = reorder_take_lc(ep, r.held, next);
-    if (h == nullptr) return;
     wire::ParsedFrame hf;
-    // It parsed (and passed its ICRC) when it arrived; the headers are unchanged.
-    (void)wire::parse(rte_pktmbuf_mtod(h, uint8_t*), rte_pktmbuf_data_len(h), hf);
+    rte_mbuf* h = reorder_take_lc(ep, r.held, next, &hf);
+    if (h == nullptr) return;
     (void)completer_rx_lc(ep, qp, hf, nullptr, now);  // null: no drain of its own
     rte_pktmbuf_free(h);
     if (lc(qp).state != QpState::kRts && lc(qp).state != QpState::kSqd) return;

@@ -52,6 +52,7 @@ void QpCounters::add(const QpCounters& o) noexcept {
   selective_retransmits += o.selective_retransmits;
   ooo_held += o.ooo_held;
   ooo_dropped += o.ooo_dropped;
+  sr_probes += o.sr_probes;
   for (size_t i = 0; i < std::size(completions_by_status); ++i)
     completions_by_status[i] += o.completions_by_status[i];
 }

@@ -496,7 +496,8 @@ void selective_nak_lc(Qp& qp, Psn missing) noexcept {
   // At most this many NAKs for one arrival (a long burst lost): the probe covers the rest.
   constexpr int32_t kMaxNaksPerPacket = 16;
   const Psn base = reorder_reported_lc(s.held, s.epsn);
-  const Hold h = pkt.m != nullptr ? reorder_hold_lc(ep, s.held, pkt.m, pkt.psn, s.epsn) : Hold::kNo;
+  const Hold h =
+      pkt.m != nullptr ? reorder_hold_lc(ep, s.held, pkt.m, pkt.f, pkt.psn, s.epsn) : Hold::kNo;
   const bool kept = h != Hold::kNo;
   if (h == Hold::kHeld) ++lc(qp).counters.ooo_held;
   if (h == Hold::kCopy) ++lc(qp).counters.duplicate_requests;
@@ -672,10 +673,8 @@ namespace {
   if (m == nullptr || !Psn::after(s.epsn, psn)) return;
   reorder_skip_lc(ep, s.held, psn + 1, s.epsn);  // PSNs a READ consumed: never to be processed
   bool drained = false;
-  while (rte_mbuf* h = reorder_take_lc(ep, s.held, s.epsn)) {
-    wire::ParsedFrame hf;
-    // It parsed (and passed its ICRC) when it arrived; the headers are unchanged.
-    (void)wire::parse(rte_pktmbuf_mtod(h, uint8_t*), rte_pktmbuf_data_len(h), hf);
+  wire::ParsedFrame hf;
+  while (rte_mbuf* h = reorder_take_lc(ep, s.held, s.epsn, &hf)) {
     const Psn at = s.epsn;
     (void)responder_rx_lc(ep, qp, hf, nullptr, now);  // null: no drain of its own
     rte_pktmbuf_free(h);

@@ -296,6 +296,7 @@ void BM_RdmaWriteLossy(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(completed), benchmark::Counter::kIsRate);
   state.counters["retransmits"] = static_cast<double>(c.retransmits);
   state.counters["selective"] = static_cast<double>(c.selective_retransmits);
+  state.counters["probes"] = static_cast<double>(c.sr_probes);
   state.counters["timeouts"] = static_cast<double>(c.timeouts);
   state.counters["timer_share"] =
       static_cast<double>(c.timeouts) * static_cast<double>(4096ull << kLossyTimeout) / elapsed_ns;
