@@ -607,6 +607,7 @@ Status QpConnectExtension::modify(const QpAttributes& at, uint32_t mask,
     n.hop_limit = at.av.hop_limit;
     n.flow_label = at.av.flow_label;
   }
+  d.selective_repeat = at.selective_repeat;
   if (mask & qp_attr_mask::kCongestion) {
     if (!detail::valid_congestion(at.congestion)) return Status::kInvalidParameter;
     d.cc = at.congestion;
@@ -650,6 +651,7 @@ Status QpConnectExtension::query(QpAttributes* out) const noexcept {
   q.rnr_retry = a.rnr_retry;
   q.min_rnr_timer = a.min_rnr_timer;
   q.congestion = a.cc;
+  q.selective_repeat = a.selective_repeat;
   q.av.ipv6 = a.av.ipv6;
   q.av.dst_ipv4 = a.av.dst_ip4;
   q.av.dst_ipv6 = a.av.dst_ip6;

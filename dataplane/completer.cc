@@ -9,6 +9,7 @@
 #include <atomic>
 
 #include "dataplane/internal.h"
+#include "dataplane/reorder.h"
 
 namespace urnic::dp {
 namespace {
@@ -18,6 +19,8 @@ using wire::Psn;
 // Forward progress since `before` (the oldest unacknowledged PSN then).
 void progress_lc(Qp& qp, Psn before, uint64_t now) noexcept {
   requester_progress_lc(qp, static_cast<uint32_t>(Psn::diff(lc(qp).req.una, before)));
+  if (lc(qp).req.rtt_pending) [[unlikely]]
+    requester_rtt_lc(qp, now);
   requester_update_timer_lc(qp, now);
 }
 
@@ -40,6 +43,15 @@ bool ack_through_lc(Qp& qp, Psn upto) noexcept {
       ++lc(qp).counters.implied_naks;
       requester_loss_lc(qp);
       const Psn from = s.first_psn + static_cast<int32_t>(s.resp_pkts);
+      if (lc(qp).attr.selective_repeat) {
+        // Selective repeat: ask for the first missing response alone, keep the ACK, and apply
+        // it once the READ / atomic completes (apply_sr_ack_lc): nothing behind it is resent.
+        if (Psn::after(from, r.una)) r.una = from;
+        r.sr_ack = upto;
+        r.sr_ack_valid = true;
+        requester_selective_nak_lc(qp, from);
+        return false;
+      }
       r.una = from;
       requester_rewind_lc(qp, from);
       return false;
@@ -91,7 +103,7 @@ WcStatus nak_status(uint8_t code) noexcept {
   }
 }
 
-void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint64_t now) noexcept {
+void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint32_t msn, uint64_t now) noexcept {
   auto& r = lc(qp).req;
   if (!acceptable_lc(qp, p)) {
     ++lc(qp).counters.dropped_stale;
@@ -128,7 +140,7 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint64_t now) noex
     if (lc(qp).attr.rnr_retry != 7) --r.rnr_left;  // 7 = retry forever (IBTA §9.7.5.2.8)
     requester_rewind_lc(qp, p);
     r.rnr_deadline = now + tsc_from_ns(uint64_t{rnr_timer_us(value)} * 1000);
-    r.ack_deadline = 0;
+    r.ack_deadline = r.probe_deadline = 0;
     return;
   }
   if (type != wire::aeth::kNak) {
@@ -137,8 +149,15 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint64_t now) noex
   }
   if (value < 4) ++lc(qp).counters.naks_received[value];
   if (value == wire::aeth::kNakPsnSeqError) {
-    // Go-back-N from the responder's expected PSN, counted against retry_cnt (rocev2.md §3.6).
     if (!ok_before) return;
+    if (lc(qp).attr.selective_repeat) {
+      // The responder holds what followed; its MSN field names a PSN it misses (reorder.h).
+      requester_selective_nak_lc(qp, Psn(msn));
+      r.gap_retry = false;
+      if (progressed) requester_update_timer_lc(qp, now);
+      return;
+    }
+    // Go-back-N from the responder's expected PSN, counted against retry_cnt (rocev2.md §3.6).
     if (!progressed) {
       if (r.retry_left == 0) {
         fail_lc(ep, qp, first_pending_lc(qp), WcStatus::kRetryExcErr);
@@ -180,11 +199,57 @@ SendSlot* response_slot_lc(Qp& qp, Psn p) noexcept {
   return s;
 }
 
-void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p,
-                         uint64_t now) noexcept {
+// Selective repeat: the ACK an incomplete READ / atomic stopped (ack_through_lc), once it is done.
+void apply_sr_ack_lc(Qp& qp) noexcept {
+  auto& r = lc(qp).req;
+  if (!r.sr_ack_valid) return;
+  r.sr_ack_valid = false;
+  if (Psn::before(r.sr_ack, r.una)) return;
+  if (ack_through_lc(qp, r.sr_ack) && Psn::after(r.sr_ack + 1, r.una)) r.una = r.sr_ack + 1;
+}
+
+// Selective repeat: a response ahead of `expected` (the next one the oldest pending READ /
+// atomic wants) is held (reorder.h), and each response PSN it shows missing is asked for again
+// once, alone (resend_selected_lc re-requests that one READ response packet, or the atomic).
+// Returns whether `m` was kept.
+bool hold_response_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, const wire::ParsedFrame& f, Psn p,
+                      Psn expected) noexcept {
+  auto& r = lc(qp).req;
+  constexpr int32_t kMaxAsksPerPacket = 16;  // a longer run lost: the probe covers the rest
+  const Psn base = reorder_reported_lc(r.held, expected);
+  const Hold h = reorder_hold_lc(ep, r.held, m, f, p, expected);
+  if (h == Hold::kHeld) ++lc(qp).counters.ooo_held;
+  if (h == Hold::kCopy) ++lc(qp).counters.dropped_stale;
+  const int32_t gap = Psn::diff(p, base);
+  for (int32_t k = 1; k < gap && k <= kMaxAsksPerPacket; ++k)
+    requester_selective_nak_lc(qp, base + k);
+  if (gap > 0) r.held.high = p;
+  if (h == Hold::kNo) {
+    ++lc(qp).counters.ooo_dropped;
+    requester_selective_nak_lc(qp, p);
+  }
+  return h != Hold::kNo;
+}
+
+// Selective repeat (the caller checked it is on): whether response `p` is ahead of what slot `s`
+// (the first pending) waits for; then it is held, and *kept says whether the frame was.
+[[gnu::cold]] bool held_early_lc(Endpoint& ep, Qp& qp, const SendSlot& s,
+                                 const wire::ParsedFrame& f, Psn p, rte_mbuf* m,
+                                 bool* kept) noexcept {
+  if (m == nullptr || !wr_has(s.wqe.opcode, wr_mask::kReadOrAtomic)) return false;
+  const Psn expected = s.first_psn + static_cast<int32_t>(s.resp_pkts);
+  if (!Psn::after(p, expected)) return false;
+  *kept = hold_response_lc(ep, qp, m, f, p, expected);
+  return true;
+}
+
+void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p, uint64_t now,
+                         rte_mbuf* m, bool* kept) noexcept {
   auto& r = lc(qp).req;
   SendSlot* s = response_slot_lc(qp, p);
   if (s == nullptr) return;
+  if (lc(qp).attr.selective_repeat && held_early_lc(ep, qp, *s, f, p, m, kept)) [[unlikely]]
+    return;
   if (s->wqe.opcode != WrOpcode::kRead || Psn::after(p, s->last_psn)) {
     if (wr_has(s->wqe.opcode, wr_mask::kReadOrAtomic) && Psn::after(p, s->last_psn)) {
       // A response beyond this READ/ATOMIC: its own response was lost (implied NAK).
@@ -240,15 +305,18 @@ void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p
     // NDK_OP_FLAG_RDMA_READ_LOCAL_INVALIDATE: invalidate the first local SGE's token on success.
     if ((s->wqe.flags & op_flag::kRdmaReadLocalInvalidate) && s->wqe.num_sge != 0)
       (void)ep.mrs().invalidate(s->wqe.sge[0].token, qp.config().pd);
+    apply_sr_ack_lc(qp);
   }
   progress_lc(qp, before, now);
 }
 
-void on_atomic_ack_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p,
-                      uint64_t now) noexcept {
+void on_atomic_ack_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p, uint64_t now,
+                      rte_mbuf* m, bool* kept) noexcept {
   auto& r = lc(qp).req;
   SendSlot* s = response_slot_lc(qp, p);
   if (s == nullptr) return;
+  if (lc(qp).attr.selective_repeat && held_early_lc(ep, qp, *s, f, p, m, kept)) [[unlikely]]
+    return;
   if (s->first_psn != p || !wr_has(s->wqe.opcode, wr_mask::kAtomic)) {
     if (wr_has(s->wqe.opcode, wr_mask::kReadOrAtomic) && Psn::after(p, s->last_psn)) {
       // Once per gap, as for READ responses: every later response of the same gap would
@@ -280,29 +348,68 @@ void on_atomic_ack_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p,
     fail_lc(ep, qp, nullptr, s->wc);
     return;
   }
+  apply_sr_ack_lc(qp);
   progress_lc(qp, before, now);
+}
+
+// Selective repeat: the response the first pending READ / atomic waits for, or false.
+bool next_response_lc(Qp& qp, Psn* out) noexcept {
+  auto& r = lc(qp).req;
+  for (uint64_t i = r.head; i != r.tail; ++i) {
+    const SendSlot& s = r.at(i);
+    if (!s.started) return false;
+    if (s.done || !wr_has(s.wqe.opcode, wr_mask::kReadOrAtomic)) continue;
+    *out = s.first_psn + static_cast<int32_t>(s.resp_pkts);
+    return true;
+  }
+  return false;
+}
+
+// Selective repeat: frames are held and a response arrived in `m` (null: one this released;
+// `kept`: held itself). The held responses that are now next run as if they had just arrived;
+// those a go-back-N pass made stale (before una) are let go.
+[[gnu::cold]] void drain_responses_lc(Endpoint& ep, Qp& qp, const rte_mbuf* m, bool kept,
+                                      uint64_t now) noexcept {
+  auto& r = lc(qp).req;
+  if (m == nullptr || kept) return;
+  reorder_skip_lc(ep, r.held, r.una - static_cast<int32_t>(kReorderSlots), r.una);
+  Psn next;
+  while (r.held.count != 0 && next_response_lc(qp, &next)) {
+    wire::ParsedFrame hf;
+    rte_mbuf* h = reorder_take_lc(ep, r.held, next, &hf);
+    if (h == nullptr) return;
+    (void)completer_rx_lc(ep, qp, hf, nullptr, now);  // null: no drain of its own
+    rte_pktmbuf_free(h);
+    if (lc(qp).state != QpState::kRts && lc(qp).state != QpState::kSqd) return;
+  }
 }
 
 }  // namespace
 
-void completer_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t now) noexcept {
+bool completer_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, rte_mbuf* m,
+                     uint64_t now) noexcept {
   if (lc(qp).state != QpState::kRts && lc(qp).state != QpState::kSqd) {
     ++lc(qp).counters.dropped_bad_state;
-    return;
+    return false;
   }
   const Psn p(wire::Bth::Psn::get(f.bth()));
+  bool kept = false;
   switch (f.opcode) {
     case wire::opc::kAcknowledge:
-      on_ack_lc(ep, qp, p, static_cast<uint8_t>(wire::Aeth::Syndrome::get(f.aeth())), now);
+      on_ack_lc(ep, qp, p, static_cast<uint8_t>(wire::Aeth::Syndrome::get(f.aeth())),
+                wire::Aeth::Msn::get(f.aeth()), now);
       break;
     case wire::opc::kAtomicAcknowledge:
-      on_atomic_ack_lc(ep, qp, f, p, now);
+      on_atomic_ack_lc(ep, qp, f, p, now, m, &kept);
       break;
     default:  // READ RESPONSE FIRST / MIDDLE / LAST / ONLY
-      on_read_response_lc(ep, qp, f, p, now);
+      on_read_response_lc(ep, qp, f, p, now, m, &kept);
       break;
   }
+  if (lc(qp).req.held.count != 0) [[unlikely]]
+    drain_responses_lc(ep, qp, m, kept, now);
   qp_retire_lc(ep, qp);
+  return kept;
 }
 
 }  // namespace urnic::dp

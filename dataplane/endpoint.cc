@@ -22,7 +22,9 @@ Endpoint::Endpoint(Port* port, uint16_t queue, rte_mempool* pool, MrTable* mrs, 
       pool_(pool),
       mrs_(mrs),
       max_qps_(max_qps),
-      qps_(std::make_unique<Qp*[]>(max_qps)) {}
+      qps_(std::make_unique<Qp*[]>(max_qps)),
+      // Without a pool (protocol tests) frames come from the test's own: one QP's buffer.
+      reorder_cap_(pool != nullptr ? pool->size / 4 : kReorderSlots) {}
 
 void Endpoint::tx_consume(uint32_t n) noexcept {
   for (uint32_t i = n; i < tx_count_; ++i) tx_[i - n] = tx_[i];

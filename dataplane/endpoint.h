@@ -92,6 +92,16 @@ class Endpoint {
   // Frees everything still buffered (teardown, tests).
   void tx_drop_all() noexcept;
   EngineCounters& counters() noexcept { return counters_; }
+  // Selective repeat (reorder.h): frames the QPs of this endpoint hold out of order. They stay
+  // out of the mempool they came from, so at most a quarter of it may be held: the rest keeps
+  // the port receiving (and the holes being filled) whatever the held frames wait for.
+  bool reorder_acquire() noexcept {
+    if (reorder_held_ >= reorder_cap_) return false;
+    ++reorder_held_;
+    return true;
+  }
+  void reorder_release() noexcept { --reorder_held_; }
+  uint32_t reorder_held() const noexcept { return reorder_held_; }
 
  private:
   Port* port_;
@@ -106,6 +116,8 @@ class Endpoint {
   FaultInjector* tx_fault_ = nullptr;
   std::array<rte_mbuf*, kTxCapacity> tx_{};
   uint32_t tx_count_ = 0;
+  uint32_t reorder_held_ = 0;
+  uint32_t reorder_cap_;
   EngineCounters counters_;
 };
 

@@ -10,6 +10,7 @@
 
 #include "dataplane/internal.h"
 #include "dataplane/port.h"
+#include "dataplane/reorder.h"
 
 namespace urnic::dp {
 
@@ -76,6 +77,9 @@ void Engine::apply(MailboxMsg& m) noexcept {
         }
       }
       m.ep->set_qp_lc(m.qp->qpn(), nullptr);
+      // Frames it held go back to their pools from this lcore.
+      reorder_clear_lc(*m.ep, lc(*m.qp).resp.held);
+      reorder_clear_lc(*m.ep, lc(*m.qp).req.held);
       break;
     case MailboxMsg::Kind::kSetFaults:
       // On the engine's lcore: held frames go back to their pools from the thread that owns
@@ -128,6 +132,7 @@ bool Engine::phase_timers(uint64_t now) noexcept {
     if (stalled) [[unlikely]] {
       if (lc(qp).req.ack_deadline != 0) lc(qp).req.ack_deadline += gap;
       if (lc(qp).req.rnr_deadline != 0) lc(qp).req.rnr_deadline += gap;
+      if (lc(qp).req.probe_deadline != 0) lc(qp).req.probe_deadline += gap;
       continue;
     }
     if (rx_backlog_) continue;

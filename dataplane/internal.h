@@ -84,6 +84,8 @@ WcStatus scatter_lc(const MrTable& mrs, uint32_t pd, const Sge* sge, uint32_t ns
 uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) noexcept;
 // Go-back-N: restart transmission at `psn` (the oldest unacknowledged PSN, or a NAK's PSN).
 void requester_rewind_lc(Qp& qp, wire::Psn psn) noexcept;
+// Selective repeat: takes a round-trip sample when the progress passed the packet being timed.
+void requester_rtt_lc(Qp& qp, uint64_t now) noexcept;
 // Arms / re-arms / disarms the local ACK timer after progress.
 void requester_update_timer_lc(Qp& qp, uint64_t now) noexcept;
 // Forward progress: `acked` PSNs newly acknowledged. Resets the retry counters and regrows a
@@ -92,6 +94,10 @@ void requester_progress_lc(Qp& qp, uint32_t acked) noexcept;
 // A loss the peer reported (sequence-error NAK) or the requester inferred (a READ response gap,
 // an implied NAK): with adaptive retransmission, halves the send window once per window of PSNs.
 void requester_loss_lc(Qp& qp) noexcept;
+// Selective repeat (reorder.h): the peer NAKed `hole` (the AETH MSN field of its sequence-error
+// NAK). Queues it to be resent alone, unless it was resent already (then the probe, an eighth of
+// the local ACK timeout without progress, resends the oldest packet).
+void requester_selective_nak_lc(Qp& qp, wire::Psn hole) noexcept;
 // Local ACK timeout and RNR wait; returns whether anything happened.
 bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept;
 
@@ -121,6 +127,7 @@ enum class RespState : uint8_t {
   kDropQueueFull,  // no room for a response: dropped, the requester retransmits
   kDuplicate,      // PSN before ePSN (§9.7.5.1.1; rocev2.md §3.5)
   kErrPsnSeq,      // PSN after ePSN: NAK PSN sequence error, once per gap (class B)
+  kHold,           // PSN after ePSN with selective repeat: held, the hole NAKed (reorder.h)
   kErrRnr,         // no receive WQE: RNR NAK, PSN not consumed (§9.7.5.2.8)
   // Class C/D: the NAK goes out, then the QP enters ERR.
   kErrOpSeq,        // invalid request: opcode out of sequence
@@ -139,16 +146,21 @@ enum class RespState : uint8_t {
 };
 const char* to_string(RespState s) noexcept;
 
-// Handles one request packet (IBTA §9.7.5 responder checks, in order).
-void responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t now) noexcept;
+// Handles one request packet (IBTA §9.7.5 responder checks, in order), received in `m`. Returns
+// true when the responder kept `m` (selective repeat holds early packets, reorder.h); otherwise
+// the caller frees it.
+bool responder_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, rte_mbuf* m,
+                     uint64_t now) noexcept;
 // Emits queued responder output (READ responses, ATOMIC ACKs, NAKs, the coalesced ACK) within
 // `budget` frames. Returns frames built.
 uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) noexcept;
 
 // ---- completer.cc -----------------------------------------------------------------------------
 
-// Handles one response packet: ACK / NAK / RNR NAK, READ response, ATOMIC ACK.
-void completer_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, uint64_t now) noexcept;
+// Handles one response packet: ACK / NAK / RNR NAK, READ response, ATOMIC ACK, received in `m`.
+// True when it kept `m` (selective repeat holds early responses); otherwise the caller frees it.
+bool completer_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, rte_mbuf* m,
+                     uint64_t now) noexcept;
 
 // TSC ticks for a duration in nanoseconds.
 uint64_t tsc_from_ns(uint64_t ns) noexcept;

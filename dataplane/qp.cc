@@ -49,6 +49,10 @@ void QpCounters::add(const QpCounters& o) noexcept {
   cnps_received += o.cnps_received;
   cc_rate_decreases += o.cc_rate_decreases;
   cc_paced_mbps += o.cc_paced_mbps;
+  selective_retransmits += o.selective_retransmits;
+  ooo_held += o.ooo_held;
+  ooo_dropped += o.ooo_dropped;
+  sr_probes += o.sr_probes;
   for (size_t i = 0; i < std::size(completions_by_status); ++i)
     completions_by_status[i] += o.completions_by_status[i];
 }
@@ -80,6 +84,9 @@ constexpr uint32_t kRtrRequired = qp_attr::kAv | qp_attr::kPathMtu | qp_attr::kD
 constexpr uint32_t kRtsRequired = qp_attr::kTimeout | qp_attr::kRetryCnt | qp_attr::kRnrRetry |
                                   qp_attr::kSqPsn | qp_attr::kMaxRdAtomic;
 
+// The urnic extensions that shape what the QP sends and accepts: settable until RTR.
+constexpr uint32_t kUpToRtr = qp_attr::kCongestion | qp_attr::kSelectiveRepeat;
+
 // Returns {required, optional} for cur -> next, or nullopt-like {~0, 0} when illegal.
 constexpr Transition transition(QpState cur, QpState next) noexcept {
   using S = QpState;
@@ -88,10 +95,10 @@ constexpr Transition transition(QpState cur, QpState next) noexcept {
   if (next == S::kReset || next == S::kErr) return {0, ~0u};
   switch (cur) {
     case S::kReset:
-      return next == S::kInit ? Transition{kAccessFlags, kCongestion} : kIllegal;
+      return next == S::kInit ? Transition{kAccessFlags, kUpToRtr} : kIllegal;
     case S::kInit:
-      if (next == S::kInit) return {0, kAccessFlags | kCongestion};
-      if (next == S::kRtr) return {kRtrRequired, kAccessFlags | kCongestion};
+      if (next == S::kInit) return {0, kAccessFlags | kUpToRtr};
+      if (next == S::kRtr) return {kRtrRequired, kAccessFlags | kUpToRtr};
       return kIllegal;
     case S::kRtr:
       return next == S::kRts ? Transition{kRtsRequired, kAccessFlags | kMinRnrTimer} : kIllegal;
@@ -192,6 +199,9 @@ Qp::Qp(const QpConfig& cfg) : cfg_(cfg) {
   lc_.resp.res_count = 1;
   lc_.resp.jobs = std::make_unique<RespJob[]>(kRespJobs);
   lc_.resp.jobs_mask = kRespJobs - 1;
+  lc_.req.sr_resent = std::make_unique<uint32_t[]>(kReorderSlots);
+  lc_.req.sr_queue = std::make_unique<uint32_t[]>(QpLc::Requester::kSrQueue);
+  for (uint32_t i = 0; i < kReorderSlots; ++i) lc_.req.sr_resent[i] = ~0u;  // no PSN
   lc_.attr.cc = cfg.cc;
   cc_reset_lc(*this);
 }

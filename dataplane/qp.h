@@ -6,6 +6,7 @@
 // control side and tests see const views.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -19,6 +20,8 @@
 #include "urnic/counters.h"
 #include "urnic/status.h"
 #include "urnic/types.h"
+
+struct rte_mbuf;
 
 namespace urnic::dp {
 
@@ -49,6 +52,9 @@ struct QpAttr {
   // Congestion control (QpConfig::cc at creation, or qp_attr::kCongestion up to RTR): the
   // engine's copy, which the notification and reaction points read.
   CongestionConfig cc{};
+  // Selective repeat (urnic extension, qp_attr::kSelectiveRepeat; dataplane/reorder.h): set only
+  // when both ends are urnic (negotiated by the CM, or set explicitly on both QPs).
+  bool selective_repeat = false;
 };
 
 // Checks a modify against the RC transition table (rocev2.md §3.8, IBTA §10.3.1): the target
@@ -149,6 +155,22 @@ inline constexpr uint32_t kMaxQueueDepth = 32768;
 inline constexpr uint32_t kMaxRdAtomicLimit = 128;
 // Responder output queue: each READ / ATOMIC / NAK is one job, ACKs coalesce into the last.
 inline constexpr uint32_t kRespJobs = 512;
+// Selective repeat: the responder holds frames up to this many PSNs ahead of ePSN, and a QP
+// with selective repeat keeps at most this many PSNs outstanding.
+inline constexpr uint32_t kReorderSlots = 256;
+
+// Selective repeat (dataplane/reorder.h): frames that arrived ahead of the PSN expected next, by
+// PSN modulo kReorderSlots, held until the hole before them is filled; the responder's for
+// requests, the requester's for READ responses and ATOMIC ACKs.
+struct ReorderBuf {
+  std::unique_ptr<rte_mbuf*[]> frame;
+  std::unique_ptr<uint32_t[]> psn;
+  uint32_t count = 0;
+  wire::Psn high;  // the highest PSN seen ahead (the holes below it were reported)
+  ReorderBuf()
+      : frame(std::make_unique<rte_mbuf*[]>(kReorderSlots)),
+        psn(std::make_unique<uint32_t[]>(kReorderSlots)) {}
+};
 
 // A QP's state, private to dp::Qp: the posting side's rings and counts, and the engine-owned
 // transport state (the requester, completer and responder).
@@ -188,6 +210,9 @@ struct QpLc {
     uint8_t rnr_left = 7;
     uint64_t ack_deadline = 0;  // TSC; 0 = timer off
     uint64_t rnr_deadline = 0;  // TSC; 0 = not waiting
+    // Selective repeat: when the oldest unacknowledged packet is resent alone if nothing has
+    // moved (TSC; 0 = off): an eighth of the local ACK timeout (requester_timers_lc).
+    uint64_t probe_deadline = 0;
     // Adaptive retransmission (QpConfig::adaptive_retransmit): PSNs that may be outstanding
     // after repeated timeouts (0: the configured window), the slow-start threshold, the ACKed
     // PSNs not yet turned into window growth above it, and the jitter generator's state.
@@ -199,6 +224,24 @@ struct QpLc {
     bool recovering = false;
     bool congested = false;  // since a second timeout in a row, until the window is whole again
     uint8_t timeouts_in_row = 0;  // local ACK timeouts without forward progress
+    // Selective repeat (requester.cc, resend_selected_lc): PSNs to resend one by one, and per
+    // PSN modulo kReorderSlots the last PSN resent that way, so that each hole goes out once per
+    // NAK that names it however often it is named (a lost resend waits for the probe).
+    static constexpr uint32_t kSrQueue = 64;
+    std::unique_ptr<uint32_t[]> sr_queue;
+    uint32_t sr_head = 0, sr_tail = 0;
+    std::unique_ptr<uint32_t[]> sr_resent;
+    ReorderBuf held;  // selective repeat: responses ahead of the one expected next
+    // Selective repeat: the smoothed round trip (TSC ticks; 0: none measured yet), from one new
+    // packet at a time to the progress past it (RFC 6298's estimator, Karn's rule), for the probe.
+    uint64_t srtt = 0;
+    uint64_t rtt_tsc = 0;
+    wire::Psn rtt_psn;
+    bool rtt_pending = false;
+    // Selective repeat: an ACK that an incomplete READ / atomic stopped (ack_through_lc), applied
+    // again once that completes, so the requests behind it need no resend.
+    wire::Psn sr_ack;
+    bool sr_ack_valid = false;
     SendSlot& at(uint64_t i) noexcept { return slots[i & mask]; }
   } req;
 
@@ -223,6 +266,7 @@ struct QpLc {
     uint64_t jobs_head = 0, jobs_tail = 0;
     bool ack_pending = false;  // a coalesced ACK is owed for ack_psn (no job queued)
     wire::Psn ack_psn;
+    ReorderBuf held;  // selective repeat: requests ahead of ePSN
   } resp;
 
   // Congestion control (dataplane/congestion.cc): the reaction point's rate and pacer, and when

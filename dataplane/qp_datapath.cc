@@ -9,6 +9,7 @@
 #include "dataplane/congestion.h"
 #include "dataplane/cq.h"
 #include "dataplane/internal.h"
+#include "dataplane/reorder.h"
 #include "dataplane/srq.h"
 #include "dataplane/wire/crc32.h"
 
@@ -72,21 +73,27 @@ void complete_send(Qp& qp, const SendWqe& wqe, WcStatus wc) noexcept {
     ++lc(qp).counters.completions_dropped;
 }
 
-void reset_requester(Qp& qp) noexcept {
+void reset_requester(Endpoint& ep, Qp& qp) noexcept {
   auto& r = lc(qp).req;
+  reorder_clear_lc(ep, r.held);
+  r.sr_ack_valid = false;
+  r.srtt = 0;
+  r.rtt_pending = false;
   r.head = r.cur = r.tail = 0;
   r.cur_pkt = 0;
   r.rd_atomic_outstanding = 0;
   r.gap_retry = false;
-  r.ack_deadline = r.rnr_deadline = 0;
+  r.ack_deadline = r.rnr_deadline = r.probe_deadline = 0;
   r.cwnd = r.ssthresh = r.cwnd_acc = 0;
   r.recovering = r.congested = false;
   r.timeouts_in_row = 0;
+  r.sr_head = r.sr_tail = 0;
   cc_reset_lc(qp);
 }
 
-void reset_responder(Qp& qp) noexcept {
+void reset_responder(Endpoint& ep, Qp& qp) noexcept {
   auto& s = lc(qp).resp;
+  reorder_clear_lc(ep, s.held);
   s.msn = 0;
   s.nak_sent = false;
   s.in_msg = QpLc::Responder::InMsg::kNone;
@@ -147,7 +154,7 @@ void qp_to_error_lc(Endpoint& ep, Qp& qp) noexcept {
     }
   }
   qp_retire_lc(ep, qp);
-  reset_requester(qp);
+  reset_requester(ep, qp);
   // Queued WQEs never started: flushed in posting order.
   while (const SendWqe* w = lc(qp).sq.front()) {
     complete_send(qp, *w, WcStatus::kWrFlushErr);
@@ -162,7 +169,7 @@ void qp_to_error_lc(Endpoint& ep, Qp& qp) noexcept {
     qp_complete_recv_lc(qp, *w, WcStatus::kWrFlushErr, 0, OperationType::kReceive, 0, 0, 0);
     lc(qp).rq.pop();
   }
-  reset_responder(qp);
+  reset_responder(ep, qp);
 }
 
 void qp_cq_overrun_error_lc(Endpoint& ep, Qp& qp) noexcept {
@@ -183,8 +190,8 @@ Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexce
     // as retired for the posting limits.
     retire_send(qp, lc(qp).req.tail - lc(qp).req.head);
     if (lc(qp).resp.have_recv) retire_recv(qp);
-    reset_requester(qp);
-    reset_responder(qp);
+    reset_requester(ep, qp);
+    reset_responder(ep, qp);
     while (lc(qp).sq.front() != nullptr) {
       lc(qp).sq.pop();
       retire_send(qp);
@@ -206,6 +213,7 @@ Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexce
     lc(qp).attr.cc = a.cc;
     cc_reset_lc(qp);
   }
+  if (mask & kSelectiveRepeat) lc(qp).attr.selective_repeat = a.selective_repeat;
   if (mask & kAv) {
     lc(qp).attr.av = a.av;
     lc(qp).attr.av.traffic_class = cc_traffic_class(lc(qp).attr.cc, a.av.traffic_class);

@@ -123,9 +123,9 @@ void Engine::deliver_lc(Endpoint& ep, rte_mbuf* m, uint64_t now) noexcept {
     qp_cq_overrun_error_lc(ep, *qp);
   // IBTA §9.6: the opcode says which stage owns the packet.
   if (f.mask & wire::op::kReq) {
-    responder_rx_lc(ep, *qp, f, now);
+    if (responder_rx_lc(ep, *qp, f, m, now)) return;  // held for later (selective repeat)
   } else {
-    completer_rx_lc(ep, *qp, f, now);
+    if (completer_rx_lc(ep, *qp, f, m, now)) return;
   }
   rte_pktmbuf_free(m);
 }

@@ -95,7 +95,8 @@ struct Pair {
   }
 
   // `timeout`: the QPs' local ACK timeout attribute (4.096 us * 2^timeout; 14 = 67 ms).
-  bool open(const std::string& name, uint32_t mtu, size_t buf, uint8_t timeout = 14) {
+  bool open(const std::string& name, uint32_t mtu, size_t buf, uint8_t timeout = 14,
+            bool selective_repeat = false) {
     if (!open_ring_adapters(name, 16383, engine, &a, &b) ||
         a->create_pd(nullptr, nullptr, &pda) != Status::kSuccess ||
         b->create_pd(nullptr, nullptr, &pdb) != Status::kSuccess ||
@@ -116,9 +117,11 @@ struct Pair {
       return false;
     lkey = mra->get_local_token();
     rkey = mrb->get_remote_token();
-    return connect(*qa, *qb, *b, mtu, timeout) && connect(*qb, *qa, *a, mtu, timeout);
+    return connect(*qa, *qb, *b, mtu, timeout, selective_repeat) &&
+           connect(*qb, *qa, *a, mtu, timeout, selective_repeat);
   }
-  static bool connect(Qp& q, Qp& peer, Adapter& peer_adapter, uint32_t mtu, uint8_t timeout) {
+  static bool connect(Qp& q, Qp& peer, Adapter& peer_adapter, uint32_t mtu, uint8_t timeout,
+                      bool selective_repeat) {
     using namespace qp_attr_mask;
     auto* x = q.query_extension<QpConnectExtension>();
     const LocalAddress to = peer_adapter.query_extension<AdapterExtension>()->local_address();
@@ -134,7 +137,10 @@ struct Pair {
     at.rq_psn = 0;
     at.max_dest_rd_atomic = 16;
     at.min_rnr_timer = 12;
-    if (x->modify(at, kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer,
+    at.selective_repeat = selective_repeat;
+    if (x->modify(at,
+                  kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer |
+                      kSelectiveRepeat,
                   nullptr, nullptr) != Status::kSuccess)
       return false;
     at.state = QpState::kRts;
@@ -231,9 +237,10 @@ void BM_RdmaWriteLossy(benchmark::State& state) {
   static int instance = 0;
   const uint32_t size = static_cast<uint32_t>(state.range(0));
   const auto drop_ppm = static_cast<uint32_t>(state.range(1));
+  const bool selective = state.range(2) != 0;
   Pair p;
   if (!p.open("lossy" + std::to_string(instance++), kLossyMtu, std::max<size_t>(size, 64),
-              kLossyTimeout)) {
+              kLossyTimeout, selective)) {
     state.SkipWithError("setup");
     return;
   }
@@ -288,6 +295,8 @@ void BM_RdmaWriteLossy(benchmark::State& state) {
   state.counters["msgs_per_s"] =
       benchmark::Counter(static_cast<double>(completed), benchmark::Counter::kIsRate);
   state.counters["retransmits"] = static_cast<double>(c.retransmits);
+  state.counters["selective"] = static_cast<double>(c.selective_retransmits);
+  state.counters["probes"] = static_cast<double>(c.sr_probes);
   state.counters["timeouts"] = static_cast<double>(c.timeouts);
   state.counters["timer_share"] =
       static_cast<double>(c.timeouts) * static_cast<double>(4096ull << kLossyTimeout) / elapsed_ns;
@@ -298,9 +307,13 @@ void BM_RdmaWriteLossy(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(completed * size));
 }
 BENCHMARK(BM_RdmaWriteLossy)
-    ->Args({65536, 0})
-    ->Args({65536, 10000})
-    ->Args({65536, 50000})
+    ->ArgNames({"size", "drop_ppm", "sr"})
+    ->Args({65536, 0, 0})
+    ->Args({65536, 10000, 0})
+    ->Args({65536, 50000, 0})
+    ->Args({65536, 0, 1})
+    ->Args({65536, 10000, 1})
+    ->Args({65536, 50000, 1})
     ->UseRealTime()
     ->MinTime(1.0);
 

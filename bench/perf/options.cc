@@ -137,6 +137,8 @@ void print_usage(const char* prog) {
       "      --idle-yield=N      yield the CPU after N idle polls (cores shared with others)\n"
       "      --retransmit=MODE   after repeated ACK timeouts: gbn (default, plain go-back-N) or\n"
       "                          adaptive (jittered backoff, restart window, experimental)\n"
+      "      --sr=on|off         selective repeat instead of go-back-N (off); urnic peers only,\n"
+      "                          and both sides must say on\n"
       "      --cc=on|off         congestion control: ECT(0), CNPs for CE marks, DCQCN (on)\n"
       "      --dcqcn=PROFILE     connectx (default: ConnectX's parameters) or slow (timers for\n"
       "                          a slow emulated fabric, urnic/congestion.h)\n"
@@ -306,6 +308,14 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
         return false;
       }
       o->adaptive_retransmit = mode == "adaptive";
+    } else if (key == "--sr") {
+      std::string mode;
+      if (!value(&mode)) return false;
+      if (mode != "on" && mode != "off") {
+        std::fprintf(stderr, "urnic-perf: --sr takes on or off, not '%s'\n", mode.c_str());
+        return false;
+      }
+      o->selective_repeat = mode == "on";
     } else if (key == "--cc" || key == "--dcqcn") {
       std::string mode;
       if (!value(&mode)) return false;

@@ -84,6 +84,10 @@ struct Options {
   double connect_retry = 0;
   // --retransmit=gbn (default) or adaptive: AdapterConfig::adaptive_retransmit.
   bool adaptive_retransmit = false;
+  // --sr=on|off: selective repeat (QpAttributes::selective_repeat) on every QP. The TCP
+  // exchange is perftest's, which has no field to negotiate it, so both sides must be told
+  // (urnic only; never against perftest).
+  bool selective_repeat = false;
   // --cc, --dcqcn, --dscp: AdapterConfig::congestion (on with ConnectX's parameters; DSCP 0).
   bool cc_enabled = true;
   bool dcqcn_slow = false;

@@ -142,6 +142,11 @@ void print_summary(const Outcome& out, uint64_t completions, const Totals& t, bo
         u(c.rnr_naks_sent), u(c.rnr_naks_received), u(c.duplicate_requests), u(c.out_of_sequence),
         u(c.implied_naks), u(c.dropped_stale));
     std::printf(
+        " selective repeat: resent %llu packets one by one, %llu in go-back-N passes; held %llu"
+        " early requests, could not hold %llu; probes %llu\n",
+        u(c.selective_retransmits), u(c.retransmits - c.selective_retransmits), u(c.ooo_held),
+        u(c.ooo_dropped), u(c.sr_probes));
+    std::printf(
         " congestion: CE marked %llu, CNPs sent %llu received %llu, rate cuts %llu, paced now"
         " %llu Mb/s\n",
         u(c.ce_marked), u(c.cnps_sent), u(c.cnps_received), u(c.cc_rate_decreases),

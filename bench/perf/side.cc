@@ -153,9 +153,10 @@ bool Side::connect(size_t i, const Dest& remote, uint32_t mtu, const AddressVect
   at.rq_psn = remote.psn;  // the advertised PSN is the advertiser's send PSN
   at.max_dest_rd_atomic = static_cast<uint8_t>(r.local.out_reads);
   at.min_rnr_timer = kMinRnrTimer;
+  at.selective_repeat = selective_repeat_;
   if (Status s = r.conn->modify(at,
                                 qa::kState | qa::kAv | qa::kPathMtu | qa::kDestQpn | qa::kRqPsn |
-                                    qa::kMaxDestRdAtomic | qa::kMinRnrTimer,
+                                    qa::kMaxDestRdAtomic | qa::kMinRnrTimer | qa::kSelectiveRepeat,
                                 nullptr, nullptr);
       s != Status::kSuccess) {
     *err = s == Status::kHostUnreachable ? "no ARP/ND answer from the peer" : what("QP to RTR", s);

@@ -79,7 +79,8 @@ struct QpRes {
 
 class Side {
  public:
-  Side(Adapter& adapter, Driver& driver) : adapter_(adapter), driver_(driver) {}
+  Side(Adapter& adapter, Driver& driver, bool selective_repeat = false)
+      : adapter_(adapter), driver_(driver), selective_repeat_(selective_repeat) {}
   ~Side() { destroy(); }
   Side(const Side&) = delete;
   Side& operator=(const Side&) = delete;
@@ -106,6 +107,7 @@ class Side {
  private:
   Adapter& adapter_;
   Driver& driver_;
+  bool selective_repeat_;  // --sr: QpAttributes::selective_repeat on every QP
   Geometry geo_;
   Handle<Pd> pd_;
   Handle<Cq> scq_, rcq_;

@@ -96,6 +96,8 @@ struct CmConfig {
   uint8_t min_rnr_timer = 12;      // our QPs' RNR NAK timer code (0.64 ms)
   uint8_t target_ack_delay = 15;   // REP (rxe advertises 15)
   uint8_t hop_limit = 64;
+  // Offer selective repeat in our REQs and accept it in our REPs (cm::kSrMark, cma.h).
+  bool selective_repeat = true;
   // Requests a listener may hold undecided (handed to the consumer, not yet accepted or
   // rejected): the listen backlog. A REQ beyond it is refused with REJ "no resources" (IBTA
   // table 195, reason 3), so a peer flooding REQs cannot make the CM hold unbounded state.

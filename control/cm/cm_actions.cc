@@ -107,6 +107,9 @@ Status Core::accept(Conn& c, dp::Qp* qp, const ReadLimits& lim, std::span<const 
                  std::min(c.requested.outbound, c.peer.inbound)};
   c.rq_psn = new_psn();
   c.local_qpn = qp->qpn();
+  // The consumer's REP data ends before the mark (kMaxCalleeData < kRepPrivateData - 8).
+  c.selective_repeat = cfg_.selective_repeat && c.sr_peer_offered &&
+                       pdata.size() <= cm::kRepPrivateData - cm::kSrMark.size();
   if (Status s = qp_to_rts(c, qp); s != Status::kSuccess) return s;
   c.qp = qp;
   cm::Rep rep;
@@ -122,6 +125,7 @@ Status Core::accept(Conn& c, dp::Qp* qp, const ReadLimits& lim, std::span<const 
   rep.rnr_retry_count = cfg_.rnr_retry_count;
   rep.local_ca_guid = guid_;
   std::copy(pdata.begin(), pdata.end(), rep.private_data.begin());
+  if (c.selective_repeat) cm::put_sr_mark(rep.private_data);
   send(c, Message{c.tid, 0, rep}, true);
   arm_retransmit(c);
   c.done = std::move(done);

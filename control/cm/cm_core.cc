@@ -182,8 +182,10 @@ Status Core::qp_to_rts(Conn& c, dp::Qp* qp) {
   // A QP always has at least one responder resource; the advertised limit may be 0.
   at.max_dest_rd_atomic = static_cast<uint8_t>(std::max<uint32_t>(1, c.effective.inbound));
   at.min_rnr_timer = cfg_.min_rnr_timer;
-  if (Status s = adapter_.modify_qp(
-          qp, at, kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer);
+  at.selective_repeat = c.selective_repeat;  // negotiated (cm::kSrMark); else go-back-N
+  if (Status s = adapter_.modify_qp(qp, at,
+                                    kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic |
+                                        kMinRnrTimer | kSelectiveRepeat);
       s != Status::kSuccess)
     return s;
   at.state = dp::QpState::kRts;

@@ -47,6 +47,11 @@ struct Conn : std::enable_shared_from_this<Conn> {
   bool peer_disconnected = false;
   bool local_disconnect = false;  // the consumer called disconnect()
   bool have_peer_data = false;
+  // Selective repeat (cm::kSrMark): we offered it in our REQ / the peer's REQ offered it; and
+  // what both agreed, which qp_to_rts gives the QP.
+  bool sr_offered = false;
+  bool sr_peer_offered = false;
+  bool selective_repeat = false;
 
   uint32_t local_id = 0;
   uint32_t remote_id = 0;

@@ -137,6 +137,7 @@ void Core::handle_req(const MadIn& in, const Message& m) {
   c->resp_timeout = req.local_cm_response_timeout;
   c->max_retries = req.max_cm_retries;
   c->peer_pdata.assign(req.private_data.begin() + cm::kCmaHdrSize, req.private_data.end());
+  c->sr_peer_offered = cm::take_sr_mark(c->peer_pdata);
   c->have_peer_data = true;
   register_conn(c);
   register_remote(c);
@@ -265,6 +266,8 @@ void Core::send_req(Conn& c) {
   hdr.dst = c.remote_gid;
   cm::encode(hdr, std::span<uint8_t, cm::kCmaHdrSize>(req.private_data.data(), cm::kCmaHdrSize));
   std::copy(c.own_pdata.begin(), c.own_pdata.end(), req.private_data.begin() + cm::kCmaHdrSize);
+  c.sr_offered = cfg_.selective_repeat && c.own_pdata.size() <= cm::kMaxReqUserDataWithSr;
+  if (c.sr_offered) cm::put_sr_mark(req.private_data);
   send(c, Message{c.tid, 0, req}, true);
   arm_retransmit(c);
   c.state = CmState::kReqSent;

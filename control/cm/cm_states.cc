@@ -95,6 +95,8 @@ CmState Core::on_req_sent(Conn& c, const Input& in) {
       c.effective = {std::min<uint32_t>(c.requested.inbound, rep.initiator_depth),
                      std::min<uint32_t>(c.requested.outbound, rep.responder_resources)};
       c.peer_pdata.assign(rep.private_data.begin(), rep.private_data.end());
+      // The peer agreed to the selective repeat our REQ offered (cm::kSrMark).
+      c.selective_repeat = cm::take_sr_mark(c.peer_pdata) && c.sr_offered;
       c.have_peer_data = true;
       c.timer = Timer::kNone;
       register_remote(by_local_.at(c.local_id));

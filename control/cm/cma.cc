@@ -27,6 +27,19 @@ Gid get_addr(const std::array<uint8_t, 16>& in, uint8_t ip_version) noexcept {
 
 }  // namespace
 
+void put_sr_mark(std::span<uint8_t> pdata) noexcept {
+  if (pdata.size() >= kSrMark.size())
+    std::copy(kSrMark.begin(), kSrMark.end(), pdata.end() - kSrMark.size());
+}
+
+bool take_sr_mark(std::span<uint8_t> pdata) noexcept {
+  if (pdata.size() < kSrMark.size()) return false;
+  const auto tail = pdata.last(kSrMark.size());
+  if (!std::equal(tail.begin(), tail.end(), kSrMark.begin())) return false;
+  std::fill(tail.begin(), tail.end(), 0);
+  return true;
+}
+
 void encode(const CmaHdr& h, std::span<uint8_t, kCmaHdrSize> out) noexcept {
   auto& w = *reinterpret_cast<CmaHdrWire*>(out.data());
   std::memset(&w, 0, sizeof(w));

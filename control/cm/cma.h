@@ -58,6 +58,19 @@ struct CmaHdr {
   friend bool operator==(const CmaHdr&, const CmaHdr&) = default;
 };
 
+// urnic's selective repeat (dataplane/reorder.h) is negotiated in the last 8 bytes of the REQ's
+// and the REP's private data: an active side that wants it ends its REQ with this mark (only
+// when the caller's data leaves the bytes free), a passive side that agrees ends its REP with it.
+// A standard CM passes the bytes to its consumer as private data and never answers with them,
+// so towards rdma_cm peers both QPs keep go-back-N. The receiver zeroes the mark before the
+// consumer sees the private data.
+inline constexpr std::array<uint8_t, 8> kSrMark = {'u', 'r', 'n', 'i', 'c', 'S', 'R', '1'};
+inline constexpr size_t kMaxReqUserDataWithSr = kMaxReqUserData - kSrMark.size();
+// Writes the mark into the last bytes of `pdata`.
+void put_sr_mark(std::span<uint8_t> pdata) noexcept;
+// Whether `pdata` ends with the mark; if so it is zeroed.
+bool take_sr_mark(std::span<uint8_t> pdata) noexcept;
+
 void encode(const CmaHdr& h, std::span<uint8_t, kCmaHdrSize> out) noexcept;
 // False if the version is not 0.0 or the IP version is neither 4 nor 6 (rdma_cm rejects those).
 bool decode(std::span<const uint8_t, kCmaHdrSize> in, CmaHdr* out) noexcept;

@@ -81,6 +81,7 @@ ctl::CmAgent* acquire_agent(AdapterImpl* a) {
     cfg.max_read_limit = kMaxReadLimit;
     cfg.cm_response_timeout = a->cm_settings.response_timeout;
     cfg.timewait = std::chrono::milliseconds(a->cm_settings.timewait_ms);
+    cfg.selective_repeat = a->cm_settings.selective_repeat;
     cfg.testing_drop_tx = mad_dropper(a);
     e.agent = std::make_unique<ctl::CmAgent>(*a->ctl, cfg);
   }

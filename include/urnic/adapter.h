@@ -78,6 +78,13 @@ struct AdapterConfig {
     // How long a finished connection keeps its communication ID before it may be reused, in
     // ms (1 .. 600000).
     uint32_t timewait_ms = 1000;
+    // Selective repeat (QpAttributes::selective_repeat) between urnic peers: our connection
+    // requests offer it and our listeners accept an offer, in the last 8 bytes of the REQ's and
+    // the REP's private data (a mark standard peers pass by: the REQ carries it only when the
+    // caller's private data leaves them free, i.e. up to 48 bytes; the REP's are beyond what a
+    // urnic listener lets the consumer send). Both QPs use it only when both sides said yes;
+    // towards any other peer they keep go-back-N. false: neither offered nor accepted.
+    bool selective_repeat = true;
     // Testing builds (URNIC_TESTING) only, else open() fails with kNotSupported: the MADs the
     // CM sends that are lost on purpose, to exercise retransmission. Each rule loses the nth
     // (1-based) MAD whose attribute ID (IBTA 16.7.1: REQ 0x10, MRA 0x11, REJ 0x12, REP 0x13,

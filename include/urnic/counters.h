@@ -19,7 +19,7 @@ namespace urnic {
 
 struct QpCounters {
   uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
-  uint64_t retransmits = 0;  // packets sent again (go-back-N)
+  uint64_t retransmits = 0;  // packets sent again: selective_retransmits + go-back-N ones
   uint64_t timeouts = 0;     // local ACK timer expiries
   uint64_t acks_sent = 0, acks_received = 0;
   uint64_t naks_sent[4] = {};  // by NAK code: seq err, invalid req, access, operational
@@ -43,6 +43,14 @@ struct QpCounters {
   // The rate DCQCN paces this QP to now, in Mb/s; 0 while it runs unpaced at its maximum. (A
   // gauge, not a count: summed over QPs in an adapter's total.)
   uint64_t cc_paced_mbps = 0;
+  // Selective repeat (QpAttributes::selective_repeat): packets resent one by one for a NAKed
+  // hole (the rest of `retransmits` went out in go-back-N passes), request packets the responder
+  // held because they arrived ahead of a hole, and those it could not hold (its reorder buffer
+  // or the adapter's share of frames held was full: dropped, the requester resends them).
+  uint64_t selective_retransmits = 0, ooo_held = 0, ooo_dropped = 0;
+  // Selective repeat's probes: the oldest unacknowledged packet resent alone because nothing
+  // moved for a few round trips (a lost NAK or resend; counted in selective_retransmits too).
+  uint64_t sr_probes = 0;
   // Every completion (send and receive, silent ones included) by its verbs status.
   uint64_t completions_by_status[static_cast<size_t>(WcStatus::kGeneralErr) + 1] = {};
 

@@ -109,6 +109,11 @@ struct QpAttributes {
   // adapter's AdapterConfig::congestion (the same ranges; max_rate_mbps 0: the adapter's
   // maximum). query() returns the settings in force.
   CongestionConfig congestion{};
+  // With qp_attr_mask::kSelectiveRepeat (up to RTR): selective repeat instead of go-back-N
+  // (docs/design.md "Selective repeat"). A urnic extension to the wire protocol: set it on both
+  // QPs of a connection, never towards another RNIC. A Connector and a Listener negotiate it
+  // themselves (ConnectorConfig / AdapterConfig::selective_repeat); query() says what is in force.
+  bool selective_repeat = false;
 };
 
 class QpConnectExtension {

@@ -236,6 +236,9 @@ inline constexpr uint32_t kAv = 1u << 12;
 // settings instead of the adapter's; allowed up to RTR (RESET->INIT, INIT->INIT, INIT->RTR), as
 // the traffic class of what the QP sends is fixed at RTR.
 inline constexpr uint32_t kCongestion = 1u << 13;
+// urnic extension: QpAttributes::selective_repeat (dataplane/reorder.h), allowed up to RTR like
+// kCongestion. Both QPs of a connection must agree: the CM negotiates it between urnic peers.
+inline constexpr uint32_t kSelectiveRepeat = 1u << 14;
 }  // namespace qp_attr_mask
 
 }  // namespace urnic

@@ -11,6 +11,7 @@
 //     connection -> DREP.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -217,6 +218,9 @@ TEST_F(CmPair, ConnectAcceptMoveDataDisconnect) {
   const BufInfo b_info = decode_info(rep_pdata.data());
   Latch<bool> a_disconnected;
   ASSERT_EQ(a_conn->complete_connect([&] { a_disconnected.set(true); }), Status::kSuccess);
+  // Two urnic CMs agree on selective repeat (cm::kSrMark): both QPs have it.
+  EXPECT_TRUE(p->a.qp->internal().attr().selective_repeat);
+  EXPECT_TRUE(p->b.qp->internal().attr().selective_repeat);
   EXPECT_EQ(a_conn->state(), ctl::CmState::kEstablished);
   ASSERT_EQ(accepted.wait(), Status::kSuccess);
   EXPECT_EQ(b_conn->state(), ctl::CmState::kEstablished);
@@ -651,6 +655,9 @@ TEST_F(CmScripted, ActiveSideFollowsLinuxPsnConvention) {
   EXPECT_EQ(h.src, gid_a());
   EXPECT_EQ(h.dst, gid_b());
   EXPECT_EQ(req.private_data[cm::kCmaHdrSize], 'h');
+  // The REQ offers selective repeat in its last 8 bytes (2 bytes of caller data leave room).
+  EXPECT_TRUE(std::equal(cm::kSrMark.begin(), cm::kSrMark.end(),
+                         req.private_data.end() - cm::kSrMark.size()));
   // The CA GUID is the MAC as EUI-64: 02:00:00:00:00:01 -> 0000:00ff:fe00:0001.
   EXPECT_EQ(ca->ca_guid(), 0x000000fffe000001u);
 
@@ -678,6 +685,9 @@ TEST_F(CmScripted, ActiveSideFollowsLinuxPsnConvention) {
   EXPECT_EQ(mra.service_timeout, 24);
   EXPECT_EQ(conn->state(), ctl::CmState::kMraRepSent);
   ASSERT_EQ(conn->complete_connect({}), Status::kSuccess);
+  EXPECT_EQ(p->a.qp->internal().state(), dp::QpState::kRts);
+  // A Linux REP does not take up the offer: the QP keeps go-back-N.
+  EXPECT_FALSE(p->a.qp->internal().attr().selective_repeat);
   const auto rtu = expect<cm::Rtu>();
   EXPECT_EQ(last_tid_, tid);
   EXPECT_EQ(rtu.local_comm_id, req.local_comm_id);
@@ -745,6 +755,10 @@ TEST_F(CmScripted, PassiveSideMraRepRetransmitAndStaleReq) {
   EXPECT_EQ(rep.rnr_retry_count, 7);
   EXPECT_EQ(rep.target_ack_delay, 15);
   EXPECT_EQ(rep.private_data[0], 'o');
+  // A Linux REQ offers no selective repeat: our REP does not claim it, the QP keeps go-back-N.
+  EXPECT_FALSE(std::equal(cm::kSrMark.begin(), cm::kSrMark.end(),
+                          rep.private_data.end() - cm::kSrMark.size()));
+  EXPECT_FALSE(p->a.qp->internal().attr().selective_repeat);
   // No RTU yet: the REP comes again after the REQ's CM response timeout (67 ms).
   const auto t0 = Clock::now();
   const auto rep2 = expect<cm::Rep>(2s);

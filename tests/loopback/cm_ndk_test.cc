@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -106,6 +107,9 @@ TEST_F(CmNdk, ListenConnectAcceptDataDisconnect) {
   // The passive side saw the REQ's 56 application bytes and A's limits seen from B.
   ASSERT_EQ(pas.got_pdata.size(), 56u);
   EXPECT_STREQ(reinterpret_cast<const char*>(pas.got_pdata.data()), "hello");
+  // Past the caller's bytes the consumer sees zeros: the selective-repeat mark was taken out.
+  EXPECT_EQ(std::count(pas.got_pdata.begin() + sizeof(hello), pas.got_pdata.end(), 0),
+            static_cast<long>(56 - sizeof(hello)));
   EXPECT_EQ(pas.in, 3u);
   EXPECT_EQ(pas.out, 2u);
   // The active side: the REP's data and the negotiated limits (B offered 4 / 2).
@@ -115,6 +119,7 @@ TEST_F(CmNdk, ListenConnectAcceptDataDisconnect) {
   std::vector<uint8_t> rep(plen);
   ASSERT_EQ(c->get_connection_data(&in, &out, rep.data(), &plen), Status::kSuccess);
   EXPECT_STREQ(reinterpret_cast<const char*>(rep.data()), "welcome");
+  EXPECT_EQ(std::count(rep.begin() + 8, rep.end(), 0), 196 - 8);  // no mark left
   EXPECT_EQ(in, 2u);
   EXPECT_EQ(out, 3u);
   EXPECT_EQ(pas.accepted.count(), 0);  // not before the RTU
@@ -124,6 +129,12 @@ TEST_F(CmNdk, ListenConnectAcceptDataDisconnect) {
             Status::kSuccess);
   ASSERT_TRUE(eventually([&] { return pas.accepted.count() == 1; }));
   EXPECT_EQ(pas.accepted.status, Status::kSuccess);
+  // Both QPs negotiated selective repeat, and say so (QpConnectExtension::query).
+  for (Side* s : {&p->a, &p->b}) {
+    QpAttributes at;
+    ASSERT_EQ(s->qp->query_extension<QpConnectExtension>()->query(&at), Status::kSuccess);
+    EXPECT_TRUE(at.selective_repeat);
+  }
   Connector* bc = pas.conn.load();
   ASSERT_NE(bc, nullptr);
   Handle<Connector> b_conn(bc);  // the consumer owns connectors from connect events

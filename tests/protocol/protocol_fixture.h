@@ -73,6 +73,7 @@ struct QpOptions {
   CongestionConfig cc{};  // dp::QpConfig::cc (the maximum rate: 100 Gb/s when left 0)
   // Give `cc` to the QP with the modify to RTR (qp_attr::kCongestion) instead of at creation.
   bool cc_by_modify = false;
+  bool selective_repeat = false;  // qp_attr::kSelectiveRepeat with the modify to RTR
 };
 
 // One frame the stages emitted, decoded.
@@ -164,8 +165,10 @@ class RcProtocol : public ::testing::Test {
     a.max_dest_rd_atomic = 4;
     a.min_rnr_timer = kRnrTimerCode;
     a.cc = o.cc;
+    a.selective_repeat = o.selective_repeat;
     ASSERT_EQ(modify(a, kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic |
-                            kMinRnrTimer | (o.cc_by_modify ? kCongestion : 0)),
+                            kMinRnrTimer | (o.cc_by_modify ? kCongestion : 0) |
+                            (o.selective_repeat ? kSelectiveRepeat : 0)),
               Status::kSuccess);
     a.state = QpState::kRts;
     a.sq_psn = o.sq_psn;

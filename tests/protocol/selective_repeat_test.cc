@@ -1,0 +1,268 @@
+// Selective repeat at the protocol level (dataplane/reorder.h, requester.cc resend_selected_lc):
+// the responder holds requests that arrive ahead of ePSN and runs them through its checks in
+// PSN order once the hole is filled; it NAKs each missing PSN once, naming it in the MSN field;
+// the requester resends only what is named, each PSN once, and the probe resends the oldest
+// packet. Each test has a go-back-N twin or a counter that shows what happens without the rule
+// it guards.
+#include "protocol_fixture.h"
+
+namespace urnic::test {
+namespace {
+
+class SelectiveRepeat : public RcProtocol {
+ protected:
+  static QpOptions sr(bool on = true) {
+    QpOptions o;
+    o.selective_repeat = on;
+    return o;
+  }
+  // Packet `k` of a 4-packet (1 KiB) WRITE of `data` to the region's receive area, from PSN
+  // rq(base); AckReq on the last packet only.
+  void write_pkt(const std::vector<uint8_t>& data, int32_t base, uint32_t k) {
+    static constexpr uint8_t kOps[4] = {opc::kWriteFirst, opc::kWriteMiddle, opc::kWriteMiddle,
+                                        opc::kWriteLast};
+    auto th = hdr(kOps[k], rq(base + static_cast<int32_t>(k)), k == 3);
+    if (k == 0) {
+      th.reth.va = wire::Be64::of(addr(kRecvOff));
+      th.reth.rkey = wire::Be32::of(key_);
+      th.reth.dma_length = wire::Be32::of(static_cast<uint32_t>(data.size()));
+    }
+    receive(th, std::span(data).subspan(k * kMtu, kMtu));
+  }
+  std::vector<uint8_t> region(uint32_t off, uint32_t len) const { return slice(mem_, off, len); }
+};
+
+TEST_F(SelectiveRepeat, EarlyPacketsAreHeldAndPlacedWhenTheHoleFills) {
+  bring_up(sr());
+  const auto data = pattern(4 * kMtu, 9);
+  write_pkt(data, 0, 0);
+  write_pkt(data, 0, 2);  // packet 1 lost
+  write_pkt(data, 0, 3);
+  EXPECT_EQ(qp_->counters().ooo_held, 2u);
+  // Nothing past the hole is written before the hole is filled (exactly the in-order rules).
+  EXPECT_EQ(region(kRecvOff + 2 * kMtu, 2 * kMtu), std::vector<uint8_t>(2 * kMtu, 0));
+  responder_tx();
+  auto out = take_tx();
+  ASSERT_EQ(out.size(), 1u);
+  // One NAK for the hole, which its MSN field names.
+  expect_ack(out[0], rq(1), kNakSeq, rq(1));
+
+  write_pkt(data, 0, 1);  // the resend
+  EXPECT_EQ(region(kRecvOff, 4 * kMtu), data);
+  EXPECT_EQ(qp_->responder().epsn.value(), rq(4));
+  EXPECT_EQ(qp_->responder().held.count, 0u);
+  responder_tx();
+  out = take_tx();
+  ASSERT_EQ(out.size(), 1u);
+  expect_ack(out[0], rq(3), kAckNoCredit, 1);  // the whole WRITE, one message
+}
+
+TEST_F(SelectiveRepeat, WithoutItEarlyPacketsAreDroppedAndResentInBulk) {
+  bring_up(sr(false));
+  const auto data = pattern(4 * kMtu, 9);
+  write_pkt(data, 0, 0);
+  write_pkt(data, 0, 2);
+  write_pkt(data, 0, 3);
+  write_pkt(data, 0, 1);
+  EXPECT_EQ(qp_->counters().ooo_held, 0u);
+  EXPECT_EQ(qp_->responder().epsn.value(), rq(2));  // packets 2 and 3 must come again
+  EXPECT_EQ(region(kRecvOff + 2 * kMtu, 2 * kMtu), std::vector<uint8_t>(2 * kMtu, 0));
+}
+
+// Held requests of several messages complete in posting order, each exactly once, and a copy of
+// a held packet (a go-back-N pass, a duplicated frame) is not executed twice.
+TEST_F(SelectiveRepeat, HeldSendsCompleteInOrderExactlyOnce) {
+  bring_up(sr());
+  for (uintptr_t i = 0; i < 3; ++i)
+    post_recv(100 + i, kRecvOff + static_cast<uint32_t>(i) * 1024, 1024);
+  const auto a = pattern(64, 1), b = pattern(64, 2), c = pattern(64, 3);
+  send_pkt(opc::kSendOnly, rq(1), false, b);  // rq(0) lost
+  send_pkt(opc::kSendOnly, rq(2), true, c);
+  send_pkt(opc::kSendOnly, rq(1), false, b);  // a copy of a held packet
+  EXPECT_TRUE(poll(rcq_).empty());
+  EXPECT_EQ(qp_->counters().duplicate_requests, 1u);
+  send_pkt(opc::kSendOnly, rq(0), true, a);
+  const auto done = poll(rcq_);
+  ASSERT_EQ(done.size(), 3u);
+  for (uintptr_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(done[i].request_context, ctx(100 + i));
+    EXPECT_EQ(done[i].status, Status::kSuccess);
+    EXPECT_EQ(done[i].bytes_transferred, 64u);
+  }
+  EXPECT_EQ(region(kRecvOff, 64), a);
+  EXPECT_EQ(region(kRecvOff + 1024, 64), b);
+  EXPECT_EQ(region(kRecvOff + 2048, 64), c);
+}
+
+// A READ and an atomic that arrive behind a hole execute once, in order, when it is filled.
+TEST_F(SelectiveRepeat, HeldReadAndAtomicRunInOrder) {
+  bring_up(sr());
+  post_recv(1, kRecvOff, 1024);
+  const auto src = pattern(200, 5);
+  std::copy(src.begin(), src.end(), mem_.begin() + kReadSrcOff);
+  read_request(rq(1), addr(kReadSrcOff), 200);  // rq(0) lost
+  fetch_add(rq(2), addr(kAtomicOff), 5);
+  EXPECT_EQ(qp_->counters().ooo_held, 2u);
+  responder_tx();
+  auto out = take_tx();
+  ASSERT_EQ(out.size(), 1u);
+  expect_ack(out[0], rq(0), kNakSeq, rq(0));
+  send_pkt(opc::kSendOnly, rq(0), false, pattern(8, 1));
+  responder_tx();
+  out = take_tx();
+  ASSERT_GE(out.size(), 2u);
+  EXPECT_EQ(out[0].opcode, opc::kReadRespOnly);
+  EXPECT_EQ(out[0].psn, rq(1));
+  EXPECT_EQ(out[0].payload, src);
+  EXPECT_EQ(out[1].opcode, opc::kAtomicAcknowledge);
+  EXPECT_EQ(out[1].psn, rq(2));
+  uint64_t word = 0;
+  std::memcpy(&word, mem_.data() + kAtomicOff, 8);
+  EXPECT_EQ(word, 5u);  // added once
+}
+
+TEST_F(SelectiveRepeat, HeldFramesGoBackToThePoolOnReset) {
+  bring_up(sr());
+  const auto data = pattern(4 * kMtu, 9);
+  write_pkt(data, 0, 2);
+  write_pkt(data, 0, 3);
+  EXPECT_EQ(qp_->responder().held.count, 2u);
+  EXPECT_EQ(ep_->reorder_held(), 2u);
+  dp::QpAttr a;
+  a.state = QpState::kReset;
+  ASSERT_EQ(modify(a, dp::qp_attr::kState), Status::kSuccess);
+  EXPECT_EQ(qp_->responder().held.count, 0u);
+  EXPECT_EQ(ep_->reorder_held(), 0u);
+  // TearDown checks that every mbuf came back.
+}
+
+// Every PSN an early packet shows missing is NAKed at once (not one hole per round trip), each
+// NAK acknowledging what precedes ePSN.
+TEST_F(SelectiveRepeat, EachMissingPsnIsNakedOnce) {
+  bring_up(sr());
+  for (uintptr_t i = 0; i < 5; ++i)
+    post_recv(100 + i, kRecvOff + static_cast<uint32_t>(i) * 1024, 1024);
+  send_pkt(opc::kSendOnly, rq(0), false, pattern(8, 0));
+  send_pkt(opc::kSendOnly, rq(2), false, pattern(8, 2));  // rq(1) missing
+  send_pkt(opc::kSendOnly, rq(5), true, pattern(8, 5));   // rq(3), rq(4) missing
+  send_pkt(opc::kSendOnly, rq(5), true, pattern(8, 5));   // a copy: nothing new
+  responder_tx();
+  auto out = take_tx();
+  ASSERT_EQ(out.size(), 3u);
+  expect_ack(out[0], rq(1), kNakSeq, rq(1));
+  expect_ack(out[1], rq(1), kNakSeq, rq(3));
+  expect_ack(out[2], rq(1), kNakSeq, rq(4));
+}
+
+// The requester resends each NAKed packet alone, with AckReq, once however often it is named;
+// the probe resends the oldest unacknowledged packet after 1/32 of the local ACK timeout.
+TEST_F(SelectiveRepeat, RequesterResendsOnlyWhatIsNamed) {
+  bring_up(sr());
+  const auto src = pattern(4 * kMtu, 3);
+  std::copy(src.begin(), src.end(), mem_.begin() + kSendSrcOff);
+  post_send(dp::WrOpcode::kWrite, 1, kSendSrcOff, 4 * kMtu);
+  EXPECT_EQ(requester_tx(), 4u);
+  take_tx();
+  ack(sq(1), kNakSeq, sq(1));
+  EXPECT_EQ(requester_tx(), 1u);
+  auto out = take_tx();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode, opc::kWriteMiddle);
+  EXPECT_EQ(out[0].psn, sq(1));
+  EXPECT_TRUE(out[0].ack_req);
+  EXPECT_EQ(out[0].payload, slice(src, kMtu, kMtu));
+  EXPECT_EQ(qp_->counters().selective_retransmits, 1u);
+  EXPECT_EQ(qp_->counters().retransmits, 1u);
+
+  ack(sq(1), kNakSeq, sq(1));  // named again: resent already
+  ack(sq(1), kNakSeq, sq(3));  // a second hole
+  EXPECT_EQ(requester_tx(), 1u);
+  out = take_tx();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].psn, sq(3));
+  EXPECT_EQ(out[0].opcode, opc::kWriteLast);
+
+  // Nothing moves: the probe (timeout 14: 67 ms, so 2.1 ms) resends the oldest packet.
+  const uint64_t probe = dp::tsc_from_ns(dp::ack_timeout_ns(14) / 32);
+  EXPECT_FALSE(timers(kT0 + probe / 2));
+  EXPECT_TRUE(timers(kT0 + probe + 1));
+  EXPECT_EQ(requester_tx(kT0 + probe + 1), 1u);
+  out = take_tx();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].psn, sq(1));
+  EXPECT_EQ(qp_->counters().selective_retransmits, 3u);
+  EXPECT_EQ(qp_->counters().timeouts, 0u);
+
+  ack(sq(3), kAckNoCredit, 1);
+  const auto done = poll(scq_);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].request_context, ctx(1));
+  EXPECT_EQ(done[0].status, Status::kSuccess);
+}
+
+// READ responses ahead of a lost one are held; the missing one alone is asked for again (a
+// one-packet READ request with its PSN, which the responder answers from its saved request), and
+// the READ completes with every byte in place.
+TEST_F(SelectiveRepeat, ReadResponsesAheadAreHeldAndTheMissingOneAskedForAlone) {
+  bring_up(sr());
+  post_send(dp::WrOpcode::kRead, 1, kReadDstOff, 4 * kMtu);
+  EXPECT_EQ(requester_tx(), 1u);
+  take_tx();
+  const auto data = pattern(4 * kMtu, 7);
+  read_response(opc::kReadRespFirst, sq(0), slice(data, 0, kMtu), 1);
+  read_response(opc::kReadRespMiddle, sq(2), slice(data, 2 * kMtu, kMtu), 1);  // sq(1) lost
+  read_response(opc::kReadRespLast, sq(3), slice(data, 3 * kMtu, kMtu), 1);
+  EXPECT_EQ(qp_->counters().ooo_held, 2u);
+  EXPECT_EQ(requester_tx(), 1u);
+  auto out = take_tx();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode, opc::kReadRequest);
+  EXPECT_EQ(out[0].psn, sq(1));
+  EXPECT_EQ(out[0].va, kRemoteVa + kMtu);
+  EXPECT_EQ(out[0].dma_length, kMtu);  // that packet alone, not the rest of the READ
+  EXPECT_TRUE(poll(scq_).empty());
+  read_response(opc::kReadRespOnly, sq(1), slice(data, kMtu, kMtu), 1);
+  const auto done = poll(scq_);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, Status::kSuccess);
+  EXPECT_EQ(slice(mem_, kReadDstOff, 4 * kMtu), data);
+  EXPECT_EQ(qp_->requester().held.count, 0u);
+  EXPECT_EQ(qp_->counters().selective_retransmits, 1u);
+}
+
+TEST_F(SelectiveRepeat, WithoutItANakResendsEverythingFromTheHole) {
+  bring_up(sr(false));
+  post_send(dp::WrOpcode::kWrite, 1, kSendSrcOff, 4 * kMtu);
+  EXPECT_EQ(requester_tx(), 4u);
+  take_tx();
+  ack(sq(1), kNakSeq, 0);
+  EXPECT_EQ(requester_tx(), 3u);  // go-back-N: sq(1), sq(2), sq(3)
+  EXPECT_EQ(qp_->counters().selective_retransmits, 0u);
+}
+
+// The local ACK timeout still ends in go-back-N and counts against retry_cnt (IBTA
+// §9.7.6.1.3): probes are no retries.
+TEST_F(SelectiveRepeat, TheTimeoutStillGoesBackAndCountsRetries) {
+  QpOptions o = sr();
+  o.retry_cnt = 0;
+  bring_up(o);
+  post_send(dp::WrOpcode::kWrite, 1, kSendSrcOff, 2 * kMtu);
+  EXPECT_EQ(requester_tx(), 2u);
+  take_tx();
+  const uint64_t t = dp::tsc_from_ns(dp::ack_timeout_ns(14));
+  for (uint32_t i = 1; i < 32; ++i) {  // probes up to the timeout
+    EXPECT_TRUE(timers(kT0 + t * i / 32 + 1));
+    requester_tx(kT0 + t * i / 32 + 1);
+  }
+  take_tx();
+  EXPECT_EQ(qp_->state(), QpState::kRts);
+  EXPECT_TRUE(timers(kT0 + t + 1));
+  EXPECT_EQ(qp_->state(), QpState::kErr);
+  const auto done = poll(scq_);
+  ASSERT_FALSE(done.empty());
+  EXPECT_EQ(done[0].request_context, ctx(1));
+  EXPECT_EQ(done[0].provider_error_code, static_cast<uint32_t>(WcStatus::kRetryExcErr));
+}
+
+}  // namespace
+}  // namespace urnic::test
