@@ -1,4 +1,5 @@
-// Selective repeat, responder side: the reorder buffer (urnic extension, issue 15 item 5).
+// Selective repeat: the reorder buffer (urnic extension, issue 15 item 5), the responder's for
+// requests and the requester's for READ responses and ATOMIC ACKs (completer.cc).
 //
 // IBTA §9.7.5.1.1 has an RC responder drop every request packet past ePSN and NAK the first
 // one (PSN sequence error), so one lost packet costs the requester everything it sent after it
@@ -17,8 +18,9 @@
 // missing is NAKed once, as IRN's receiver reports each out-of-order arrival, so several holes
 // are resent in parallel instead of one per round trip. The requester resends each named PSN once
 // (requester.cc); a lost NAK or a lost resend is repaired by the probe (the oldest unacknowledged
-// packet resent alone after two round trips without progress), and the timeout
-// itself still ends in go-back-N.
+// packet resent alone after two round trips without progress), and the timeout itself still
+// ends in go-back-N. On the requester, a response ahead of the one expected is held the same way
+// and each missing one is asked for again alone (a one-packet READ re-request).
 #pragma once
 
 #include <rte_mbuf.h>

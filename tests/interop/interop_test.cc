@@ -111,14 +111,15 @@ class RxeInterop : public ::testing::Test {
         "env", "RXE_PEER_DIR=/var/tmp/rxe-peer", std::string(URNIC_RXE_PEER) + "/gx.sh", "-t",
         std::to_string(timeout_s), "0", cmd});
   }
-  // A urnic tool in the netns, on vdpdk0.
-  static std::unique_ptr<Proc> urnic(const char* tool, std::vector<std::string> args) {
+  // A urnic tool in the netns, on vdpdk0 (or `iface`).
+  static std::unique_ptr<Proc> urnic(const char* tool, std::vector<std::string> args,
+                                     const std::string& iface = "vdpdk0") {
     std::vector<std::string> a = {"ip",
                                   "netns",
                                   "exec",
                                   kNetns,
                                   tool,
-                                  "--vdev=net_af_packet0,iface=vdpdk0",
+                                  "--vdev=net_af_packet0,iface=" + iface,
                                   std::string("--ip=") + kUrnicIp};
     a.insert(a.end(), args.begin(), args.end());
     return std::make_unique<Proc>(a);
@@ -351,6 +352,60 @@ TEST_F(RxeInterop1500, CeMarkedByRxeAnsweredWithCnpsRxeIgnores) {
   EXPECT_EQ(std::stoull(m[3]), 0u) << "rxe sends no CNPs";
   // perftest's result row: 4096 bytes, 200 iterations.
   EXPECT_TRUE(g->has(R"(^\s*4096\s+200\s)")) << g->output();
+#endif
+}
+
+// urnic and rxe through the software switch (switch/, urnic-switch as its own process): the
+// switch sits in the netns between vdpdk0 (the bridge with the guest) and a veth pair whose other
+// end urnic-perf uses, every output port drained at 10 Mb/s (below what rxe sends under TCG)
+// with RED/ECN marking from 5 KB. rxe sends ECT(0) (--tclass=2), so its WRITEs queue at the
+// switch's port towards urnic and are CE-marked there; urnic answers with CNPs, rxe ignores them
+// (it has no reaction point), and every byte still arrives.
+TEST_F(RxeInterop1500, ThroughTheSoftwareSwitchCeMarkedAndAnsweredWithCnps) {
+#ifndef URNIC_PERF
+  GTEST_SKIP() << "urnic-perf and urnic-switch are not built (URNIC_BUILD_BENCH=OFF)";
+#else
+  // The switch and urnic-perf share the netns, where DPDK's af_packet PMD names its fanout group
+  // pid ^ ifindex: with consecutive interface indexes, two processes whose PIDs differ by one
+  // collide on vsw0/vsw1 and the second port fails (EINVAL, a group on another device). Indexes
+  // far apart make that impossible for nearby PIDs.
+  const std::string ns = std::string("ip -n ") + kNetns + " ";
+  (void)sh(ns + "link del vsw0 2>/dev/null");
+  ASSERT_EQ(sh(ns + "link add vsw0 index 7101 type veth peer name vsw1 index 7203 && " + ns +
+               "link set vsw0 up && " + ns + "link set vsw1 up && ip netns exec " + kNetns +
+               " sh -c 'for d in vsw0 vsw1; do sysctl -qw net.ipv6.conf.$d.disable_ipv6=1; done'"),
+            0);
+  struct Veth {
+    std::string ns;
+    ~Veth() { (void)sh(ns + "link del vsw0 2>/dev/null"); }
+  } veth{ns};
+  Proc sw({"ip", "netns", "exec", kNetns, URNIC_SWITCH, "--port=net_af_packet0,iface=vdpdk0",
+           "--port=net_af_packet1,iface=vsw0", "--rate=10", "--buffer=262144", "--kmin=5000",
+           "--kmax=100000", "--pmax=20", "--lcore=1"});
+  ASSERT_TRUE(wait_line(sw, "^ready")) << sw.output();
+  std::unique_ptr<Proc> u = urnic(URNIC_PERF,
+                                  {"write_bw", "-s", "4096", "-n", "300", "--lcores=0",
+                                   "--idle-yield=16", "--no-progress", "-v"},
+                                  "vsw1");
+  ASSERT_TRUE(tcp_listening(18515)) << u->output();
+  std::unique_ptr<Proc> g =
+      guest(std::string("ib_write_bw -d rxe0 -x 1 -F -s 4096 -n 300 ") + "--tclass=2 " + kHostIp);
+  finish(*u, *g);
+  (void)sw.wait(std::chrono::milliseconds(0));  // SIGTERM: the switch prints its counters
+  std::printf("---- urnic-switch\n%s", sw.output().c_str());
+  EXPECT_TRUE(u->has("result: PASS")) << u->output();
+  std::smatch m;
+  ASSERT_TRUE(u->has(R"(congestion: CE marked (\d+), CNPs sent (\d+) received (\d+))", &m))
+      << u->output();
+  EXPECT_GT(std::stoull(m[1]), 0u) << "no CE-marked frame reached urnic";
+  EXPECT_GT(std::stoull(m[2]), 0u) << "no CNP sent for them";
+  EXPECT_EQ(std::stoull(m[3]), 0u) << "rxe sends no CNPs";
+  // The switch's port towards urnic (port 1) marked them.
+  ASSERT_TRUE(
+      sw.has(R"(port 1 \(.*\): in \d+ frames \d+ B, out \d+ frames \d+ B, CE marked (\d+))", &m))
+      << sw.output();
+  EXPECT_GT(std::stoull(m[1]), 0u);
+  EXPECT_TRUE(g->has(R"(^\s*4096\s+300\s)")) << g->output();
 #endif
 }
 
