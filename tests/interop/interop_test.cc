@@ -164,6 +164,17 @@ class RxeInterop : public ::testing::Test {
     return std::stoull(m[1]);
   }
 
+  // urnic-perf passed, saw CE-marked frames from rxe and answered them with CNPs; rxe sent none.
+  static void expect_ce_answered_with_cnps(const Proc& u) {
+    EXPECT_TRUE(u.has("result: PASS")) << u.output();
+    std::smatch m;
+    ASSERT_TRUE(u.has(R"(congestion: CE marked (\d+), CNPs sent (\d+) received (\d+))", &m))
+        << u.output();
+    EXPECT_GT(std::stoull(m[1]), 0u) << "rxe's frames did not arrive CE-marked";
+    EXPECT_GT(std::stoull(m[2]), 0u) << "no CNP sent for them";
+    EXPECT_EQ(std::stoull(m[3]), 0u) << "rxe sends no CNPs";
+  }
+
   // Both must exit 0; their outputs go into the log on failure.
   static void finish(Proc& urnic_side, Proc& guest_side, std::chrono::seconds t = 180s) {
     const int ru = urnic_side.wait(t);
@@ -343,13 +354,7 @@ TEST_F(RxeInterop1500, CeMarkedByRxeAnsweredWithCnpsRxeIgnores) {
       urnic(URNIC_PERF, {"write_bw", "-s", "4096", "-n", "200", "--lcores=0", "--idle-yield=16",
                          "--no-progress", "-v", "--connect-retry=120", kGuestIp});
   finish(*u, *g);
-  EXPECT_TRUE(u->has("result: PASS")) << u->output();
-  std::smatch m;
-  ASSERT_TRUE(u->has(R"(congestion: CE marked (\d+), CNPs sent (\d+) received (\d+))", &m))
-      << u->output();
-  EXPECT_GT(std::stoull(m[1]), 0u) << "rxe's frames did not arrive CE-marked";
-  EXPECT_GT(std::stoull(m[2]), 0u) << "no CNP sent for them";
-  EXPECT_EQ(std::stoull(m[3]), 0u) << "rxe sends no CNPs";
+  expect_ce_answered_with_cnps(*u);
   // perftest's result row: 4096 bytes, 200 iterations.
   EXPECT_TRUE(g->has(R"(^\s*4096\s+200\s)")) << g->output();
 #endif
@@ -393,13 +398,8 @@ TEST_F(RxeInterop1500, ThroughTheSoftwareSwitchCeMarkedAndAnsweredWithCnps) {
   finish(*u, *g);
   (void)sw.wait(std::chrono::milliseconds(0));  // SIGTERM: the switch prints its counters
   std::printf("---- urnic-switch\n%s", sw.output().c_str());
-  EXPECT_TRUE(u->has("result: PASS")) << u->output();
+  expect_ce_answered_with_cnps(*u);
   std::smatch m;
-  ASSERT_TRUE(u->has(R"(congestion: CE marked (\d+), CNPs sent (\d+) received (\d+))", &m))
-      << u->output();
-  EXPECT_GT(std::stoull(m[1]), 0u) << "no CE-marked frame reached urnic";
-  EXPECT_GT(std::stoull(m[2]), 0u) << "no CNP sent for them";
-  EXPECT_EQ(std::stoull(m[3]), 0u) << "rxe sends no CNPs";
   // The switch's port towards urnic (port 1) marked them.
   ASSERT_TRUE(
       sw.has(R"(port 1 \(.*\): in \d+ frames \d+ B, out \d+ frames \d+ B, CE marked (\d+))", &m))
