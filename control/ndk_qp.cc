@@ -608,6 +608,9 @@ Status QpConnectExtension::modify(const QpAttributes& at, uint32_t mask,
     n.flow_label = at.av.flow_label;
   }
   d.selective_repeat = at.selective_repeat;
+  if ((mask & qp_attr_mask::kSelectiveRepeat) && at.selective_repeat &&
+      !qp_->qp.prepare_selective_repeat())
+    return Status::kInsufficientResources;
   if (mask & qp_attr_mask::kCongestion) {
     if (!detail::valid_congestion(at.congestion)) return Status::kInvalidParameter;
     d.cc = at.congestion;

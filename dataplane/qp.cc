@@ -4,6 +4,8 @@
 
 #include <array>
 #include <iterator>
+#include <new>
+#include <type_traits>
 
 #include "dataplane/congestion.h"
 #include "dataplane/mr.h"
@@ -199,11 +201,27 @@ Qp::Qp(const QpConfig& cfg) : cfg_(cfg) {
   lc_.resp.res_count = 1;
   lc_.resp.jobs = std::make_unique<RespJob[]>(kRespJobs);
   lc_.resp.jobs_mask = kRespJobs - 1;
-  lc_.req.sr_resent = std::make_unique<uint32_t[]>(kReorderSlots);
-  lc_.req.sr_queue = std::make_unique<uint32_t[]>(QpLc::Requester::kSrQueue);
-  for (uint32_t i = 0; i < kReorderSlots; ++i) lc_.req.sr_resent[i] = ~0u;  // no PSN
   lc_.attr.cc = cfg.cc;
   cc_reset_lc(*this);
+}
+
+bool Qp::prepare_selective_repeat() noexcept {
+  if (selective_repeat_ready()) return true;
+  auto array = [](auto& p, size_t n) {
+    using T = std::remove_extent_t<typename std::remove_reference_t<decltype(p)>::element_type>;
+    p.reset(new (std::nothrow) T[n]());
+    return p != nullptr;
+  };
+  auto& q = lc_.req;
+  if (!array(lc_.resp.held.frame, kReorderSlots) || !array(lc_.resp.held.psn, kReorderSlots) ||
+      !array(q.held.frame, kReorderSlots) || !array(q.held.psn, kReorderSlots) ||
+      !array(q.sr_queue, QpLc::Requester::kSrQueue))
+    return false;
+  auto resent = std::unique_ptr<uint32_t[]>(new (std::nothrow) uint32_t[kReorderSlots]);
+  if (resent == nullptr) return false;
+  for (uint32_t i = 0; i < kReorderSlots; ++i) resent[i] = ~0u;  // no PSN
+  q.sr_resent = std::move(resent);  // last: selective_repeat_ready() tests it
+  return true;
 }
 
 Status Qp::post_send(const SendWqe& wqe) noexcept {

@@ -161,15 +161,13 @@ inline constexpr uint32_t kReorderSlots = 256;
 
 // Selective repeat (dataplane/reorder.h): frames that arrived ahead of the PSN expected next, by
 // PSN modulo kReorderSlots, held until the hole before them is filled; the responder's for
-// requests, the requester's for READ responses and ATOMIC ACKs.
+// requests, the requester's for READ responses and ATOMIC ACKs. The arrays exist only once the
+// QP was prepared for selective repeat (Qp::prepare_selective_repeat); until then count is 0.
 struct ReorderBuf {
   std::unique_ptr<rte_mbuf*[]> frame;
   std::unique_ptr<uint32_t[]> psn;
   uint32_t count = 0;
   wire::Psn high;  // the highest PSN seen ahead (the holes below it were reported)
-  ReorderBuf()
-      : frame(std::make_unique<rte_mbuf*[]>(kReorderSlots)),
-        psn(std::make_unique<uint32_t[]>(kReorderSlots)) {}
 };
 
 // A QP's state, private to dp::Qp: the posting side's rings and counts, and the engine-owned
@@ -285,6 +283,12 @@ class Qp {
 
   const QpConfig& config() const noexcept { return cfg_; }
   uint32_t qpn() const noexcept { return cfg_.qpn; }
+  // Allocates what selective repeat needs (two reorder buffers and the resend table, ~7 KiB), so
+  // that QPs that never use it do not carry it. Control side, before the modify that sets
+  // QpAttr::selective_repeat (the mailbox that carries the modify publishes the arrays to the
+  // engine); idempotent. False when memory cannot be had.
+  bool prepare_selective_repeat() noexcept;
+  bool selective_repeat_ready() const noexcept { return lc_.req.sr_resent != nullptr; }
 
   // ---- Posting (application thread; one poster per queue, NDK posting rules) ---------------
   // Validates and stages a send WQE; publishes it unless DEFER. On any failure the previously

@@ -180,6 +180,9 @@ void qp_cq_overrun_error_lc(Endpoint& ep, Qp& qp) noexcept {
 Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexcept {
   const Status v = validate_modify(lc(qp).state, a, mask);
   if (v != Status::kSuccess) return v;
+  // Selective repeat needs its buffers, allocated on the control side (Qp::prepare_...).
+  if ((mask & qp_attr::kSelectiveRepeat) && a.selective_repeat && !qp.selective_repeat_ready())
+    return Status::kInsufficientResources;
   const QpState next = (mask & qp_attr::kState) ? a.state : lc(qp).state;
   if (next == QpState::kErr) {
     qp_to_error_lc(ep, qp);

@@ -183,6 +183,7 @@ Status Core::qp_to_rts(Conn& c, dp::Qp* qp) {
   at.max_dest_rd_atomic = static_cast<uint8_t>(std::max<uint32_t>(1, c.effective.inbound));
   at.min_rnr_timer = cfg_.min_rnr_timer;
   at.selective_repeat = c.selective_repeat;  // negotiated (cm::kSrMark); else go-back-N
+  if (c.selective_repeat && !qp->prepare_selective_repeat()) return Status::kInsufficientResources;
   if (Status s = adapter_.modify_qp(qp, at,
                                     kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic |
                                         kMinRnrTimer | kSelectiveRepeat);

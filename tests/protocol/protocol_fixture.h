@@ -143,6 +143,9 @@ class RcProtocol : public ::testing::Test {
     qc.rq_depth = 16;
     if (!o.cc_by_modify) qc.cc = o.cc;
     qp_ = std::make_unique<dp::Qp>(qc);
+    if (o.selective_repeat) {
+      ASSERT_TRUE(qp_->prepare_selective_repeat());
+    }
     dp::MailboxMsg add;
     add.kind = dp::MailboxMsg::Kind::kAddQp;
     add.ep = ep_.get();

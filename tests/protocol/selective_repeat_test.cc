@@ -264,5 +264,26 @@ TEST_F(SelectiveRepeat, TheTimeoutStillGoesBackAndCountsRetries) {
   EXPECT_EQ(done[0].provider_error_code, static_cast<uint32_t>(WcStatus::kRetryExcErr));
 }
 
+// The buffers are allocated on the control side only for QPs that use selective repeat
+// (Qp::prepare_selective_repeat); a modify that sets it on a QP without them is refused rather
+// than leaving the engine with none.
+TEST_F(SelectiveRepeat, OnlyAPreparedQpTakesIt) {
+  bring_up();  // without selective repeat
+  EXPECT_FALSE(qp_->selective_repeat_ready());
+  using namespace dp::qp_attr;
+  dp::QpAttr a;
+  a.state = QpState::kReset;
+  ASSERT_EQ(modify(a, kState), Status::kSuccess);
+  a.state = QpState::kInit;
+  a.access = dp::access::kRemoteWrite;
+  a.selective_repeat = true;
+  EXPECT_EQ(modify(a, kState | kAccessFlags | kSelectiveRepeat), Status::kInsufficientResources);
+  EXPECT_EQ(qp_->state(), QpState::kReset);
+  ASSERT_TRUE(qp_->prepare_selective_repeat());
+  EXPECT_TRUE(qp_->prepare_selective_repeat());  // idempotent
+  EXPECT_EQ(modify(a, kState | kAccessFlags | kSelectiveRepeat), Status::kSuccess);
+  EXPECT_TRUE(qp_->attr().selective_repeat);
+}
+
 }  // namespace
 }  // namespace urnic::test
