@@ -134,7 +134,8 @@ class QpConnectExtension {
   // the completion with kSuccess, kInvalidDeviceState (illegal transition), kInvalidParameter,
   // or kHostUnreachable (the peer's MAC could not be resolved). With a null completion, the
   // final status. kInvalidDeviceState, inline, for a QP being closed, or for a null completion
-  // inside a callback. Any thread; modifies of one QP are applied in call order.
+  // inside a callback; kInsufficientResources, inline, when the buffers selective repeat needs
+  // (about 7 KiB) cannot be allocated. Any thread; modifies of one QP are applied in call order.
   Status modify(const QpAttributes& attributes, uint32_t mask, RequestCompletion completion,
                 void* request_context) noexcept;
   // ibv_query_qp: the state and the attributes the last modify applied (a Connector's
