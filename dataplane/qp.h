@@ -211,6 +211,8 @@ struct QpLc {
     // Selective repeat: when the oldest unacknowledged packet is resent alone if nothing has
     // moved (TSC; 0 = off): an eighth of the local ACK timeout (requester_timers_lc).
     uint64_t probe_deadline = 0;
+    bool probe_una = false;     // go-back-N's probe is due (adaptive retransmission)
+    uint8_t probes_in_row = 0;  // probes since the last progress (each doubles the next wait)
     // Adaptive retransmission (QpConfig::adaptive_retransmit): PSNs that may be outstanding
     // after repeated timeouts (0: the configured window), the slow-start threshold, the ACKed
     // PSNs not yet turned into window growth above it, and the jitter generator's state.

@@ -88,6 +88,8 @@ void reset_requester(Endpoint& ep, Qp& qp) noexcept {
   r.recovering = r.congested = false;
   r.timeouts_in_row = 0;
   r.sr_head = r.sr_tail = 0;
+  r.probe_una = false;
+  r.probes_in_row = 0;
   cc_reset_lc(qp);
 }
 

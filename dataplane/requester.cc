@@ -212,45 +212,58 @@ SendSlot* slot_of_lc(Qp& qp, Psn p) noexcept {
   return nullptr;
 }
 
-// Selective repeat: sends the packets NAKs named (requester_selective_nak_lc) and the probe's,
-// one by one, ahead of anything new. False when the step must stop here: the pacer or the
-// mempool says wait, or a local error moved the QP to ERR.
+enum class Resend : uint8_t { kSent, kSkipped, kStop };
+
+// Sends packet `p` again, alone and with AckReq (selective repeat's named holes, and the probe).
+// kStop when the step must stop here: the pacer or the mempool says wait, or a local error moved
+// the QP to ERR.
+Resend resend_one_lc(Endpoint& ep, Qp& qp, Psn p, uint64_t now) noexcept {
+  auto& r = lc(qp).req;
+  // Acknowledged meanwhile, or a go-back-N pass is yet to reach it.
+  if (Psn::before(p, r.una) || !Psn::before(p, r.psn)) return Resend::kSkipped;
+  SendSlot* hit = slot_of_lc(qp, p);
+  if (hit == nullptr) return Resend::kSkipped;
+  if (!cc_may_send(qp, now)) [[unlikely]]
+    return Resend::kStop;
+  // A READ's hole is one response packet: while later ones are held, that one alone is asked
+  // for again (the responder replays it from its saved request); otherwise everything from the
+  // first missing one, except for go-back-N's probe, which asks for that one packet only (the
+  // rest is most often still on its way: a probe for all of it doubled the READ traffic of 64
+  // QPs through an overrun hop). An atomic's, its only packet.
+  uint32_t k = wr_has(hit->wqe.opcode, wr_mask::kAtomic) ? 0 : Psn::diff(p, hit->first_psn);
+  bool single = false;
+  if (hit->wqe.opcode == WrOpcode::kRead) {
+    if (k < hit->resp_pkts) return Resend::kSkipped;  // arrived meanwhile
+    single = r.held.count != 0 || !lc(qp).attr.selective_repeat;
+    if (!single || k != hit->resp_pkts) k = hit->resp_pkts;
+  }
+  const uint64_t bytes_before = lc(qp).counters.tx_bytes;
+  WcStatus err = WcStatus::kSuccess;
+  if (!build_packet_lc(ep, qp, *hit, k, &err, true, single)) return Resend::kStop;
+  if (err != WcStatus::kSuccess) {
+    hit->done = true;
+    hit->wc = err;
+    qp_retire_lc(ep, qp);
+    qp_to_error_lc(ep, qp);
+    return Resend::kStop;
+  }
+  cc_sent(qp, lc(qp).counters.tx_bytes - bytes_before, now);
+  ++lc(qp).counters.retransmits;
+  ++lc(qp).counters.selective_retransmits;
+  r.rtt_pending = false;  // Karn: no sample across a resend
+  return Resend::kSent;
+}
+
+// Sends the packets NAKs named (requester_selective_nak_lc) and the probe's, one by one, ahead
+// of anything new. False when the step must stop here (resend_one_lc).
 bool resend_selected_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now,
                         uint32_t* built) noexcept {
   auto& r = lc(qp).req;
   for (; r.sr_head != r.sr_tail && *built < budget; ++r.sr_head) {
     const Psn p(r.sr_queue[r.sr_head % QpLc::Requester::kSrQueue]);
-    // Acknowledged meanwhile, or a go-back-N pass is yet to reach it.
-    if (Psn::before(p, r.una) || !Psn::before(p, r.psn)) continue;
-    SendSlot* hit = slot_of_lc(qp, p);
-    if (hit == nullptr) continue;
-    if (!cc_may_send(qp, now)) [[unlikely]]
-      return false;
-    // A READ's hole is one response packet: while later ones are held, that one alone is asked
-    // for again (the responder replays it from its saved request); otherwise everything from the
-    // first missing one. An atomic's, its only packet.
-    uint32_t k = wr_has(hit->wqe.opcode, wr_mask::kAtomic) ? 0 : Psn::diff(p, hit->first_psn);
-    bool single = false;
-    if (hit->wqe.opcode == WrOpcode::kRead) {
-      if (k < hit->resp_pkts) continue;  // arrived meanwhile
-      single = r.held.count != 0;
-      if (!single) k = hit->resp_pkts;
-    }
-    const uint64_t bytes_before = lc(qp).counters.tx_bytes;
-    WcStatus err = WcStatus::kSuccess;
-    if (!build_packet_lc(ep, qp, *hit, k, &err, true, single)) return false;
-    if (err != WcStatus::kSuccess) {
-      hit->done = true;
-      hit->wc = err;
-      qp_retire_lc(ep, qp);
-      qp_to_error_lc(ep, qp);
-      return false;
-    }
-    cc_sent(qp, lc(qp).counters.tx_bytes - bytes_before, now);
-    ++lc(qp).counters.retransmits;
-    ++lc(qp).counters.selective_retransmits;
-    ++*built;
-    r.rtt_pending = false;  // Karn: no sample across a resend
+    const Resend x = resend_one_lc(ep, qp, p, now);
+    if (x == Resend::kStop) return false;
+    if (x == Resend::kSent) ++*built;
   }
   return true;
 }
@@ -282,6 +295,7 @@ void requester_progress_lc(Qp& qp, uint32_t acked) noexcept {
   r.retry_left = lc(qp).attr.retry_cnt;
   r.rnr_left = lc(qp).attr.rnr_retry;
   r.timeouts_in_row = 0;
+  r.probes_in_row = 0;
   if (r.recovering && !Psn::before(r.una, r.recover)) r.recovering = false;
   if (r.cwnd == 0) return;
   // Slow start up to ssthresh, then one PSN per window's worth of ACKed PSNs (RFC 5681 §3.1);
@@ -331,15 +345,31 @@ void requester_loss_lc(Qp& qp) noexcept {
 // round trip. A probe costs one packet (QpCounters::sr_probes). Probes are not retries: the
 // local ACK timer still runs from the last progress, and its expiries count against retry_cnt
 // (IBTA §9.7.6.1.3).
+//
+// Adaptive retransmission (go-back-N) probes the same way, which any responder answers: the
+// resend is the PSN it expects (then accepted), or a duplicate (ACKed, a READ re-executed from
+// the missing packet on, an atomic's saved result replayed; IBTA §9.7.5.1.4). Its small windows
+// need it most: a window of four whose last packet is lost has nothing behind it to reveal the
+// loss, and each such tail cost a whole local ACK timeout.
 constexpr uint32_t kProbeShift = 5;
 constexpr uint64_t kMinProbeNs = 10'000;
+constexpr uint8_t kMaxProbeBackoff = 16;
+
+// Whether the QP probes: selective repeat, or adaptive go-back-N.
+bool probes_lc(const Qp& qp) noexcept {
+  return lc(qp).attr.selective_repeat || qp.config().adaptive_retransmit;
+}
 
 uint64_t probe_ticks_lc(const Qp& qp) noexcept {
   const uint64_t cap = tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout) >> kProbeShift);
-  // Round trips are measured with the queueing in them, so two of them are a safe wait.
+  // Round trips are measured with the queueing in them, so two of them are a safe wait. Each
+  // probe that brought no progress doubles the next wait (RFC 6298 §5.5's backoff): probes
+  // without an answer mean a congested path more often than a lost packet, and 64 QPs probing
+  // every two round trips through an overrun hop resent 3x more than they delivered.
   const uint64_t srtt = lc(qp).req.srtt;
   if (srtt == 0) return cap;
-  return std::min(cap, std::max(2 * srtt, tsc_from_ns(kMinProbeNs)));
+  const uint64_t base = std::max(2 * srtt, tsc_from_ns(kMinProbeNs));
+  return std::min(cap, base << lc(qp).req.probes_in_row);
 }
 
 void requester_rtt_lc(Qp& qp, uint64_t now) noexcept {
@@ -357,7 +387,7 @@ void requester_update_timer_lc(Qp& qp, uint64_t now) noexcept {
     r.probe_deadline = 0;
   } else {
     r.ack_deadline = now + tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout));
-    r.probe_deadline = lc(qp).attr.selective_repeat ? now + probe_ticks_lc(qp) : 0;
+    r.probe_deadline = probes_lc(qp) ? now + probe_ticks_lc(qp) : 0;
   }
 }
 
@@ -412,6 +442,12 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
   uint32_t built = 0;
   if (r.sr_head != r.sr_tail && !resend_selected_lc(ep, qp, budget, now, &built)) [[unlikely]]
     return built;
+  if (r.probe_una && built < budget) [[unlikely]] {
+    const Resend x = resend_one_lc(ep, qp, r.una, now);
+    if (x == Resend::kStop) return built;  // paced, no mbuf (it goes next step), or ERR
+    r.probe_una = false;
+    if (x == Resend::kSent) ++built;
+  }
   const uint32_t window = window_lc(qp);
   while (built < budget && r.cur != r.tail) {
     SendSlot& s = r.at(r.cur);
@@ -471,7 +507,7 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
     if (Psn::before(sent, r.max_sent)) {
       ++lc(qp).counters.retransmits;
       r.rtt_pending = false;  // Karn: no sample across a resend
-    } else if (!r.rtt_pending && lc(qp).attr.selective_repeat) {
+    } else if (!r.rtt_pending && probes_lc(qp)) {
       r.rtt_pending = true;
       r.rtt_psn = sent;
       r.rtt_tsc = now;
@@ -508,9 +544,13 @@ bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
   }
   if (r.probe_deadline != 0 && now >= r.probe_deadline &&
       (r.ack_deadline == 0 || now < r.ack_deadline)) {
+    if (r.probes_in_row < kMaxProbeBackoff) ++r.probes_in_row;
     r.probe_deadline = now + probe_ticks_lc(qp);
     if (Psn::before(r.una, r.psn)) {
-      queue_resend_lc(qp, r.una, true);
+      if (lc(qp).attr.selective_repeat)
+        queue_resend_lc(qp, r.una, true);
+      else
+        r.probe_una = true;  // go-back-N has no resend queue (requester_tx_lc sends it)
       ++lc(qp).counters.sr_probes;
     }
     return true;
@@ -538,7 +578,7 @@ bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
   r.rtt_pending = false;
   requester_rewind_lc(qp, r.una);
   r.ack_deadline = now + retry_wait_lc(qp, tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout)));
-  r.probe_deadline = lc(qp).attr.selective_repeat ? now + probe_ticks_lc(qp) : 0;
+  r.probe_deadline = probes_lc(qp) ? now + probe_ticks_lc(qp) : 0;
   return true;
 }
 
