@@ -127,10 +127,11 @@ struct QpConfig {
   uint32_t max_recv_sge = kMaxSge;
   uint32_t max_inline = kMaxInline;
   uint32_t max_unacked_psns = 256;  // requester send window (rxe uses 128)
-  // AdapterConfig::adaptive_retransmit: after the second local ACK timeout in a row without
-  // progress, back off (the next wait drawn from [T, 2T], then [2T, 4T]) and restart the send
-  // window at four packets, halving it on further losses until it is whole again (requester.cc).
-  // false: plain go-back-N, the whole window again every T.
+  // AdapterConfig::adaptive_retransmit: probes after two round trips without progress (the
+  // oldest unacknowledged packet alone, backing off), and after the second local ACK timeout in a
+  // row without progress, back off (the next wait drawn from [T, 2T], then [2T, 4T]) and restart
+  // the send window at four packets, halving it on further losses until it is whole again
+  // (requester.cc). false: plain go-back-N, the whole window again every T.
   bool adaptive_retransmit = false;
   // Congestion control (AdapterConfig::congestion): ECN marking, CNPs, DCQCN. The maximum rate
   // is resolved (never 0) by the adapter: its configured value or the port's link speed. The

@@ -361,15 +361,18 @@ bool probes_lc(const Qp& qp) noexcept {
 }
 
 uint64_t probe_ticks_lc(const Qp& qp) noexcept {
-  const uint64_t cap = tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout) >> kProbeShift);
-  // Round trips are measured with the queueing in them, so two of them are a safe wait. Each
-  // probe that brought no progress doubles the next wait (RFC 6298 §5.5's backoff): probes
-  // without an answer mean a congested path more often than a lost packet, and 64 QPs probing
-  // every two round trips through an overrun hop resent 3x more than they delivered.
+  const uint64_t t = tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout));
+  // Round trips are measured with the queueing in them, so two of them are a safe wait.
   const uint64_t srtt = lc(qp).req.srtt;
-  if (srtt == 0) return cap;
-  const uint64_t base = std::max(2 * srtt, tsc_from_ns(kMinProbeNs));
-  return std::min(cap, base << lc(qp).req.probes_in_row);
+  const uint64_t cap = t >> kProbeShift;
+  const uint64_t first =
+      srtt == 0 ? cap : std::min(cap, std::max(2 * srtt, tsc_from_ns(kMinProbeNs)));
+  // Each probe that brought no progress doubles the next wait (RFC 6298 §5.5's backoff), up to
+  // the ACK timeout itself: unanswered probes mean a congested path or a dead peer more often
+  // than one more lost packet, and 64 QPs probing every two round trips through an overrun hop
+  // resent more than they delivered. Without a round trip measured, five probes fall in one
+  // timeout period.
+  return std::min(t, first << lc(qp).req.probes_in_row);
 }
 
 void requester_rtt_lc(Qp& qp, uint64_t now) noexcept {
@@ -574,6 +577,7 @@ bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
   }
   --r.retry_left;
   r.gap_retry = false;
+  r.probes_in_row = 0;    // the go-back-N pass has a tail of its own to watch
   r.sr_head = r.sr_tail;  // the go-back-N pass resends them
   r.rtt_pending = false;
   requester_rewind_lc(qp, r.una);

@@ -82,8 +82,8 @@ struct Options {
   // Client: how long to keep retrying a refused TCP connection (a server still starting);
   // 0 (as perftest): report the refusal at once.
   double connect_retry = 0;
-  // --retransmit=gbn (default) or adaptive: AdapterConfig::adaptive_retransmit.
-  bool adaptive_retransmit = false;
+  // --retransmit=adaptive (default) or gbn: AdapterConfig::adaptive_retransmit.
+  bool adaptive_retransmit = true;
   // --sr=on|off: selective repeat (QpAttributes::selective_repeat) on every QP. The TCP
   // exchange is perftest's, which has no field to negotiate it, so both sides must be told
   // (urnic only; never against perftest).

@@ -50,15 +50,18 @@ struct AdapterConfig {
   // boundary (urnic/counters.h). Testing builds only: an active config elsewhere fails open()
   // with kNotSupported.
   FaultConfig tx_faults, rx_faults;
-  // Retransmission after local ACK timeouts (IBTA §9.7.6.1.3 leaves the policy open). false (the
-  // default): plain go-back-N as rxe does it, the whole window again every T (T the QP's timeout
-  // attribute, 4.096 us * 2^timeout). true (experimental): from the second timeout in a row
-  // without progress, a QP waits a random [T, 2T], then [2T, 4T], restarts its window at four
-  // packets and, until the window is whole again, halves it on each further loss, so that QPs
-  // that overrun one buffer stop retrying in step. It helps many QPs through a small buffer and
-  // costs at extreme random loss (docs/design.md). Either way a QP fails after retry_cnt retries
-  // without progress.
-  bool adaptive_retransmit = false;
+  // Loss recovery between ACK timeouts and after them (IBTA §9.7.6.1.3 leaves the policy open).
+  // true (the default): adaptive. Two smoothed round trips without progress, the oldest
+  // unacknowledged packet is resent alone with AckReq (a READ: its first missing response
+  // packet), which finds a lost tail long before the local ACK timer (T, the QP's timeout
+  // attribute, 4.096 us * 2^timeout); each probe without an answer doubles the next wait. From
+  // the second timeout in a row without progress, a QP waits a random [T, 2T], then [2T, 4T],
+  // restarts its window at four packets and, until the window is whole again, halves it on each
+  // further loss, so that QPs that overrun one buffer stop retrying in step. false: plain
+  // go-back-N as rxe does it, the whole window again every T. Either way a QP fails after
+  // retry_cnt timeouts without progress (probes are not retries), and any conforming responder
+  // answers a probe (docs/design.md, "Faults from outside the endpoint").
+  bool adaptive_retransmit = true;
   // Congestion control (urnic/congestion.h): ECN marking, CNPs for CE-marked frames, and DCQCN
   // rate control per QP, on by default with ConnectX's defaults. open() fails with
   // kInvalidParameter for a value out of its range: dscp -1..63, cnp_dscp 0..63, intervals and

@@ -48,8 +48,9 @@ struct QpCounters {
   // held because they arrived ahead of a hole, and those it could not hold (its reorder buffer
   // or the adapter's share of frames held was full: dropped, the requester resends them).
   uint64_t selective_retransmits = 0, ooo_held = 0, ooo_dropped = 0;
-  // Selective repeat's probes: the oldest unacknowledged packet resent alone because nothing
-  // moved for a few round trips (a lost NAK or resend; counted in selective_retransmits too).
+  // Probes (selective repeat, and AdapterConfig::adaptive_retransmit): the oldest unacknowledged
+  // packet resent alone because nothing moved for a few round trips (a lost tail, NAK or resend;
+  // counted in selective_retransmits too).
   uint64_t sr_probes = 0;
   // Every completion (send and receive, silent ones included) by its verbs status.
   uint64_t completions_by_status[static_cast<size_t>(WcStatus::kGeneralErr) + 1] = {};

@@ -1119,8 +1119,17 @@ void RcScripted::peer_stops_answering(bool adaptive) {
   const QpCounters& ca = p->a.qp->live_counters();
   EXPECT_EQ(ca.timeouts, kRetry + 1u);
   // Plain: every retry resends the WRITE's packets and the SEND. Adaptive: the first retry too,
-  // then four packets per retry.
-  EXPECT_EQ(ca.retransmits, adaptive ? (kPkts + 1) + (kRetry - 1) * 4u : kRetry * (kPkts + 1));
+  // then four packets per retry; and probes, the oldest packet alone, from T/32 after each send
+  // or timeout, each waiting twice as long as the one before, so five at most per period (the
+  // last, at 31/32 T, may meet the timer in the same step: then the timer wins).
+  if (adaptive) {
+    EXPECT_GE(ca.sr_probes, 4u * (kRetry + 1));
+    EXPECT_LE(ca.sr_probes, 5u * (kRetry + 1));
+  } else {
+    EXPECT_EQ(ca.sr_probes, 0u);
+  }
+  EXPECT_EQ(ca.retransmits - ca.sr_probes,
+            adaptive ? (kPkts + 1) + (kRetry - 1) * 4u : kRetry * (kPkts + 1));
   EXPECT_EQ(ca.acks_received, 0u);
   EXPECT_EQ(p->counters(p->b).port.rx_drops[static_cast<size_t>(RxDrop::kNoQp)], ca.tx_packets);
   EXPECT_EQ(first_diff(dst.bytes, before), -1);

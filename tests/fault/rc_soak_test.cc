@@ -36,7 +36,8 @@ constexpr Scenario kScenarios[] = {
 
 enum class Kind { kSend, kWrite, kRead, kAtomic };
 
-class RcSoak : public EalTestWithParam<std::tuple<Kind, Scenario>> {};
+// The third parameter: AdapterConfig::adaptive_retransmit (the default), or plain go-back-N.
+class RcSoak : public EalTestWithParam<std::tuple<Kind, Scenario, bool>> {};
 
 constexpr uint32_t kMessages = 10000;
 constexpr uint32_t kSlots = 512;     // > send queue depth: a slot is reused only after completion
@@ -61,8 +62,10 @@ uint8_t byte_of(uint32_t msg, uint32_t off) {
 }
 
 TEST_P(RcSoak, EveryByteEveryCompletionExactlyOnce) {
-  const auto [kind, sc] = GetParam();
-  RcPair p(std::string("soak") + std::to_string(static_cast<int>(kind)) + sc.name);
+  const auto [kind, sc, adaptive] = GetParam();
+  RcPair p(std::string("soak") + std::to_string(static_cast<int>(kind)) + sc.name +
+               (adaptive ? "a" : "g"),
+           {}, adaptive);
   // Short ACK timeout (4.096 us * 2^8 = 1.05 ms) so that tail losses recover quickly, but
   // long enough that a test process descheduled on a loaded 2-core machine does not see a run
   // of spurious timeouts (which would exhaust retry_cnt without any real loss).
@@ -226,10 +229,10 @@ TEST_P(RcSoak, EveryByteEveryCompletionExactlyOnce) {
   }
   RecordProperty("retransmits", std::to_string(ca.retransmits));
   std::printf(
-      "[ %s ] retransmits %llu timeouts %llu seq-naks %llu implied %llu dup-req %llu "
+      "[ %s ] retransmits %llu (probes %llu) timeouts %llu seq-naks %llu implied %llu dup-req %llu "
       "injected drop %llu dup %llu reorder %llu corrupt %llu steps %llu\n",
       sc.name, static_cast<unsigned long long>(ca.retransmits),
-      static_cast<unsigned long long>(ca.timeouts),
+      static_cast<unsigned long long>(ca.sr_probes), static_cast<unsigned long long>(ca.timeouts),
       static_cast<unsigned long long>(ca.naks_received[0]),
       static_cast<unsigned long long>(ca.implied_naks),
       static_cast<unsigned long long>(cb.duplicate_requests),
@@ -239,15 +242,15 @@ TEST_P(RcSoak, EveryByteEveryCompletionExactlyOnce) {
 }
 
 std::string soak_name(const ::testing::TestParamInfo<RcSoak::ParamType>& info) {
-  const auto [kind, sc] = info.param;
+  const auto [kind, sc, adaptive] = info.param;
   const char* k[] = {"Send", "Write", "Read", "Atomic"};
-  return std::string(k[static_cast<int>(kind)]) + "_" + sc.name;
+  return std::string(k[static_cast<int>(kind)]) + "_" + sc.name + (adaptive ? "" : "_gbn");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFaults, RcSoak,
                          ::testing::Combine(::testing::Values(Kind::kSend, Kind::kWrite,
                                                               Kind::kRead, Kind::kAtomic),
-                                            ::testing::ValuesIn(kScenarios)),
+                                            ::testing::ValuesIn(kScenarios), ::testing::Bool()),
                          soak_name);
 
 }  // namespace
