@@ -295,9 +295,9 @@ struct AdapterImpl {
   Engine* engine = nullptr;
   dp::Engine* eng = nullptr;
   std::unique_ptr<ctl::Adapter> ctl;
-  AdapterConfig::Cm cm_settings;     // for the CM agent (control/cm/ndk_connector.cc)
+  AdapterConfig::Cm cm_settings;    // for the CM agent (control/cm/ndk_connector.cc)
   bool adaptive_retransmit = true;  // AdapterConfig::adaptive_retransmit, for new QPs
-  CongestionConfig congestion;  // AdapterConfig::congestion, maximum rate resolved, for new QPs
+  CongestionConfig congestion;      // AdapterConfig::congestion, maximum rate resolved, for new QPs
   std::atomic<uint64_t> cm_mads_dropped{0};  // AdapterConfig::Cm::drop_tx (testing builds)
   CmCounters cm_retired;  // agents already gone (under the adapter's entry lock, ndk_connector.cc)
   AdapterExtension ext;

@@ -63,9 +63,10 @@ uint8_t byte_of(uint32_t msg, uint32_t off) {
 
 TEST_P(RcSoak, EveryByteEveryCompletionExactlyOnce) {
   const auto [kind, sc, adaptive] = GetParam();
-  RcPair p(std::string("soak") + std::to_string(static_cast<int>(kind)) + sc.name +
-               (adaptive ? "a" : "g"),
-           {}, adaptive);
+  // Ring names are short (rte_ring names): "s", kind, scenario, a(daptive) or g(o-back-N).
+  RcPair p(
+      std::string("s") + std::to_string(static_cast<int>(kind)) + sc.name + (adaptive ? "a" : "g"),
+      {}, adaptive);
   // Short ACK timeout (4.096 us * 2^8 = 1.05 ms) so that tail losses recover quickly, but
   // long enough that a test process descheduled on a loaded 2-core machine does not see a run
   // of spurious timeouts (which would exhaust retry_cnt without any real loss).
