@@ -361,18 +361,18 @@ bool probes_lc(const Qp& qp) noexcept {
 }
 
 uint64_t probe_ticks_lc(const Qp& qp) noexcept {
-  const uint64_t t = tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout));
-  // Round trips are measured with the queueing in them, so two of them are a safe wait.
+  const uint64_t cap = tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout) >> kProbeShift);
+  // Round trips are measured with the queueing in them, so two of them are a safe wait. Each
+  // probe that brought no progress doubles the next wait (RFC 6298 §5.5's backoff), up to the
+  // cap: unanswered probes mean a congested path more often than one more lost packet, and 64
+  // QPs probing every two round trips through an overrun hop sent 100 000 probes a run. The cap
+  // stays at T/32, so probes go on until the timer (31 one-packet probes per timeout period at
+  // most): stopping them earlier (backing off up to T) let 85-137 tails a run wait for the
+  // timer there, against none.
   const uint64_t srtt = lc(qp).req.srtt;
-  const uint64_t cap = t >> kProbeShift;
-  const uint64_t first =
-      srtt == 0 ? cap : std::min(cap, std::max(2 * srtt, tsc_from_ns(kMinProbeNs)));
-  // Each probe that brought no progress doubles the next wait (RFC 6298 §5.5's backoff), up to
-  // the ACK timeout itself: unanswered probes mean a congested path or a dead peer more often
-  // than one more lost packet, and 64 QPs probing every two round trips through an overrun hop
-  // resent more than they delivered. Without a round trip measured, five probes fall in one
-  // timeout period.
-  return std::min(t, first << lc(qp).req.probes_in_row);
+  if (srtt == 0) return cap;
+  const uint64_t first = std::max(2 * srtt, tsc_from_ns(kMinProbeNs));
+  return std::min(cap, first << lc(qp).req.probes_in_row);
 }
 
 void requester_rtt_lc(Qp& qp, uint64_t now) noexcept {

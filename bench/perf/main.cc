@@ -140,9 +140,10 @@ bool run_loopback_test(Env& env, const Options& o, Test t, const std::vector<uin
       break;
     }
     completions += client->messages + (server ? server->messages : 0);
-    if (t.kind == Kind::kBw)
+    if (t.kind == Kind::kBw) {
       print_bw_row(bw_of(o, size, *client));
-    else
+      report_open_loop(o, t, size, *client, &out);
+    } else
       print_lat_result(o, t, size, *client);
     out.data(client->check_data());
     if (server) out.data(server->check_data());

@@ -1,4 +1,5 @@
 // urnic-perf command line: perftest's common options plus the DPDK ones.
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -150,6 +151,13 @@ void print_usage(const char* prog) {
       "                          server still starting; default 0: report it at once)\n"
       "Other:\n"
       "      --sweep             loopback write/read/send/atomic sweep over a few sizes\n"
+      "Open-loop load (bandwidth tests, the client):\n"
+      "      --rate=R            offer R requests per second over all QPs whatever the peer\n"
+      "                          does: Mpps (default unit), or R with kpps, pps or Gbps; each\n"
+      "                          request's latency runs from when it fell due (no coordinated\n"
+      "                          omission); a line per second and a summary with p50 .. max\n"
+      "      --arrival=A         constant (default) or poisson inter-arrival times\n"
+      "      --json=FILE         the open-loop results (totals, per-second intervals) as JSON\n"
       "      --no-progress       no once-a-second progress line on stderr\n"
       "  -v, --verbose           print engine counters at the end\n"
       "  -h, --help\n"
@@ -160,6 +168,45 @@ void print_usage(const char* prog) {
       "8 the run made no progress for --timeout seconds.\n",
       prog);
 }
+
+namespace {
+
+// --rate=VALUE[UNIT]: requests per second in Mpps (no unit, or "Mpps"), "kpps" or "pps"; or
+// payload in "Gbps" / "Gb/s". Whatever does not fit (not a number, not positive, above 10^9
+// requests or 10^4 Gb/s) is refused.
+bool parse_rate(const std::string& s, Options* o) {
+  size_t i = 0;
+  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
+  const std::string num = s.substr(0, i), unit = s.substr(i);
+  double v = 0;
+  double scale = 1e6;
+  bool gbps = false;
+  if (unit.empty() || unit == "Mpps" || unit == "M") {
+    scale = 1e6;
+  } else if (unit == "kpps" || unit == "k") {
+    scale = 1e3;
+  } else if (unit == "pps") {
+    scale = 1;
+  } else if (unit == "Gbps" || unit == "Gb/s" || unit == "G") {
+    scale = 1;
+    gbps = true;
+  } else {
+    scale = 0;
+  }
+  if (num.empty() || scale == 0 || !parse_double(num, &v) || !(v > 0) ||
+      v * scale > (gbps ? 1e4 : 1e9)) {
+    std::fprintf(stderr,
+                 "urnic-perf: bad --rate '%s' (a positive number of Mpps, or with kpps, pps or "
+                 "Gbps; at most 1000 Mpps or 10000 Gbps)\n",
+                 s.c_str());
+    return false;
+  }
+  o->rate = v * scale;
+  o->rate_gbps = gbps;
+  return true;
+}
+
+}  // namespace
 
 bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
   *exit_ok = false;
@@ -334,6 +381,22 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
     } else if (key == "--dscp") {
       if (!num(&v, 0, 63)) return false;
       o->dscp = static_cast<int>(v);
+    } else if (key == "--rate") {
+      if (!value(&s) || !parse_rate(s, o)) return false;
+    } else if (key == "--arrival") {
+      if (!value(&s)) return false;
+      if (s != "constant" && s != "poisson") {
+        std::fprintf(stderr, "urnic-perf: --arrival takes constant or poisson, not '%s'\n",
+                     s.c_str());
+        return false;
+      }
+      o->arrival = s == "poisson" ? Arrival::kPoisson : Arrival::kConstant;
+    } else if (key == "--json") {
+      if (!value(&o->json)) return false;
+      if (o->json.empty()) {
+        std::fprintf(stderr, "urnic-perf: --json needs a file name\n");
+        return false;
+      }
     } else if (key == "--sweep") {
       o->sweep = true;
     } else if (key == "--no-progress") {
@@ -362,6 +425,18 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
   if (positional.size() == first + 1) o->server = positional[first];
   if (o->test.kind == Kind::kLat && o->qps != 1) {
     std::fprintf(stderr, "urnic-perf: latency tests use one QP\n");
+    return false;
+  }
+  if (o->rate > 0 && o->test.kind != Kind::kBw) {
+    std::fprintf(stderr, "urnic-perf: --rate (open-loop load) applies to the bandwidth tests\n");
+    return false;
+  }
+  if (o->rate > 0 && !o->loopback() && o->role() == Role::kServer) {
+    std::fprintf(stderr, "urnic-perf: --rate is the client's (the side that sends)\n");
+    return false;
+  }
+  if (!o->json.empty() && o->rate == 0) {
+    std::fprintf(stderr, "urnic-perf: --json reports an open-loop run: give --rate too\n");
     return false;
   }
   if (o->sweep && !o->loopback()) {

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/perf/openloop.h"
 #include "urnic/congestion.h"
 
 namespace urnic::perf {
@@ -82,6 +83,12 @@ struct Options {
   // Client: how long to keep retrying a refused TCP connection (a server still starting);
   // 0 (as perftest): report the refusal at once.
   double connect_retry = 0;
+  // --rate: open-loop load (openloop.h) at this many requests per second over all QPs, or (with
+  // rate_gbps) this many Gb/s of payload; 0: perftest's closed loop. --arrival, --json.
+  double rate = 0;
+  bool rate_gbps = false;
+  Arrival arrival = Arrival::kConstant;
+  std::string json;
   // --retransmit=adaptive (default) or gbn: AdapterConfig::adaptive_retransmit.
   bool adaptive_retransmit = true;
   // --sr=on|off: selective repeat (QpAttributes::selective_repeat) on every QP. The TCP

@@ -212,6 +212,7 @@ int run_remote(const Options& o) {
         if (!run_one(*r, size, false)) break;
         mine = bw_of(o, size, *r);
         print_bw_row(mine);
+        report_open_loop(o, t, size, *r, &out);
         out.data(r->check_data());
       }
       if (!out.ok) return run_failed();
@@ -240,10 +241,12 @@ int run_remote(const Options& o) {
       // Receives are posted: the sync record lets the client start.
       if (!oob.hand_shake(me, nullptr)) return oob_failed("sync");
       if (!run_one(*r, size, answers)) break;
-      if (t.kind == Kind::kBw)
+      if (t.kind == Kind::kBw) {
         print_bw_row(bw_of(o, size, *r));
-      else
+        report_open_loop(o, t, size, *r, &out);
+      } else {
         print_lat_result(o, t, size, *r);
+      }
       out.data(r->check_data());
       if (t.kind == Kind::kBw && o.all_sizes && !oob.hand_shake(me, nullptr))
         return oob_failed("sync");

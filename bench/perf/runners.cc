@@ -10,19 +10,6 @@
 #include "urnic/types.h"
 
 namespace urnic::perf {
-namespace {
-
-constexpr uint64_t kUnbounded = std::numeric_limits<uint64_t>::max();
-// BwSender rings the doorbell (a post without kDefer) at least every this many requests. Whole
-// deferred batches (up to tx_depth) stall an engine on another core, which waits for the batch
-// instead of working on its first requests: measured on 64 B write_bw, batches of 128 ran at
-// 2.9 Mpps, every 16 at 3.8, every request at 3.7 (same run, two lcores).
-constexpr uint64_t kDoorbellEvery = 16;
-
-// Peak-rate history: points at least 50 us apart (20000 per second of run), preallocated for a
-// minute; later points overwrite the last one rather than allocate in the timed loop.
-constexpr double kEventSpacingUs = 50;
-constexpr size_t kMaxEvents = 60 * 20000;
 
 // Work-request contexts: the QP index and a number (messages a signaled send covers, or the
 // offset of a receive buffer in its region).
@@ -32,33 +19,6 @@ void* encode(size_t qi, uint64_t v) {
 size_t ctx_qp(void* c) { return static_cast<size_t>(reinterpret_cast<uintptr_t>(c) >> 32); }
 uint64_t ctx_val(void* c) { return reinterpret_cast<uintptr_t>(c) & 0xFFFFFFFFu; }
 uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
-
-// ibv_wc_status_str() names.
-const char* wc_name(uint32_t wc) {
-  static constexpr const char* kNames[] = {"success",
-                                           "local length error",
-                                           "local QP operation error",
-                                           "local EE context operation error",
-                                           "local protection error",
-                                           "Work Request Flushed Error",
-                                           "memory management operation error",
-                                           "bad response error",
-                                           "local access error",
-                                           "remote invalid request error",
-                                           "remote access error",
-                                           "remote operation error",
-                                           "transport retry counter exceeded",
-                                           "RNR retry counter exceeded",
-                                           "local RDD violation error",
-                                           "remote invalid RD request",
-                                           "operation aborted",
-                                           "invalid EE context number",
-                                           "invalid EE context state",
-                                           "fatal error",
-                                           "response timeout error",
-                                           "general error"};
-  return wc < std::size(kNames) ? kNames[wc] : "unknown";
-}
 
 // The request template of one QP (remote fields from its peer record).
 Request request_template(Side& side, size_t i, const RunConfig& c) {
@@ -87,6 +47,47 @@ uint64_t duration_tsc(double s) {
   return static_cast<uint64_t>(s * static_cast<double>(rte_get_tsc_hz()));
 }
 
+namespace {
+
+constexpr uint64_t kUnbounded = std::numeric_limits<uint64_t>::max();
+// BwSender rings the doorbell (a post without kDefer) at least every this many requests. Whole
+// deferred batches (up to tx_depth) stall an engine on another core, which waits for the batch
+// instead of working on its first requests: measured on 64 B write_bw, batches of 128 ran at
+// 2.9 Mpps, every 16 at 3.8, every request at 3.7 (same run, two lcores).
+constexpr uint64_t kDoorbellEvery = 16;
+
+// Peak-rate history: points at least 50 us apart (20000 per second of run), preallocated for a
+// minute; later points overwrite the last one rather than allocate in the timed loop.
+constexpr double kEventSpacingUs = 50;
+constexpr size_t kMaxEvents = 60 * 20000;
+
+// ibv_wc_status_str() names.
+const char* wc_name(uint32_t wc) {
+  static constexpr const char* kNames[] = {"success",
+                                           "local length error",
+                                           "local QP operation error",
+                                           "local EE context operation error",
+                                           "local protection error",
+                                           "Work Request Flushed Error",
+                                           "memory management operation error",
+                                           "bad response error",
+                                           "local access error",
+                                           "remote invalid request error",
+                                           "remote access error",
+                                           "remote operation error",
+                                           "transport retry counter exceeded",
+                                           "RNR retry counter exceeded",
+                                           "local RDD violation error",
+                                           "remote invalid RD request",
+                                           "operation aborted",
+                                           "invalid EE context number",
+                                           "invalid EE context state",
+                                           "fatal error",
+                                           "response timeout error",
+                                           "general error"};
+  return wc < std::size(kNames) ? kNames[wc] : "unknown";
+}
+
 std::string hex(uint64_t v) {
   char b[32];
   std::snprintf(b, sizeof(b), "%#llx", static_cast<unsigned long long>(v));
@@ -104,7 +105,12 @@ class BwSender final : public Runner {
       p.loc = Cycler(cfg.size, g.cycle, g.cache_line);
       p.rem = p.loc;
       p.w = request_template(side, i, cfg);
+      if (cfg.open_loop.rate > 0) p.due.assign(cfg.tx_depth, 0);
       per_.push_back(p);
+    }
+    if (cfg.open_loop.rate > 0) {
+      ol_ = std::make_unique<OpenLoop>(cfg.open_loop, rte_get_tsc_hz());
+      total_ = cfg.iters * per_.size();
     }
     prepare_last(side, cfg);
     events.reserve(kMaxEvents);
@@ -116,18 +122,26 @@ class BwSender final : public Runner {
     if (tsc_start == 0) {
       tsc_start = now;
       if (cfg_.duration > 0) end_tsc_ = now + duration_tsc(cfg_.duration);
+      if (ol_) ol_->start(now);
     }
     if (end_tsc_ != 0 && now >= end_tsc_) time_up_ = true;
-    for (size_t i = 0; i < per_.size() && !failed(); ++i) post_some(i);
+    if (ol_)
+      post_open(now);
+    else
+      for (size_t i = 0; i < per_.size() && !failed(); ++i) post_some(i);
     if (!failed()) poll();
+    if (ol_) ol_->tick(now, stdout);
     bool all = true;
     for (const auto& p : per_) all &= p.final_posted && p.completed == p.posted;
     if (all || failed()) {
       done_ = true;
       iterations_ = messages;
+      if (ol_) ol_->finish(tsc_end != 0 ? tsc_end : now, stdout);
     }
     return done_;
   }
+
+  const OpenLoop* open_loop() const noexcept override { return ol_.get(); }
 
   uint64_t progress() const noexcept override { return messages; }
 
@@ -175,6 +189,7 @@ class BwSender final : public Runner {
     bool final_posted = false;
     Cycler loc, rem;
     Request w;
+    std::vector<uint64_t> due;  // open loop: when each outstanding request fell due (TSC)
   };
 
   // Fills the QP's send queue up to tx_depth outstanding requests, with NDK's deferred doorbell
@@ -182,37 +197,61 @@ class BwSender final : public Runner {
   // the last) without, which hands the engine the ones before it.
   void post_some(size_t i) noexcept {
     PerQp& p = per_[i];
-    QpRes& q = side_.qp(i);
     const uint64_t room = cfg_.tx_depth - (p.posted - p.completed);
     for (uint64_t k = 0; k < room && !p.final_posted; ++k) {
       const bool last = cfg_.duration > 0 ? time_up_ : p.posted + 1 >= cfg_.iters;
       const bool signaled = last || p.unsignaled + 1 >= cfg_.cq_mod;
       const bool batch_end = last || k + 1 == room || (k + 1) % kDoorbellEvery == 0;
-      const Cycler loc = p.loc, rem = p.rem;
-      const uint64_t lo = p.loc.next(), ro = p.rem.next();
-      p.w.sge.addr = addr(last ? q.last : q.src + lo);
-      p.w.remote_addr = q.remote.vaddr + ro;
-      p.w.flags = (signaled ? 0 : op_flag::kSilentSuccess) | (batch_end ? 0 : op_flag::kDefer);
-      p.w.context = encode(i, p.unsignaled + 1);
-      const Status s = q.post(p.w);
-      if (s == Status::kNoMoreEntries) {
-        // The queue is full until the engine retires more (a failing post hands the deferred
-        // ones to the engine): retry this one next step.
-        p.loc = loc;
-        p.rem = rem;
-        return;
-      }
-      if (s != Status::kSuccess) {
-        fail("post failed: " + std::string(to_string(s)));
-        return;
-      }
-      ++p.posted;
-      p.unsignaled = signaled ? 0 : p.unsignaled + 1;
-      if (last) {
-        p.final_posted = true;
-        p.last_rem = ro;
-      }
+      if (!post_one(i, last, signaled, batch_end)) return;
     }
+  }
+
+  // Open loop: posts every request that has fallen due, in turn on the QPs, each signaled. One
+  // whose QP has tx_depth outstanding waits (and the ones behind it): its latency still runs
+  // from when it fell due.
+  void post_open(uint64_t now) noexcept {
+    while (next_msg_ < total_ && !failed()) {
+      const uint64_t due = ol_->due();
+      if (due > now) return;
+      const size_t i = next_msg_ % per_.size();
+      PerQp& p = per_[i];
+      if (p.posted - p.completed >= cfg_.tx_depth) return;
+      const uint64_t k = p.posted;
+      if (!post_one(i, k + 1 >= cfg_.iters, true, true)) return;
+      p.due[k % p.due.size()] = due;
+      ++next_msg_;
+      ol_->advance();
+    }
+  }
+
+  // Posts QP i's next request; false when it must wait (the queue is full until the engine
+  // retires more: a failing post hands the deferred ones to the engine) or the run failed.
+  bool post_one(size_t i, bool last, bool signaled, bool batch_end) noexcept {
+    PerQp& p = per_[i];
+    QpRes& q = side_.qp(i);
+    const Cycler loc = p.loc, rem = p.rem;
+    const uint64_t lo = p.loc.next(), ro = p.rem.next();
+    p.w.sge.addr = addr(last ? q.last : q.src + lo);
+    p.w.remote_addr = q.remote.vaddr + ro;
+    p.w.flags = (signaled ? 0 : op_flag::kSilentSuccess) | (batch_end ? 0 : op_flag::kDefer);
+    p.w.context = encode(i, p.unsignaled + 1);
+    const Status s = q.post(p.w);
+    if (s == Status::kNoMoreEntries) {
+      p.loc = loc;  // retried next step
+      p.rem = rem;
+      return false;
+    }
+    if (s != Status::kSuccess) {
+      fail("post failed: " + std::string(to_string(s)));
+      return false;
+    }
+    ++p.posted;
+    p.unsignaled = signaled ? 0 : p.unsignaled + 1;
+    if (last) {
+      p.final_posted = true;
+      p.last_rem = ro;
+    }
+    return true;
   }
 
   void poll() noexcept {
@@ -228,6 +267,11 @@ class BwSender final : public Runner {
         fail("completion with an unknown context");
         return;
       }
+      if (ol_) [[unlikely]] {
+        PerQp& p = per_[qi];
+        for (uint64_t c = 0; c < covered; ++c)
+          ol_->complete(p.due[(p.completed + c) % p.due.size()], now);
+      }
       per_[qi].completed += covered;
       messages += covered;
     }
@@ -237,6 +281,8 @@ class BwSender final : public Runner {
 
   std::vector<PerQp> per_;
   bool time_up_ = false;
+  std::unique_ptr<OpenLoop> ol_;       // --rate
+  uint64_t total_ = 0, next_msg_ = 0;  // open loop: requests in all, and the next one's number
 };
 
 // ---- BwReceiver (send_bw server) --------------------------------------------------------------

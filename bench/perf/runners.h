@@ -16,9 +16,11 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "bench/perf/openloop.h"
 #include "bench/perf/perf.h"
 #include "bench/perf/side.h"
 
@@ -34,6 +36,9 @@ struct RunConfig {
   uint32_t rx_depth = kDefaultRxSend;
   uint32_t cq_mod = kDefaultCqMod;
   bool peer_urnic = false;  // the peer fills its data like we do: verify it
+  // --rate: the bandwidth sender offers load open loop (openloop.h), signalling every request;
+  // always in iteration mode (a duration becomes rate x duration requests).
+  OpenLoopConfig open_loop;
 };
 
 // What a data check found.
@@ -65,6 +70,8 @@ class Runner {
   virtual uint64_t progress() const noexcept = 0;
   // Checks the data of the last message (after the run); receivers and READ/ATOMIC clients.
   virtual DataCheck check_data() { return {}; }
+  // The open-loop schedule and latencies (a bandwidth sender with --rate), else null.
+  virtual const OpenLoop* open_loop() const noexcept { return nullptr; }
 
   // Ends the run as failed with `why` (the peer went away, say).
   void abort(const std::string& why) noexcept { fail(why); }
@@ -104,6 +111,15 @@ class Runner {
 bool initiator(Test t, Role r) noexcept;
 
 std::unique_ptr<Runner> make_bw_sender(Side& side, const RunConfig& cfg);
+// Shared by the runners: work-request contexts (QP index, a number), the request template of
+// QP i, the last message's source or sink, seconds in TSC ticks.
+void* encode(size_t qi, uint64_t v);
+size_t ctx_qp(void* c);
+uint64_t ctx_val(void* c);
+uint64_t addr(const void* p);
+Request request_template(Side& side, size_t i, const RunConfig& c);
+void prepare_last(Side& side, const RunConfig& c);
+uint64_t duration_tsc(double s);
 std::unique_ptr<Runner> make_bw_receiver(Side& side, const RunConfig& cfg);
 std::unique_ptr<Runner> make_lat(Side& side, const RunConfig& cfg);
 

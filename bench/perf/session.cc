@@ -4,6 +4,7 @@
 #include <rte_cycles.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -94,7 +95,32 @@ RunConfig run_config(const Options& o, Test t, Role role, uint64_t size, bool pe
   // perftest signals every RDMA READ (its read_bw prints "CQ Moderation : 1").
   if (t.verb == Verb::kRead && o.cq_mod == 0) c.cq_mod = 1;
   c.peer_urnic = peer_urnic;
+  if (o.rate > 0 && t.kind == Kind::kBw) {
+    c.open_loop.rate = o.rate_gbps ? o.rate * 1e9 / (8.0 * static_cast<double>(size)) : o.rate;
+    c.open_loop.arrival = o.arrival;
+    c.open_loop.seed = 0x5DEECE66Dull ^ size;
+    c.cq_mod = 1;  // every request's latency is measured
+    if (c.duration > 0) {
+      const double n = std::ceil(c.open_loop.rate * c.duration / std::max(1u, o.qps));
+      c.iters = static_cast<uint64_t>(std::max(1.0, n));
+      c.duration = 0;
+    }
+  }
   return c;
+}
+
+void report_open_loop(const Options& o, Test t, uint64_t size, const Runner& r, Outcome* out) {
+  const OpenLoop* ol = r.open_loop();
+  if (ol == nullptr) return;
+  OpenLoopRun run;
+  run.test = test_name(t);
+  run.size = size;
+  run.qps = o.qps;
+  run.messages = r.messages;
+  run.seconds = r.tsc_end > r.tsc_start ? tsc_to_s(r.tsc_end - r.tsc_start) : 0;
+  print_open_loop_summary(*ol, run);
+  std::string err;
+  if (!o.json.empty() && !write_open_loop_json(o.json, *ol, run, &err)) out->fail(err);
 }
 
 namespace {

@@ -54,11 +54,11 @@ struct AdapterConfig {
   // true (the default): adaptive. Two smoothed round trips without progress, the oldest
   // unacknowledged packet is resent alone with AckReq (a READ: its first missing response
   // packet), which finds a lost tail long before the local ACK timer (T, the QP's timeout
-  // attribute, 4.096 us * 2^timeout); each probe without an answer doubles the next wait. From
-  // the second timeout in a row without progress, a QP waits a random [T, 2T], then [2T, 4T],
-  // restarts its window at four packets and, until the window is whole again, halves it on each
-  // further loss, so that QPs that overrun one buffer stop retrying in step. false: plain
-  // go-back-N as rxe does it, the whole window again every T. Either way a QP fails after
+  // attribute, 4.096 us * 2^timeout); each probe without an answer doubles the next wait, up to
+  // T/32. From the second timeout in a row without progress, a QP waits a random [T, 2T], then
+  // [2T, 4T], restarts its window at four packets and, until the window is whole again, halves
+  // it on each further loss, so that QPs that overrun one buffer stop retrying in step. false:
+  // plain go-back-N as rxe does it, the whole window again every T. Either way a QP fails after
   // retry_cnt timeouts without progress (probes are not retries), and any conforming responder
   // answers a probe (docs/design.md, "Faults from outside the endpoint").
   bool adaptive_retransmit = true;

@@ -1119,13 +1119,12 @@ void RcScripted::peer_stops_answering(bool adaptive) {
   const QpCounters& ca = p->a.qp->live_counters();
   EXPECT_EQ(ca.timeouts, kRetry + 1u);
   // Plain: every retry resends the WRITE's packets and the SEND. Adaptive: the first retry too,
-  // then four packets per retry; and probes, the oldest packet alone, from T/32 after each send
-  // or timeout, each waiting twice as long as the one before: five in a wait of T (the last, at
-  // 31/32 T, may meet the timer in the same step: then the timer wins), up to seven in the
-  // longest backed-off wait of 4T.
+  // then four packets per retry; and probes, the oldest packet alone, every T/32 after each send
+  // or timeout (no round trip measured): 31 in a wait of T (the last may meet the timer in the
+  // same step: then the timer wins), up to 127 in the longest backed-off wait of 4T.
   if (adaptive) {
-    EXPECT_GE(ca.sr_probes, 4u * (kRetry + 1));
-    EXPECT_LE(ca.sr_probes, 7u * (kRetry + 1));
+    EXPECT_GE(ca.sr_probes, 30u * (kRetry + 1));
+    EXPECT_LE(ca.sr_probes, 31u + 31u + 63u + 127u);
   } else {
     EXPECT_EQ(ca.sr_probes, 0u);
   }

@@ -250,14 +250,10 @@ TEST_F(SelectiveRepeat, TheTimeoutStillGoesBackAndCountsRetries) {
   EXPECT_EQ(requester_tx(), 2u);
   take_tx();
   const uint64_t t = dp::tsc_from_ns(dp::ack_timeout_ns(14));
-  // Probes up to the timeout (no round trip measured: the first at T/32), each unanswered one
-  // doubling the wait for the next: at 1, 3, 7, 15 and 31 32nds of T, and at no other time.
-  for (uint32_t i = 1; i < 32; ++i) {
-    const bool due = i == 1 || i == 3 || i == 7 || i == 15 || i == 31;
-    EXPECT_EQ(timers(kT0 + t * i / 32 + 1), due) << i << "/32 of T";
+  for (uint32_t i = 1; i < 32; ++i) {  // probes up to the timeout (no round trip measured: T/32)
+    EXPECT_TRUE(timers(kT0 + t * i / 32 + 1));
     requester_tx(kT0 + t * i / 32 + 1);
   }
-  EXPECT_EQ(qp_->counters().sr_probes, 5u);
   take_tx();
   EXPECT_EQ(qp_->state(), QpState::kRts);
   EXPECT_TRUE(timers(kT0 + t + 1));

@@ -1,0 +1,85 @@
+// Open-loop load for urnic-perf's bandwidth tests (--rate): requests are due at times drawn in
+// advance - a constant rate, or Poisson arrivals - whatever the peer does, and each one's latency
+// runs from the time it was due, not from when the sender got round to posting it. So a stall of
+// the peer shows in the latency of every request that fell due during it (no coordinated
+// omission, which a closed loop like perftest's suffers: it stops offering load while it waits,
+// and sees the stall in a handful of requests only).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench/perf/histogram.h"
+
+namespace urnic::perf {
+
+enum class Arrival : uint8_t { kConstant, kPoisson };
+
+struct OpenLoopConfig {
+  double rate = 0;  // requests per second over all QPs; 0: closed loop (perftest's)
+  Arrival arrival = Arrival::kConstant;
+  uint64_t seed = 1;  // Poisson arrivals
+};
+
+// One second's (or the last, shorter interval's) figures.
+struct OpenLoopInterval {
+  double t_end = 0;     // seconds since the start
+  double achieved = 0;  // completions per second
+  uint64_t completions = 0;
+  uint64_t p50 = 0, p99 = 0, p999 = 0, p9999 = 0, max = 0;  // ns
+};
+
+class OpenLoop {
+ public:
+  OpenLoop(const OpenLoopConfig& c, uint64_t tsc_hz);
+
+  // The schedule: start() at the first step; due() is when the next request falls due (TSC);
+  // advance() moves on to the one after it.
+  void start(uint64_t now) noexcept;
+  uint64_t due() const noexcept { return static_cast<uint64_t>(next_); }
+  void advance() noexcept;
+
+  // A completion at `now` of the request that was due at `due_tsc`.
+  void complete(uint64_t due_tsc, uint64_t now) noexcept {
+    const uint64_t ns =
+        now > due_tsc ? static_cast<uint64_t>(static_cast<double>(now - due_tsc) * ns_per_tsc_) : 0;
+    total_.record(ns);
+    interval_.record(ns);
+  }
+  // Once a second: closes the interval, prints its line to `out` (when not null).
+  void tick(uint64_t now, FILE* out) noexcept;
+  // Closes the last (partial) interval.
+  void finish(uint64_t now, FILE* out) noexcept;
+
+  const Histogram& total() const noexcept { return total_; }
+  const std::vector<OpenLoopInterval>& intervals() const noexcept { return intervals_; }
+  const OpenLoopConfig& config() const noexcept { return cfg_; }
+
+ private:
+  void close_interval(uint64_t now, FILE* out);
+
+  OpenLoopConfig cfg_;
+  double tsc_hz_, ns_per_tsc_, gap_;
+  double next_ = 0;
+  uint64_t rng_;
+  uint64_t start_ = 0, interval_start_ = 0, next_tick_ = 0;
+  Histogram total_, interval_;
+  std::vector<OpenLoopInterval> intervals_;
+};
+
+// The summary after the run (stdout), and the JSON report (--json=FILE; false if it could not be
+// written, with the reason in *err).
+struct OpenLoopRun {
+  std::string test;
+  uint64_t size = 0;
+  uint32_t qps = 0;
+  uint64_t messages = 0;
+  double seconds = 0;
+};
+void print_open_loop_summary(const OpenLoop& ol, const OpenLoopRun& run);
+bool write_open_loop_json(const std::string& path, const OpenLoop& ol, const OpenLoopRun& run,
+                          std::string* err);
+
+}  // namespace urnic::perf

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# ctest perf_openloop (issue 17 item 2): urnic-perf's open-loop load (--rate).
+#   1. What does not fit is refused with exit 2 before anything runs.
+#   2. Loopback, below capacity: the achieved rate is within 1 % of the target (constant
+#      arrivals) or 2 % (Poisson: the arrivals themselves vary), every request completes and is
+#      measured, and the JSON report holds what the summary says.
+#   3. No coordinated omission: two processes in their own network namespaces; the server (the
+#      responder) is stopped for 300 ms in the middle of the run. Every request that fell due
+#      during the stall must show it: the maximum latency at least 250 ms and p99 at least
+#      100 ms (15 % of the requests fall due in the stall). A closed loop would have stopped
+#      offering load and shown the stall in tx_depth requests only.
+#
+# Usage: perf_openloop_test.sh path/to/urnic-perf path/to/urnic-hop. Part 3 is skipped (with the
+# reason) without root or network namespaces; 1 and 2 always run.
+set -u
+perf=${1:?usage: perf_openloop_test.sh path/to/urnic-perf path/to/urnic-hop}
+hop=${2:?usage: perf_openloop_test.sh path/to/urnic-perf path/to/urnic-hop}
+work=$(mktemp -d)
+fails=0
+ok() { echo "ok   $*"; }
+bad() {
+  echo "FAIL $*"
+  fails=$((fails + 1))
+}
+
+# json FILE KEY: a number from the report's top level or its latency_ns object.
+json() {
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); k=sys.argv[2]
+print(d["latency_ns"][k] if k in d["latency_ns"] else d[k])' "$1" "$2"
+}
+
+# ---- 1. Refused.
+for args in "--rate=0" "--rate=-1" "--rate=abc" "--rate=2000" "--rate=5Tbps" "--rate=1e3" \
+  "--rate=0.1 --arrival=bursty" "--json=$work/x.json" "--rate=0.1 --test=write_lat"; do
+  # shellcheck disable=SC2086
+  out=$("$perf" -n 5 --no-progress $args 2>&1)
+  rc=$?
+  if [ $rc -eq 2 ]; then
+    ok "refused: $args ($(tail -1 <<<"$out"))"
+  else
+    bad "'$args' gave exit $rc, not 2: $(tail -3 <<<"$out")"
+  fi
+done
+
+# ---- 2. Loopback rate accuracy.
+# rate_run NAME TOLERANCE_PCT ARGS...
+rate_run() {
+  local name=$1 tol=$2
+  shift 2
+  local j=$work/$name.json
+  if ! timeout 120 "$perf" --no-progress --json="$j" "$@" >"$work/$name.out" 2>&1; then
+    bad "$name: urnic-perf failed:"
+    tail -15 "$work/$name.out"
+    return
+  fi
+  local target achieved requests want pct
+  target=$(json "$j" target_rate)
+  achieved=$(json "$j" achieved_rate)
+  requests=$(json "$j" requests)
+  want=$WANT
+  pct=$(python3 -c "print(round(100 * abs($achieved - $target) / $target, 3))")
+  if [ "$requests" != "$want" ]; then
+    bad "$name: $requests requests measured, $want posted"
+  elif python3 -c "import sys; sys.exit(0 if $pct <= $tol else 1)"; then
+    ok "$name: target $target/s, achieved $achieved/s ($pct % off, at most $tol %), p50 $(json "$j" p50) ns, p99 $(json "$j" p99) ns, p99.9 $(json "$j" p99_9) ns"
+  else
+    bad "$name: target $target/s, achieved $achieved/s: $pct % off (at most $tol %)"
+    tail -8 "$work/$name.out"
+  fi
+  grep -q 'result: PASS' "$work/$name.out" || bad "$name: no 'result: PASS'"
+  grep -q 'open-loop total:' "$work/$name.out" || bad "$name: no open-loop summary printed"
+}
+WANT=60000
+rate_run write_constant 1 write_bw -s 64 -q 2 -n 30000 --rate=0.1
+rate_run send_constant 1 send_bw -s 64 -q 2 -n 30000 --rate=100kpps
+WANT=100000
+rate_run read_poisson 2 read_bw -s 1024 -q 4 -n 25000 --rate=0.2 --arrival=poisson
+
+# ---- 3. A stalled responder shows in the latencies.
+if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null; then
+  echo "SKIP part 3: needs root and ip netns"
+else
+  . "$(dirname "$0")/impair_lib.sh"
+  impair_setup
+  hop_start
+  j=$work/stall.json
+  ip netns exec "$A" "$perf" write_bw --vdev=net_af_packet0,iface=roce0 --ip=198.18.1.1 --lcores=0 \
+    --no-progress --idle-yield=64 -v --timeout=60 >"$work/stall.srv" 2>&1 &
+  srv=$!
+  timeout 120 ip netns exec "$B" "$perf" write_bw --vdev=net_af_packet0,iface=roce1 \
+    --ip=198.18.1.2 --lcores=1 --connect-retry=30 --no-progress --idle-yield=64 -v --timeout=60 \
+    -s 64 -D 3 --rate=50kpps --json="$j" 198.18.0.1 >"$work/stall.cli" 2>&1 &
+  cli=$!
+  # The stall starts once the client has reported its first second of load.
+  for _ in $(seq 600); do grep -qE 'open-loop +1' "$work/stall.cli" && break; sleep 0.05; done
+  if grep -qE 'open-loop +1' "$work/stall.cli"; then
+    kill -STOP "$srv"
+    sleep 0.3  # the length of the stall, not a synchronisation
+    kill -CONT "$srv"
+  else
+    bad "stall: the client never reported a second of load"
+  fi
+  wait "$cli"
+  crc=$?
+  wait "$srv"
+  src=$?
+  if [ $crc -ne 0 ] || [ $src -ne 0 ] || ! grep -q 'result: PASS' "$work/stall.cli"; then
+    bad "stall: client exit $crc, server exit $src"
+    tail -20 "$work/stall.cli"
+    tail -8 "$work/stall.srv"
+  else
+    max=$(json "$j" max)
+    p99=$(json "$j" p99)
+    p50=$(json "$j" p50)
+    if [ "$max" -ge 250000000 ] && [ "$p99" -ge 100000000 ]; then
+      ok "stall of 300 ms: p50 $p50 ns, p99 $p99 ns, max $max ns"
+    else
+      bad "stall of 300 ms not in the latencies: p50 $p50 ns, p99 $p99 ns, max $max ns (want max >= 250 ms, p99 >= 100 ms)"
+      grep 'open-loop' "$work/stall.cli"
+    fi
+  fi
+  hop_stop
+fi
+rm -rf "$work"
+[ $fails -eq 0 ] && echo "perf_openloop: PASS" || echo "perf_openloop: $fails failures"
+exit $((fails != 0))
