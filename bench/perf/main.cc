@@ -66,8 +66,8 @@ bool run_loopback_test(Env& env, const Options& o, Test t, const std::vector<uin
   auto setup = [&]() {
     b.reset();  // the old sides go first: their QPs hold QPNs and engine slots
     a.reset();
-    a = std::make_unique<Side>(env.a(), env.driver(), o.selective_repeat);
-    b = std::make_unique<Side>(env.b(), env.driver(), o.selective_repeat);
+    a = std::make_unique<Side>(env.a(), env.driver(), side_options(o));
+    b = std::make_unique<Side>(env.b(), env.driver(), side_options(o));
     if (!a->create(t, nqps, std::max(tx, 16u), rx, geo, gid_a, &err) ||
         !b->create(t, nqps, std::max(tx, 16u), rx, geo, gid_b, &err))
       return false;

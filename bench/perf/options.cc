@@ -121,6 +121,12 @@ void print_usage(const char* prog) {
       "  -r, --rx-depth=N        receive queue depth (default 512, send tests)\n"
       "  -Q, --cq-mod=N          signal one send in N (default 100)\n"
       "  -m, --mtu=BYTES         path MTU 256..4096 (default: the port's active MTU)\n"
+      "  -l, --post_list=N       ring the doorbell once per N requests (NDK's deferred posts)\n"
+      "  -I, --inline_size=B     WRITEs and SENDs of at most B bytes go inline (0..%u; default 0)\n"
+      "  -o, --outs=N            READs / atomics outstanding per QP, 1..128 (default 128)\n"
+      "  -u, --qp-timeout=T      local ACK timeout 4.096 us * 2^T, 0..31 (0: none; default 14)\n"
+      "  -T, --tos=TOS           IP TOS / traffic class byte of the RoCE frames, 0..255: its\n"
+      "                          DSCP (the ECN bits are congestion control's)\n"
       "      --report_gbits      report Gb/s instead of MB/s\n"
       "  -p  PORT                TCP port of the out-of-band exchange (default 18515)\n"
       "  -x, --gid-index=N       GID to use: 0 link-local IPv6, 1 IPv4-mapped (default), 2 IPv6\n"
@@ -149,8 +155,6 @@ void print_usage(const char* prog) {
       "                          the final sync, a run without progress (default 60; 0: none)\n"
       "      --connect-retry=SEC client: retry a refused TCP connection for SEC seconds (a\n"
       "                          server still starting; default 0: report it at once)\n"
-      "Other:\n"
-      "      --sweep             loopback write/read/send/atomic sweep over a few sizes\n"
       "Open-loop load (bandwidth tests, the client):\n"
       "      --rate=R            offer R requests per second over all QPs whatever the peer\n"
       "                          does: Mpps (default unit), or R with kpps, pps or Gbps; each\n"
@@ -158,6 +162,8 @@ void print_usage(const char* prog) {
       "                          omission); a line per second and a summary with p50 .. max\n"
       "      --arrival=A         constant (default) or poisson inter-arrival times\n"
       "      --json=FILE         the open-loop results (totals, per-second intervals) as JSON\n"
+      "Other:\n"
+      "      --sweep             loopback write/read/send/atomic sweep over a few sizes\n"
       "      --no-progress       no once-a-second progress line on stderr\n"
       "  -v, --verbose           print engine counters at the end\n"
       "  -h, --help\n"
@@ -166,7 +172,7 @@ void print_usage(const char* prog) {
       "answering in the TCP exchange; 5 the peer closed its TCP connection (exited or killed);\n"
       "6 the QPs could not be connected (no ARP/ND answer); 7 the end-of-test sync timed out;\n"
       "8 the run made no progress for --timeout seconds.\n",
-      prog);
+      prog, kMaxInlineSize);
 }
 
 namespace {
@@ -297,6 +303,21 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
     } else if (key == "-Q" || key == "--cq-mod") {
       if (!num(&v, 1, 1024)) return false;
       o->cq_mod = static_cast<uint32_t>(v);
+    } else if (key == "-l" || key == "--post_list") {
+      if (!num(&v, 1, 16384)) return false;
+      o->post_list = static_cast<uint32_t>(v);
+    } else if (key == "-I" || key == "--inline_size") {
+      if (!num(&v, 0, kMaxInlineSize)) return false;
+      o->inline_size = static_cast<uint32_t>(v);
+    } else if (key == "-o" || key == "--outs") {
+      if (!num(&v, 1, kMaxOutReads)) return false;
+      o->out_reads = static_cast<uint32_t>(v);
+    } else if (key == "-u" || key == "--qp-timeout") {
+      if (!num(&v, 0, 31)) return false;
+      o->qp_timeout = static_cast<uint32_t>(v);
+    } else if (key == "-T" || key == "--tos") {
+      if (!num(&v, 0, 255)) return false;
+      o->tos = static_cast<int>(v);
     } else if (key == "-m" || key == "--mtu") {
       if (!num(&v, 256, 4096)) return false;
       if ((v & (v - 1)) != 0) {
@@ -416,8 +437,22 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
     if (const auto t = test_from_name(positional[0])) {
       o->test = *t;
       first = 1;
+    } else if (positional[0].find('_') != std::string::npos &&
+               positional[0].find_first_of(".:") == std::string::npos) {
+      // A host name has no '_' (RFC 952), an address none either: a misspelled test.
+      std::fprintf(stderr,
+                   "urnic-perf: unknown test '%s' (write_bw write_lat read_bw read_lat send_bw "
+                   "send_lat atomic_bw atomic_lat)\n",
+                   positional[0].c_str());
+      return false;
     }
   }
+  if (o->tos >= 0 && o->dscp != 0 && o->dscp != (o->tos >> 2)) {
+    std::fprintf(stderr, "urnic-perf: -T %d and --dscp=%d disagree (-T's DSCP is %d)\n", o->tos,
+                 o->dscp, o->tos >> 2);
+    return false;
+  }
+  if (o->tos >= 0) o->dscp = o->tos >> 2;
   if (positional.size() > first + 1) {
     std::fprintf(stderr, "urnic-perf: unexpected argument '%s'\n", positional[first].c_str());
     return false;

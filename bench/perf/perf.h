@@ -49,6 +49,7 @@ inline constexpr uint64_t kMaxSize = 8u << 20;      // MAX_SIZE: -a runs 2 B .. 
 inline constexpr uint32_t kMinRnrTimer = 12;        // MIN_RNR_TIMER (0.64 ms)
 inline constexpr uint32_t kQpTimeout = 14;          // DEF_QP_TIME (67 ms local ACK timeout)
 inline constexpr uint32_t kMaxOutReads = 128;       // what rxe reports as max_qp_rd_atom
+inline constexpr uint32_t kMaxInlineSize = 256;     // urnic's max_inline_data_size
 inline constexpr uint32_t kCycleBuffer = 4096;      // sysconf(_SC_PAGESIZE) on x86-64 Linux
 inline constexpr uint32_t kCacheLine = 64;
 inline constexpr uint32_t kLatMeasureTail = 2;  // LAT_MEASURE_TAIL: largest samples dropped
@@ -57,14 +58,19 @@ struct Options {
   Test test;
   uint64_t size = 0;  // 0: the test's default
   bool all_sizes = false;
-  uint64_t iters = 0;     // 0: the test's default
-  double duration = 0;    // -D seconds; 0: iteration mode
-  uint32_t qps = 1;       // -q
-  uint32_t tx_depth = 0;  // -t; 0: default
-  uint32_t rx_depth = 0;  // -r; 0: default
-  uint32_t cq_mod = 0;    // -Q; 0: default
-  uint32_t mtu = 0;       // -m; 0: the port's active MTU
-  bool gbits = false;     // --report_gbits
+  uint64_t iters = 0;                // 0: the test's default
+  double duration = 0;               // -D seconds; 0: iteration mode
+  uint32_t qps = 1;                  // -q
+  uint32_t tx_depth = 0;             // -t; 0: default
+  uint32_t rx_depth = 0;             // -r; 0: default
+  uint32_t cq_mod = 0;               // -Q; 0: default
+  uint32_t post_list = 0;            // -l: requests per doorbell (0: urnic-perf's batching, below)
+  uint32_t inline_size = 0;          // -I: WRITEs and SENDs of at most this many bytes go inline
+  uint32_t out_reads = 0;            // -o: READs / atomics outstanding per QP (0: kMaxOutReads)
+  uint32_t qp_timeout = kQpTimeout;  // -u: the local ACK timeout exponent (IBTA 9.7.6.1.3)
+  int tos = -1;        // -T: the IPv4 TOS / IPv6 traffic class byte (its DSCP; ECN is the CC's)
+  uint32_t mtu = 0;    // -m; 0: the port's active MTU
+  bool gbits = false;  // --report_gbits
   uint16_t tcp_port = kDefaultTcpPort;
   int gid_index = 1;   // -x: index in the adapter's GID table (1 = IPv4-mapped)
   std::string server;  // client mode when set

@@ -92,7 +92,7 @@ int run_remote(const Options& o) {
     std::fprintf(stderr, "urnic-perf: %s\n", err.c_str());
     return 1;
   }
-  Side side(env.a(), drv, o.selective_repeat);
+  Side side(env.a(), drv, side_options(o));
   const uint32_t rq = t.verb == Verb::kSend ? base.rx_depth : 16;
   if (!side.create(t, nqps, std::max(base.tx_depth, 16u), rq, geo, gid, &err)) {
     std::fprintf(stderr, "urnic-perf: %s\n", err.c_str());

@@ -29,6 +29,9 @@ Request request_template(Side& side, size_t i, const RunConfig& c) {
   w.sge.token = side.key();
   w.rkey = q.remote.rkey;
   w.remote_addr = q.remote.vaddr;
+  // -I: the data travels in the request itself (NDK_OP_FLAG_INLINE).
+  if ((c.test.verb == Verb::kWrite || c.test.verb == Verb::kSend) && c.size <= c.inline_size)
+    w.flags = op_flag::kInline;
   return w;
 }
 
@@ -201,7 +204,8 @@ class BwSender final : public Runner {
     for (uint64_t k = 0; k < room && !p.final_posted; ++k) {
       const bool last = cfg_.duration > 0 ? time_up_ : p.posted + 1 >= cfg_.iters;
       const bool signaled = last || p.unsignaled + 1 >= cfg_.cq_mod;
-      const bool batch_end = last || k + 1 == room || (k + 1) % kDoorbellEvery == 0;
+      const uint64_t every = cfg_.post_list != 0 ? cfg_.post_list : kDoorbellEvery;
+      const bool batch_end = last || k + 1 == room || (p.posted + 1) % every == 0;
       if (!post_one(i, last, signaled, batch_end)) return;
     }
   }
@@ -233,7 +237,8 @@ class BwSender final : public Runner {
     const uint64_t lo = p.loc.next(), ro = p.rem.next();
     p.w.sge.addr = addr(last ? q.last : q.src + lo);
     p.w.remote_addr = q.remote.vaddr + ro;
-    p.w.flags = (signaled ? 0 : op_flag::kSilentSuccess) | (batch_end ? 0 : op_flag::kDefer);
+    p.w.flags = (p.w.flags & op_flag::kInline) | (signaled ? 0 : op_flag::kSilentSuccess) |
+                (batch_end ? 0 : op_flag::kDefer);
     p.w.context = encode(i, p.unsignaled + 1);
     const Status s = q.post(p.w);
     if (s == Status::kNoMoreEntries) {

@@ -35,7 +35,9 @@ struct RunConfig {
   uint32_t tx_depth = kDefaultTxBw;
   uint32_t rx_depth = kDefaultRxSend;
   uint32_t cq_mod = kDefaultCqMod;
-  bool peer_urnic = false;  // the peer fills its data like we do: verify it
+  uint32_t post_list = 0;    // -l: requests per doorbell (0: the sender's own batching)
+  uint32_t inline_size = 0;  // -I: WRITEs / SENDs up to this size are posted inline
+  bool peer_urnic = false;   // the peer fills its data like we do: verify it
   // --rate: the bandwidth sender offers load open loop (openloop.h), signalling every request;
   // always in iteration mode (a duration becomes rate x duration requests).
   OpenLoopConfig open_loop;

@@ -95,6 +95,8 @@ RunConfig run_config(const Options& o, Test t, Role role, uint64_t size, bool pe
   // perftest signals every RDMA READ (its read_bw prints "CQ Moderation : 1").
   if (t.verb == Verb::kRead && o.cq_mod == 0) c.cq_mod = 1;
   c.peer_urnic = peer_urnic;
+  c.post_list = o.post_list;
+  c.inline_size = o.inline_size;
   if (o.rate > 0 && t.kind == Kind::kBw) {
     c.open_loop.rate = o.rate_gbps ? o.rate * 1e9 / (8.0 * static_cast<double>(size)) : o.rate;
     c.open_loop.arrival = o.arrival;
@@ -107,6 +109,15 @@ RunConfig run_config(const Options& o, Test t, Role role, uint64_t size, bool pe
     }
   }
   return c;
+}
+
+SideOptions side_options(const Options& o) {
+  SideOptions s;
+  s.selective_repeat = o.selective_repeat;
+  s.timeout = static_cast<uint8_t>(o.qp_timeout);
+  s.out_reads = o.out_reads != 0 ? o.out_reads : kMaxOutReads;
+  s.inline_size = o.inline_size;
+  return s;
 }
 
 void report_open_loop(const Options& o, Test t, uint64_t size, const Runner& r, Outcome* out) {

@@ -185,6 +185,8 @@ bool run_all(Driver& d, const std::vector<Runner*>& runners, const Options& o, K
 RunConfig run_config(const Options& o, Test t, Role role, uint64_t size, bool peer_urnic);
 void print_lat_result(const Options& o, Test t, uint64_t size, Runner& r);
 BwReport bw_of(const Options& o, uint64_t size, Runner& r);
+// The QP attributes the command line sets (--sr, -u, -o, -I).
+SideOptions side_options(const Options& o);
 // After an open-loop run (--rate): the summary, and the JSON report with --json.
 void report_open_loop(const Options& o, Test t, uint64_t size, const Runner& r, Outcome* out);
 Totals totals_of(const std::vector<Adapter*>& adapters);

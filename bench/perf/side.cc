@@ -100,8 +100,8 @@ bool Side::create(Test test, uint32_t nqps, uint32_t sq_depth, uint32_t rq_depth
   const bool reads = test.verb == Verb::kRead || test.verb == Verb::kAtomic;
   for (uint32_t i = 0; i < nqps; ++i) {
     QpRes r;
-    if (Status s = pd_->create_qp(*rcq_, *scq_, nullptr, rq_depth, sq_depth, 1, 1, 0, nullptr,
-                                  nullptr, &r.qp);
+    if (Status s = pd_->create_qp(*rcq_, *scq_, nullptr, rq_depth, sq_depth, 1, 1,
+                                  opts_.inline_size, nullptr, nullptr, &r.qp);
         s != Status::kSuccess) {
       *err = "cannot create QP " + std::to_string(i) + ": " + std::string(to_string(s));
       return false;
@@ -127,7 +127,7 @@ bool Side::create(Test test, uint32_t nqps, uint32_t sq_depth, uint32_t rq_depth
     r.target = r.last + geo_.last_len();
     r.local.qpn = r.conn->qpn();
     r.local.psn = static_cast<uint32_t>(rng()) & 0xFFFFFF;  // perftest: lrand48() & 0xffffff
-    r.local.out_reads = reads ? kMaxOutReads : 1;
+    r.local.out_reads = reads ? opts_.out_reads : 1;
     r.local.rkey = key_;
     r.local.vaddr = reinterpret_cast<uint64_t>(r.target);
     r.local.gid = gid;
@@ -153,7 +153,7 @@ bool Side::connect(size_t i, const Dest& remote, uint32_t mtu, const AddressVect
   at.rq_psn = remote.psn;  // the advertised PSN is the advertiser's send PSN
   at.max_dest_rd_atomic = static_cast<uint8_t>(r.local.out_reads);
   at.min_rnr_timer = kMinRnrTimer;
-  at.selective_repeat = selective_repeat_;
+  at.selective_repeat = opts_.selective_repeat;
   if (Status s = r.conn->modify(at,
                                 qa::kState | qa::kAv | qa::kPathMtu | qa::kDestQpn | qa::kRqPsn |
                                     qa::kMaxDestRdAtomic | qa::kMinRnrTimer | qa::kSelectiveRepeat,
@@ -164,10 +164,11 @@ bool Side::connect(size_t i, const Dest& remote, uint32_t mtu, const AddressVect
   }
   at.state = QpState::kRts;
   at.sq_psn = r.local.psn;
-  at.timeout = kQpTimeout;
+  at.timeout = opts_.timeout;
   at.retry_cnt = 7;
   at.rnr_retry = 7;
-  const uint32_t out = remote.out_reads == 0 ? 1 : std::min(remote.out_reads, kMaxOutReads);
+  // What the peer can take, and no more than -o here.
+  const uint32_t out = remote.out_reads == 0 ? 1 : std::min(remote.out_reads, opts_.out_reads);
   at.max_rd_atomic = static_cast<uint8_t>(out);
   if (Status s = r.conn->modify(
           at,

@@ -77,10 +77,18 @@ struct QpRes {
   }
 };
 
+// QP attributes from the command line.
+struct SideOptions {
+  bool selective_repeat = false;      // --sr: QpAttributes::selective_repeat on every QP
+  uint8_t timeout = kQpTimeout;       // -u
+  uint32_t out_reads = kMaxOutReads;  // -o: what a READ / atomic QP advertises and uses
+  uint32_t inline_size = 0;           // -I: the QPs' inline data size
+};
+
 class Side {
  public:
-  Side(Adapter& adapter, Driver& driver, bool selective_repeat = false)
-      : adapter_(adapter), driver_(driver), selective_repeat_(selective_repeat) {}
+  Side(Adapter& adapter, Driver& driver, const SideOptions& opts = {})
+      : adapter_(adapter), driver_(driver), opts_(opts) {}
   ~Side() { destroy(); }
   Side(const Side&) = delete;
   Side& operator=(const Side&) = delete;
@@ -107,7 +115,7 @@ class Side {
  private:
   Adapter& adapter_;
   Driver& driver_;
-  bool selective_repeat_;  // --sr: QpAttributes::selective_repeat on every QP
+  SideOptions opts_;
   Geometry geo_;
   Handle<Pd> pd_;
   Handle<Cq> scq_, rcq_;

@@ -31,5 +31,38 @@ if ! grep -qE '^ 10 +5 ' <<<"$out"; then
   echo "$out" | tail -8
   fails=$((fails + 1))
 fi
+# perftest's -u -o -I -T -l (issue 17 item 4): out of range refused; a misspelled test name is
+# an error, not a server address.
+for args in "-u 32" "-o 0" "-o 129" "-I 257" "-T 256" "-l 0" "-T 96 --dscp=5" "foo_bw" "write_bww"; do
+  # shellcheck disable=SC2086
+  out=$("$perf" $args -n 5 --no-progress 2>&1)
+  rc=$?
+  if [ $rc -ne 2 ]; then
+    echo "FAIL: '$args' gave exit $rc, not 2: $(tail -2 <<<"$out")"
+    fails=$((fails + 1))
+  fi
+done
+out=$("$perf" foo_bw --no-progress 2>&1)
+grep -q "unknown test 'foo_bw'" <<<"$out" || {
+  echo "FAIL: a misspelled test is not reported as one: $out"
+  fails=$((fails + 1))
+}
+# They take effect: -o in the advertised record, -I and -l on runs whose data is checked.
+out=$(timeout 60 "$perf" read_bw -o 4 -n 200 --no-progress 2>&1)
+if ! grep -q 'Outstand reads  : 4' <<<"$out" || ! grep -q 'OUT 0x04' <<<"$out" ||
+  ! grep -q 'result: PASS' <<<"$out"; then
+  echo "FAIL: read_bw -o 4:"
+  echo "$out" | grep -E 'Outstand|OUT|result'
+  fails=$((fails + 1))
+fi
+for args in "write_bw -s 64 -I 64" "send_bw -s 200 -I 256" "write_bw -s 4096 -l 8" "write_lat -s 32 -I 32"; do
+  # shellcheck disable=SC2086
+  out=$(timeout 60 "$perf" $args -n 500 --no-progress 2>&1)
+  grep -q 'result: PASS' <<<"$out" || {
+    echo "FAIL: $args:"
+    echo "$out" | tail -5
+    fails=$((fails + 1))
+  }
+done
 [ $fails -eq 0 ] && echo "perf_options: PASS" || echo "perf_options: $fails failures"
 exit $((fails != 0))
