@@ -86,6 +86,10 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
 void requester_rewind_lc(Qp& qp, wire::Psn psn) noexcept;
 // Selective repeat: takes a round-trip sample when the progress passed the packet being timed.
 void requester_rtt_lc(Qp& qp, uint64_t now) noexcept;
+// Recomputes the cached timer intervals (the local ACK timeout and the probe's wait, in TSC
+// ticks) after what they derive from changed: the timeout attribute, the smoothed round trip,
+// the probe backoff. Keeps the conversions off the per-response path.
+void requester_retime_lc(Qp& qp) noexcept;
 // Arms / re-arms / disarms the local ACK timer after progress.
 void requester_update_timer_lc(Qp& qp, uint64_t now) noexcept;
 // Forward progress: `acked` PSNs newly acknowledged. Resets the retry counters and regrows a

@@ -214,6 +214,8 @@ struct QpLc {
     uint64_t probe_deadline = 0;
     bool probe_una = false;     // go-back-N's probe is due (adaptive retransmission)
     uint8_t probes_in_row = 0;  // probes since the last progress (each doubles the next wait)
+    // The local ACK timeout and the probe's current wait in TSC ticks (requester_retime_lc).
+    uint64_t ack_ticks = 0, probe_ticks = 0;
     // Adaptive retransmission (QpConfig::adaptive_retransmit): PSNs that may be outstanding
     // after repeated timeouts (0: the configured window), the slow-start threshold, the ACKed
     // PSNs not yet turned into window growth above it, and the jitter generator's state.

@@ -253,6 +253,7 @@ Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexce
     lc(qp).attr.rnr_retry = a.rnr_retry;
     lc(qp).req.rnr_left = a.rnr_retry;
   }
+  requester_retime_lc(qp);  // the timeout or selective repeat may have changed
   lc(qp).state = next;
   lc(qp).attr.state = next;
   lc(qp).public_state_.store(next, std::memory_order_release);

@@ -289,13 +289,18 @@ void requester_selective_nak_lc(Qp& qp, Psn hole) noexcept {
   requester_loss_lc(qp);
 }
 
+uint64_t probe_ticks_lc(const Qp& qp) noexcept;  // below, with the probe
+
 void requester_progress_lc(Qp& qp, uint32_t acked) noexcept {
   auto& r = lc(qp).req;
   // Forward progress resets both retry counters (rxe reset_retry_counters(); IBTA §9.7.6.1).
   r.retry_left = lc(qp).attr.retry_cnt;
   r.rnr_left = lc(qp).attr.rnr_retry;
   r.timeouts_in_row = 0;
-  r.probes_in_row = 0;
+  if (r.probes_in_row != 0) [[unlikely]] {
+    r.probes_in_row = 0;
+    r.probe_ticks = probe_ticks_lc(qp);
+  }
   if (r.recovering && !Psn::before(r.una, r.recover)) r.recovering = false;
   if (r.cwnd == 0) return;
   // Slow start up to ssthresh, then one PSN per window's worth of ACKed PSNs (RFC 5681 §3.1);
@@ -361,7 +366,7 @@ bool probes_lc(const Qp& qp) noexcept {
 }
 
 uint64_t probe_ticks_lc(const Qp& qp) noexcept {
-  const uint64_t cap = tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout) >> kProbeShift);
+  const uint64_t cap = lc(qp).req.ack_ticks >> kProbeShift;
   // Round trips are measured with the queueing in them, so two of them are a safe wait. Each
   // probe that brought no progress doubles the next wait (RFC 6298 §5.5's backoff), up to the
   // cap: unanswered probes mean a congested path more often than one more lost packet, and 64
@@ -375,12 +380,19 @@ uint64_t probe_ticks_lc(const Qp& qp) noexcept {
   return std::min(cap, first << lc(qp).req.probes_in_row);
 }
 
+void requester_retime_lc(Qp& qp) noexcept {
+  auto& r = lc(qp).req;
+  r.ack_ticks = tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout));
+  r.probe_ticks = probe_ticks_lc(qp);
+}
+
 void requester_rtt_lc(Qp& qp, uint64_t now) noexcept {
   auto& r = lc(qp).req;
   if (!r.rtt_pending || !Psn::after(r.una, r.rtt_psn)) return;
   r.rtt_pending = false;
   const uint64_t sample = now - r.rtt_tsc;
   r.srtt = r.srtt == 0 ? sample : (7 * r.srtt + sample) / 8;  // RFC 6298: alpha 1/8
+  r.probe_ticks = probe_ticks_lc(qp);
 }
 
 void requester_update_timer_lc(Qp& qp, uint64_t now) noexcept {
@@ -389,8 +401,8 @@ void requester_update_timer_lc(Qp& qp, uint64_t now) noexcept {
     r.ack_deadline = 0;  // nothing outstanding, or the timer is infinite (timeout 0)
     r.probe_deadline = 0;
   } else {
-    r.ack_deadline = now + tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout));
-    r.probe_deadline = probes_lc(qp) ? now + probe_ticks_lc(qp) : 0;
+    r.ack_deadline = now + r.ack_ticks;
+    r.probe_deadline = probes_lc(qp) ? now + r.probe_ticks : 0;
   }
 }
 
@@ -547,8 +559,11 @@ bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
   }
   if (r.probe_deadline != 0 && now >= r.probe_deadline &&
       (r.ack_deadline == 0 || now < r.ack_deadline)) {
-    if (r.probes_in_row < kMaxProbeBackoff) ++r.probes_in_row;
-    r.probe_deadline = now + probe_ticks_lc(qp);
+    if (r.probes_in_row < kMaxProbeBackoff) {
+      ++r.probes_in_row;
+      r.probe_ticks = probe_ticks_lc(qp);
+    }
+    r.probe_deadline = now + r.probe_ticks;
     if (Psn::before(r.una, r.psn)) {
       if (lc(qp).attr.selective_repeat)
         queue_resend_lc(qp, r.una, true);
@@ -577,12 +592,15 @@ bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
   }
   --r.retry_left;
   r.gap_retry = false;
-  r.probes_in_row = 0;    // the go-back-N pass has a tail of its own to watch
+  if (r.probes_in_row != 0) {
+    r.probes_in_row = 0;  // the go-back-N pass has a tail of its own to watch
+    r.probe_ticks = probe_ticks_lc(qp);
+  }
   r.sr_head = r.sr_tail;  // the go-back-N pass resends them
   r.rtt_pending = false;
   requester_rewind_lc(qp, r.una);
-  r.ack_deadline = now + retry_wait_lc(qp, tsc_from_ns(ack_timeout_ns(lc(qp).attr.timeout)));
-  r.probe_deadline = probes_lc(qp) ? now + probe_ticks_lc(qp) : 0;
+  r.ack_deadline = now + retry_wait_lc(qp, r.ack_ticks);
+  r.probe_deadline = probes_lc(qp) ? now + r.probe_ticks : 0;
   return true;
 }
 
