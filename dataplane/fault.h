@@ -48,6 +48,9 @@ class FaultInjector {
   uint64_t next() noexcept;
   bool roll(uint32_t ppm) noexcept;
   void corrupt(rte_mbuf* m) noexcept;
+  // Sets the IP ECN field of an ECT frame to CE (fixing the IPv4 header checksum); the ICRC
+  // does not cover it (IBTA A17.4.5.2 masks the traffic class).
+  void mark_ce(rte_mbuf* m) noexcept;
   // Scripted rule matching this frame, if any.
   const FaultConfig::Rule* match(rte_mbuf* m) noexcept;
 

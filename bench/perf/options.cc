@@ -162,6 +162,11 @@ void print_usage(const char* prog) {
       "                          omission); a line per second and a summary with p50 .. max\n"
       "      --arrival=A         constant (default) or poisson inter-arrival times\n"
       "      --json=FILE         the open-loop results (totals, per-second intervals) as JSON\n"
+      "Fault injection (urnic's own, at this side's port; to test the peer's recovery):\n"
+      "      --inject=SPEC       on the frames this side sends: drop=, dup=, reorder=, corrupt=,\n"
+      "                          ce= (ECN CE marks: the peer must answer with CNPs), each in\n"
+      "                          ppm or N%%, and seed=N; e.g. --inject=drop=1%%,ce=5%%\n"
+      "      --inject-rx=SPEC    the same on the frames this side receives\n"
       "Other:\n"
       "      --sweep             loopback write/read/send/atomic sweep over a few sizes\n"
       "      --no-progress       no once-a-second progress line on stderr\n"
@@ -209,6 +214,50 @@ bool parse_rate(const std::string& s, Options* o) {
   }
   o->rate = v * scale;
   o->rate_gbps = gbps;
+  return true;
+}
+
+// --inject=KEY=VALUE,...: drop, dup, reorder, corrupt and ce take a share of the frames, in parts
+// per million or with a % sign (0..100 %); seed a number. Anything else is refused.
+bool parse_inject(const std::string& spec, const char* opt, FaultConfig* f) {
+  auto bad = [&](const std::string& why) {
+    std::fprintf(stderr,
+                 "urnic-perf: %s: %s (KEY=VALUE,... with drop, dup, reorder, corrupt, ce in ppm or "
+                 "0..100%%, seed=N)\n",
+                 opt, why.c_str());
+    return false;
+  };
+  size_t pos = 0;
+  if (spec.empty()) return bad("empty");
+  while (pos <= spec.size()) {
+    const size_t end = std::min(spec.find(',', pos), spec.size());
+    const std::string item = spec.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) return bad("'" + item + "' has no value");
+    const std::string key = item.substr(0, eq);
+    std::string val = item.substr(eq + 1);
+    if (key == "seed") {
+      uint64_t v = 0;
+      if (!parse_u64(val, &v)) return bad("bad seed '" + val + "'");
+      f->seed = v;
+    } else {
+      uint32_t* field = key == "drop"      ? &f->drop_ppm
+                        : key == "dup"     ? &f->duplicate_ppm
+                        : key == "reorder" ? &f->reorder_ppm
+                        : key == "corrupt" ? &f->corrupt_ppm
+                        : key == "ce"      ? &f->ce_ppm
+                                           : nullptr;
+      if (field == nullptr) return bad("unknown fault '" + key + "'");
+      double v = 0;
+      const bool pct = !val.empty() && val.back() == '%';
+      if (pct) val.pop_back();
+      if (!parse_double(val, &v) || v < 0 || (pct ? v > 100 : v > 1e6) ||
+          (!pct && v != static_cast<double>(static_cast<uint32_t>(v))))
+        return bad("bad value '" + item.substr(eq + 1) + "' for " + key);
+      *field = static_cast<uint32_t>(pct ? v * 1e4 + 0.5 : v);
+    }
+    pos = end + 1;
+  }
   return true;
 }
 
@@ -402,6 +451,10 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
     } else if (key == "--dscp") {
       if (!num(&v, 0, 63)) return false;
       o->dscp = static_cast<int>(v);
+    } else if (key == "--inject" || key == "--inject-rx") {
+      if (!value(&s) ||
+          !parse_inject(s, key.c_str(), key == "--inject" ? &o->inject_tx : &o->inject_rx))
+        return false;
     } else if (key == "--rate") {
       if (!value(&s) || !parse_rate(s, o)) return false;
     } else if (key == "--arrival") {

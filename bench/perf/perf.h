@@ -15,6 +15,7 @@
 
 #include "bench/perf/openloop.h"
 #include "urnic/congestion.h"
+#include "urnic/counters.h"
 
 namespace urnic::perf {
 
@@ -95,6 +96,9 @@ struct Options {
   bool rate_gbps = false;
   Arrival arrival = Arrival::kConstant;
   std::string json;
+  // --inject / --inject-rx: the adapter's fault injector on the frames this side sends (towards
+  // the peer) and receives (AdapterConfig::tx_faults / rx_faults; loopback: the client's).
+  FaultConfig inject_tx, inject_rx;
   // --retransmit=adaptive (default) or gbn: AdapterConfig::adaptive_retransmit.
   bool adaptive_retransmit = true;
   // --sr=on|off: selective repeat (QpAttributes::selective_repeat) on every QP. The TCP

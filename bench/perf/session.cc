@@ -157,6 +157,14 @@ Totals totals_of(const std::vector<Adapter*>& adapters) {
     if (a->query_counters(&c) != Status::kSuccess) continue;
     t.qps.add(c.qps);
     t.ports.push_back(c.port);
+    for (auto [sum, one] : {std::pair{&t.tx_faults, &c.tx_faults}, {&t.rx_faults, &c.rx_faults}}) {
+      sum->seen += one->seen;
+      sum->dropped += one->dropped;
+      sum->duplicated += one->duplicated;
+      sum->reordered += one->reordered;
+      sum->corrupted += one->corrupted;
+      sum->ce_marked += one->ce_marked;
+    }
   }
   return t;
 }
@@ -188,6 +196,14 @@ void print_summary(const Outcome& out, uint64_t completions, const Totals& t, bo
         " %llu Mb/s\n",
         u(c.ce_marked), u(c.cnps_sent), u(c.cnps_received), u(c.cc_rate_decreases),
         u(c.cc_paced_mbps));
+    for (auto [dir, f] : {std::pair{"sent", &t.tx_faults}, {"received", &t.rx_faults}}) {
+      if (f->seen == 0) continue;
+      std::printf(
+          " injected into frames %s: of %llu, dropped %llu, duplicated %llu, reordered %llu, "
+          "corrupted %llu, CE-marked %llu\n",
+          dir, u(f->seen), u(f->dropped), u(f->duplicated), u(f->reordered), u(f->corrupted),
+          u(f->ce_marked));
+    }
     for (const PortCounters& e : t.ports) {
       const uint64_t drops = e.rx_drops_total();
       std::printf(

@@ -53,6 +53,8 @@ class Env {
     cb.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 2};
     ca.adaptive_retransmit = cb.adaptive_retransmit = o.adaptive_retransmit;
     ca.congestion = cb.congestion = o.congestion();
+    ca.tx_faults = o.inject_tx;  // the client's adapter
+    ca.rx_faults = o.inject_rx;
     if (Status s = Adapter::open(ca, engine_, &a_); s != Status::kSuccess)
       return error("cannot open adapter A: " + std::string(to_string(s)));
     if (Status s = Adapter::open(cb, engine_, &b_); s != Status::kSuccess)
@@ -99,6 +101,8 @@ class Env {
     }
     c.adaptive_retransmit = o.adaptive_retransmit;
     c.congestion = o.congestion();
+    c.tx_faults = o.inject_tx;
+    c.rx_faults = o.inject_rx;
     if (Status s = Adapter::open(c, engine_, &a_); s != Status::kSuccess)
       return error("cannot open port " + name + ": " + std::string(to_string(s)));
     uint32_t eth_mtu = 1500;
@@ -175,6 +179,7 @@ struct Outcome {
 struct Totals {
   QpCounters qps;
   std::vector<PortCounters> ports;
+  FaultCounters tx_faults, rx_faults;  // summed over the adapters
 };
 
 // Steps `runners` (and the engine, when this thread drives it) until all are done. `on_step`

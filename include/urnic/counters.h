@@ -114,6 +114,10 @@ struct FaultConfig {
   uint32_t duplicate_ppm = 0;
   uint32_t reorder_ppm = 0;
   uint32_t corrupt_ppm = 0;
+  // ECN: mark this share of the ECN-capable (ECT) frames Congestion Experienced, as a congested
+  // switch would (RFC 3168 §5: a Not-ECT frame is never marked), so that the receiving QP's
+  // notification point answers with CNPs (IBTA Annex A17.9).
+  uint32_t ce_ppm = 0;
   uint32_t reorder_depth = 3;  // a reordered frame is released after this many later frames
   uint64_t seed = 1;
 
@@ -138,12 +142,13 @@ struct FaultConfig {
   // Whether this configuration injects anything at all.
   bool active() const noexcept {
     return drop_ppm != 0 || duplicate_ppm != 0 || reorder_ppm != 0 || corrupt_ppm != 0 ||
-           nrules != 0;
+           ce_ppm != 0 || nrules != 0;
   }
 };
 
 struct FaultCounters {
   uint64_t seen = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0, scripted = 0;
+  uint64_t ce_marked = 0;
 };
 
 // ---- Per adapter --------------------------------------------------------------------------------

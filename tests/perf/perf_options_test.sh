@@ -64,5 +64,33 @@ for args in "write_bw -s 64 -I 64" "send_bw -s 200 -I 256" "write_bw -s 4096 -l 
     fails=$((fails + 1))
   }
 done
+# --inject (issue 17 item 3): refused when malformed; CE marks on the client's frames make the
+# other side count them and answer with CNPs, which the client receives; a lossy link still
+# passes, with retransmissions.
+for spec in "drop" "drop=101%" "foo=1" "drop=1.5" "" "ce=-1" "drop=1,,dup=2" "seed=x"; do
+  out=$("$perf" write_bw -n 5 --no-progress "--inject=$spec" 2>&1)
+  rc=$?
+  if [ $rc -ne 2 ]; then
+    echo "FAIL: --inject='$spec' gave exit $rc, not 2: $(tail -2 <<<"$out")"
+    fails=$((fails + 1))
+  fi
+done
+out=$(timeout 60 "$perf" write_bw -s 4096 -n 2000 -v --no-progress --inject=ce=100% 2>&1)
+ce=$(grep -oE 'congestion: CE marked [0-9]+' <<<"$out" | awk '{print $4}')
+cnps=$(grep -oE 'CNPs sent [0-9]+ received [0-9]+' <<<"$out" | awk '{print $5}')
+marked=$(grep -oE 'injected into frames sent: .*CE-marked [0-9]+' <<<"$out" | awk '{print $NF}')
+if ! grep -q 'result: PASS' <<<"$out" || [ "${ce:-0}" -lt 2000 ] || [ "${cnps:-0}" -eq 0 ] ||
+  [ "${marked:-x}" != "$ce" ]; then
+  echo "FAIL: --inject=ce=100%: CE counted ${ce:-none}, injected ${marked:-none}, CNPs received ${cnps:-none}"
+  echo "$out" | grep -E 'congestion|injected|result'
+  fails=$((fails + 1))
+fi
+out=$(timeout 60 "$perf" write_bw -s 4096 -n 2000 -v --no-progress --inject=drop=2%,seed=3 2>&1)
+rtx=$(grep -oE '[0-9]+ retransmitted packets' <<<"$out" | awk '{print $1}')
+if ! grep -q 'result: PASS' <<<"$out" || [ "${rtx:-0}" -eq 0 ]; then
+  echo "FAIL: --inject=drop=2%: ${rtx:-no} retransmissions"
+  echo "$out" | tail -8
+  fails=$((fails + 1))
+fi
 [ $fails -eq 0 ] && echo "perf_options: PASS" || echo "perf_options: $fails failures"
 exit $((fails != 0))

@@ -6,6 +6,7 @@
 #include <rte_mbuf.h>
 
 #include "dataplane/congestion.h"
+#include "dataplane/fault.h"
 #include "protocol_fixture.h"
 
 namespace urnic::test {
@@ -159,6 +160,57 @@ TEST_F(Congestion, CnpCutsTheRateAndTheRequesterPacesToIt) {
   EXPECT_GE(bytes, 12'500u - 400);
   EXPECT_LE(bytes, 12'500u + 400);
   take_tx();
+}
+
+// The fault injector's CE marks (FaultConfig::ce_ppm, urnic-perf --inject=ce=...): an ECT frame
+// leaves CE-marked with its IPv4 header checksum still right and its ICRC still valid (the ECN
+// bits are masked out of it), so the receiving QP counts the mark and answers with a CNP; a
+// Not-ECT frame is never marked (RFC 3168 §5); an IPv6 frame gets CE in its traffic class.
+TEST_F(Congestion, InjectedCeMarksReachTheNotificationPointIntact) {
+  bring_up();
+  FaultConfig fc;
+  fc.ce_ppm = 1'000'000;
+  dp::FaultInjector inj(fc);
+  auto through = [&](rte_mbuf* m) {
+    rte_mbuf* out[4];
+    EXPECT_EQ(inj.apply(&m, 1, out, 4, g_pool), 1u);
+    return out[0];
+  };
+  const auto data = pattern(16, 1);
+  wire::NetHeaders net = peer_net();
+  net.traffic_class = 10 << 2 | dp::kEcnEct0;
+  rte_mbuf* m = through(build(net, reth(opc::kWriteOnly, rq(0), addr(kRecvOff), key_, 16), data));
+  ASSERT_NE(m, nullptr);
+  const uint8_t* ip = rte_pktmbuf_mtod(m, uint8_t*) + 14;
+  EXPECT_EQ(ip[1], 10 << 2 | dp::kEcnCe);  // the DSCP kept
+  uint32_t sum = 0;  // RFC 791: the header's words, checksum included, sum to 0xFFFF
+  for (int w = 0; w < 10; ++w) sum += static_cast<uint32_t>(ip[2 * w] << 8 | ip[2 * w + 1]);
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  EXPECT_EQ(sum, 0xFFFFu) << "IPv4 header checksum broken by the mark";
+  const uint64_t drops = total_rx_drops();
+  engine_.deliver_lc(*ep_, m, kT0);
+  EXPECT_EQ(total_rx_drops(), drops) << "the marked frame failed the RX checks (ICRC?)";
+  EXPECT_EQ(qp_->counters().ce_marked, 1u);
+  EXPECT_EQ(count(drain(), opc::kCnp), 1u);
+  EXPECT_EQ(inj.counters().ce_marked, 1u);
+
+  net.traffic_class = 10 << 2 | dp::kEcnNotEct;
+  m = through(build(net, reth(opc::kWriteOnly, rq(1), addr(kRecvOff), key_, 16), data));
+  EXPECT_EQ(rte_pktmbuf_mtod(m, uint8_t*)[15], 10 << 2);
+  rte_pktmbuf_free(m);
+  EXPECT_EQ(inj.counters().ce_marked, 1u);
+
+  net.ipv6 = true;
+  net.traffic_class = 10 << 2 | dp::kEcnEct0;
+  m = through(build(net, reth(opc::kWriteOnly, rq(1), addr(kRecvOff), key_, 16), data));
+  wire::ParsedFrame f;
+  ASSERT_EQ(wire::parse(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_data_len(m), f),
+            wire::ParseError::kOk);
+  EXPECT_TRUE(f.l.ipv6);
+  EXPECT_EQ(wire::Ipv6Hdr::TrafficClass::get(f.ipv6()), 10u << 2 | dp::kEcnCe);
+  EXPECT_EQ(dp::frame_ecn(f), dp::kEcnCe);
+  rte_pktmbuf_free(m);
+  EXPECT_EQ(inj.counters().ce_marked, 2u);
 }
 
 TEST_F(Congestion, CnpWithCongestionControlOffIsCountedAndIgnored) {

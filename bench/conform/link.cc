@@ -1,0 +1,184 @@
+#include "bench/conform/link.h"
+
+#include <rte_cycles.h>
+
+#include <cstring>
+
+#include "dataplane/wire/icrc.h"
+#include "urnic/runtime.h"
+
+namespace urnic::conform {
+
+using wire::Be16;
+using wire::Be32;
+
+namespace {
+
+uint64_t ms_ticks(double ms) { return static_cast<uint64_t>(ms * 1e-3 * rte_get_tsc_hz()); }
+
+constexpr wire::MacAddr kBroadcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+}  // namespace
+
+bool Link::open(const std::string& devargs, uint32_t ipv4, std::string* err) {
+  uint16_t id = 0;
+  if (open_vdev_port(devargs, &id) != Status::kSuccess) {
+    *err = "cannot open " + devargs + ": " + last_error();
+    return false;
+  }
+  dp::PortConfig pc;
+  pc.port_id = id;
+  pc.mbufs = 4095;
+  pc.mbuf_cache = 32;
+  if (const Status s = port_.open(pc); s != Status::kSuccess) {
+    *err = "cannot start port " + devargs + ": " + std::string(to_string(s));
+    return false;
+  }
+  (void)port_mtu(id, &eth_mtu_);
+  mac_ = port_.mac();
+  ip_ = ipv4;
+  return true;
+}
+
+bool Link::tx(rte_mbuf* m) {
+  if (port_.tx_burst(0, &m, 1) == 1) {
+    ++frames_out;
+    return true;
+  }
+  rte_pktmbuf_free(m);
+  return false;
+}
+
+void Link::send_arp(uint16_t oper, const wire::MacAddr& dst, const wire::MacAddr& tha,
+                    uint32_t tpa) {
+  rte_mbuf* m = rte_pktmbuf_alloc(port_.pool());
+  if (m == nullptr) return;
+  auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, 60));
+  std::memset(d, 0, 60);
+  auto& eth = *reinterpret_cast<wire::EthHdr*>(d);
+  eth.dst = dst;
+  eth.src = mac_;
+  eth.ether_type = Be16::of(wire::kEtherTypeArp);
+  auto& a = *reinterpret_cast<wire::ArpHdr*>(d + sizeof(wire::EthHdr));
+  a.htype = Be16::of(1);
+  a.ptype = Be16::of(wire::kEtherTypeIpv4);
+  a.hlen = 6;
+  a.plen = 4;
+  a.oper = Be16::of(oper);
+  a.sha = mac_;
+  a.spa = Be32::of(ip_);
+  a.tha = tha;
+  a.tpa = Be32::of(tpa);
+  (void)tx(m);
+}
+
+bool Link::resolve(uint32_t peer_ipv4, double timeout_s, std::string* err) {
+  peer_ip_ = peer_ipv4;
+  peer_known_ = false;
+  const uint64_t end = rte_rdtsc() + ms_ticks(timeout_s * 1e3);
+  uint64_t next = 0;
+  while (!peer_known_) {
+    const uint64_t now = rte_rdtsc();
+    if (now >= end) {
+      *err = "no ARP answer from the peer";
+      return false;
+    }
+    if (now >= next) {
+      send_arp(wire::kArpRequest, kBroadcast, wire::MacAddr{}, peer_ip_);
+      next = now + ms_ticks(200);
+    }
+    poll();
+  }
+  return true;
+}
+
+void Link::handle(rte_mbuf* m, std::vector<RxFrame>* keep) {
+  auto* d = rte_pktmbuf_mtod(m, uint8_t*);
+  const uint32_t len = rte_pktmbuf_data_len(m);
+  if (len >= sizeof(wire::EthHdr) + sizeof(wire::ArpHdr) &&
+      reinterpret_cast<const wire::EthHdr*>(d)->ether_type.get() == wire::kEtherTypeArp) {
+    const auto& a = *reinterpret_cast<const wire::ArpHdr*>(d + sizeof(wire::EthHdr));
+    if (peer_ip_ != 0 && a.spa.get() == peer_ip_) {
+      peer_mac_ = a.sha;
+      peer_known_ = true;
+    }
+    if (a.oper.get() == wire::kArpRequest && a.tpa.get() == ip_)
+      send_arp(wire::kArpReply, a.sha, a.sha, a.spa.get());
+    return;
+  }
+  wire::ParsedFrame f;
+  if (wire::parse(d, len, f) != wire::ParseError::kOk ||
+      wire::Bth::DestQp::get(f.bth()) != local_qpn_) {
+    ++foreign_in;
+    return;
+  }
+  ++frames_in;
+  if (keep == nullptr) return;
+  RxFrame r;
+  r.opcode = f.opcode;
+  r.psn = wire::Bth::Psn::get(f.bth());
+  r.dest_qp = wire::Bth::DestQp::get(f.bth());
+  r.icrc_ok = wire::icrc_check(d, f.l);
+  if (f.has(wire::op::kAeth)) {
+    r.has_aeth = true;
+    r.syndrome = static_cast<uint8_t>(wire::Aeth::Syndrome::get(f.aeth()));
+    r.msn = wire::Aeth::Msn::get(f.aeth());
+  }
+  if (f.has(wire::op::kAtomicAckEth)) r.orig = f.atomic_ack().orig.get();
+  const auto p = f.payload();
+  r.payload.assign(p.begin(), p.end());
+  keep->push_back(std::move(r));
+}
+
+void Link::poll() {
+  rte_mbuf* b[32];
+  const uint16_t n = port_.rx_burst(0, b, 32);
+  for (uint16_t i = 0; i < n; ++i) {
+    handle(b[i], &pending_);
+    rte_pktmbuf_free(b[i]);
+  }
+  if (n == 0) (void)port_.tx_kick(0);
+}
+
+bool Link::recv(RxFrame* out, double ms) {
+  const uint64_t end = rte_rdtsc() + ms_ticks(ms);
+  while (pending_.empty()) {
+    if (rte_rdtsc() >= end) return false;
+    poll();
+  }
+  *out = std::move(pending_.front());
+  pending_.erase(pending_.begin());
+  return true;
+}
+
+std::vector<RxFrame> Link::collect(double ms) {
+  const uint64_t end = rte_rdtsc() + ms_ticks(ms);
+  while (rte_rdtsc() < end) poll();
+  std::vector<RxFrame> out = std::move(pending_);
+  pending_.clear();
+  return out;
+}
+
+bool Link::send(wire::TransportHeaders th, std::span<const uint8_t> payload, const TxFaults& f) {
+  wire::NetHeaders net;
+  net.src_mac = mac_;
+  net.dst_mac = peer_mac_;
+  net.src_ip4 = ip_;
+  net.dst_ip4 = peer_ip_;
+  net.udp_sport = wire::udp_sport_for(local_qpn_, peer_qpn_);
+  th.bth.pkey = Be16::of(f.pkey >= 0 ? static_cast<uint16_t>(f.pkey) : wire::kDefaultPkey);
+  wire::Bth::DestQp::set(th.bth, f.dest_qp >= 0 ? static_cast<uint32_t>(f.dest_qp) : peer_qpn_);
+  const uint32_t len =
+      wire::frame_length(net, th.bth.opcode, static_cast<uint32_t>(payload.size()));
+  rte_mbuf* m = rte_pktmbuf_alloc(port_.pool());
+  if (m == nullptr) return false;
+  auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
+  if (p == nullptr || wire::build_frame({p, len}, net, th, payload) != len) {
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  if (f.corrupt_icrc) p[len - 1] ^= 0x01;
+  return tx(m);
+}
+
+}  // namespace urnic::conform

@@ -1,0 +1,83 @@
+// urnic-conform's raw link: a DPDK port driven directly (no adapter, no engine), so that a
+// scenario can put any RoCEv2 frame on the wire - a wrong PSN, a bad ICRC, a foreign P_Key -
+// and see exactly what the peer answers. It answers ARP for its own address (the peer must
+// resolve us to answer) and resolves the peer's MAC; everything else that arrives and is not a
+// RoCEv2 frame for our QP is counted and dropped.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dataplane/port.h"
+#include "dataplane/wire/frame.h"
+
+namespace urnic::conform {
+
+// What the peer sent us, copied out of the mbuf.
+struct RxFrame {
+  uint8_t opcode = 0;
+  uint32_t psn = 0;
+  uint32_t dest_qp = 0;
+  bool has_aeth = false;
+  uint8_t syndrome = 0;
+  uint32_t msn = 0;
+  uint64_t orig = 0;  // ATOMIC ACKNOWLEDGE
+  bool icrc_ok = false;
+  std::vector<uint8_t> payload;
+};
+
+// How a frame deviates from a correct one (what the scenario tests).
+struct TxFaults {
+  bool corrupt_icrc = false;
+  int pkey = -1;     // -1: the default P_Key
+  int dest_qp = -1;  // -1: the peer's QP
+};
+
+class Link {
+ public:
+  Link() = default;
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+
+  // Probes `devargs` and starts the port; `ipv4` (host order) is ours.
+  bool open(const std::string& devargs, uint32_t ipv4, std::string* err);
+  // ARP for the peer until it answers (`timeout_s`).
+  bool resolve(uint32_t peer_ipv4, double timeout_s, std::string* err);
+  // Our QP number and the peer's: the UDP source port and the frames we accept follow them.
+  void set_qps(uint32_t ours, uint32_t peers) {
+    local_qpn_ = ours;
+    peer_qpn_ = peers;
+  }
+
+  // Builds and sends one frame: `th` as given (opcode, PSN, AckReq, extension headers), with
+  // the P_Key and DestQP filled in unless `f` overrides them; the ICRC computed (or broken).
+  bool send(wire::TransportHeaders th, std::span<const uint8_t> payload, const TxFaults& f = {});
+  // The next RoCEv2 frame for our QP within `ms` milliseconds; false on timeout. ARP is
+  // answered meanwhile.
+  bool recv(RxFrame* out, double ms);
+  // Every frame for our QP that arrives within `ms` milliseconds.
+  std::vector<RxFrame> collect(double ms);
+  // Answers ARP and drops everything else (between scenarios, and while the TCP exchange waits).
+  void poll();
+
+  uint32_t mtu_bytes() const { return eth_mtu_; }
+  uint64_t frames_in = 0, frames_out = 0, foreign_in = 0;
+
+ private:
+  void handle(rte_mbuf* m, std::vector<RxFrame>* keep);
+  void send_arp(uint16_t oper, const wire::MacAddr& dst, const wire::MacAddr& tha, uint32_t tpa);
+  bool tx(rte_mbuf* m);
+
+  dp::Port port_;
+  wire::MacAddr mac_{}, peer_mac_{};
+  uint32_t ip_ = 0, peer_ip_ = 0;
+  bool peer_known_ = false;
+  uint32_t local_qpn_ = 0, peer_qpn_ = 0;
+  uint32_t eth_mtu_ = 1500;
+  std::vector<RxFrame> pending_;
+};
+
+}  // namespace urnic::conform

@@ -1,0 +1,274 @@
+// urnic-conform: a conformance scenario runner for RoCEv2 RC responders (issue 17). Against a
+// peer that runs a stock perftest server (ib_write_bw / ib_read_bw / ib_atomic_bw, or
+// urnic-perf), each scenario connects a fresh QP through perftest's TCP exchange, sends
+// hand-crafted frames from urnic's wire layer on a raw DPDK port, and checks the answers against
+// the IBTA rule it cites (scenarios.cc). A perftest server serves one client, so the peer runs it
+// in a loop (`while :; do ib_write_bw -x 1 -F; done`); each scenario waits for the next one.
+//
+//   urnic-conform --vdev=net_af_packet0,iface=veth1 --ip=10.0.0.2 [--allows=write,read,atomic]
+//                 [--only=NAME,...] [--junit=FILE] [--json=FILE] SERVER
+//
+// Prints PASS / FAIL / NOT-APPLICABLE per scenario with what the peer did, and a summary. Exit
+// status: 0 no scenario failed, 1 one failed, 2 bad options, 3 the peer could not be reached.
+#include <unistd.h>
+
+#include <arpa/inet.h>
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "bench/conform/link.h"
+#include "bench/conform/report.h"
+#include "bench/conform/scenarios.h"
+#include "bench/perf/oob.h"
+#include "urnic/runtime.h"
+
+namespace urnic::conform {
+namespace {
+
+struct Options {
+  std::string vdev, ip, server, junit, json, lcores = "0";
+  uint16_t tcp_port = perf::kDefaultTcpPort;
+  std::set<std::string> allows{"write"};
+  std::set<std::string> only;
+  double wait_ms = 300;
+  double connect_retry = 30;
+  uint32_t mtu = 1024;
+  bool list = false;
+};
+
+void usage() {
+  std::printf(
+      "Usage: urnic-conform --vdev=DEVARGS --ip=A.B.C.D [options] SERVER\n"
+      "Runs RoCEv2 RC responder conformance scenarios against SERVER, which runs a perftest\n"
+      "server (ib_write_bw -x 1 -F, or urnic-perf write_bw ...) in a loop: one per scenario.\n"
+      "  --vdev=DEVARGS      this side's port (net_af_packet0,iface=IF, net_tap0,...)\n"
+      "  --ip=A.B.C.D        this side's IPv4 address (answers ARP for it)\n"
+      "  -p PORT             the servers' TCP port (default 18515)\n"
+      "  --allows=LIST       what the peer's memory allows: write,read,atomic (default write;\n"
+      "                      urnic-perf servers allow all); other scenarios are NOT-APPLICABLE\n"
+      "  --only=NAMES        run these scenarios only (comma-separated; --list names them)\n"
+      "  --mtu=BYTES         the path MTU to ask for, 256..4096 (default 1024)\n"
+      "  --wait-ms=MS        how long an answer may take (default 300; silence: 2x)\n"
+      "  --connect-retry=S   how long to wait for each scenario's server (default 30)\n"
+      "  --junit=FILE        JUnit XML report; --json=FILE: JSON report\n"
+      "  --lcores=LIST       EAL lcores (default 0)\n"
+      "  --list              list the scenarios and the rules they check\n"
+      "Exit status: 0 no FAIL; 1 a scenario failed; 2 bad options; 3 no peer.\n");
+}
+
+std::set<std::string> split(const std::string& s) {
+  std::set<std::string> out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    const size_t e = std::min(s.find(',', pos), s.size());
+    if (e > pos) out.insert(s.substr(pos, e - pos));
+    pos = e + 1;
+  }
+  return out;
+}
+
+bool parse(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i], key = a, val;
+    const auto eq = a.find('=');
+    if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      key = a.substr(0, eq);
+      val = a.substr(eq + 1);
+    } else if ((a == "-p" || a.rfind("--", 0) == 0) && a != "--list" && a != "--help" &&
+               i + 1 < argc) {
+      val = argv[++i];
+    }
+    auto num = [&](double lo, double hi, double* out) {
+      char* end = nullptr;
+      const double v = std::strtod(val.c_str(), &end);
+      if (val.empty() || *end != '\0' || !(v >= lo && v <= hi)) {
+        std::fprintf(stderr, "urnic-conform: bad value '%s' for %s (%g..%g)\n", val.c_str(),
+                     key.c_str(), lo, hi);
+        return false;
+      }
+      *out = v;
+      return true;
+    };
+    double v = 0;
+    if (key == "--help" || key == "-h") {
+      usage();
+      std::exit(0);
+    } else if (key == "--list") {
+      o->list = true;
+    } else if (key == "--vdev") {
+      o->vdev = val;
+    } else if (key == "--ip") {
+      o->ip = val;
+    } else if (key == "-p") {
+      if (!num(1, 65535, &v)) return false;
+      o->tcp_port = static_cast<uint16_t>(v);
+    } else if (key == "--allows") {
+      o->allows = split(val);
+      for (const auto& x : o->allows)
+        if (x != "write" && x != "read" && x != "atomic") {
+          std::fprintf(stderr, "urnic-conform: --allows takes write, read, atomic, not '%s'\n",
+                       x.c_str());
+          return false;
+        }
+    } else if (key == "--only") {
+      o->only = split(val);
+    } else if (key == "--mtu") {
+      if (!num(256, 4096, &v) || (static_cast<uint32_t>(v) & (static_cast<uint32_t>(v) - 1))) {
+        std::fprintf(stderr, "urnic-conform: --mtu is 256, 512, 1024, 2048 or 4096\n");
+        return false;
+      }
+      o->mtu = static_cast<uint32_t>(v);
+    } else if (key == "--wait-ms") {
+      if (!num(1, 60000, &v)) return false;
+      o->wait_ms = v;
+    } else if (key == "--connect-retry") {
+      if (!num(0, 3600, &v)) return false;
+      o->connect_retry = v;
+    } else if (key == "--junit") {
+      o->junit = val;
+    } else if (key == "--json") {
+      o->json = val;
+    } else if (key == "--lcores") {
+      o->lcores = val;
+    } else if (a[0] == '-') {
+      std::fprintf(stderr, "urnic-conform: unknown option '%s' (see --help)\n", a.c_str());
+      return false;
+    } else if (o->server.empty()) {
+      o->server = a;
+    } else {
+      std::fprintf(stderr, "urnic-conform: unexpected argument '%s'\n", a.c_str());
+      return false;
+    }
+  }
+  for (const auto& n : o->only) {
+    bool known = false;
+    for (const Scenario& s : scenarios()) known |= n == s.name;
+    if (!known) {
+      std::fprintf(stderr, "urnic-conform: no scenario '%s' (see --list)\n", n.c_str());
+      return false;
+    }
+  }
+  if (o->list) return true;
+  in_addr a{};
+  if (o->vdev.empty() || o->server.empty() || inet_pton(AF_INET, o->ip.c_str(), &a) != 1) {
+    std::fprintf(stderr, "urnic-conform: --vdev, --ip (IPv4) and SERVER are required\n");
+    return false;
+  }
+  return true;
+}
+
+bool allowed(const Options& o, Needs n) {
+  return o.allows.count(n == Needs::kWrite ? "write" : n == Needs::kRead ? "read" : "atomic") != 0;
+}
+
+// One scenario on a fresh connection to the next server: perftest's exchange, the scenario,
+// then the exchange's end (reports, close) so that the server finishes normally. A failure to
+// reach the peer is returned in *no_peer.
+Outcome run_one(const Options& o, Link& link, const Scenario& s, uint32_t qpn, bool* no_peer) {
+  perf::Oob oob(
+      perf::Role::kClient, [&link] { link.poll(); }, 20);
+  *no_peer = false;
+  auto oob_failed = [&](const char* step) {
+    *no_peer = oob.failure() == perf::OobFailure::kNoPeer;
+    return Outcome{Verdict::kFail, std::string("TCP exchange (") + step + "): " + oob.error()};
+  };
+  if (!oob.connect_to(o.server, o.tcp_port, o.connect_retry)) return oob_failed("connect");
+  uint32_t cycle = perf::kCycleBuffer, line = perf::kCacheLine, mtu = o.mtu;
+  if (!oob.exchange_versions() || !oob.check_sys_data(&cycle, &line) || !oob.check_mtu(o.mtu, &mtu))
+    return oob_failed("versions");
+  static std::mt19937 rng(std::random_device{}());
+  perf::Dest me;
+  me.qpn = qpn;
+  me.psn = static_cast<uint32_t>(rng()) & 0xFFFFFF;
+  me.out_reads = 16;
+  in_addr a{};
+  inet_pton(AF_INET, o.ip.c_str(), &a);
+  me.gid[10] = me.gid[11] = 0xff;
+  std::memcpy(&me.gid[12], &a.s_addr, 4);
+  perf::Dest peer;
+  if (!oob.hand_shake(me, &peer)) return oob_failed("record");
+  const uint32_t peer_ip = static_cast<uint32_t>(peer.gid[12]) << 24 | peer.gid[13] << 16 |
+                           peer.gid[14] << 8 | peer.gid[15];
+  link.set_qps(me.qpn, peer.qpn);
+  std::string err;
+  if (!link.resolve(peer_ip, 5, &err)) return {Verdict::kFail, err};
+  // The peer brings its QP to RTS before the next records (the run starts after them).
+  if (!oob.hand_shake(me, nullptr) || !oob.hand_shake(me, nullptr)) return oob_failed("sync");
+  Ctx c{link, PeerQp{peer.qpn, peer.rkey, peer.vaddr, mtu}, me.psn, 0, o.wait_ms};
+  Outcome out = s.run(c);
+  (void)link.collect(10);  // late answers of this scenario are not the next one's
+  perf::BwReport mine, theirs;
+  if (!oob.hand_shake(me, nullptr) || !oob.xchg_reports(mine, &theirs) ||
+      !oob.close_connection(me)) {
+    // The scenario's verdict stands; a peer that ends the exchange badly is noted.
+    out.seen += " [the peer did not finish the TCP exchange: " + oob.error() + "]";
+  }
+  return out;
+}
+
+int run(const Options& o) {
+  RuntimeConfig rc;
+  rc.program = "urnic-conform";
+  rc.lcores = o.lcores;
+  rc.memory_mb = 256;
+  if (runtime_init(rc) != Status::kSuccess) {
+    std::fprintf(stderr, "urnic-conform: EAL bring-up failed: %s\n", last_error());
+    return 1;
+  }
+  Link link;
+  std::string err;
+  in_addr a{};
+  inet_pton(AF_INET, o.ip.c_str(), &a);
+  if (!link.open(o.vdev, ntohl(a.s_addr), &err)) {
+    std::fprintf(stderr, "urnic-conform: %s\n", err.c_str());
+    return 1;
+  }
+  std::vector<Result> results;
+  uint32_t qpn = 0x100 + (static_cast<uint32_t>(::getpid()) & 0xFF) * 0x100;
+  for (const Scenario& s : scenarios()) {
+    if (!o.only.empty() && o.only.count(s.name) == 0) continue;
+    Result r{s.name, s.rule, {}};
+    if (!allowed(o, s.needs)) {
+      r.outcome = {Verdict::kNotApplicable, std::string("the peer's memory does not allow ") +
+                                                needs_test(s.needs) + "'s access (--allows)"};
+    } else {
+      bool no_peer = false;
+      r.outcome = run_one(o, link, s, ++qpn & 0xFFFFFF, &no_peer);
+      if (no_peer) {
+        std::fprintf(stderr, "urnic-conform: no server at %s:%u: %s\n", o.server.c_str(),
+                     o.tcp_port, r.outcome.seen.c_str());
+        return 3;
+      }
+    }
+    print_result(r);
+    results.push_back(r);
+  }
+  print_summary(results);
+  if (!o.junit.empty() && !write_junit(o.junit, results, &err))
+    std::fprintf(stderr, "urnic-conform: %s\n", err.c_str());
+  if (!o.json.empty() && !write_json(o.json, results, &err))
+    std::fprintf(stderr, "urnic-conform: %s\n", err.c_str());
+  for (const Result& r : results)
+    if (r.outcome.verdict == Verdict::kFail) return 1;
+  return 0;
+}
+
+}  // namespace
+}  // namespace urnic::conform
+
+int main(int argc, char** argv) {
+  using namespace urnic::conform;
+  Options o;
+  if (!parse(argc, argv, &o)) return 2;
+  if (o.list) {
+    for (const Scenario& s : scenarios())
+      std::printf("%-24s %-10s %s\n", s.name, needs_test(s.needs), s.rule);
+    return 0;
+  }
+  return run(o);
+}

@@ -1,0 +1,406 @@
+#include "bench/conform/scenarios.h"
+
+#include <cstdio>
+
+#include "dataplane/wire/opcode.h"
+
+namespace urnic::conform {
+namespace {
+
+namespace opc = wire::opc;
+using wire::Be32;
+using wire::Be64;
+
+// AETH syndromes (IBTA §9.3.5, table 43): the top three bits say ACK (000), RNR NAK (001) or
+// NAK (011); a NAK's low five bits its code.
+constexpr uint8_t kNakPsnSeq = 0x60, kNakInvalid = 0x61, kNakAccess = 0x62;
+
+uint32_t psn_add(uint32_t p, int n) { return (p + static_cast<uint32_t>(n)) & 0xFFFFFF; }
+
+std::vector<uint8_t> bytes(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed * 31 + i * 7 + (i >> 8));
+  return v;
+}
+
+wire::TransportHeaders hdr(uint8_t opcode, uint32_t psn, bool ack_req) {
+  wire::TransportHeaders th;
+  th.bth.opcode = opcode;
+  wire::Bth::Psn::set(th.bth, psn);
+  wire::Bth::AckReq::set(th.bth, ack_req ? 1u : 0u);
+  return th;
+}
+
+wire::TransportHeaders with_reth(uint8_t opcode, uint32_t psn, bool ack_req, uint64_t va,
+                                 uint32_t rkey, uint32_t len) {
+  wire::TransportHeaders th = hdr(opcode, psn, ack_req);
+  th.reth.va = Be64::of(va);
+  th.reth.rkey = Be32::of(rkey);
+  th.reth.dma_length = Be32::of(len);
+  return th;
+}
+
+std::string describe(const RxFrame& r) {
+  char b[200];
+  const auto name = wire::opcode_info(r.opcode).name;
+  int n = std::snprintf(b, sizeof(b), "%.*s psn %#x", static_cast<int>(name.size()), name.data(),
+                        r.psn);
+  if (r.has_aeth) {
+    const char* kind = (r.syndrome & 0xE0) == 0      ? "ACK"
+                       : (r.syndrome & 0xE0) == 0x20 ? "RNR NAK"
+                       : r.syndrome == kNakPsnSeq    ? "NAK PSN sequence error"
+                       : r.syndrome == kNakInvalid   ? "NAK invalid request"
+                       : r.syndrome == kNakAccess    ? "NAK remote access error"
+                                                     : "NAK (other)";
+    n += std::snprintf(b + n, sizeof(b) - n, " %s (syndrome %#x) msn %u", kind, r.syndrome, r.msn);
+  }
+  if (!r.payload.empty()) n += std::snprintf(b + n, sizeof(b) - n, ", %zu B", r.payload.size());
+  if (r.opcode == opc::kAtomicAcknowledge)
+    n +=
+        std::snprintf(b + n, sizeof(b) - n, ", orig %llu", static_cast<unsigned long long>(r.orig));
+  if (!r.icrc_ok) std::snprintf(b + n, sizeof(b) - n, ", BAD ICRC");
+  return b;
+}
+
+Outcome pass(std::string s) { return {Verdict::kPass, std::move(s)}; }
+Outcome fail(std::string s) { return {Verdict::kFail, std::move(s)}; }
+
+bool is_ack(const RxFrame& r) {
+  return r.opcode == opc::kAcknowledge && r.has_aeth && (r.syndrome & 0xE0) == 0 && r.icrc_ok;
+}
+bool is_nak(const RxFrame& r, uint8_t syndrome) {
+  return r.opcode == opc::kAcknowledge && r.has_aeth && r.syndrome == syndrome && r.icrc_ok;
+}
+
+// The next answer, or a description of the silence.
+bool next(Ctx& c, RxFrame* r) { return c.link.recv(r, c.wait_ms); }
+
+bool write_only(Ctx& c, uint32_t psn, const std::vector<uint8_t>& data, bool ack_req,
+                uint64_t off = 0, const TxFaults& f = {}) {
+  return c.link.send(with_reth(opc::kWriteOnly, psn, ack_req, c.peer.vaddr + off, c.peer.rkey,
+                               static_cast<uint32_t>(data.size())),
+                     data, f);
+}
+
+// A WRITE ONLY at ePSN with AckReq, answered by an ACK for it: the QP still works (after a
+// frame that had to be dropped, or to set a known MSN). Advances psn and msn.
+Outcome still_works(Ctx& c, const std::string& before) {
+  const auto data = bytes(32, 99);
+  write_only(c, c.psn, data, true, 2048);
+  RxFrame r;
+  if (!next(c, &r)) return fail(before + "; then a valid WRITE at ePSN got no answer");
+  if (!is_ack(r) || r.psn != c.psn)
+    return fail(before + "; then a valid WRITE at ePSN got " + describe(r));
+  c.psn = psn_add(c.psn, 1);
+  ++c.msn;
+  return pass(before + "; a valid WRITE at the same PSN then: " + describe(r));
+}
+
+// Silence for twice the answer wait, then the QP must still take ePSN: the frame was dropped
+// without a trace (no NAK, PSN not consumed).
+Outcome silently_dropped(Ctx& c, const char* what) {
+  const auto got = c.link.collect(2 * c.wait_ms);
+  if (!got.empty()) return fail(std::string(what) + " answered: " + describe(got.front()));
+  return still_works(c, std::string("no answer to ") + what);
+}
+
+// ---- WRITE ------------------------------------------------------------------------------------
+
+Outcome write_acked(Ctx& c) {
+  const auto data = bytes(64, 1);
+  write_only(c, c.psn, data, true);
+  RxFrame r;
+  if (!next(c, &r)) return fail("no answer to a WRITE ONLY with AckReq");
+  if (!is_ack(r) || r.psn != c.psn)
+    return fail(describe(r) + "; expected an ACK for psn " + std::to_string(c.psn));
+  if (r.msn != c.msn + 1) return fail(describe(r) + "; expected MSN " + std::to_string(c.msn + 1));
+  return pass(describe(r));
+}
+
+Outcome write_multi_packet(Ctx& c) {
+  const uint32_t mtu = c.peer.mtu;
+  const auto data = bytes(3 * mtu, 2);
+  const uint64_t va = c.peer.vaddr;
+  c.link.send(with_reth(opc::kWriteFirst, c.psn, false, va, c.peer.rkey, 3 * mtu),
+              std::span(data).subspan(0, mtu));
+  c.link.send(hdr(opc::kWriteMiddle, psn_add(c.psn, 1), false), std::span(data).subspan(mtu, mtu));
+  c.link.send(hdr(opc::kWriteLast, psn_add(c.psn, 2), true), std::span(data).subspan(2 * mtu, mtu));
+  RxFrame r;
+  while (next(c, &r)) {
+    if (!is_ack(r)) return fail(describe(r));
+    if (r.psn == psn_add(c.psn, 2)) {
+      if (r.msn != c.msn + 1)
+        return fail(describe(r) + "; expected MSN " + std::to_string(c.msn + 1));
+      return pass("FIRST/MIDDLE/LAST of " + std::to_string(mtu) + " B: " + describe(r));
+    }
+  }
+  return fail("no ACK for the LAST packet");
+}
+
+Outcome psn_sequence_error(Ctx& c) {
+  const auto data = bytes(64, 3);
+  write_only(c, psn_add(c.psn, 5), data, true);
+  RxFrame r;
+  if (!next(c, &r)) return fail("no answer to a WRITE 5 PSNs ahead of ePSN");
+  if (!is_nak(r, kNakPsnSeq) || r.psn != c.psn)
+    return fail(describe(r) + "; expected NAK PSN sequence error for ePSN " +
+                std::to_string(c.psn));
+  // Not executed: MSN unchanged, and ePSN still takes the next message.
+  if (r.msn != c.msn) return fail(describe(r) + "; the MSN moved: the WRITE was executed");
+  return still_works(c, describe(r));
+}
+
+Outcome duplicate_write(Ctx& c) {
+  const auto a = bytes(64, 4), b = bytes(64, 5);
+  write_only(c, c.psn, a, true, 256);
+  RxFrame r;
+  if (!next(c, &r) || !is_ack(r)) return fail("the first WRITE was not ACKed");
+  const uint32_t msn = r.msn;
+  write_only(c, c.psn, b, true, 256);  // the same PSN again, other bytes
+  if (!next(c, &r)) return fail("no answer to a duplicate WRITE with AckReq");
+  if (!is_ack(r)) return fail("duplicate WRITE: " + describe(r) + "; expected an ACK");
+  if (r.msn != msn) return fail(describe(r) + "; the duplicate moved the MSN (executed again)");
+  std::string seen = "duplicate answered: " + describe(r);
+  // Not executed again: the bytes there are still the first WRITE's (READ them back, where the
+  // peer's region allows it).
+  const uint32_t rp = psn_add(c.psn, 1);
+  c.link.send(with_reth(opc::kReadRequest, rp, true, c.peer.vaddr + 256, c.peer.rkey, 64), {});
+  if (!next(c, &r)) return fail(seen + "; no answer to the READ back");
+  if (is_nak(r, kNakAccess)) return pass(seen + " (the region allows no READ to look further)");
+  if (r.opcode != opc::kReadRespOnly || r.payload != a)
+    return fail(seen + "; READ back: " + describe(r) +
+                (r.payload == b ? " with the duplicate's bytes (executed again)" : ""));
+  return pass(seen + "; READ back the first WRITE's bytes");
+}
+
+Outcome invalid_rkey(Ctx& c) {
+  const auto data = bytes(64, 6);
+  c.link.send(with_reth(opc::kWriteOnly, c.psn, true, c.peer.vaddr, c.peer.rkey ^ 0x5A5A00, 64),
+              data);
+  RxFrame r;
+  if (!next(c, &r)) return fail("no answer to a WRITE with a wrong R_Key");
+  if (!is_nak(r, kNakAccess) || r.psn != c.psn)
+    return fail(describe(r) + "; expected NAK remote access error");
+  // §9.9.3.1.3: a remote access error moves the responder's QP to the error state.
+  write_only(c, psn_add(c.psn, 1), data, true);
+  const auto after = c.link.collect(2 * c.wait_ms);
+  for (const RxFrame& a : after)
+    if (is_ack(a)) return fail(describe(r) + "; but the QP still ACKed a later WRITE");
+  return pass(describe(r) + "; nothing ACKed after it (QP in error)");
+}
+
+Outcome write_too_long(Ctx& c) {
+  const auto data = bytes(128, 7);
+  c.link.send(with_reth(opc::kWriteOnly, c.psn, true, c.peer.vaddr, c.peer.rkey, 64), data);
+  RxFrame r;
+  if (!next(c, &r)) return fail("no answer to a WRITE ONLY carrying 128 B for a 64 B RETH");
+  if (!is_nak(r, kNakInvalid) || r.psn != c.psn)
+    return fail(describe(r) + "; expected NAK invalid request");
+  return pass(describe(r));
+}
+
+Outcome middle_without_first(Ctx& c) {
+  const auto data = bytes(c.peer.mtu, 8);
+  c.link.send(hdr(opc::kWriteMiddle, c.psn, true), data);
+  RxFrame r;
+  if (!next(c, &r)) return fail("no answer to a WRITE MIDDLE with no FIRST before it");
+  if (!is_nak(r, kNakInvalid) || r.psn != c.psn)
+    return fail(describe(r) + "; expected NAK invalid request");
+  return pass(describe(r));
+}
+
+Outcome beyond_mtu(Ctx& c) {
+  const uint32_t len = c.peer.mtu + 256;
+  if (len + 100 > c.link.mtu_bytes())
+    return {Verdict::kNotApplicable, "the link's MTU is too small"};
+  const auto data = bytes(len, 9);
+  write_only(c, c.psn, data, true);
+  RxFrame r;
+  const auto got = c.link.collect(2 * c.wait_ms);
+  if (got.empty()) return still_works(c, "a WRITE ONLY of PMTU + 256 B dropped silently");
+  if (is_nak(got.front(), kNakInvalid)) return pass(describe(got.front()));
+  return fail(describe(got.front()) + "; expected NAK invalid request or a silent drop");
+}
+
+Outcome bad_icrc(Ctx& c) {
+  TxFaults f;
+  f.corrupt_icrc = true;
+  write_only(c, c.psn, bytes(64, 10), true, 0, f);
+  return silently_dropped(c, "a WRITE with a corrupted ICRC");
+}
+
+Outcome wrong_pkey(Ctx& c) {
+  TxFaults f;
+  f.pkey = 0x1234;  // a limited-membership key the peer's QP does not hold
+  write_only(c, c.psn, bytes(64, 11), true, 0, f);
+  return silently_dropped(c, "a WRITE with P_Key 0x1234");
+}
+
+Outcome wrong_dest_qp(Ctx& c) {
+  TxFaults f;
+  f.dest_qp = static_cast<int>((c.peer.qpn + 0x1000) & 0xFFFFFF);
+  write_only(c, c.psn, bytes(64, 12), true, 0, f);
+  return silently_dropped(c, "a WRITE to a QP number that does not exist");
+}
+
+Outcome ack_coalescing(Ctx& c) {
+  for (int i = 0; i < 4; ++i) write_only(c, psn_add(c.psn, i), bytes(32, 13), false, 64 * i);
+  write_only(c, psn_add(c.psn, 4), bytes(32, 14), true, 512);
+  RxFrame r;
+  std::string seen;
+  while (next(c, &r)) {
+    if (!is_ack(r)) return fail(describe(r));
+    seen += (seen.empty() ? "" : ", ") + describe(r);
+    if (r.psn == psn_add(c.psn, 4)) {
+      if (r.msn != c.msn + 5) return fail(seen + "; expected MSN " + std::to_string(c.msn + 5));
+      return pass(seen);
+    }
+  }
+  return fail((seen.empty() ? std::string("nothing") : seen) + "; no ACK for the one with AckReq");
+}
+
+// ---- READ -------------------------------------------------------------------------------------
+
+// A READ of `len` bytes at `off`: the responses in order, or the failure.
+Outcome read_once(Ctx& c, uint32_t psn, uint32_t len, uint64_t off, std::vector<uint8_t>* data) {
+  c.link.send(with_reth(opc::kReadRequest, psn, true, c.peer.vaddr + off, c.peer.rkey, len), {});
+  const uint32_t n = (len + c.peer.mtu - 1) / c.peer.mtu;
+  data->clear();
+  for (uint32_t k = 0; k < n; ++k) {
+    RxFrame r;
+    if (!next(c, &r))
+      return fail("response " + std::to_string(k) + " of " + std::to_string(n) + " never came");
+    const uint8_t want = n == 1       ? opc::kReadRespOnly
+                         : k == 0     ? opc::kReadRespFirst
+                         : k + 1 == n ? opc::kReadRespLast
+                                      : opc::kReadRespMiddle;
+    const uint32_t plen = k + 1 == n ? len - k * c.peer.mtu : c.peer.mtu;
+    if (r.opcode != want || r.psn != psn_add(psn, static_cast<int>(k)) ||
+        r.payload.size() != plen || !r.icrc_ok)
+      return fail("response " + std::to_string(k) + ": " + describe(r));
+    data->insert(data->end(), r.payload.begin(), r.payload.end());
+  }
+  return pass(std::to_string(n) + " responses, PSNs and lengths right");
+}
+
+Outcome read_responses(Ctx& c) {
+  std::vector<uint8_t> d;
+  Outcome o = read_once(c, c.psn, 3 * c.peer.mtu + 100, 0, &d);
+  return o;
+}
+
+Outcome duplicate_read(Ctx& c) {
+  std::vector<uint8_t> first, again;
+  const uint32_t len = 2 * c.peer.mtu;
+  Outcome o = read_once(c, c.psn, len, 0, &first);
+  if (o.verdict != Verdict::kPass) return o;
+  o = read_once(c, c.psn, len, 0, &again);  // the same PSN: a duplicate, executed again
+  if (o.verdict != Verdict::kPass) return fail("duplicate READ: " + o.seen);
+  if (again != first) return fail("the duplicate READ returned other bytes");
+  return pass("answered again in full, same bytes: " + o.seen);
+}
+
+Outcome read_invalid_rkey(Ctx& c) {
+  c.link.send(with_reth(opc::kReadRequest, c.psn, true, c.peer.vaddr, c.peer.rkey ^ 0x5A5A00, 64),
+              {});
+  RxFrame r;
+  if (!next(c, &r)) return fail("no answer to a READ with a wrong R_Key");
+  if (!is_nak(r, kNakAccess) || r.psn != c.psn)
+    return fail(describe(r) + "; expected NAK remote access error");
+  return pass(describe(r));
+}
+
+// ---- ATOMIC -----------------------------------------------------------------------------------
+
+void fetch_add(Ctx& c, uint32_t psn, uint64_t off, uint64_t add) {
+  wire::TransportHeaders th = hdr(opc::kFetchAdd, psn, true);
+  th.atomic_eth.va = Be64::of(c.peer.vaddr + off);
+  th.atomic_eth.rkey = Be32::of(c.peer.rkey);
+  th.atomic_eth.swap_add = Be64::of(add);
+  th.atomic_eth.compare = Be64::of(0);
+  c.link.send(th, {});
+}
+
+Outcome atomic_once(Ctx& c) {
+  RxFrame a, b;
+  fetch_add(c, c.psn, 0, 5);
+  if (!next(c, &a)) return fail("no answer to a FETCH & ADD");
+  if (a.opcode != opc::kAtomicAcknowledge || a.psn != c.psn || !a.icrc_ok)
+    return fail(describe(a) + "; expected an ATOMIC ACKNOWLEDGE");
+  // The duplicate (same PSN) replays the saved result; the next one sees one add only.
+  fetch_add(c, c.psn, 0, 5);
+  if (!next(c, &b)) return fail("no answer to a duplicate FETCH & ADD");
+  if (b.opcode != opc::kAtomicAcknowledge || b.orig != a.orig)
+    return fail("duplicate: " + describe(b) + "; expected the saved result " +
+                std::to_string(a.orig));
+  fetch_add(c, psn_add(c.psn, 1), 0, 0);
+  RxFrame n;
+  if (!next(c, &n) || n.opcode != opc::kAtomicAcknowledge)
+    return fail("no answer to the next FETCH & ADD");
+  if (n.orig != a.orig + 5)
+    return fail("after one add of 5 to " + std::to_string(a.orig) + " the value is " +
+                std::to_string(n.orig) + ": the duplicate was executed again");
+  return pass(describe(a) + "; the duplicate replayed orig " + std::to_string(b.orig) +
+              "; executed once");
+}
+
+Outcome atomic_misaligned(Ctx& c) {
+  fetch_add(c, c.psn, 3, 1);
+  RxFrame r;
+  if (!next(c, &r)) return fail("no answer to a FETCH & ADD at an address not 8-byte aligned");
+  if (!is_nak(r, kNakInvalid) || r.psn != c.psn)
+    return fail(describe(r) + "; expected NAK invalid request");
+  return pass(describe(r));
+}
+
+}  // namespace
+
+const char* to_string(Verdict v) {
+  return v == Verdict::kPass ? "PASS" : v == Verdict::kFail ? "FAIL" : "NOT-APPLICABLE";
+}
+
+const char* needs_test(Needs n) {
+  return n == Needs::kWrite ? "write_bw" : n == Needs::kRead ? "read_bw" : "atomic_bw";
+}
+
+const std::vector<Scenario>& scenarios() {
+  static const std::vector<Scenario> k = {
+      {"write_acked", "9.7.5.1.6: AckReq is answered with an ACK carrying the MSN", Needs::kWrite,
+       write_acked},
+      {"write_multi_packet", "9.7.4.1 / 9.7.5.1.6: FIRST/MIDDLE/LAST of one PMTU, ACK for LAST",
+       Needs::kWrite, write_multi_packet},
+      {"psn_sequence_error", "9.7.5.1.1: a PSN past ePSN: NAK PSN sequence error, not executed",
+       Needs::kWrite, psn_sequence_error},
+      {"duplicate_write", "9.7.5.1.1: a duplicate is ACKed again, not executed again",
+       Needs::kWrite, duplicate_write},
+      {"invalid_rkey", "9.4.1.1 / 9.9.3: R_Key violation: NAK remote access error, QP to error",
+       Needs::kWrite, invalid_rkey},
+      {"write_length_error", "9.7.4.1: payload longer than the RETH length: NAK invalid request",
+       Needs::kWrite, write_too_long},
+      {"middle_without_first", "9.7.5.1.2: opcode out of sequence: NAK invalid request",
+       Needs::kWrite, middle_without_first},
+      {"beyond_pmtu", "9.7.4.1: a packet longer than the PMTU: NAK invalid request or dropped",
+       Needs::kWrite, beyond_mtu},
+      {"bad_icrc_dropped", "9.6 / A17 (ICRC): a bad ICRC is dropped silently", Needs::kWrite,
+       bad_icrc},
+      {"wrong_pkey_dropped", "9.6: a P_Key the QP does not hold is dropped silently", Needs::kWrite,
+       wrong_pkey},
+      {"wrong_dest_qp_dropped", "9.6: a DestQP with no QP behind it is dropped silently",
+       Needs::kWrite, wrong_dest_qp},
+      {"ack_coalescing", "9.7.5.1.6: ACKs may coalesce; the AckReq one is answered, MSN counts all",
+       Needs::kWrite, ack_coalescing},
+      {"read_responses", "9.7.4.1: READ responses FIRST..LAST, PSN per packet, PMTU lengths",
+       Needs::kRead, read_responses},
+      {"duplicate_read", "9.7.5.1.1: a duplicate READ is executed again", Needs::kRead,
+       duplicate_read},
+      {"read_invalid_rkey", "9.4.1.1: READ with a wrong R_Key: NAK remote access error",
+       Needs::kRead, read_invalid_rkey},
+      {"duplicate_atomic", "9.7.5.1.1: a duplicate atomic replays the saved result, executed once",
+       Needs::kAtomic, atomic_once},
+      {"atomic_misaligned", "9.4.5: an atomic address not 8-byte aligned: NAK invalid request",
+       Needs::kAtomic, atomic_misaligned},
+  };
+  return k;
+}
+
+}  // namespace urnic::conform

@@ -1,0 +1,53 @@
+// urnic-conform's scenarios: each one drives a peer's RC responder into one corner of IBTA
+// volume 1 chapter 9 (and annex A17) with hand-crafted frames on a freshly connected QP, and
+// says whether the peer answered as the rule it cites requires.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/conform/link.h"
+
+namespace urnic::conform {
+
+// The peer's QP and memory, from its perftest connection record.
+struct PeerQp {
+  uint32_t qpn = 0;
+  uint32_t rkey = 0;
+  uint64_t vaddr = 0;
+  uint32_t mtu = 1024;  // the path MTU both sides agreed
+};
+
+enum class Verdict : uint8_t { kPass, kFail, kNotApplicable };
+const char* to_string(Verdict v);
+
+struct Outcome {
+  Verdict verdict = Verdict::kFail;
+  std::string seen;  // what the peer did (or did not do)
+};
+
+// What a scenario works with: the link, the peer's QP, our next PSN (the peer's ePSN) and the
+// MSN the peer should report next.
+struct Ctx {
+  Link& link;
+  PeerQp peer;
+  uint32_t psn = 0;
+  uint32_t msn = 0;
+  double wait_ms = 300;  // how long an answer may take; silence is judged after 2x this
+};
+
+// Which perftest server the scenario needs on the other side (what its MR allows).
+enum class Needs : uint8_t { kWrite, kRead, kAtomic };
+
+struct Scenario {
+  const char* name;
+  const char* rule;  // the IBTA rule (volume 1 unless said)
+  Needs needs;
+  Outcome (*run)(Ctx&);
+};
+
+const std::vector<Scenario>& scenarios();
+const char* needs_test(Needs n);  // "write_bw", "read_bw", "atomic_bw"
+
+}  // namespace urnic::conform

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# ctest conform (issue 17): urnic-conform against urnic. urnic-perf write_bw servers run one
+# after another in one network namespace (a perftest server serves one client: one per
+# scenario); urnic-conform runs every scenario from another namespace, through urnic-hop.
+# urnic-perf's region allows WRITE, READ and atomics, so every scenario applies and every one
+# must PASS; the JUnit and JSON reports must say the same.
+#
+# Usage: conform_test.sh path/to/urnic-conform path/to/urnic-perf path/to/urnic-hop. Exits 77
+# (ctest SKIP_RETURN_CODE) without root or network namespaces.
+set -u
+conform=${1:?usage: conform_test.sh path/to/urnic-conform path/to/urnic-perf path/to/urnic-hop}
+perf=${2:?usage}
+hop=${3:?usage}
+. "$(dirname "$0")/impair_lib.sh"
+need_built "$conform" "$perf" "$hop"
+impair_setup
+hop_start
+
+# The servers, one per connection, until told to stop.
+(
+  while [ ! -e "$tmp/stop" ]; do
+    ip netns exec "$A" "$perf" write_bw --vdev=net_af_packet0,iface=roce0 --ip=198.18.1.1 \
+      --lcores=0 --no-progress --idle-yield=64 --timeout=20 >>"$tmp/servers.out" 2>&1
+  done
+) &
+loop=$!
+
+timeout 300 ip netns exec "$B" "$conform" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
+  --lcores=1 --allows=write,read,atomic --junit="$tmp/conform.xml" --json="$tmp/conform.json" \
+  198.18.0.1 >"$tmp/conform.out" 2>&1
+rc=$?
+touch "$tmp/stop"
+pkill -f "iface=roce0 --ip=198.18.1.1" 2>/dev/null
+wait "$loop" 2>/dev/null
+cat "$tmp/conform.out"
+
+total=$("$conform" --list | wc -l)
+pass=$(grep -cE '^PASS ' "$tmp/conform.out")
+if [ $rc -eq 0 ] && [ "$pass" -eq "$total" ]; then
+  pass "urnic-conform against urnic: $pass of $total scenarios PASS"
+else
+  fail "urnic-conform exit $rc, $pass of $total scenarios PASS"
+  tail -30 "$tmp/servers.out"
+fi
+# The reports agree with the console.
+if python3 - "$tmp/conform.xml" "$tmp/conform.json" "$total" <<'EOF'; then
+import json, sys
+import xml.etree.ElementTree as ET
+suite = ET.parse(sys.argv[1]).getroot()
+j = json.load(open(sys.argv[2]))
+n = int(sys.argv[3])
+assert suite.get("tests") == str(n) and suite.get("failures") == "0", suite.attrib
+assert len(suite.findall("testcase")) == n
+assert j["pass"] == n and j["fail"] == 0 and len(j["scenarios"]) == n, j
+EOF
+  pass "JUnit and JSON reports: $total testcases, no failure"
+else
+  fail "the JUnit / JSON reports disagree with the run"
+fi
+hop_stop
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
