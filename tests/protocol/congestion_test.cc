@@ -177,9 +177,15 @@ TEST_F(Congestion, InjectedCeMarksReachTheNotificationPointIntact) {
     return out[0];
   };
   const auto data = pattern(16, 1);
+  auto write = [&](uint32_t psn) {  // as receive() completes it: the P_Key and our QP
+    auto th = reth(opc::kWriteOnly, psn, addr(kRecvOff), key_, 16);
+    th.bth.pkey = wire::Be16::of(wire::kDefaultPkey);
+    wire::Bth::DestQp::set(th.bth, kQpn);
+    return th;
+  };
   wire::NetHeaders net = peer_net();
   net.traffic_class = 10 << 2 | dp::kEcnEct0;
-  rte_mbuf* m = through(build(net, reth(opc::kWriteOnly, rq(0), addr(kRecvOff), key_, 16), data));
+  rte_mbuf* m = through(build(net, write(rq(0)), data));
   ASSERT_NE(m, nullptr);
   const uint8_t* ip = rte_pktmbuf_mtod(m, uint8_t*) + 14;
   EXPECT_EQ(ip[1], 10 << 2 | dp::kEcnCe);  // the DSCP kept
@@ -195,14 +201,14 @@ TEST_F(Congestion, InjectedCeMarksReachTheNotificationPointIntact) {
   EXPECT_EQ(inj.counters().ce_marked, 1u);
 
   net.traffic_class = 10 << 2 | dp::kEcnNotEct;
-  m = through(build(net, reth(opc::kWriteOnly, rq(1), addr(kRecvOff), key_, 16), data));
+  m = through(build(net, write(rq(1)), data));
   EXPECT_EQ(rte_pktmbuf_mtod(m, uint8_t*)[15], 10 << 2);
   rte_pktmbuf_free(m);
   EXPECT_EQ(inj.counters().ce_marked, 1u);
 
   net.ipv6 = true;
   net.traffic_class = 10 << 2 | dp::kEcnEct0;
-  m = through(build(net, reth(opc::kWriteOnly, rq(1), addr(kRecvOff), key_, 16), data));
+  m = through(build(net, write(rq(1)), data));
   wire::ParsedFrame f;
   ASSERT_EQ(wire::parse(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_data_len(m), f),
             wire::ParseError::kOk);
