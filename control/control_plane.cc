@@ -363,23 +363,8 @@ void ControlPlane::send_arp(uint16_t oper, const wire::MacAddr& dst_mac, const w
                             uint32_t tpa) {
   rte_mbuf* m = rte_pktmbuf_alloc(ep_.pool());
   if (m == nullptr) return;
-  // 14 + 28 bytes, padded to the 60-byte Ethernet minimum.
-  auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, 60));
-  std::memset(d, 0, 60);
-  auto& eth = *reinterpret_cast<wire::EthHdr*>(d);
-  eth.dst = dst_mac;
-  eth.src = local_.mac;
-  eth.ether_type = Be16::of(wire::kEtherTypeArp);
-  auto& a = *reinterpret_cast<wire::ArpHdr*>(d + sizeof(wire::EthHdr));
-  a.htype = Be16::of(1);
-  a.ptype = Be16::of(wire::kEtherTypeIpv4);
-  a.hlen = 6;
-  a.plen = 4;
-  a.oper = Be16::of(oper);
-  a.sha = local_.mac;
-  a.spa = Be32::of(local_.ipv4);
-  a.tha = tha;
-  a.tpa = Be32::of(tpa);
+  auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, wire::kArpFrameLen));
+  wire::build_arp(d, oper, local_.mac, local_.ipv4, dst_mac, tha, tpa);
   transmit(m);
   std::lock_guard lock(mu_);
   if (oper == wire::kArpRequest) ++counters_.arp_requests_out;

@@ -53,22 +53,8 @@ void Link::send_arp(uint16_t oper, const wire::MacAddr& dst, const wire::MacAddr
                     uint32_t tpa) {
   rte_mbuf* m = rte_pktmbuf_alloc(port_.pool());
   if (m == nullptr) return;
-  auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, 60));
-  std::memset(d, 0, 60);
-  auto& eth = *reinterpret_cast<wire::EthHdr*>(d);
-  eth.dst = dst;
-  eth.src = mac_;
-  eth.ether_type = Be16::of(wire::kEtherTypeArp);
-  auto& a = *reinterpret_cast<wire::ArpHdr*>(d + sizeof(wire::EthHdr));
-  a.htype = Be16::of(1);
-  a.ptype = Be16::of(wire::kEtherTypeIpv4);
-  a.hlen = 6;
-  a.plen = 4;
-  a.oper = Be16::of(oper);
-  a.sha = mac_;
-  a.spa = Be32::of(ip_);
-  a.tha = tha;
-  a.tpa = Be32::of(tpa);
+  auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, wire::kArpFrameLen));
+  wire::build_arp(d, oper, mac_, ip_, dst, tha, tpa);
   (void)tx(m);
 }
 

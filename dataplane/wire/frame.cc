@@ -307,6 +307,25 @@ TransportHeaders transport_headers_of(const ParsedFrame& f) noexcept {
   return t;
 }
 
+void build_arp(uint8_t* out, uint16_t oper, const MacAddr& src_mac, uint32_t src_ip,
+               const MacAddr& dst_mac, const MacAddr& tha, uint32_t tpa) noexcept {
+  std::memset(out, 0, kArpFrameLen);
+  auto& eth = *reinterpret_cast<EthHdr*>(out);
+  eth.dst = dst_mac;
+  eth.src = src_mac;
+  eth.ether_type = Be16::of(kEtherTypeArp);
+  auto& a = *reinterpret_cast<ArpHdr*>(out + sizeof(EthHdr));
+  a.htype = Be16::of(1);
+  a.ptype = Be16::of(kEtherTypeIpv4);
+  a.hlen = 6;
+  a.plen = 4;
+  a.oper = Be16::of(oper);
+  a.sha = src_mac;
+  a.spa = Be32::of(src_ip);
+  a.tha = tha;
+  a.tpa = Be32::of(tpa);
+}
+
 }  // namespace urnic::wire
 
 namespace urnic {

@@ -165,6 +165,12 @@ uint32_t build_frame(std::span<uint8_t> out, const NetHeaders& net, const Transp
 
 // The inverse of build_frame for a parsed frame: the parameters that re-build it byte for byte.
 NetHeaders net_headers_of(const ParsedFrame& f) noexcept;
+
+// An ARP request or reply (RFC 826, IPv4 over Ethernet) from `src_mac` / `src_ip` to `dst_mac`
+// about `tha` / `tpa`, zero-padded to the 60-byte Ethernet minimum: kArpFrameLen bytes at `out`.
+inline constexpr uint32_t kArpFrameLen = 60;
+void build_arp(uint8_t* out, uint16_t oper, const MacAddr& src_mac, uint32_t src_ip,
+               const MacAddr& dst_mac, const MacAddr& tha, uint32_t tpa) noexcept;
 TransportHeaders transport_headers_of(const ParsedFrame& f) noexcept;
 
 // Linux's rdma_get_udp_sport(0, lqpn, rqpn) (include/rdma/ib_verbs.h): symmetric per-connection
