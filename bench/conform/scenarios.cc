@@ -236,6 +236,16 @@ Outcome wrong_pkey(Ctx& c) {
   return silently_dropped(c, "a WRITE with P_Key 0x1234");
 }
 
+Outcome limited_pkey(Ctx& c) {
+  TxFaults f;
+  f.pkey = 0x7FFF;  // the default partition, limited membership
+  write_only(c, c.psn, bytes(64, 15), true, 0, f);
+  RxFrame r;
+  if (!next(c, &r)) return fail("no answer to a WRITE with P_Key 0x7FFF (AckReq)");
+  if (!is_ack(r) || r.psn != c.psn) return fail(describe(r) + "; expected an ACK");
+  return pass(describe(r));
+}
+
 Outcome wrong_dest_qp(Ctx& c) {
   TxFaults f;
   f.dest_qp = static_cast<int>((c.peer.qpn + 0x1000) & 0xFFFFFF);
@@ -385,6 +395,8 @@ const std::vector<Scenario>& scenarios() {
        bad_icrc},
       {"wrong_pkey_dropped", "9.6: a P_Key the QP does not hold is dropped silently", Needs::kWrite,
        wrong_pkey},
+      {"limited_pkey_accepted", "10.9.3: a limited member's P_Key (0x7FFF) matches a full member's",
+       Needs::kWrite, limited_pkey},
       {"wrong_dest_qp_dropped", "9.6: a DestQP with no QP behind it is dropped silently",
        Needs::kWrite, wrong_dest_qp},
       {"ack_coalescing", "9.7.5.1.6: ACKs may coalesce; the AckReq one is answered, MSN counts all",

@@ -144,7 +144,10 @@ ParseError parse(uint8_t* data, size_t len, ParsedFrame& out) noexcept {
 
   const auto& bth = *reinterpret_cast<const Bth*>(data + off);
   if (Bth::TVer::get(bth) != 0) return ParseError::kBadTver;
-  if (bth.pkey.get() != kDefaultPkey) return ParseError::kBadPkey;
+  // Every urnic QP holds the default partition as a full member (0xFFFF). A packet matches when
+  // the low 15 bits agree and one side is a full member (IBTA §10.9.3): 0xFFFF, and 0x7FFF from
+  // a limited member of the same partition (urnic-conform limited_pkey_accepted).
+  if ((bth.pkey.get() & 0x7FFF) != (kDefaultPkey & 0x7FFF)) return ParseError::kBadPkey;
   const OpcodeInfo& info = kOpcodeTable[bth.opcode];
   if (!info.valid()) return ParseError::kUnknownOpcode;
   if (end < off + info.length + kIcrcLen) return ParseError::kHeaderTruncated;

@@ -141,9 +141,16 @@ TEST(Malformed, BadTverAndPkey) {
   auto v = good();
   v[kBth + 1] |= 0x01;
   EXPECT_EQ(parse_vec(v), ParseError::kBadTver);
+  // Another partition, as full or limited member: not ours (IBTA §10.9.3).
+  for (uint16_t pkey : {0x1234, 0x9234, 0x0000, 0x8000}) {
+    v = good();
+    set16(v, kBth + 2, pkey);
+    EXPECT_EQ(parse_vec(v), ParseError::kBadPkey) << pkey;
+  }
+  // The default partition's limited member matches our full membership.
   v = good();
   set16(v, kBth + 2, 0x7FFF);
-  EXPECT_EQ(parse_vec(v), ParseError::kBadPkey);
+  EXPECT_EQ(parse_vec(v), ParseError::kOk);
 }
 
 TEST(Malformed, UnknownOpcodes) {
