@@ -11,6 +11,7 @@
 //     loss: 3% of urnic's frames dropped (ibv_rc_pingpong), and urnic's first RTU lost
 //     (ucmatose): both ends recover and say so in their counters;
 //     congestion control: perftest's frames CE-marked, urnic-perf answers with CNPs rxe ignores.
+//     urnic-conform's scenarios against perftest's ib_write_bw server on rxe.
 //   RxeInterop9000 (guest MTU 9000, path MTU 4096): ibv_rc_pingpong 1 B / 64 KiB both roles,
 //     rping with 8 KiB pings both roles.
 //
@@ -414,6 +415,41 @@ TEST_F(RxeInterop1500, ThroughTheSoftwareSwitchCeMarkedAndAnsweredWithCnps) {
 // 3% of urnic's RoCEv2 frames (its SEND packets and its ACKs) are dropped by the fault injector
 // on its endpoint. urnic retransmits what it lost; rxe sees the gaps (out-of-sequence requests,
 // NAKs) and retransmits what was not acknowledged; the data still arrives intact.
+#ifdef URNIC_CONFORM
+// urnic-conform against rxe (issue 17): perftest's ib_write_bw server in the guest, in a loop
+// (one serves one client, and the runner connects once per scenario), the runner in the netns.
+// ib_write_bw registers its region for remote WRITE only, so the READ and atomic scenarios are
+// NOT-APPLICABLE (and duplicate_write cannot read back). rxe's expected results: every WRITE
+// scenario passes. Each verdict is checked by name from the JSON report.
+TEST_F(RxeInterop1500, ConformanceScenariosAgainstRxe) {
+  Proc list({URNIC_CONFORM, "--list"});
+  ASSERT_EQ(list.wait(30s), 0);
+  std::vector<std::string> writes, others;
+  std::istringstream in(list.output());
+  for (std::string name, test, rest; in >> name >> test && std::getline(in, rest);)
+    (test == "write_bw" ? writes : others).push_back(name);
+  ASSERT_GE(writes.size(), 13u);
+  std::unique_ptr<Proc> g = guest(
+      "for i in $(seq " + std::to_string(writes.size()) + "); do ib_write_bw -d rxe0 -x 1 -F; done",
+      600);
+  const std::string json = std::string(URNIC_INTEROP_STATE) + ".conform.json";
+  std::unique_ptr<Proc> u = urnic(
+      URNIC_CONFORM,
+      {"--allows=write", "--wait-ms=1500", "--connect-retry=120", "--json=" + json, kGuestIp});
+  finish(*u, *g, 600s);
+  for (const auto& n : writes)
+    EXPECT_TRUE(u->has("^PASS +" + n + " ")) << n << " did not pass against rxe";
+  for (const auto& n : others)
+    EXPECT_TRUE(u->has("^NOT-APPLICABLE +" + n + " ")) << n << " should not have run";
+  std::ifstream j(json);
+  std::stringstream js;
+  js << j.rdbuf();
+  EXPECT_NE(js.str().find("\"pass\": " + std::to_string(writes.size()) + ","), std::string::npos)
+      << js.str();
+  EXPECT_NE(js.str().find("\"fail\": 0,"), std::string::npos) << js.str();
+}
+#endif
+
 TEST_F(RxeInterop1500, LossyRcPingpongUrnicClient_4KiB) {
   if (!kTesting) GTEST_SKIP() << "fault injection needs a URNIC_TESTING build";
   const auto before = rxe_counters();
