@@ -235,7 +235,7 @@ Resend resend_one_lc(Endpoint& ep, Qp& qp, Psn p, uint64_t now) noexcept {
   if (hit->wqe.opcode == WrOpcode::kRead) {
     if (k < hit->resp_pkts) return Resend::kSkipped;  // arrived meanwhile
     single = r.held.count != 0 || !lc(qp).attr.selective_repeat;
-    if (!single || k != hit->resp_pkts) k = hit->resp_pkts;
+    if (!single) k = hit->resp_pkts;
   }
   const uint64_t bytes_before = lc(qp).counters.tx_bytes;
   WcStatus err = WcStatus::kSuccess;

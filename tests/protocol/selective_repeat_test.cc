@@ -240,6 +240,34 @@ TEST_F(SelectiveRepeat, WithoutItANakResendsEverythingFromTheHole) {
   EXPECT_EQ(qp_->counters().selective_retransmits, 0u);
 }
 
+// Two holes in one READ's responses: each is asked for alone, by its own PSN and address.
+TEST_F(SelectiveRepeat, TwoMissingReadResponsesAreEachAskedForAlone) {
+  bring_up(sr());
+  post_send(dp::WrOpcode::kRead, 1, kReadDstOff, 5 * kMtu);
+  EXPECT_EQ(requester_tx(), 1u);
+  take_tx();
+  const auto data = pattern(5 * kMtu, 8);
+  read_response(opc::kReadRespFirst, sq(0), slice(data, 0, kMtu), 1);
+  read_response(opc::kReadRespMiddle, sq(2), slice(data, 2 * kMtu, kMtu), 1);  // sq(1) lost
+  read_response(opc::kReadRespLast, sq(4), slice(data, 4 * kMtu, kMtu), 1);    // sq(3) lost
+  EXPECT_EQ(requester_tx(), 2u);
+  auto out = take_tx();
+  ASSERT_EQ(out.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const uint32_t k = i == 0 ? 1 : 3;
+    EXPECT_EQ(out[i].opcode, opc::kReadRequest);
+    EXPECT_EQ(out[i].psn, sq(k));
+    EXPECT_EQ(out[i].va, kRemoteVa + k * kMtu);
+    EXPECT_EQ(out[i].dma_length, kMtu);
+  }
+  read_response(opc::kReadRespOnly, sq(1), slice(data, kMtu, kMtu), 1);
+  read_response(opc::kReadRespOnly, sq(3), slice(data, 3 * kMtu, kMtu), 1);
+  const auto done = poll(scq_);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, Status::kSuccess);
+  EXPECT_EQ(slice(mem_, kReadDstOff, 5 * kMtu), data);
+}
+
 // The local ACK timeout still ends in go-back-N and counts against retry_cnt (IBTA
 // §9.7.6.1.3): probes are no retries.
 TEST_F(SelectiveRepeat, TheTimeoutStillGoesBackAndCountsRetries) {
