@@ -1,5 +1,6 @@
 #include "dataplane/fault.h"
 
+#include "dataplane/congestion.h"
 #include "dataplane/wire/frame.h"
 
 namespace urnic::dp {
@@ -44,28 +45,17 @@ void FaultInjector::mark_ce(rte_mbuf* m) noexcept {
   uint8_t* d = rte_pktmbuf_mtod(m, uint8_t*);
   wire::ParsedFrame f;
   if (wire::parse(d, rte_pktmbuf_data_len(m), f) != wire::ParseError::kOk) return;
-  uint8_t* ip = d + f.l.l3_off;  // after the VLAN tag, if any
-  if (!f.l.ipv6) {
-    uint8_t& tos = ip[1];
-    if ((tos & 3) == 0 || (tos & 3) == 3) return;  // Not-ECT, or CE already
-    const auto word_old = static_cast<uint16_t>(ip[0] << 8 | tos);
-    tos |= 3;
-    const auto word_new = static_cast<uint16_t>(ip[0] << 8 | tos);
-    // RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'), over the 16-bit word holding the TOS byte.
-    uint32_t sum = static_cast<uint16_t>(~(ip[10] << 8 | ip[11]));
-    sum += static_cast<uint16_t>(~word_old);
-    sum += word_new;
-    sum = (sum & 0xFFFF) + (sum >> 16);
-    sum = (sum & 0xFFFF) + (sum >> 16);
-    const auto hc = static_cast<uint16_t>(~sum);
-    ip[10] = static_cast<uint8_t>(hc >> 8);
-    ip[11] = static_cast<uint8_t>(hc);
+  const uint8_t ecn = frame_ecn(f);
+  if (ecn == kEcnNotEct || ecn == kEcnCe) return;  // never a Not-ECT frame (RFC 3168 §5)
+  uint8_t* ip = d + f.l.l3_off;                    // after the VLAN tag, if any
+  if (f.l.ipv6) {
+    auto& h = *reinterpret_cast<wire::Ipv6Hdr*>(ip);
+    wire::Ipv6Hdr::TrafficClass::set(h, wire::Ipv6Hdr::TrafficClass::get(h) | kEcnCe);
   } else {
-    // Traffic class: the low nibble of byte 0 and the high nibble of byte 1; ECN is its low two
-    // bits, bits 5-4 of byte 1.
-    const uint8_t ecn = (ip[1] >> 4) & 3;
-    if (ecn == 0 || ecn == 3) return;
-    ip[1] |= 0x30;
+    auto& h = *reinterpret_cast<wire::Ipv4Hdr*>(ip);
+    h.tos |= kEcnCe;
+    h.checksum = wire::Be16::of(0);
+    h.checksum = wire::Be16::of(wire::ipv4_checksum(ip));
   }
   ++counters_.ce_marked;
 }
@@ -135,7 +125,7 @@ uint16_t FaultInjector::apply(rte_mbuf** in, uint16_t n, rte_mbuf** out, uint16_
       }
     }
     if (corrupt_it) corrupt(m);
-    if (cfg_.ce_ppm != 0 && roll(cfg_.ce_ppm)) mark_ce(m);
+    if (roll(cfg_.ce_ppm)) mark_ce(m);
     if (delay && nheld_ < kMaxHeld) {
       ++counters_.reordered;
       held_[nheld_++] = Held{m, cfg_.reorder_depth};

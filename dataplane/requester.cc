@@ -291,16 +291,25 @@ void requester_selective_nak_lc(Qp& qp, Psn hole) noexcept {
 
 uint64_t probe_ticks_lc(const Qp& qp) noexcept;  // below, with the probe
 
+namespace {
+// Progress, or a timeout's go-back-N pass (which has a tail of its own to watch): the probe
+// waits its first interval again.
+void reset_probe_backoff_lc(Qp& qp) noexcept {
+  auto& r = lc(qp).req;
+  if (r.probes_in_row == 0) [[likely]]
+    return;
+  r.probes_in_row = 0;
+  r.probe_ticks = probe_ticks_lc(qp);
+}
+}  // namespace
+
 void requester_progress_lc(Qp& qp, uint32_t acked) noexcept {
   auto& r = lc(qp).req;
   // Forward progress resets both retry counters (rxe reset_retry_counters(); IBTA §9.7.6.1).
   r.retry_left = lc(qp).attr.retry_cnt;
   r.rnr_left = lc(qp).attr.rnr_retry;
   r.timeouts_in_row = 0;
-  if (r.probes_in_row != 0) [[unlikely]] {
-    r.probes_in_row = 0;
-    r.probe_ticks = probe_ticks_lc(qp);
-  }
+  reset_probe_backoff_lc(qp);
   if (r.recovering && !Psn::before(r.una, r.recover)) r.recovering = false;
   if (r.cwnd == 0) return;
   // Slow start up to ssthresh, then one PSN per window's worth of ACKed PSNs (RFC 5681 §3.1);
@@ -592,10 +601,7 @@ bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
   }
   --r.retry_left;
   r.gap_retry = false;
-  if (r.probes_in_row != 0) {
-    r.probes_in_row = 0;  // the go-back-N pass has a tail of its own to watch
-    r.probe_ticks = probe_ticks_lc(qp);
-  }
+  reset_probe_backoff_lc(qp);
   r.sr_head = r.sr_tail;  // the go-back-N pass resends them
   r.rtt_pending = false;
   requester_rewind_lc(qp, r.una);

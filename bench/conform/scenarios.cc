@@ -299,8 +299,7 @@ Outcome read_once(Ctx& c, uint32_t psn, uint32_t len, uint64_t off, std::vector<
 
 Outcome read_responses(Ctx& c) {
   std::vector<uint8_t> d;
-  Outcome o = read_once(c, c.psn, 3 * c.peer.mtu + 100, 0, &d);
-  return o;
+  return read_once(c, c.psn, 3 * c.peer.mtu + 100, 0, &d);
 }
 
 Outcome duplicate_read(Ctx& c) {

@@ -157,14 +157,8 @@ Totals totals_of(const std::vector<Adapter*>& adapters) {
     if (a->query_counters(&c) != Status::kSuccess) continue;
     t.qps.add(c.qps);
     t.ports.push_back(c.port);
-    for (auto [sum, one] : {std::pair{&t.tx_faults, &c.tx_faults}, {&t.rx_faults, &c.rx_faults}}) {
-      sum->seen += one->seen;
-      sum->dropped += one->dropped;
-      sum->duplicated += one->duplicated;
-      sum->reordered += one->reordered;
-      sum->corrupted += one->corrupted;
-      sum->ce_marked += one->ce_marked;
-    }
+    t.tx_faults.add(c.tx_faults);
+    t.rx_faults.add(c.rx_faults);
   }
   return t;
 }

@@ -33,15 +33,6 @@ inline uint16_t load_be16(const uint8_t* p) noexcept {
   return static_cast<uint16_t>(p[0] << 8 | p[1]);
 }
 
-// One's-complement checksum of an IPv4 header (RFC 791 §3.1); `h` has checksum 0 or is summed
-// with its checksum to verify.
-uint16_t ipv4_checksum(const uint8_t* h) noexcept {
-  uint32_t sum = 0;
-  for (int i = 0; i < 20; i += 2) sum += load_be16(h + i);
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  return static_cast<uint16_t>(~sum);
-}
-
 constexpr uint32_t l2_len(const NetHeaders& net) noexcept {
   return sizeof(EthHdr) + (net.vlan ? sizeof(VlanTag) : 0);
 }
@@ -308,6 +299,13 @@ TransportHeaders transport_headers_of(const ParsedFrame& f) noexcept {
     if (info.mask & op::hdr_bit(h)) std::memcpy(&hdr, base + info.off(h), sizeof(hdr));
   });
   return t;
+}
+
+uint16_t ipv4_checksum(const uint8_t* h) noexcept {
+  uint32_t sum = 0;
+  for (int i = 0; i < 20; i += 2) sum += load_be16(h + i);
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
 }
 
 void build_arp(uint8_t* out, uint16_t oper, const MacAddr& src_mac, uint32_t src_ip,

@@ -165,13 +165,17 @@ uint32_t build_frame(std::span<uint8_t> out, const NetHeaders& net, const Transp
 
 // The inverse of build_frame for a parsed frame: the parameters that re-build it byte for byte.
 NetHeaders net_headers_of(const ParsedFrame& f) noexcept;
+TransportHeaders transport_headers_of(const ParsedFrame& f) noexcept;
+
+// One's-complement checksum of the 20-byte IPv4 header at `h` (RFC 791 §3.1): with its checksum
+// field 0, the value to put there; over a filled-in header, 0 when it is right.
+uint16_t ipv4_checksum(const uint8_t* h) noexcept;
 
 // An ARP request or reply (RFC 826, IPv4 over Ethernet) from `src_mac` / `src_ip` to `dst_mac`
 // about `tha` / `tpa`, zero-padded to the 60-byte Ethernet minimum: kArpFrameLen bytes at `out`.
 inline constexpr uint32_t kArpFrameLen = 60;
 void build_arp(uint8_t* out, uint16_t oper, const MacAddr& src_mac, uint32_t src_ip,
                const MacAddr& dst_mac, const MacAddr& tha, uint32_t tpa) noexcept;
-TransportHeaders transport_headers_of(const ParsedFrame& f) noexcept;
 
 // Linux's rdma_get_udp_sport(0, lqpn, rqpn) (include/rdma/ib_verbs.h): symmetric per-connection
 // UDP source port in 0xC000-0xFFFF, so both ends of an RC connection use the same 5-tuple.

@@ -149,6 +149,15 @@ struct FaultConfig {
 struct FaultCounters {
   uint64_t seen = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0, scripted = 0;
   uint64_t ce_marked = 0;
+  void add(const FaultCounters& o) noexcept {
+    seen += o.seen;
+    dropped += o.dropped;
+    duplicated += o.duplicated;
+    reordered += o.reordered;
+    corrupted += o.corrupted;
+    scripted += o.scripted;
+    ce_marked += o.ce_marked;
+  }
 };
 
 // ---- Per adapter --------------------------------------------------------------------------------

@@ -211,12 +211,8 @@ TEST_P(RcSoak, EveryByteEveryCompletionExactlyOnce) {
   // What the injectors did: A's and B's, whichever direction they sit on.
   const AdapterCounters aa = p.counters(p.a), ab = p.counters(p.b);
   FaultCounters f;
-  for (const FaultCounters* c : {&aa.tx_faults, &aa.rx_faults, &ab.tx_faults, &ab.rx_faults}) {
-    f.dropped += c->dropped;
-    f.duplicated += c->duplicated;
-    f.reordered += c->reordered;
-    f.corrupted += c->corrupted;
-  }
+  for (const FaultCounters* c : {&aa.tx_faults, &aa.rx_faults, &ab.tx_faults, &ab.rx_faults})
+    f.add(*c);
   const bool lossy = sc.drop_ppm || sc.corrupt_ppm || sc.reorder_ppm;
   if (lossy) {
     EXPECT_GT(ca.retransmits, 0u) << "no recovery work on a lossy link?";
