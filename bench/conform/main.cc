@@ -36,6 +36,7 @@ struct Options {
   std::set<std::string> allows{"write"};
   std::set<std::string> only;
   double wait_ms = 300;
+  uint8_t rnr_timer = 12;
   double connect_retry = 30;
   uint32_t mtu = 1024;
   bool list = false;
@@ -54,6 +55,8 @@ void usage() {
       "  --only=NAMES        run these scenarios only (comma-separated; --list names them)\n"
       "  --mtu=BYTES         the path MTU to ask for, 256..4096 (default 1024)\n"
       "  --wait-ms=MS        how long an answer may take (default 300; silence: 2x)\n"
+      "  --rnr-timer=CODE    the peer QP's minimum RNR timer code, 0..31 (default 12: perftest's\n"
+      "                      and urnic-perf's)\n"
       "  --connect-retry=S   how long to wait for each scenario's server (default 30)\n"
       "  --junit=FILE        JUnit XML report; --json=FILE: JSON report\n"
       "  --lcores=LIST       EAL lcores (default 0)\n"
@@ -126,6 +129,9 @@ bool parse(int argc, char** argv, Options* o) {
     } else if (key == "--wait-ms") {
       if (!num(1, 60000, &v)) return false;
       o->wait_ms = v;
+    } else if (key == "--rnr-timer") {
+      if (!num(0, 31, &v)) return false;
+      o->rnr_timer = static_cast<uint8_t>(v);
     } else if (key == "--connect-retry") {
       if (!num(0, 3600, &v)) return false;
       o->connect_retry = v;
@@ -199,7 +205,7 @@ Outcome run_one(const Options& o, Link& link, const Scenario& s, uint32_t qpn, b
   if (!link.resolve(peer_ip, 5, &err)) return {Verdict::kFail, err};
   // The peer brings its QP to RTS before the next records (the run starts after them).
   if (!oob.hand_shake(me, nullptr) || !oob.hand_shake(me, nullptr)) return oob_failed("sync");
-  Ctx c{link, PeerQp{peer.qpn, peer.rkey, peer.vaddr, mtu}, me.psn, 0, o.wait_ms};
+  Ctx c{link, PeerQp{peer.qpn, peer.rkey, peer.vaddr, mtu}, me.psn, 0, o.wait_ms, o.rnr_timer};
   Outcome out = s.run(c);
   (void)link.collect(10);  // late answers of this scenario are not the next one's
   perf::BwReport mine, theirs;

@@ -1,5 +1,6 @@
 #include "bench/conform/scenarios.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "dataplane/wire/opcode.h"
@@ -14,6 +15,10 @@ using wire::Be64;
 // AETH syndromes (IBTA §9.3.5, table 43): the top three bits say ACK (000), RNR NAK (001) or
 // NAK (011); a NAK's low five bits its code.
 constexpr uint8_t kNakPsnSeq = 0x60, kNakInvalid = 0x61, kNakAccess = 0x62;
+
+// An offset from the peer's advertised address that no region can reach (1 TiB): the advertised
+// address need not be its region's start, so "just below" might still be inside.
+constexpr uint64_t kFarAway = uint64_t{1} << 40;
 
 uint32_t psn_add(uint32_t p, int n) { return (p + static_cast<uint32_t>(n)) & 0xFFFFFF; }
 
@@ -273,6 +278,92 @@ Outcome ack_coalescing(Ctx& c) {
   return fail((seen.empty() ? std::string("nothing") : seen) + "; no ACK for the one with AckReq");
 }
 
+// A NAK `syndrome` for ePSN in answer to what was just sent, or the failure.
+Outcome expect_nak(Ctx& c, uint8_t syndrome, const char* what, const char* expected) {
+  RxFrame r;
+  if (!next(c, &r)) return fail(std::string("no answer to ") + what);
+  if (!is_nak(r, syndrome) || r.psn != c.psn) return fail(describe(r) + "; expected " + expected);
+  return pass(describe(r));
+}
+
+Outcome zero_length_write(Ctx& c) {
+  // C9-88: a zero-length RDMA WRITE accesses nothing, so neither its R_Key nor its VA is checked.
+  c.link.send(with_reth(opc::kWriteOnly, c.psn, true, 0xDEAD000, c.peer.rkey ^ 0x5A5A00, 0), {});
+  RxFrame r;
+  if (!next(c, &r)) return fail("no answer to a zero-length WRITE with a wrong R_Key");
+  if (!is_ack(r) || r.psn != c.psn)
+    return fail(describe(r) + "; expected an ACK (no R_Key check for zero length)");
+  if (r.msn != c.msn + 1) return fail(describe(r) + "; expected MSN " + std::to_string(c.msn + 1));
+  return pass(describe(r));
+}
+
+Outcome write_out_of_bounds(Ctx& c) {
+  // The right R_Key, but the range is 1 TiB past the region's address: bounds are part of the
+  // R_Key check (§9.4.1.1, §10.6.3.3).
+  c.link.send(with_reth(opc::kWriteOnly, c.psn, true, c.peer.vaddr + kFarAway, c.peer.rkey, 64),
+              bytes(64, 16));
+  return expect_nak(c, kNakAccess, "a WRITE 1 TiB past the region's address",
+                    "NAK remote access error");
+}
+
+Outcome first_then_only(Ctx& c) {
+  // A new message may not begin before the previous one ended (§9.7.5.1.2): FIRST, then ONLY.
+  const uint32_t mtu = c.peer.mtu;
+  const auto data = bytes(2 * mtu, 17);
+  c.link.send(with_reth(opc::kWriteFirst, c.psn, false, c.peer.vaddr, c.peer.rkey, 2 * mtu),
+              std::span(data).subspan(0, mtu));
+  c.psn = psn_add(c.psn, 1);
+  write_only(c, c.psn, bytes(64, 18), true);
+  return expect_nak(c, kNakInvalid, "a WRITE ONLY inside an unfinished WRITE",
+                    "NAK invalid request");
+}
+
+Outcome duplicate_far_behind(Ctx& c) {
+  // PSNs in [ePSN - 2^23, ePSN) are duplicates (§9.7.5.1.1), however old: ACKed, not NAKed as
+  // out of sequence, and not executed.
+  write_only(c, psn_add(c.psn, -(1 << 22)), bytes(64, 19), true, 768);
+  RxFrame r;
+  if (!next(c, &r)) return fail("no answer to a WRITE 2^22 PSNs behind ePSN (AckReq)");
+  if (!is_ack(r)) return fail(describe(r) + "; expected an ACK (a duplicate)");
+  if (r.msn != c.msn) return fail(describe(r) + "; the MSN moved: the duplicate was executed");
+  return still_works(c, describe(r));
+}
+
+Outcome rnr_nak(Ctx& c) {
+  // A WRITE with immediate consumes a receive WQE; a write_bw server posts none, so the answer
+  // is an RNR NAK carrying the QP's minimum RNR timer (§9.7.5.2.8), and the PSN is not
+  // consumed: a plain WRITE at the same PSN then succeeds.
+  wire::TransportHeaders th =
+      with_reth(opc::kWriteOnlyImm, c.psn, true, c.peer.vaddr, c.peer.rkey, 32);
+  th.imm.imm = Be32::of(0x12345678);
+  c.link.send(th, bytes(32, 20));
+  RxFrame r;
+  if (!next(c, &r)) return fail("no answer to a WRITE with immediate and no receive posted");
+  if (r.opcode != opc::kAcknowledge || !r.has_aeth || (r.syndrome & 0xE0) != 0x20 ||
+      r.psn != c.psn || !r.icrc_ok)
+    return fail(describe(r) + "; expected an RNR NAK for psn " + std::to_string(c.psn));
+  if ((r.syndrome & 0x1F) != c.rnr_timer)
+    return fail(describe(r) + "; the timer code is " + std::to_string(r.syndrome & 0x1F) +
+                ", the QP's minimum RNR timer is " + std::to_string(c.rnr_timer));
+  if (r.msn != c.msn) return fail(describe(r) + "; the MSN moved");
+  return still_works(c, describe(r));
+}
+
+Outcome ack_credit_field(Ctx& c) {
+  // End-to-end credits (§9.7.7.2): an ACK's low five bits are the receive WQEs the responder
+  // advertises, or 0x1F (no credit information). A write_bw server posts no receives, so any
+  // count above zero is wrong.
+  write_only(c, c.psn, bytes(16, 21), true);
+  RxFrame r;
+  if (!next(c, &r)) return fail("no answer to a WRITE with AckReq");
+  if (!is_ack(r)) return fail(describe(r) + "; expected an ACK");
+  const uint8_t code = r.syndrome & 0x1F;
+  if (code != 0 && code != 0x1F)
+    return fail(describe(r) + "; credit code " + std::to_string(code) +
+                " advertises receive WQEs on a QP that has none posted");
+  return pass(describe(r) + (code == 0x1F ? " (no credit information)" : " (0 credits)"));
+}
+
 // ---- READ -------------------------------------------------------------------------------------
 
 // A READ of `len` bytes at `off`: the responses in order, or the failure.
@@ -323,6 +414,62 @@ Outcome read_invalid_rkey(Ctx& c) {
   return pass(describe(r));
 }
 
+Outcome read_zero_length(Ctx& c) {
+  // C9-88: a zero-length READ checks no R_Key; the answer is one RDMA READ Response Only with
+  // no payload, and it consumes one PSN.
+  c.link.send(with_reth(opc::kReadRequest, c.psn, true, 0xDEAD000, c.peer.rkey ^ 0x5A5A00, 0), {});
+  RxFrame r;
+  if (!next(c, &r)) return fail("no answer to a zero-length READ with a wrong R_Key");
+  if (r.opcode != opc::kReadRespOnly || r.psn != c.psn || !r.payload.empty() || !r.icrc_ok)
+    return fail(describe(r) + "; expected an empty READ RESPONSE ONLY");
+  c.psn = psn_add(c.psn, 1);
+  c.msn = r.msn;
+  return still_works(c, describe(r));
+}
+
+Outcome read_out_of_bounds(Ctx& c) {
+  c.link.send(with_reth(opc::kReadRequest, c.psn, true, c.peer.vaddr + kFarAway, c.peer.rkey, 64),
+              {});
+  return expect_nak(c, kNakAccess, "a READ 1 TiB past the region's address",
+                    "NAK remote access error");
+}
+
+Outcome read_response_aeth(Ctx& c) {
+  // Table 38 / §9.3.5: READ RESPONSE FIRST, LAST and ONLY carry an AETH, MIDDLE does not; the
+  // MSN counts the READ (C9-148).
+  const uint32_t n = 3;
+  c.link.send(with_reth(opc::kReadRequest, c.psn, true, c.peer.vaddr, c.peer.rkey, n * c.peer.mtu),
+              {});
+  std::string seen;
+  for (uint32_t k = 0; k < n; ++k) {
+    RxFrame r;
+    if (!next(c, &r)) return fail(seen + "; response " + std::to_string(k) + " never came");
+    seen += (seen.empty() ? "" : ", ") + describe(r);
+    if (r.has_aeth != (k != 1))
+      return fail(seen + (k == 1 ? "; a MIDDLE with an AETH" : "; no AETH"));
+    if (r.has_aeth && (r.syndrome & 0xE0) != 0) return fail(seen + "; the AETH is not an ACK");
+    if (r.has_aeth && r.msn != c.msn + 1)
+      return fail(seen + "; expected MSN " + std::to_string(c.msn + 1));
+  }
+  return pass(seen);
+}
+
+Outcome duplicate_read_tail(Ctx& c) {
+  // A requester that lost the middle of a READ re-requests the rest: the PSN of the first
+  // missing response, the RETH moved on by what arrived (§9.7.5.1.1). The responder
+  // answers from that PSN with the original bytes.
+  std::vector<uint8_t> whole, tail;
+  const uint32_t mtu = c.peer.mtu, len = 3 * mtu;
+  Outcome o = read_once(c, c.psn, len, 0, &whole);
+  if (o.verdict != Verdict::kPass) return o;
+  // The re-request's first answer is a FIRST (or ONLY) again: a new response stream.
+  o = read_once(c, psn_add(c.psn, 1), len - mtu, mtu, &tail);
+  if (o.verdict != Verdict::kPass) return fail("re-request of the last 2 packets: " + o.seen);
+  if (!std::equal(tail.begin(), tail.end(), whole.begin() + mtu))
+    return fail("the re-requested tail differs from the original bytes");
+  return pass("the tail from PSN +1 answered again, same bytes: " + o.seen);
+}
+
 // ---- ATOMIC -----------------------------------------------------------------------------------
 
 void fetch_add(Ctx& c, uint32_t psn, uint64_t off, uint64_t add) {
@@ -366,6 +513,44 @@ Outcome atomic_misaligned(Ctx& c) {
   return pass(describe(r));
 }
 
+Outcome compare_swap(Ctx& c) {
+  // §9.4.5: COMPARE & SWAP returns the original value and swaps only when it matched.
+  auto cmp_swap = [&](uint32_t psn, uint64_t compare, uint64_t swap, RxFrame* r) {
+    wire::TransportHeaders th = hdr(opc::kCompareSwap, psn, true);
+    th.atomic_eth.va = Be64::of(c.peer.vaddr + 8);
+    th.atomic_eth.rkey = Be32::of(c.peer.rkey);
+    th.atomic_eth.swap_add = Be64::of(swap);
+    th.atomic_eth.compare = Be64::of(compare);
+    c.link.send(th, {});
+    return next(c, r) && r->opcode == opc::kAtomicAcknowledge && r->psn == psn && r->icrc_ok;
+  };
+  RxFrame a, b, d;
+  if (!cmp_swap(c.psn, 0, 0, &a)) return fail("no ATOMIC ACKNOWLEDGE for a COMPARE & SWAP");
+  const uint64_t v = a.orig, other = v ^ 0xF0F0F0F0F0F0F0F0ull, fresh = v + 0x1111;
+  if (!cmp_swap(psn_add(c.psn, 1), other, fresh, &b))
+    return fail("second COMPARE & SWAP: no answer");
+  if (b.orig != v)
+    return fail("a mismatching compare changed the value to " + std::to_string(b.orig));
+  if (!cmp_swap(psn_add(c.psn, 2), v, fresh, &d)) return fail("third COMPARE & SWAP: no answer");
+  if (d.orig != v) return fail("the matching compare saw " + std::to_string(d.orig));
+  RxFrame e;
+  if (!cmp_swap(psn_add(c.psn, 3), 0, 0, &e)) return fail("fourth COMPARE & SWAP: no answer");
+  if (e.orig != fresh)
+    return fail("after a matching compare the value is " + std::to_string(e.orig) + ", not " +
+                std::to_string(fresh));
+  return pass("orig " + std::to_string(v) + "; a mismatch left it, a match swapped it to " +
+              std::to_string(fresh));
+}
+
+Outcome atomic_invalid_rkey(Ctx& c) {
+  wire::TransportHeaders th = hdr(opc::kFetchAdd, c.psn, true);
+  th.atomic_eth.va = Be64::of(c.peer.vaddr);
+  th.atomic_eth.rkey = Be32::of(c.peer.rkey ^ 0x5A5A00);
+  th.atomic_eth.swap_add = Be64::of(1);
+  c.link.send(th, {});
+  return expect_nak(c, kNakAccess, "a FETCH & ADD with a wrong R_Key", "NAK remote access error");
+}
+
 }  // namespace
 
 const char* to_string(Verdict v) {
@@ -404,16 +589,43 @@ const std::vector<Scenario>& scenarios() {
        Needs::kWrite, wrong_dest_qp},
       {"ack_coalescing", "9.7.5.1.6: ACKs may coalesce; the AckReq one is answered, MSN counts all",
        Needs::kWrite, ack_coalescing},
+      {"zero_length_write", "9.4.3 / C9-88: a zero-length WRITE checks no R_Key and is ACKed",
+       Needs::kWrite, zero_length_write},
+      {"write_out_of_bounds", "9.4.1.1: a range outside the region: NAK remote access error",
+       Needs::kWrite, write_out_of_bounds},
+      {"first_then_only", "9.7.5.1.2: a new message inside an unfinished one: NAK invalid request",
+       Needs::kWrite, first_then_only},
+      {"duplicate_far_behind",
+       "9.7.5.1.1: a PSN 2^22 behind ePSN is a duplicate: ACK, no execution", Needs::kWrite,
+       duplicate_far_behind},
+      {"rnr_nak", "9.7.5.2.8: no receive WQE: RNR NAK with the QP's timer, PSN not consumed",
+       Needs::kWrite, rnr_nak},
+      {"ack_credit_field", "9.7.7.2: an ACK advertises no credits it does not have (0 or 0x1F)",
+       Needs::kWrite, ack_credit_field},
       {"read_responses", "9.7.4.1: READ responses FIRST..LAST, PSN per packet, PMTU lengths",
        Needs::kRead, read_responses},
       {"duplicate_read", "9.7.5.1.1: a duplicate READ is executed again", Needs::kRead,
        duplicate_read},
       {"read_invalid_rkey", "9.4.1.1: READ with a wrong R_Key: NAK remote access error",
        Needs::kRead, read_invalid_rkey},
+      {"read_zero_length", "9.4.4 / C9-88: a zero-length READ checks no R_Key: one empty response",
+       Needs::kRead, read_zero_length},
+      {"read_out_of_bounds", "9.4.1.1: READ outside the region: NAK remote access error",
+       Needs::kRead, read_out_of_bounds},
+      {"read_response_aeth",
+       "9.3.5 / C9-148: FIRST and LAST responses carry AETH and MSN, MIDDLE not", Needs::kRead,
+       read_response_aeth},
+      {"duplicate_read_tail", "9.7.5.1.1: a re-request of a READ's tail is answered from its PSN",
+       Needs::kRead, duplicate_read_tail},
       {"duplicate_atomic", "9.7.5.1.1: a duplicate atomic replays the saved result, executed once",
        Needs::kAtomic, atomic_once},
       {"atomic_misaligned", "9.4.5: an atomic address not 8-byte aligned: NAK invalid request",
        Needs::kAtomic, atomic_misaligned},
+      {"compare_swap", "9.4.5: COMPARE & SWAP returns the original and swaps only on a match",
+       Needs::kAtomic, compare_swap},
+      {"atomic_invalid_rkey",
+       "9.4.5 / 9.9.3: an atomic with a wrong R_Key: NAK remote access error", Needs::kAtomic,
+       atomic_invalid_rkey},
   };
   return k;
 }

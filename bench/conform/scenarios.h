@@ -34,7 +34,8 @@ struct Ctx {
   PeerQp peer;
   uint32_t psn = 0;
   uint32_t msn = 0;
-  double wait_ms = 300;  // how long an answer may take; silence is judged after 2x this
+  double wait_ms = 300;    // how long an answer may take; silence is judged after 2x this
+  uint8_t rnr_timer = 12;  // the peer QP's minimum RNR timer code (perftest's and urnic-perf's)
 };
 
 // Which perftest server the scenario needs on the other side (what its MR allows).
