@@ -33,6 +33,7 @@ Status make_qp_config(const QpInit& init, uint32_t qpn, dp::QpConfig* out) noexc
   c.sq_limit = init.limit_outstanding ? init.sq_depth : 0;
   c.rq_limit = init.limit_outstanding && !srq ? init.rq_depth : 0;
   c.adaptive_retransmit = init.adaptive_retransmit;
+  c.broken = init.broken_rules;
   c.cc = init.congestion;
   *out = c;
   return Status::kSuccess;

@@ -57,6 +57,7 @@ struct QpInit {
   uint32_t max_inline = dp::kMaxInline;
   bool limit_outstanding = false;    // NDK: at most sq_depth / rq_depth requests outstanding
   bool adaptive_retransmit = false;  // dp::QpConfig::adaptive_retransmit
+  BrokenRules broken_rules;          // dp::QpConfig::broken
   CongestionConfig congestion;       // dp::QpConfig::cc
 };
 // kInvalidParameter (as `*out` untouched) when a depth or limit is out of range.

@@ -443,7 +443,8 @@ Status Adapter::open(const AdapterConfig& config, Engine& engine,
       config.cm.timewait_ms > 600000)
     return Status::kInvalidParameter;
   if (!detail::valid_congestion(config.congestion)) return Status::kInvalidParameter;
-  if (!kTesting && !config.cm.drop_tx.empty()) return Status::kNotSupported;
+  if (!kTesting && (!config.cm.drop_tx.empty() || config.broken_rules.any()))
+    return Status::kNotSupported;
   return detail::guarded([&] {
     auto impl = std::make_unique<detail::AdapterImpl>();
     ctl::AdapterConfig c;
@@ -465,6 +466,7 @@ Status Adapter::open(const AdapterConfig& config, Engine& engine,
     impl->info = detail::make_adapter_info();
     impl->cm_settings = config.cm;
     impl->adaptive_retransmit = config.adaptive_retransmit;
+    impl->broken_rules = config.broken_rules;
     impl->congestion = resolve_congestion(config.congestion, config.port_id);
     std::unique_ptr<Adapter> a(new Adapter(impl.get()));
     detail::AdapterImpl* p = impl.release();  // owned by `a` from here on

@@ -297,6 +297,7 @@ struct AdapterImpl {
   std::unique_ptr<ctl::Adapter> ctl;
   AdapterConfig::Cm cm_settings;    // for the CM agent (control/cm/ndk_connector.cc)
   bool adaptive_retransmit = true;  // AdapterConfig::adaptive_retransmit, for new QPs
+  BrokenRules broken_rules;         // AdapterConfig::broken_rules (testing builds), for new QPs
   CongestionConfig congestion;      // AdapterConfig::congestion, maximum rate resolved, for new QPs
   std::atomic<uint64_t> cm_mads_dropped{0};  // AdapterConfig::Cm::drop_tx (testing builds)
   CmCounters cm_retired;  // agents already gone (under the adapter's entry lock, ndk_connector.cc)

@@ -203,6 +203,7 @@ Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_contex
     init.max_inline = inline_size;
     init.limit_outstanding = true;  // NDK queue depths bound what is outstanding (ndkpi.md §2.4)
     init.adaptive_retransmit = a->adaptive_retransmit;
+    init.broken_rules = a->broken_rules;
     init.congestion = a->congestion;
     dp::QpConfig c;
     if (Status st = ctl::make_qp_config(init, 0, &c); st != Status::kSuccess) return st;

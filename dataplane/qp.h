@@ -133,6 +133,7 @@ struct QpConfig {
   // the send window at four packets, halving it on further losses until it is whole again
   // (requester.cc). false: plain go-back-N, the whole window again every T.
   bool adaptive_retransmit = false;
+  BrokenRules broken{};  // AdapterConfig::broken_rules (testing builds)
   // Congestion control (AdapterConfig::congestion): ECN marking, CNPs, DCQCN. The maximum rate
   // is resolved (never 0) by the adapter: its configured value or the port's link speed. The
   // engine works from the QP's attributes (QpAttr::cc), which start as this.

@@ -164,6 +164,9 @@ void duplicate_lc(Qp& qp, const wire::ParsedFrame& f, Psn p) noexcept {
   auto& s = lc(qp).resp;
   ++lc(qp).counters.duplicate_requests;
   if (f.has(op::kSend) || f.has(op::kWrite)) {
+    if constexpr (kTesting)
+      if (qp.config().broken.duplicate_ack) [[unlikely]]
+        return;
     // Never executed twice: re-ACK the newest PSN received, with the current MSN (C9-105).
     owe_ack(qp, s.epsn - 1);
     return;
@@ -524,8 +527,12 @@ void rnr_nak_lc(Qp& qp, Psn p) noexcept {
     return;
   }
   ++lc(qp).counters.rnr_naks_sent;
+  uint8_t timer = lc(qp).attr.min_rnr_timer & 0x1f;
+  if constexpr (kTesting)
+    if (qp.config().broken.rnr_timer) [[unlikely]]
+      timer = 0;
   if (RespJob* j = push_job(qp, Kind::kRnrNak, p))
-    j->syndrome = static_cast<uint8_t>(aeth::kRnrNak | (lc(qp).attr.min_rnr_timer & 0x1f));
+    j->syndrome = static_cast<uint8_t>(aeth::kRnrNak | timer);
 }
 
 // The NAK code of a class C/D error state, and how the receive WQE in use (if any) completes:
@@ -610,6 +617,9 @@ bool finish_lc(Endpoint& ep, Qp& qp, const ReqPkt& pkt, RespState st) noexcept {
       duplicate_lc(qp, pkt.f, pkt.psn);
       return false;
     case RespState::kErrPsnSeq:
+      if constexpr (kTesting)
+        if (qp.config().broken.psn_seq_nak) [[unlikely]]
+          return false;
       psn_seq_error_lc(qp);
       return false;
     case RespState::kErrRnr:

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "bench/perf/perf.h"
+#include "urnic/config.h"
 
 namespace urnic::perf {
 namespace {
@@ -52,6 +53,35 @@ bool parse_double(const std::string& s, double* out) {
   const double v = std::strtod(s.c_str(), &end);
   if (errno != 0 || end == s.c_str() || *end != '\0') return false;
   *out = v;
+  return true;
+}
+
+// --break-rule=LIST: responder rules to break (BrokenRules). A release build without test
+// hooks refuses them here rather than at adapter open, with the reason.
+bool parse_broken_rules(const std::string& list, BrokenRules* r) {
+  if (!kTesting) {
+    std::fprintf(stderr, "urnic-perf: --break-rule needs a testing build (URNIC_TESTING)\n");
+    return false;
+  }
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    const size_t end = std::min(list.find(',', pos), list.size());
+    const std::string name = list.substr(pos, end - pos);
+    if (name == "duplicate_ack") {
+      r->duplicate_ack = true;
+    } else if (name == "psn_seq_nak") {
+      r->psn_seq_nak = true;
+    } else if (name == "rnr_timer") {
+      r->rnr_timer = true;
+    } else {
+      std::fprintf(stderr,
+                   "urnic-perf: --break-rule takes duplicate_ack, psn_seq_nak, rnr_timer, not "
+                   "'%s'\n",
+                   name.c_str());
+      return false;
+    }
+    pos = end + 1;
+  }
   return true;
 }
 
@@ -144,6 +174,9 @@ void print_usage(const char* prog) {
       "      --idle-yield=N      yield the CPU after N idle polls (cores shared with others)\n"
       "      --retransmit=MODE   loss recovery: adaptive (default: probes for lost tails, backoff\n"
       "                          and window restart after timeouts) or gbn (plain go-back-N)\n"
+      "      --break-rule=LIST   testing builds, for checking conformance testers only: break\n"
+      "                          responder rules on purpose (duplicate_ack, psn_seq_nak,\n"
+      "                          rnr_timer; comma-separated)\n"
       "      --sr=on|off         selective repeat instead of go-back-N (off); urnic peers only,\n"
       "                          and both sides must say on\n"
       "      --cc=on|off         congestion control: ECT(0), CNPs for CE marks, DCQCN (on)\n"
@@ -416,6 +449,10 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
     } else if (key == "--connect-retry") {
       if (!num(&v, 0, 86400)) return false;
       o->connect_retry = static_cast<double>(v);
+    } else if (key == "--break-rule") {
+      std::string list;
+      if (!value(&list)) return false;
+      if (!parse_broken_rules(list, &o->broken_rules)) return false;
     } else if (key == "--retransmit") {
       std::string mode;
       if (!value(&mode)) return false;

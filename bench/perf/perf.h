@@ -99,6 +99,9 @@ struct Options {
   // --inject / --inject-rx: the adapter's fault injector on the frames this side sends (towards
   // the peer) and receives (AdapterConfig::tx_faults / rx_faults; loopback: the client's).
   FaultConfig inject_tx, inject_rx;
+  // --break-rule=LIST (testing builds): AdapterConfig::broken_rules, to show that urnic-conform
+  // catches a responder that breaks a rule.
+  BrokenRules broken_rules;
   // --retransmit=adaptive (default) or gbn: AdapterConfig::adaptive_retransmit.
   bool adaptive_retransmit = true;
   // --sr=on|off: selective repeat (QpAttributes::selective_repeat) on every QP. The TCP

@@ -52,6 +52,7 @@ class Env {
     ca.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 1};
     cb.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 2};
     ca.adaptive_retransmit = cb.adaptive_retransmit = o.adaptive_retransmit;
+    ca.broken_rules = cb.broken_rules = o.broken_rules;
     ca.congestion = cb.congestion = o.congestion();
     ca.tx_faults = o.inject_tx;  // the client's adapter
     ca.rx_faults = o.inject_rx;
@@ -100,6 +101,7 @@ class Env {
       c.mac = m;
     }
     c.adaptive_retransmit = o.adaptive_retransmit;
+    c.broken_rules = o.broken_rules;
     c.congestion = o.congestion();
     c.tx_faults = o.inject_tx;
     c.rx_faults = o.inject_rx;

@@ -62,6 +62,8 @@ struct AdapterConfig {
   // retry_cnt timeouts without progress (probes are not retries), and any conforming responder
   // answers a probe (docs/design.md, "Faults from outside the endpoint").
   bool adaptive_retransmit = true;
+  // Testing builds only: responder rules broken on purpose (urnic/counters.h).
+  BrokenRules broken_rules;
   // Congestion control (urnic/congestion.h): ECN marking, CNPs for CE-marked frames, and DCQCN
   // rate control per QP, on by default with ConnectX's defaults. open() fails with
   // kInvalidParameter for a value out of its range: dscp -1..63, cnp_dscp 0..63, intervals and

@@ -146,6 +146,17 @@ struct FaultConfig {
   }
 };
 
+// Responder rules an adapter's QPs break on purpose (testing builds only; elsewhere open() fails
+// with kNotSupported when any is set). A conformance tester must be shown to catch a peer that
+// breaks a rule - a scenario that cannot fail proves nothing - and urnic-conform's tests break
+// these in a urnic-perf server (--break-rule) and check that the matching scenario FAILs.
+struct BrokenRules {
+  bool duplicate_ack = false;  // duplicate SEND/WRITE requests are not ACKed (IBTA §9.7.5.1.1)
+  bool psn_seq_nak = false;    // out-of-sequence requests dropped without a NAK (§9.7.5.1.1)
+  bool rnr_timer = false;      // RNR NAKs carry timer code 0, not the QP's (§9.7.5.2.8)
+  bool any() const noexcept { return duplicate_ack || psn_seq_nak || rnr_timer; }
+};
+
 struct FaultCounters {
   uint64_t seen = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0, scripted = 0;
   uint64_t ce_marked = 0;

@@ -57,6 +57,35 @@ EOF
 else
   fail "the JUnit / JSON reports disagree with the run"
 fi
+
+# No scenario passes vacuously: a server that breaks rules on purpose (--break-rule, a test hook)
+# must fail exactly the scenarios that check them, and still pass one that checks none.
+(
+  while [ ! -e "$tmp/stop2" ]; do
+    ip netns exec "$A" "$perf" write_bw --vdev=net_af_packet0,iface=roce0 --ip=198.18.1.1 \
+      --lcores=0 --no-progress --idle-yield=64 --timeout=20 \
+      --break-rule=duplicate_ack,psn_seq_nak,rnr_timer >>"$tmp/broken.out" 2>&1
+  done
+) &
+loop=$!
+broken="duplicate_write psn_sequence_error duplicate_far_behind rnr_nak"
+timeout 120 ip netns exec "$B" "$conform" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
+  --lcores=1 --allows=write,read,atomic --wait-ms=100 \
+  --only=write_acked,$(echo $broken | tr ' ' ',') 198.18.0.1 >"$tmp/broken.conform" 2>&1
+rc=$?
+touch "$tmp/stop2"
+pkill -f "iface=roce0 --ip=198.18.1.1" 2>/dev/null
+wait "$loop" 2>/dev/null
+cat "$tmp/broken.conform"
+ok=1
+grep -qE '^PASS +write_acked ' "$tmp/broken.conform" || ok=0
+for n in $broken; do grep -qE "^FAIL +$n " "$tmp/broken.conform" || ok=0; done
+if [ $rc -eq 1 ] && [ $ok -eq 1 ]; then
+  pass "a responder with three rules broken: the 4 scenarios that check them FAIL, write_acked PASSes"
+else
+  fail "against a broken responder (exit $rc): expected FAIL for $broken and PASS for write_acked"
+  tail -20 "$tmp/broken.out"
+fi
 hop_stop
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
