@@ -174,11 +174,11 @@ bool Engine::phase_tx_build(uint64_t now) noexcept {
 
 bool Engine::phase_tx_flush(Endpoint& ep) noexcept {
   if constexpr (kTesting) {
-    // A held-back (reordered) frame is released once the direction goes idle, so a delay never
-    // turns into a loss.
-    if (ep.tx_fault() != nullptr && ep.tx_count() == 0) [[unlikely]] {
+    // A reordered frame is released once the direction goes idle, so a reorder never turns
+    // into a loss; a delayed one when its time has come.
+    if (ep.tx_fault() != nullptr && ep.tx_count() == 0 && ep.tx_fault()->holding()) [[unlikely]] {
       rte_mbuf* out[FaultInjector::kMaxHeld];
-      const uint16_t k = ep.tx_fault()->flush(out, FaultInjector::kMaxHeld);
+      const uint16_t k = ep.tx_fault()->flush(out, FaultInjector::kMaxHeld, rte_rdtsc());
       for (uint16_t i = 0; i < k; ++i) ep.tx_raw_append(out[i]);
     }
   }

@@ -1,5 +1,7 @@
 #include "dataplane/fault.h"
 
+#include <rte_cycles.h>
+
 #include "dataplane/congestion.h"
 #include "dataplane/wire/frame.h"
 
@@ -22,7 +24,8 @@ uint16_t opcode_of(rte_mbuf* m) noexcept {
 
 }  // namespace
 
-FaultInjector::FaultInjector(const FaultConfig& cfg) noexcept : cfg_(cfg), rng_(cfg.seed) {}
+FaultInjector::FaultInjector(const FaultConfig& cfg) noexcept
+    : cfg_(cfg), rng_(cfg.seed), delay_ticks_(rte_get_tsc_hz() / 1000000 * cfg.delay_us) {}
 
 FaultInjector::~FaultInjector() { clear(); }
 
@@ -87,12 +90,16 @@ uint16_t FaultInjector::apply(rte_mbuf** in, uint16_t n, rte_mbuf** out, uint16_
       ++counters_.dropped;
     }
   };
+  const uint64_t now = nheld_ != 0 || cfg_.delay_ppm != 0 ? rte_rdtsc() : 0;
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = in[i];
     ++counters_.seen;
-    // Held frames move one step closer to release with every frame that passes.
+    // Reordered frames move one step closer to release with every frame that passes; delayed
+    // ones go when their time has come.
     for (uint16_t h = 0; h < nheld_;) {
-      if (held_[h].release_after == 0 || --held_[h].release_after == 0) {
+      const bool due =
+          held_[h].release_after == 0 ? now >= held_[h].release_at : --held_[h].release_after == 0;
+      if (due) {
         emit(held_[h].m);
         held_[h] = held_[--nheld_];
       } else {
@@ -100,7 +107,7 @@ uint16_t FaultInjector::apply(rte_mbuf** in, uint16_t n, rte_mbuf** out, uint16_
       }
     }
     const FaultConfig::Rule* rule = match(m);
-    bool dup = false, delay = false, drop = false, corrupt_it = false;
+    bool dup = false, delay = false, drop = false, corrupt_it = false, timed = false;
     if (rule != nullptr) {
       drop = rule->action == FaultConfig::Action::kDrop;
       dup = rule->action == FaultConfig::Action::kDuplicate;
@@ -111,6 +118,7 @@ uint16_t FaultInjector::apply(rte_mbuf** in, uint16_t n, rte_mbuf** out, uint16_
       dup = !drop && roll(cfg_.duplicate_ppm);
       corrupt_it = !drop && roll(cfg_.corrupt_ppm);
       delay = !drop && roll(cfg_.reorder_ppm);
+      timed = !drop && !delay && roll(cfg_.delay_ppm);
     }
     if (drop) {
       ++counters_.dropped;
@@ -128,7 +136,12 @@ uint16_t FaultInjector::apply(rte_mbuf** in, uint16_t n, rte_mbuf** out, uint16_
     if (roll(cfg_.ce_ppm)) mark_ce(m);
     if (delay && nheld_ < kMaxHeld) {
       ++counters_.reordered;
-      held_[nheld_++] = Held{m, cfg_.reorder_depth};
+      held_[nheld_++] = Held{m, cfg_.reorder_depth == 0 ? 1 : cfg_.reorder_depth, 0};
+      continue;
+    }
+    if (timed && nheld_ < kMaxHeld) {
+      ++counters_.delayed;
+      held_[nheld_++] = Held{m, 0, now + delay_ticks_};
       continue;
     }
     emit(m);
@@ -136,9 +149,16 @@ uint16_t FaultInjector::apply(rte_mbuf** in, uint16_t n, rte_mbuf** out, uint16_
   return k;
 }
 
-uint16_t FaultInjector::flush(rte_mbuf** out, uint16_t cap) noexcept {
+uint16_t FaultInjector::flush(rte_mbuf** out, uint16_t cap, uint64_t now) noexcept {
   uint16_t k = 0;
-  while (nheld_ != 0 && k < cap) out[k++] = held_[--nheld_].m;
+  for (uint16_t h = 0; h < nheld_ && k < cap;) {
+    if (held_[h].release_after != 0 || now >= held_[h].release_at) {
+      out[k++] = held_[h].m;
+      held_[h] = held_[--nheld_];
+    } else {
+      ++h;
+    }
+  }
   return k;
 }
 

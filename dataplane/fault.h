@@ -1,6 +1,7 @@
 // Fault injector at the engine's port boundary (architecture.md §7): drop, duplicate, reorder
-// (hold a frame back behind k later ones), corrupt (flip a bit that the ICRC covers) and
-// scripted faults ("drop the 3rd READ RESPONSE"), per direction, seeded and reproducible.
+// (hold a frame back behind k later ones), delay (hold it back for a time), corrupt (flip a bit
+// that the ICRC covers) and scripted faults ("drop the 3rd READ RESPONSE"), per direction, seeded
+// and reproducible.
 //
 // Compiled in when URNIC_TESTING is on (urnic::kTesting); the engine's hooks are behind
 // `if constexpr (kTesting)` and a null pointer check, so a release build pays nothing and a
@@ -34,8 +35,12 @@ class FaultInjector {
   // Dropped frames are freed; duplicates are copied from `pool`.
   uint16_t apply(rte_mbuf** in, uint16_t n, rte_mbuf** out, uint16_t cap,
                  rte_mempool* pool) noexcept;
-  // Releases every held-back frame into `out` (up to `cap`); returns the count.
-  uint16_t flush(rte_mbuf** out, uint16_t cap) noexcept;
+  // Releases the held-back frames that are due into `out` (up to `cap`): every reordered frame
+  // (the direction went idle, so no later frame will release it) and each delayed one whose
+  // time has come (`now`, TSC). Returns the count.
+  uint16_t flush(rte_mbuf** out, uint16_t cap, uint64_t now) noexcept;
+  // Whether a frame is held back (the engine keeps calling flush while one is).
+  bool holding() const noexcept { return nheld_ != 0; }
   // Frees held frames (teardown).
   void clear() noexcept;
 
@@ -61,8 +66,10 @@ class FaultInjector {
   std::array<bool, FaultConfig::kMaxRules> rule_fired_{};
   struct Held {
     rte_mbuf* m;
-    uint32_t release_after;  // frames still to pass before this one goes
+    uint32_t release_after;  // reordered: frames still to pass before this one goes
+    uint64_t release_at;     // delayed (release_after 0): the TSC at which it goes
   };
+  uint64_t delay_ticks_ = 0;
   std::array<Held, kMaxHeld> held_{};
   uint16_t nheld_ = 0;
 };

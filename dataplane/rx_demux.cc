@@ -2,6 +2,8 @@
 // by the opcode table: requests to the responder, responses to the completer. Everything else is
 // counted under a named reason and dropped (house style rules 21, 22); frames that are not
 // RoCEv2 (ARP, IPv6 ND) go to the control plane's sink when one is installed.
+#include <rte_cycles.h>
+
 #include <cstring>
 
 #include "dataplane/congestion.h"
@@ -38,14 +40,16 @@ bool Engine::phase_rx(Endpoint& ep, uint64_t now) noexcept {
   rte_mbuf** pkts = burst;
   if constexpr (kTesting) {
     // Faults on the receive side (docs/design.md, Fault injection): drops, duplicates,
-    // corruption and reordering of what the port delivered. A held-back frame is released when
-    // the port goes quiet, so a delay never turns into a loss.
+    // corruption, reordering and delays of what the port delivered. A reordered frame is
+    // released when the port goes quiet, so a reorder never turns into a loss; a delayed one
+    // when its time has come.
     static_assert(2 * 64 + FaultInjector::kMaxHeld <= 0xFFFF);
     if (ep.rx_fault() != nullptr) [[unlikely]] {
       static thread_local rte_mbuf* faulty[2 * 64 + FaultInjector::kMaxHeld];
       constexpr uint16_t kCap = 2 * 64 + FaultInjector::kMaxHeld;
-      n = n != 0 ? ep.rx_fault()->apply(burst, n, faulty, kCap, ep.pool())
-                 : ep.rx_fault()->flush(faulty, kCap);
+      n = n != 0                     ? ep.rx_fault()->apply(burst, n, faulty, kCap, ep.pool())
+          : ep.rx_fault()->holding() ? ep.rx_fault()->flush(faulty, kCap, rte_rdtsc())
+                                     : 0;
       pkts = faulty;
     }
   }

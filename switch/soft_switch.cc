@@ -239,7 +239,7 @@ bool SoftSwitch::step(uint64_t now) noexcept {
     rte_mbuf** frames = in;
     if (impair_) {
       n = n != 0 ? impair_->apply(in, n, passed, static_cast<uint16_t>(std::size(passed)), pool_)
-                 : impair_->flush(passed, static_cast<uint16_t>(std::size(passed)));
+                 : impair_->flush(passed, static_cast<uint16_t>(std::size(passed)), now);
       frames = passed;
     }
     for (uint16_t k = 0; k < n; ++k) forward(i, frames[k], now);

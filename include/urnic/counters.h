@@ -119,6 +119,12 @@ struct FaultConfig {
   // notification point answers with CNPs (IBTA Annex A17.9).
   uint32_t ce_ppm = 0;
   uint32_t reorder_depth = 3;  // a reordered frame is released after this many later frames
+  // Delay: hold this share of the frames back for delay_us microseconds (1 .. 1 000 000), as a
+  // congested queue or a slow path would, to exercise a peer's timers. Frames behind a delayed
+  // one pass it (a delay reorders). At most FaultInjector::kMaxHeld (32) frames are held at
+  // once, reordered and delayed together; a frame that finds no room passes undelayed.
+  uint32_t delay_ppm = 0;
+  uint32_t delay_us = 1000;
   uint64_t seed = 1;
 
   // Scripted faults: act on the `nth` (1-based) frame whose BTH opcode is `opcode` (any RoCEv2
@@ -142,7 +148,7 @@ struct FaultConfig {
   // Whether this configuration injects anything at all.
   bool active() const noexcept {
     return drop_ppm != 0 || duplicate_ppm != 0 || reorder_ppm != 0 || corrupt_ppm != 0 ||
-           ce_ppm != 0 || nrules != 0;
+           ce_ppm != 0 || delay_ppm != 0 || nrules != 0;
   }
 };
 
@@ -159,8 +165,9 @@ struct BrokenRules {
 
 struct FaultCounters {
   uint64_t seen = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0, scripted = 0;
-  uint64_t ce_marked = 0;
+  uint64_t ce_marked = 0, delayed = 0;
   void add(const FaultCounters& o) noexcept {
+    delayed += o.delayed;
     seen += o.seen;
     dropped += o.dropped;
     duplicated += o.duplicated;

@@ -20,7 +20,8 @@ using dp::WrOpcode;
 struct Scenario {
   const char* name;
   uint32_t drop_ppm, reorder_ppm, dup_ppm, corrupt_ppm;
-  bool rx_side = false;  // faults on the receiving endpoints instead of the sending ones
+  bool rx_side = false;    // faults on the receiving endpoints instead of the sending ones
+  uint32_t delay_ppm = 0;  // held back 300 us (below the 1.05 ms ACK timeout: not a loss)
 };
 
 constexpr Scenario kScenarios[] = {
@@ -32,6 +33,7 @@ constexpr Scenario kScenarios[] = {
     {"corrupt", 0, 0, 0, 50000},
     {"combined", 30000, 30000, 30000, 30000},
     {"combined_rx", 30000, 30000, 30000, 30000, true},
+    {"delay", 0, 0, 0, 0, false, 20000},
 };
 
 enum class Kind { kSend, kWrite, kRead, kAtomic };
@@ -77,6 +79,8 @@ TEST_P(RcSoak, EveryByteEveryCompletionExactlyOnce) {
   fc.reorder_ppm = sc.reorder_ppm;
   fc.duplicate_ppm = sc.dup_ppm;
   fc.corrupt_ppm = sc.corrupt_ppm;
+  fc.delay_ppm = sc.delay_ppm;
+  fc.delay_us = 300;
   // Fixed seed for reproducible CI runs; URNIC_SOAK_SEED explores others.
   const char* env_seed = std::getenv("URNIC_SOAK_SEED");
   fc.seed =
@@ -213,7 +217,7 @@ TEST_P(RcSoak, EveryByteEveryCompletionExactlyOnce) {
   FaultCounters f;
   for (const FaultCounters* c : {&aa.tx_faults, &aa.rx_faults, &ab.tx_faults, &ab.rx_faults})
     f.add(*c);
-  const bool lossy = sc.drop_ppm || sc.corrupt_ppm || sc.reorder_ppm;
+  const bool lossy = sc.drop_ppm || sc.corrupt_ppm || sc.reorder_ppm || sc.delay_ppm;
   if (lossy) {
     EXPECT_GT(ca.retransmits, 0u) << "no recovery work on a lossy link?";
   }
@@ -221,13 +225,16 @@ TEST_P(RcSoak, EveryByteEveryCompletionExactlyOnce) {
     EXPECT_GT(f.duplicated, 0u);
     EXPECT_GT(cb.duplicate_requests + ca.dropped_stale, 0u);
   }
+  if (sc.delay_ppm) {
+    EXPECT_GT(f.delayed, 0u);
+  }
   if (sc.corrupt_ppm) {
     EXPECT_GT(ab.port.rx_drops[static_cast<size_t>(RxDrop::kBadIcrc)], 0u);
   }
   RecordProperty("retransmits", std::to_string(ca.retransmits));
   std::printf(
       "[ %s ] retransmits %llu (probes %llu) timeouts %llu seq-naks %llu implied %llu dup-req %llu "
-      "injected drop %llu dup %llu reorder %llu corrupt %llu steps %llu\n",
+      "injected drop %llu dup %llu reorder %llu corrupt %llu delay %llu steps %llu\n",
       sc.name, static_cast<unsigned long long>(ca.retransmits),
       static_cast<unsigned long long>(ca.sr_probes), static_cast<unsigned long long>(ca.timeouts),
       static_cast<unsigned long long>(ca.naks_received[0]),
@@ -235,7 +242,7 @@ TEST_P(RcSoak, EveryByteEveryCompletionExactlyOnce) {
       static_cast<unsigned long long>(cb.duplicate_requests),
       static_cast<unsigned long long>(f.dropped), static_cast<unsigned long long>(f.duplicated),
       static_cast<unsigned long long>(f.reordered), static_cast<unsigned long long>(f.corrupted),
-      static_cast<unsigned long long>(steps));
+      static_cast<unsigned long long>(f.delayed), static_cast<unsigned long long>(steps));
 }
 
 std::string soak_name(const ::testing::TestParamInfo<RcSoak::ParamType>& info) {
