@@ -41,7 +41,7 @@ bool parse_fault_spec(const std::string& spec, FaultConfig* f, std::string* why)
     *why = w;
     return false;
   };
-  if (spec.empty()) return bad("empty");
+  if (spec.empty()) return bad("no KEY=VALUE given");
   size_t pos = 0;
   while (pos <= spec.size()) {
     const size_t end = std::min(spec.find(',', pos), spec.size());
