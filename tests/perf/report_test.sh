@@ -39,12 +39,12 @@ if ! command -v gnuplot >/dev/null; then
 fi
 
 # ---- 1. urnic-conform's options.
-# Should a bad value be accepted, the run that follows ends at once: no server at 10.0.0.1
+# Should a bad value be accepted, the run that follows ends at once: TCP port 1 refuses
 # (--connect-retry=0), and timeout as the backstop.
 c_args=(--vdev=net_null0 --ip=10.0.0.2 --connect-retry=0)
 for a in --inject=drop=101% --inject=bogus=1 --inject= --inject-rx=drop --inject=drop=nan% \
   --inject=drop=1.5 --inject=seed=-1 --report=r.txt --report=.md; do
-  out=$(timeout 20 "$conform" "${c_args[@]}" "$a" 10.0.0.1 2>&1)
+  out=$(timeout 20 "$conform" "${c_args[@]}" "$a" -p 1 127.0.0.1 2>&1)
   rc=$?
   opt=${a%%=*}
   if [ $rc -eq 2 ] && grep -q -- "urnic-conform: $opt" <<<"$out"; then
