@@ -83,7 +83,7 @@ struct Plots {
     const std::string file = stem + "-" + suffix + ".png";
     files.push_back(file);
     script += "set output " + bench::gp_quote(file) + "\n" + body +
-              "unset logscale\nset autoscale\nset format x\nunset xtics\n"
+              "unset logscale\nset autoscale\nset format x\nset key inside top left\nunset xtics\n"
               "set xtics\nunset y2tics\nset ytics mirror\n";
     return bench::base_name(file);
   }
@@ -113,7 +113,8 @@ void plot_sizes(const Options& o, const std::string& stem, Plots* p) {
       ++i;
     }
     body +=
-        "set title 'urnic-perf: bandwidth by message size'\nset logscale x 2\nset format x '%.0b "
+        "set title 'urnic-perf: bandwidth by message size'\nset logscale x 2\nset key outside "
+        "right top\nset format x '%.0b "
         "%BB'\n"
         "set xlabel 'message size (bytes)'\nset ylabel 'BW average (" +
         std::string(o.gbits ? "Gb/s" : "MB/s") + ")'\nset yrange [0:*]\n" + plot +
@@ -132,7 +133,8 @@ void plot_sizes(const Options& o, const std::string& stem, Plots* p) {
       ++i;
     }
     body +=
-        "set title 'urnic-perf: latency by message size'\nset logscale x 2\nset format x '%.0b "
+        "set title 'urnic-perf: latency by message size'\nset logscale x 2\nset key outside right "
+        "top\nset format x '%.0b "
         "%BB'\nset logscale y\n"
         "set xlabel 'message size (bytes)'\nset ylabel 'latency (us)'\n" +
         plot + "\n";
