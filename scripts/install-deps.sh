@@ -13,7 +13,7 @@ packages=(
   clang libclang-rt-14-dev llvm         # fuzz targets (-fsanitize=fuzzer); llvm-symbolizer
   iproute2 python3                      # namespaces/veth for two-process tests; scripts
   valgrind                              # bench/cost (instructions per message)
-  gnuplot-nox                           # bench/run-all: the incast rate plot (PNG)
+  gnuplot-nox                           # PNG plots: bench/run-all, bench/latency-curve, --report
   tcpdump                               # perf_switch's optional capture (SWITCH_PCAP)
 )
 

@@ -49,6 +49,21 @@ bool Link::tx(rte_mbuf* m) {
   return false;
 }
 
+void Link::set_faults(const FaultConfig& tx, const FaultConfig& rx) {
+  if (tx.active()) tx_fault_ = std::make_unique<dp::FaultInjector>(tx);
+  if (rx.active()) rx_fault_ = std::make_unique<dp::FaultInjector>(rx);
+}
+
+bool Link::tx_faulty(rte_mbuf* m) {
+  if (!tx_fault_) return tx(m);
+  // Room for a duplicate and every held-back frame released by this one (FaultInjector::apply).
+  rte_mbuf* out[dp::FaultInjector::kMaxHeld + 2];
+  const uint16_t n = tx_fault_->apply(&m, 1, out, dp::FaultInjector::kMaxHeld + 2, port_.pool());
+  bool ok = true;
+  for (uint16_t i = 0; i < n; ++i) ok &= tx(out[i]);
+  return ok;  // a dropped frame was "sent": the scenario must see the peer's reaction to it
+}
+
 void Link::send_arp(uint16_t oper, const wire::MacAddr& dst, const wire::MacAddr& tha,
                     uint32_t tpa) {
   rte_mbuf* m = rte_pktmbuf_alloc(port_.pool());
@@ -117,13 +132,28 @@ void Link::handle(rte_mbuf* m, std::vector<RxFrame>* keep) {
 }
 
 void Link::poll() {
-  rte_mbuf* b[32];
-  const uint16_t n = port_.rx_burst(0, b, 32);
-  for (uint16_t i = 0; i < n; ++i) {
-    handle(b[i], &pending_);
-    rte_pktmbuf_free(b[i]);
+  constexpr uint16_t kBurst = 32;
+  rte_mbuf* b[kBurst];
+  uint16_t n = port_.rx_burst(0, b, kBurst);
+  const bool idle = n == 0;
+  rte_mbuf* faulty[2 * kBurst + dp::FaultInjector::kMaxHeld];
+  rte_mbuf** in = b;
+  if (rx_fault_) {
+    constexpr uint16_t kCap = 2 * kBurst + dp::FaultInjector::kMaxHeld;
+    n = idle ? rx_fault_->flush(faulty, kCap) : rx_fault_->apply(b, n, faulty, kCap, port_.pool());
+    in = faulty;
   }
-  if (n == 0) (void)port_.tx_kick(0);
+  for (uint16_t i = 0; i < n; ++i) {
+    handle(in[i], &pending_);
+    rte_pktmbuf_free(in[i]);
+  }
+  if (!idle) return;
+  if (tx_fault_) {
+    rte_mbuf* held[dp::FaultInjector::kMaxHeld];
+    const uint16_t k = tx_fault_->flush(held, dp::FaultInjector::kMaxHeld);
+    for (uint16_t i = 0; i < k; ++i) (void)tx(held[i]);
+  }
+  (void)port_.tx_kick(0);
 }
 
 bool Link::recv(RxFrame* out, double ms) {
@@ -164,7 +194,7 @@ bool Link::send(wire::TransportHeaders th, std::span<const uint8_t> payload, con
     return false;
   }
   if (f.corrupt_icrc) p[len - 1] ^= 0x01;
-  return tx(m);
+  return tx_faulty(m);
 }
 
 }  // namespace urnic::conform

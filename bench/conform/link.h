@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/fault.h"
 #include "dataplane/port.h"
 #include "dataplane/wire/frame.h"
 
@@ -63,6 +64,13 @@ class Link {
   // Answers ARP and drops everything else (between scenarios, and while the TCP exchange waits).
   void poll();
 
+  // --inject / --inject-rx: urnic's fault injector on the RoCEv2 frames we send (ARP goes
+  // untouched, as the engine's control frames do) and on everything we receive. A frame held
+  // back for reordering goes out when the link is next idle, so a delay never becomes a loss.
+  void set_faults(const FaultConfig& tx, const FaultConfig& rx);
+  FaultCounters tx_faults() const { return tx_fault_ ? tx_fault_->counters() : FaultCounters{}; }
+  FaultCounters rx_faults() const { return rx_fault_ ? rx_fault_->counters() : FaultCounters{}; }
+
   uint32_t mtu_bytes() const { return eth_mtu_; }
   uint64_t frames_in = 0, frames_out = 0, foreign_in = 0;
 
@@ -70,6 +78,7 @@ class Link {
   void handle(rte_mbuf* m, std::vector<RxFrame>* keep);
   void send_arp(uint16_t oper, const wire::MacAddr& dst, const wire::MacAddr& tha, uint32_t tpa);
   bool tx(rte_mbuf* m);
+  bool tx_faulty(rte_mbuf* m);
 
   dp::Port port_;
   wire::MacAddr mac_{}, peer_mac_{};
@@ -78,6 +87,7 @@ class Link {
   uint32_t local_qpn_ = 0, peer_qpn_ = 0;
   uint32_t eth_mtu_ = 1500;
   std::vector<RxFrame> pending_;
+  std::unique_ptr<dp::FaultInjector> tx_fault_, rx_fault_;
 };
 
 }  // namespace urnic::conform

@@ -6,7 +6,8 @@
 // in a loop (`while :; do ib_write_bw -x 1 -F; done`); each scenario waits for the next one.
 //
 //   urnic-conform --vdev=net_af_packet0,iface=veth1 --ip=10.0.0.2 [--allows=write,read,atomic]
-//                 [--only=NAME,...] [--junit=FILE] [--json=FILE] SERVER
+//                 [--only=NAME,...] [--junit=FILE] [--json=FILE] [--report=FILE.md|.html]
+//                 [--inject=SPEC] [--inject-rx=SPEC] SERVER
 //
 // Prints PASS / FAIL / NOT-APPLICABLE per scenario with what the peer did, and a summary. Exit
 // status: 0 no scenario failed, 1 one failed, 2 bad options, 3 the peer could not be reached.
@@ -21,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/doc.h"
+#include "bench/common/fault_spec.h"
 #include "bench/conform/link.h"
 #include "bench/conform/report.h"
 #include "bench/conform/scenarios.h"
@@ -31,7 +34,8 @@ namespace urnic::conform {
 namespace {
 
 struct Options {
-  std::string vdev, ip, server, junit, json, lcores = "0";
+  std::string vdev, ip, server, junit, json, report, lcores = "0";
+  FaultConfig inject_tx, inject_rx;  // --inject, --inject-rx
   uint16_t tcp_port = perf::kDefaultTcpPort;
   std::set<std::string> allows{"write"};
   std::set<std::string> only;
@@ -59,6 +63,11 @@ void usage() {
       "                      and urnic-perf's)\n"
       "  --connect-retry=S   how long to wait for each scenario's server (default 30)\n"
       "  --junit=FILE        JUnit XML report; --json=FILE: JSON report\n"
+      "  --report=FILE       a one-page report for people: Markdown (.md) or HTML (.html)\n"
+      "  --inject=SPEC       faults on the RoCEv2 frames we send: drop=, dup=, reorder=,\n"
+      "                      corrupt=, ce= in ppm or N%%, seed=N (urnic-perf's syntax); the\n"
+      "                      verdicts assume a clean link, so this tests the peer's recovery\n"
+      "  --inject-rx=SPEC    the same on the frames we receive\n"
       "  --lcores=LIST       EAL lcores (default 0)\n"
       "  --list              list the scenarios and the rules they check\n"
       "Exit status: 0 no FAIL; 1 a scenario failed; 2 bad options; 3 no peer.\n");
@@ -139,6 +148,21 @@ bool parse(int argc, char** argv, Options* o) {
       o->junit = val;
     } else if (key == "--json") {
       o->json = val;
+    } else if (key == "--report") {
+      if (!bench::doc_format_for(val)) {
+        std::fprintf(stderr,
+                     "urnic-conform: --report=FILE: FILE must end in .md or .html, not '%s'\n",
+                     val.c_str());
+        return false;
+      }
+      o->report = val;
+    } else if (key == "--inject" || key == "--inject-rx") {
+      std::string why;
+      if (!bench::parse_fault_spec(val, key == "--inject" ? &o->inject_tx : &o->inject_rx, &why)) {
+        std::fprintf(stderr, "urnic-conform: %s: %s (%s)\n", key.c_str(), why.c_str(),
+                     bench::kFaultSpecForm);
+        return false;
+      }
     } else if (key == "--lcores") {
       o->lcores = val;
     } else if (a[0] == '-') {
@@ -217,6 +241,32 @@ Outcome run_one(const Options& o, Link& link, const Scenario& s, uint32_t qpn, b
   return out;
 }
 
+// What was injected, for the console and the report ("" when nothing was).
+std::string fault_summary(const Options& o, const Link& link) {
+  std::string s;
+  if (o.inject_tx.active()) s += "frames sent: " + bench::fault_counts(link.tx_faults());
+  if (o.inject_rx.active())
+    s += (s.empty() ? "" : "; ") + std::string("frames received: ") +
+         bench::fault_counts(link.rx_faults());
+  return s;
+}
+
+// The summary and the report files; a file that cannot be written is said on stderr (the
+// verdicts stand).
+void report_all(const Options& o, const Link& link, const std::vector<Result>& results) {
+  print_summary(results);
+  const std::string faults = fault_summary(o, link);
+  if (!faults.empty()) std::printf("faults injected into %s\n", faults.c_str());
+  std::string err;
+  if (!o.junit.empty() && !write_junit(o.junit, results, &err))
+    std::fprintf(stderr, "urnic-conform: %s\n", err.c_str());
+  if (!o.json.empty() && !write_json(o.json, results, &err))
+    std::fprintf(stderr, "urnic-conform: %s\n", err.c_str());
+  const RunInfo info{o.server + ":" + std::to_string(o.tcp_port), o.ip + " on " + o.vdev, faults};
+  if (!o.report.empty() && !write_page(o.report, info, results, &err))
+    std::fprintf(stderr, "urnic-conform: %s\n", err.c_str());
+}
+
 int run(const Options& o) {
   RuntimeConfig rc;
   rc.program = "urnic-conform";
@@ -234,6 +284,7 @@ int run(const Options& o) {
     std::fprintf(stderr, "urnic-conform: %s\n", err.c_str());
     return 1;
   }
+  link.set_faults(o.inject_tx, o.inject_rx);
   std::vector<Result> results;
   uint32_t qpn = 0x100 + (static_cast<uint32_t>(::getpid()) & 0xFF) * 0x100;
   for (const Scenario& s : scenarios()) {
@@ -254,11 +305,7 @@ int run(const Options& o) {
     print_result(r);
     results.push_back(r);
   }
-  print_summary(results);
-  if (!o.junit.empty() && !write_junit(o.junit, results, &err))
-    std::fprintf(stderr, "urnic-conform: %s\n", err.c_str());
-  if (!o.json.empty() && !write_json(o.json, results, &err))
-    std::fprintf(stderr, "urnic-conform: %s\n", err.c_str());
+  report_all(o, link, results);
   for (const Result& r : results)
     if (r.outcome.verdict == Verdict::kFail) return 1;
   return 0;

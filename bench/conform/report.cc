@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "bench/common/doc.h"
+
 namespace urnic::conform {
 namespace {
 
@@ -114,6 +116,24 @@ bool write_json(const std::string& path, const std::vector<Result>& results, std
   }
   std::fprintf(f, "\n  ]\n}\n");
   return close_out(f, path, err);
+}
+
+bool write_page(const std::string& path, const RunInfo& run, const std::vector<Result>& results,
+                std::string* err) {
+  const Counts c = count(results);
+  bench::Doc d(*bench::doc_format_for(path), "urnic-conform report");
+  d.para("Peer " + run.peer + " (perftest server), from " + run.local + "; " + bench::utc_now() +
+         ".");
+  d.para(std::to_string(results.size()) + " scenarios: " + std::to_string(c.pass) + " PASS, " +
+         std::to_string(c.fail) + " FAIL, " + std::to_string(c.na) + " NOT-APPLICABLE.");
+  if (!run.faults.empty())
+    d.para("Faults were injected (" + run.faults +
+           "): the verdicts assume a clean link, so a FAIL may be the injection's doing.");
+  std::vector<std::vector<std::string>> rows;
+  for (const Result& r : results)
+    rows.push_back({r.name, r.rule, to_string(r.outcome.verdict), r.outcome.seen});
+  d.table({"scenario", "rule", "verdict", "what the peer did"}, rows);
+  return d.write(path, err);
 }
 
 }  // namespace urnic::conform

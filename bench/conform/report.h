@@ -20,4 +20,14 @@ void print_summary(const std::vector<Result>& results);
 bool write_junit(const std::string& path, const std::vector<Result>& results, std::string* err);
 bool write_json(const std::string& path, const std::vector<Result>& results, std::string* err);
 
+// --report=FILE (.md or .html): one page for a person - the run (peer, date, counts, any faults
+// injected) and a table of the scenarios: name, rule, verdict, what the peer did.
+struct RunInfo {
+  std::string peer;    // "SERVER:PORT"
+  std::string local;   // our port and address
+  std::string faults;  // what was injected (empty: nothing)
+};
+bool write_page(const std::string& path, const RunInfo& run, const std::vector<Result>& results,
+                std::string* err);
+
 }  // namespace urnic::conform

@@ -36,6 +36,7 @@
 
 #include "bench/perf/output.h"
 #include "bench/perf/perf.h"
+#include "bench/perf/report.h"
 #include "bench/perf/runners.h"
 #include "bench/perf/session.h"
 #include "bench/perf/side.h"
@@ -141,7 +142,9 @@ bool run_loopback_test(Env& env, const Options& o, Test t, const std::vector<uin
     }
     completions += client->messages + (server ? server->messages : 0);
     if (t.kind == Kind::kBw) {
-      print_bw_row(bw_of(o, size, *client));
+      const BwReport row = bw_of(o, size, *client);
+      print_bw_row(row);
+      record_bw_row(o, t, row);
       report_open_loop(o, t, size, *client, &out);
     } else
       print_lat_result(o, t, size, *client);
@@ -219,5 +222,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "urnic-perf: -a with -D is not supported for send tests\n");
     return 2;
   }
-  return o.loopback() ? run_loopback(o) : run_remote(o);
+  int rc = o.loopback() ? run_loopback(o) : run_remote(o);
+  if (!o.report.empty()) {
+    // After the run, off every measured path: the page, and gnuplot drawing its plots.
+    std::string err, note;
+    if (!write_perf_report(o, argc, argv, rc, &err, &note)) {
+      std::fprintf(stderr, "urnic-perf: --report: %s\n", err.c_str());
+      if (rc == kExitOk) rc = kExitRunFailed;
+    } else if (!note.empty()) {
+      std::fprintf(stderr, "urnic-perf: warning: %s: plots not drawn: %s\n", o.report.c_str(),
+                   note.c_str());
+    }
+  }
+  return rc;
 }

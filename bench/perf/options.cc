@@ -1,12 +1,11 @@
 // urnic-perf command line: perftest's common options plus the DPDK ones.
 #include <cctype>
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <string>
 
+#include "bench/common/doc.h"
+#include "bench/common/fault_spec.h"
 #include "bench/perf/perf.h"
 #include "urnic/config.h"
 
@@ -24,37 +23,8 @@ constexpr NamedTest kTests[] = {
     {"atomic_bw", {Verb::kAtomic, Kind::kBw}}, {"atomic_lat", {Verb::kAtomic, Kind::kLat}},
 };
 
-// A decimal count with an optional K or M suffix (x1024, x1048576). Signs, spaces, octal and hex
-// forms and anything that does not fit in 64 bits after the suffix are refused (strtoull alone
-// would wrap "-1", read "010" as 8 and overflow "17592186044417M" into 1 MiB).
-bool parse_u64(const std::string& s, uint64_t* out) {
-  if (s.empty() || s[0] < '0' || s[0] > '9') return false;
-  errno = 0;
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);  // "010" is ten
-  if (errno != 0 || end == s.c_str()) return false;
-  uint64_t mult = 1;
-  if (*end == 'K' || *end == 'k') {
-    mult = 1024;
-    ++end;
-  } else if (*end == 'M' || *end == 'm') {
-    mult = 1024 * 1024;
-    ++end;
-  }
-  if (*end != '\0') return false;
-  if (v > std::numeric_limits<uint64_t>::max() / mult) return false;
-  *out = v * mult;
-  return true;
-}
-
-bool parse_double(const std::string& s, double* out) {
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (errno != 0 || end == s.c_str() || *end != '\0') return false;
-  *out = v;
-  return true;
-}
+bool parse_u64(const std::string& s, uint64_t* out) { return bench::parse_count(s, out); }
+bool parse_double(const std::string& s, double* out) { return bench::parse_number(s, out); }
 
 // --break-rule=LIST: responder rules to break (BrokenRules). A release build without test
 // hooks refuses them here rather than at adapter open, with the reason.
@@ -195,10 +165,15 @@ void print_usage(const char* prog) {
       "                          omission); a line per second and a summary with p50 .. max\n"
       "      --arrival=A         constant (default) or poisson inter-arrival times\n"
       "      --json=FILE         the open-loop results (totals, per-second intervals) as JSON\n"
+      "Report:\n"
+      "      --report=FILE       a one-page report, Markdown (.md) or HTML (.html): the tables\n"
+      "                          (open loop: per second and the final percentiles) and PNG plots\n"
+      "                          drawn by gnuplot beside it (FILE's stem-*.png)\n"
       "Fault injection (urnic's own, at this side's port; to test the peer's recovery):\n"
       "      --inject=SPEC       on the frames this side sends: drop=, dup=, reorder=, corrupt=,\n"
-      "                          ce= (ECN CE marks: the peer must answer with CNPs), each in\n"
-      "                          ppm or N%%, and seed=N; e.g. --inject=drop=1%%,ce=5%%\n"
+      "                          delay= (held delay_us=US, default 1000), ce= (ECN CE marks:\n"
+      "                          the peer must answer with CNPs), each in ppm or N%%, and\n"
+      "                          seed=N; e.g. --inject=drop=1%%,ce=5%%\n"
       "      --inject-rx=SPEC    the same on the frames this side receives\n"
       "Other:\n"
       "      --sweep             loopback write/read/send/atomic sweep over a few sizes\n"
@@ -250,48 +225,12 @@ bool parse_rate(const std::string& s, Options* o) {
   return true;
 }
 
-// --inject=KEY=VALUE,...: drop, dup, reorder, corrupt and ce take a share of the frames, in parts
-// per million or with a % sign (0..100 %); seed a number. Anything else is refused.
+// --inject / --inject-rx (bench/common/fault_spec.h, shared with urnic-conform).
 bool parse_inject(const std::string& spec, const char* opt, FaultConfig* f) {
-  auto bad = [&](const std::string& why) {
-    std::fprintf(stderr,
-                 "urnic-perf: %s: %s (KEY=VALUE,... with drop, dup, reorder, corrupt, ce in ppm or "
-                 "0..100%%, seed=N)\n",
-                 opt, why.c_str());
-    return false;
-  };
-  size_t pos = 0;
-  if (spec.empty()) return bad("empty");
-  while (pos <= spec.size()) {
-    const size_t end = std::min(spec.find(',', pos), spec.size());
-    const std::string item = spec.substr(pos, end - pos);
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos) return bad("'" + item + "' has no value");
-    const std::string key = item.substr(0, eq);
-    std::string val = item.substr(eq + 1);
-    if (key == "seed") {
-      uint64_t v = 0;
-      if (!parse_u64(val, &v)) return bad("bad seed '" + val + "'");
-      f->seed = v;
-    } else {
-      uint32_t* field = key == "drop"      ? &f->drop_ppm
-                        : key == "dup"     ? &f->duplicate_ppm
-                        : key == "reorder" ? &f->reorder_ppm
-                        : key == "corrupt" ? &f->corrupt_ppm
-                        : key == "ce"      ? &f->ce_ppm
-                                           : nullptr;
-      if (field == nullptr) return bad("unknown fault '" + key + "'");
-      double v = 0;
-      const bool pct = !val.empty() && val.back() == '%';
-      if (pct) val.pop_back();
-      if (!parse_double(val, &v) || v < 0 || (pct ? v > 100 : v > 1e6) ||
-          (!pct && v != static_cast<double>(static_cast<uint32_t>(v))))
-        return bad("bad value '" + item.substr(eq + 1) + "' for " + key);
-      *field = static_cast<uint32_t>(pct ? v * 1e4 + 0.5 : v);
-    }
-    pos = end + 1;
-  }
-  return true;
+  std::string why;
+  if (bench::parse_fault_spec(spec, f, &why)) return true;
+  std::fprintf(stderr, "urnic-perf: %s: %s (%s)\n", opt, why.c_str(), bench::kFaultSpecForm);
+  return false;
 }
 
 }  // namespace
@@ -506,6 +445,13 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
       if (!value(&o->json)) return false;
       if (o->json.empty()) {
         std::fprintf(stderr, "urnic-perf: --json needs a file name\n");
+        return false;
+      }
+    } else if (key == "--report") {
+      if (!value(&o->report)) return false;
+      if (!bench::doc_format_for(o->report)) {
+        std::fprintf(stderr, "urnic-perf: --report=FILE: FILE must end in .md or .html, not '%s'\n",
+                     o->report.c_str());
         return false;
       }
     } else if (key == "--sweep") {

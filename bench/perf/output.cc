@@ -161,13 +161,14 @@ void print_lat_row(uint64_t size, uint64_t iters, const LatStats& s) {
   std::fflush(stdout);
 }
 
-void print_lat_duration_row(uint64_t size, uint64_t iters, uint64_t tsc_start, uint64_t tsc_end,
-                            double rtt_factor) {
+std::pair<double, double> print_lat_duration_row(uint64_t size, uint64_t iters, uint64_t tsc_start,
+                                                 uint64_t tsc_end, double rtt_factor) {
   const double secs = tsc_to_s(tsc_end > tsc_start ? tsc_end - tsc_start : 1);
   const double avg = iters == 0 ? 0 : secs * 1e6 / static_cast<double>(iters) / rtt_factor;
   std::printf(" %-7" PRIu64 "       %" PRIu64 "           %-7.2f        %-7.2f\n", size, iters, avg,
               static_cast<double>(iters) / secs);
   std::fflush(stdout);
+  return {avg, static_cast<double>(iters) / secs};
 }
 
 }  // namespace urnic::perf

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/perf/perf.h"
@@ -51,8 +52,9 @@ struct LatStats {
 // ATOMIC.
 LatStats lat_stats(const std::vector<uint64_t>& tposted, double rtt_factor);
 void print_lat_row(uint64_t size, uint64_t iters, const LatStats& s);
-void print_lat_duration_row(uint64_t size, uint64_t iters, uint64_t tsc_start, uint64_t tsc_end,
-                            double rtt_factor);
+// Prints the row of a -D latency run; returns its average latency (us) and transactions per second.
+std::pair<double, double> print_lat_duration_row(uint64_t size, uint64_t iters, uint64_t tsc_start,
+                                                 uint64_t tsc_end, double rtt_factor);
 
 double tsc_to_s(uint64_t cycles);
 

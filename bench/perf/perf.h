@@ -96,6 +96,8 @@ struct Options {
   bool rate_gbps = false;
   Arrival arrival = Arrival::kConstant;
   std::string json;
+  // --report=FILE (.md or .html): the one-page report of the run with its plots (report.h).
+  std::string report;
   // --inject / --inject-rx: the adapter's fault injector on the frames this side sends (towards
   // the peer) and receives (AdapterConfig::tx_faults / rx_faults; loopback: the client's).
   FaultConfig inject_tx, inject_rx;

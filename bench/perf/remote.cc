@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench/perf/oob.h"
+#include "bench/perf/report.h"
 #include "bench/perf/session.h"
 
 namespace urnic::perf {
@@ -212,6 +213,7 @@ int run_remote(const Options& o) {
         if (!run_one(*r, size, false)) break;
         mine = bw_of(o, size, *r);
         print_bw_row(mine);
+        record_bw_row(o, t, mine);
         report_open_loop(o, t, size, *r, &out);
         out.data(r->check_data());
       }
@@ -223,6 +225,7 @@ int run_remote(const Options& o) {
       if (!oob.hand_shake(me, nullptr) || !oob.xchg_reports(mine, &theirs))
         return oob_failed("reports");
       print_bw_row(theirs);
+      record_bw_row(o, t, theirs);
       if (theirs.size <= geo.max_size && theirs.size != 0) {
         const RunConfig rc = run_config(o, t, role, theirs.size, urnic_peer);
         const uint64_t per_qp = o.duration > 0 || nqps == 0 ? 0 : theirs.iters / nqps;
@@ -242,7 +245,9 @@ int run_remote(const Options& o) {
       if (!oob.hand_shake(me, nullptr)) return oob_failed("sync");
       if (!run_one(*r, size, answers)) break;
       if (t.kind == Kind::kBw) {
-        print_bw_row(bw_of(o, size, *r));
+        const BwReport row = bw_of(o, size, *r);
+        print_bw_row(row);
+        record_bw_row(o, t, row);
         report_open_loop(o, t, size, *r, &out);
       } else {
         print_lat_result(o, t, size, *r);

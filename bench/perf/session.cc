@@ -9,6 +9,9 @@
 #include <cstring>
 #include <numeric>
 
+#include "bench/common/fault_spec.h"
+#include "bench/perf/report.h"
+
 namespace urnic::perf {
 
 // The largest IBTA path MTU whose packets fit an Ethernet MTU, the way rxe derives its port's
@@ -130,6 +133,7 @@ void report_open_loop(const Options& o, Test t, uint64_t size, const Runner& r, 
   run.messages = r.messages;
   run.seconds = r.tsc_end > r.tsc_start ? tsc_to_s(r.tsc_end - r.tsc_start) : 0;
   print_open_loop_summary(*ol, run);
+  record_open_loop(o, *ol, run);
   std::string err;
   if (!o.json.empty() && !write_open_loop_json(o.json, *ol, run, &err)) out->fail(err);
 }
@@ -140,10 +144,15 @@ double rtt_factor(Test t) { return t.verb == Verb::kWrite || t.verb == Verb::kSe
 }  // namespace
 
 void print_lat_result(const Options& o, Test t, uint64_t size, Runner& r) {
-  if (o.duration > 0)
-    print_lat_duration_row(size, r.iterations(), r.tsc_start, r.tsc_end, rtt_factor(t));
-  else
-    print_lat_row(size, r.iterations(), lat_stats(r.tposted, rtt_factor(t)));
+  if (o.duration > 0) {
+    const auto [avg_us, tps] =
+        print_lat_duration_row(size, r.iterations(), r.tsc_start, r.tsc_end, rtt_factor(t));
+    record_lat_duration_row(o, t, size, r.iterations(), avg_us, tps);
+  } else {
+    const LatStats s = lat_stats(r.tposted, rtt_factor(t));
+    print_lat_row(size, r.iterations(), s);
+    record_lat_row(o, t, size, r.iterations(), s);
+  }
 }
 
 BwReport bw_of(const Options& o, uint64_t size, Runner& r) {
@@ -192,11 +201,7 @@ void print_summary(const Outcome& out, uint64_t completions, const Totals& t, bo
         u(c.cc_paced_mbps));
     for (auto [dir, f] : {std::pair{"sent", &t.tx_faults}, {"received", &t.rx_faults}}) {
       if (f->seen == 0) continue;
-      std::printf(
-          " injected into frames %s: of %llu, dropped %llu, duplicated %llu, reordered %llu, "
-          "corrupted %llu, CE-marked %llu\n",
-          dir, u(f->seen), u(f->dropped), u(f->duplicated), u(f->reordered), u(f->corrupted),
-          u(f->ce_marked));
+      std::printf(" injected into frames %s: %s\n", dir, bench::fault_counts(*f).c_str());
     }
     for (const PortCounters& e : t.ports) {
       const uint64_t drops = e.rx_drops_total();

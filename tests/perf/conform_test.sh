@@ -3,7 +3,10 @@
 # after another in one network namespace (a perftest server serves one client: one per
 # scenario); urnic-conform runs every scenario from another namespace, through urnic-hop.
 # urnic-perf's region allows WRITE, READ and atomics, so every scenario applies and every one
-# must PASS; the JUnit and JSON reports must say the same.
+# must PASS; the JUnit and JSON reports must say the same, and so must the --report page (one
+# table row per scenario, each with its console verdict). Then a run with --inject=drop=100% (every
+# frame we send lost) must end within its timeouts with the scenarios FAILed, the injector having
+# dropped every frame it saw.
 #
 # Usage: conform_test.sh path/to/urnic-conform path/to/urnic-perf path/to/urnic-hop. Exits 77
 # (ctest SKIP_RETURN_CODE) without root or network namespaces.
@@ -27,12 +30,20 @@ loop=$!
 
 timeout 300 ip netns exec "$B" "$conform" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
   --lcores=1 --allows=write,read,atomic --junit="$tmp/conform.xml" --json="$tmp/conform.json" \
-  198.18.0.1 >"$tmp/conform.out" 2>&1
+  --report="$tmp/r.md" 198.18.0.1 >"$tmp/conform.out" 2>&1
 rc=$?
+cat "$tmp/conform.out"
+# Every frame we send lost: the peer never answers. Two scenarios that need an answer; the
+# waits are bounded (--wait-ms, and timeout as the backstop against a hang).
+start=$(date +%s)
+timeout 60 ip netns exec "$B" "$conform" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
+  --lcores=1 --wait-ms=100 --only=write_acked,psn_sequence_error --inject=drop=100% \
+  --report="$tmp/drop.html" 198.18.0.1 >"$tmp/drop.out" 2>&1
+drc=$?
+took=$(($(date +%s) - start))
 touch "$tmp/stop"
 pkill -f "iface=roce0 --ip=198.18.1.1" 2>/dev/null
 wait "$loop" 2>/dev/null
-cat "$tmp/conform.out"
 
 total=$("$conform" --list | wc -l)
 pass=$(grep -cE '^PASS ' "$tmp/conform.out")
@@ -41,6 +52,43 @@ if [ $rc -eq 0 ] && [ "$pass" -eq "$total" ]; then
 else
   fail "urnic-conform exit $rc, $pass of $total scenarios PASS"
   tail -30 "$tmp/servers.out"
+fi
+# The page: one table row per scenario, with the console's verdict.
+if python3 - "$tmp/r.md" "$tmp/conform.out" "$total" <<'EOF'; then
+import re, sys
+page, console, n = open(sys.argv[1]).read(), open(sys.argv[2]).read(), int(sys.argv[3])
+said = dict((m.group(2), m.group(1)) for m in
+            re.finditer(r"^(PASS|FAIL|NOT-APPLICABLE) +(\S+)", console, re.M))
+rows = {}
+lines = page.splitlines()
+head = lines.index("| scenario | rule | verdict | what the peer did |")
+for line in lines[head + 2:]:
+    if not line.startswith("|"):
+        break
+    # Cells split on pipes not escaped; then the Markdown escapes undone.
+    cells = [re.sub(r"\\(.)", r"\1", c).strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+    assert len(cells) == 4, cells
+    assert cells[0] not in rows, "two rows for " + cells[0]
+    rows[cells[0]] = cells[2]
+assert len(said) == n, "console: %d verdicts, %d scenarios" % (len(said), n)
+assert rows == said, "page %s, console %s" % (rows, said)
+assert ("%d scenarios: %d PASS" % (n, n)) in page
+EOF
+  pass "--report page: $total rows, the console's verdicts"
+else
+  fail "the --report page disagrees with the console"
+  cat "$tmp/r.md"
+fi
+# drop=100%: exit 1 (scenarios failed), not the timeout's 124; both FAIL; all frames dropped.
+seen=$(grep -oE 'faults injected into frames sent: of [0-9]+, dropped [0-9]+' "$tmp/drop.out")
+if [ $drc -eq 1 ] && [ "$(grep -cE '^FAIL ' "$tmp/drop.out")" -eq 2 ] &&
+  [ -n "$seen" ] && [ "$(awk '{print $7}' <<<"$seen" | tr -d ,)" = "$(awk '{print $NF}' <<<"$seen")" ] &&
+  [ "$(awk '{print $NF}' <<<"$seen")" -gt 0 ] &&
+  [ "$(grep -c '<td>FAIL</td>' "$tmp/drop.html")" -eq 2 ] && grep -q 'Faults were injected' "$tmp/drop.html"; then
+  pass "--inject=drop=100%: both scenarios FAIL in ${took}s (${seen#faults injected into })"
+else
+  fail "--inject=drop=100%: exit $drc after ${took}s"
+  cat "$tmp/drop.out"
 fi
 # The reports agree with the console.
 if python3 - "$tmp/conform.xml" "$tmp/conform.json" "$total" <<'EOF'; then
