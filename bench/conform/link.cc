@@ -140,7 +140,8 @@ void Link::poll() {
   rte_mbuf** in = b;
   if (rx_fault_) {
     constexpr uint16_t kCap = 2 * kBurst + dp::FaultInjector::kMaxHeld;
-    n = idle ? rx_fault_->flush(faulty, kCap) : rx_fault_->apply(b, n, faulty, kCap, port_.pool());
+    n = idle ? rx_fault_->flush(faulty, kCap, rte_rdtsc())
+             : rx_fault_->apply(b, n, faulty, kCap, port_.pool());
     in = faulty;
   }
   for (uint16_t i = 0; i < n; ++i) {
@@ -150,7 +151,7 @@ void Link::poll() {
   if (!idle) return;
   if (tx_fault_) {
     rte_mbuf* held[dp::FaultInjector::kMaxHeld];
-    const uint16_t k = tx_fault_->flush(held, dp::FaultInjector::kMaxHeld);
+    const uint16_t k = tx_fault_->flush(held, dp::FaultInjector::kMaxHeld, rte_rdtsc());
     for (uint16_t i = 0; i < k; ++i) (void)tx(held[i]);
   }
   (void)port_.tx_kick(0);
