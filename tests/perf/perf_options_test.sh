@@ -67,7 +67,8 @@ done
 # --inject (issue 17 item 3): refused when malformed; CE marks on the client's frames make the
 # other side count them and answer with CNPs, which the client receives; a lossy link still
 # passes, with retransmissions.
-for spec in "drop" "drop=101%" "foo=1" "drop=1.5" "" "ce=-1" "drop=1,,dup=2" "seed=x"; do
+for spec in "drop" "drop=101%" "foo=1" "drop=1.5" "" "ce=-1" "drop=1,,dup=2" "seed=x" \
+  "delay_us=0" "delay_us=1000001" "delay=2%,delay_us=x"; do
   out=$("$perf" write_bw -n 5 --no-progress "--inject=$spec" 2>&1)
   rc=$?
   if [ $rc -ne 2 ]; then
@@ -89,6 +90,15 @@ out=$(timeout 60 "$perf" write_bw -s 4096 -n 2000 -v --no-progress --inject=drop
 rtx=$(grep -oE '[0-9]+ retransmitted packets' <<<"$out" | awk '{print $1}')
 if ! grep -q 'result: PASS' <<<"$out" || [ "${rtx:-0}" -eq 0 ]; then
   echo "FAIL: --inject=drop=2%: ${rtx:-no} retransmissions"
+  echo "$out" | tail -8
+  fails=$((fails + 1))
+fi
+# A delayed frame is late, not lost: the run passes and the injector counted its delays.
+out=$(timeout 60 "$perf" write_bw -s 4096 -n 2000 -v --no-progress \
+  --inject=delay=2%,delay_us=300,seed=5 2>&1)
+delayed=$(grep -oE 'injected into frames sent: .*delayed [0-9]+' <<<"$out" | awk '{print $NF}')
+if ! grep -q 'result: PASS' <<<"$out" || [ "${delayed:-0}" -eq 0 ]; then
+  echo "FAIL: --inject=delay=2%: ${delayed:-no} frames delayed"
   echo "$out" | tail -8
   fails=$((fails + 1))
 fi
