@@ -30,6 +30,7 @@
 #include <fstream>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,6 +46,100 @@ namespace urnic::perf {
 namespace {
 
 // ---- Loopback -------------------------------------------------------------------------------
+
+// The runners of one loopback size. A is the client. Bandwidth: A sends to B (which receives,
+// for SENDs); with -b B sends to A as well (peer_tx, and client_rx for SENDs). Latency: A and,
+// for WRITE / SEND, B answering.
+struct LoopRunners {
+  std::unique_ptr<Runner> client, server, peer_tx, client_rx;
+
+  std::vector<Runner*> all() const {
+    std::vector<Runner*> v;
+    for (Runner* r : {client.get(), server.get(), peer_tx.get(), client_rx.get()})
+      if (r != nullptr) v.push_back(r);
+    return v;
+  }
+};
+
+LoopRunners make_loop_runners(Side& a, Side& b, const Options& o, Test t, const RunConfig& cc) {
+  RunConfig sc = cc;
+  sc.role = Role::kServer;
+  LoopRunners l;
+  if (t.kind == Kind::kBw) {
+    l.client = make_bw_sender(a, cc);
+    if (t.verb == Verb::kSend) l.server = make_bw_receiver(b, sc);
+    if (o.bidirectional) {
+      l.peer_tx = make_bw_sender(b, sc);
+      if (t.verb == Verb::kSend) l.client_rx = make_bw_receiver(a, cc);
+    }
+  } else {
+    l.client = make_lat(a, cc);
+    if (t.verb == Verb::kWrite || t.verb == Verb::kSend) l.server = make_lat(b, sc);
+  }
+  return l;
+}
+
+// One pair of a loopback run in which one side may wait for the other without knowing when it is
+// done (a receiver, or the answering side of a ping-pong): once one of the two is done the other
+// learns it the way a remote one would (its next TCP message); here it is told directly, with
+// the total it must have received.
+void stop_partner(Runner* x, Runner* y, bool* stopped) {
+  if (x == nullptr || y == nullptr || *stopped || !(x->done() || y->done())) return;
+  Runner* waiting = x->done() ? y : x;
+  waiting->stop(x->done() ? x->messages : y->messages);
+  *stopped = true;
+}
+
+// Runs one size; false (with `out` failed) when the run did not finish.
+bool run_loopback_size(Env& env, const Options& o, Test t, uint64_t size, Side& a, Side& b,
+                       Outcome* out, uint64_t* completions) {
+  const RunConfig cc = run_config(o, t, Role::kClient, size, true);
+  const LoopRunners l = make_loop_runners(a, b, o, t, cc);
+  const std::vector<Runner*> rs = l.all();
+  bool stopped[2] = {false, false};
+  std::optional<IntervalPrinter> ticker;
+  if (o.run_infinitely) ticker.emplace(o, size, 1.0);
+  // Both directions count in a -b run's interval rows.
+  auto sent = [&] { return l.client->messages + (l.peer_tx ? l.peer_tx->messages : 0); };
+  const CpuStat cpu0 = o.cpu_util ? read_cpu_stat() : CpuStat{};
+  const bool ok = run_all(env.driver(), rs, o, t.kind, size, [&] {
+    stop_partner(l.client.get(), l.server.get(), &stopped[0]);
+    stop_partner(l.peer_tx.get(), l.client_rx.get(), &stopped[1]);
+    if (ticker) ticker->tick(rte_rdtsc(), sent());
+  });
+  const double cpu = o.cpu_util ? cpu_util(cpu0, read_cpu_stat()) : -1;
+  if (!ok) {
+    for (Runner* r : rs)
+      if (r->failed()) out->fail(r->error());
+    if (out->ok) out->fail("the run did not finish");
+    return false;
+  }
+  for (Runner* r : rs) *completions += r->messages;
+  if (ticker) {
+    ticker->finish(rte_rdtsc(), sent());
+  } else if (t.kind == Kind::kBw) {
+    const BwReport mine = bw_of(o, size, *l.client);
+    if (l.peer_tx) {
+      const BwReport theirs = bw_of(o, size, *l.peer_tx);
+      print_bw_row(bw_sum(mine, theirs), cpu);
+      record_bw_row(o, t, bw_sum(mine, theirs));
+      if (o.report_both) print_report_both(mine, theirs, o.gbits, cpu);
+    } else {
+      print_bw_row(mine, cpu);
+      record_bw_row(o, t, mine);
+    }
+    report_open_loop(o, t, size, *l.client, out);
+  } else {
+    print_lat_result(o, t, size, *l.client, cpu);
+  }
+  for (Runner* r : rs) out->data(r->check_data());
+  if (t.kind == Kind::kBw && (t.verb == Verb::kWrite || t.verb == Verb::kAtomic)) {
+    const uint64_t per_qp = o.duration > 0 ? 0 : cc.iters;
+    out->data(check_passive_target(b, cc, per_qp, l.client->messages));
+    if (l.peer_tx) out->data(check_passive_target(a, cc, per_qp, l.peer_tx->messages));
+  }
+  return true;
+}
 
 bool run_loopback_test(Env& env, const Options& o, Test t, const std::vector<uint64_t>& sizes) {
   Outcome out;
@@ -99,9 +194,9 @@ bool run_loopback_test(Env& env, const Options& o, Test t, const std::vector<uin
   for (uint32_t i = 0; i < nqps; ++i) print_dest("local", t, a->qp(i).local);
   for (uint32_t i = 0; i < nqps; ++i) print_dest("remote", t, b->qp(i).local);
   if (t.kind == Kind::kBw)
-    print_bw_header(o.gbits);
+    print_bw_header(o.gbits, o.cpu_util);
   else
-    print_lat_header(o.duration > 0);
+    print_lat_header(o.duration > 0, o.cpu_util);
 
   uint64_t completions = 0;
   for (uint64_t size : sizes) {
@@ -111,54 +206,11 @@ bool run_loopback_test(Env& env, const Options& o, Test t, const std::vector<uin
       out.fail(err);
       break;
     }
-    RunConfig cc = run_config(o, t, Role::kClient, size, true);
-    RunConfig sc = cc;
-    sc.role = Role::kServer;
-    std::unique_ptr<Runner> client, server;
-    if (t.kind == Kind::kBw) {
-      client = make_bw_sender(*a, cc);
-      if (t.verb == Verb::kSend) server = make_bw_receiver(*b, sc);
-    } else {
-      client = make_lat(*a, cc);
-      if (t.verb == Verb::kWrite || t.verb == Verb::kSend) server = make_lat(*b, sc);
-    }
-    std::vector<Runner*> rs{client.get()};
-    if (server) rs.push_back(server.get());
-    bool stopped = false;
-    const bool ok = run_all(env.driver(), rs, o, t.kind, size, [&] {
-      // The side that only answers learns that the other is done the way a remote one would
-      // (its next TCP message); here it is told directly, with the total it must have received.
-      if (server && !stopped && (client->done() || server->done())) {
-        Runner* waiting = client->done() ? server.get() : client.get();
-        waiting->stop(client->done() ? client->messages : server->messages);
-        stopped = true;
-      }
-    });
-    if (!ok) {
-      for (Runner* r : rs)
-        if (r->failed()) out.fail(r->error());
-      if (out.ok) out.fail("the run did not finish");
-      break;
-    }
-    completions += client->messages + (server ? server->messages : 0);
-    if (t.kind == Kind::kBw) {
-      const BwReport row = bw_of(o, size, *client);
-      print_bw_row(row);
-      record_bw_row(o, t, row);
-      report_open_loop(o, t, size, *client, &out);
-    } else
-      print_lat_result(o, t, size, *client);
-    out.data(client->check_data());
-    if (server) out.data(server->check_data());
-    if (t.kind == Kind::kBw && (t.verb == Verb::kWrite || t.verb == Verb::kAtomic)) {
-      const uint64_t per_qp = o.duration > 0 ? 0 : cc.iters;
-      out.data(check_passive_target(*b, cc, per_qp, client->messages));
-    }
-    if (!out.ok) break;
+    if (!run_loopback_size(env, o, t, size, *a, *b, &out, &completions) || !out.ok) break;
   }
   const Totals totals = totals_of({&env.a(), &env.b()});
   if (totals.qps.completions_error != 0) out.fail("the QPs counted completions with errors");
-  print_summary(out, completions, totals, o.verbose || !out.ok);
+  print_summary(out, completions, totals, o.verbose || !out.ok, env.driver().events());
   return out.ok;
 }
 
@@ -222,6 +274,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "urnic-perf: -a with -D is not supported for send tests\n");
     return 2;
   }
+  if (o.run_infinitely) install_stop_handlers();
   int rc = o.loopback() ? run_loopback(o) : run_remote(o);
   if (!o.report.empty()) {
     // After the run, off every measured path: the page, and gnuplot drawing its plots.

@@ -25,6 +25,7 @@ namespace {
 constexpr size_t kVersionSize = 16;
 constexpr char kVersion[kVersionSize] = "6.06\0urnic-perf";
 static_assert(sizeof(kVersion) == kVersionSize);
+constexpr size_t kTailAt = 5;  // after "6.06" and its NUL
 
 // ibv_mtu enum values (1 = 256 ... 5 = 4096) and back.
 int mtu_enum(uint32_t bytes) {
@@ -71,6 +72,8 @@ bool Oob::wait_fd(short events, std::chrono::steady_clock::time_point deadline) 
   for (;;) {
     // Drive the engine between non-blocking polls; block at most 100 ms without one.
     if (idle_) idle_();
+    if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed))
+      return fail("interrupted", OobFailure::kCanceled);
     const int r = ::poll(&p, 1, idle_ ? 0 : 100);
     if (r > 0) return true;
     if (r < 0 && errno != EINTR) return fail(std::string("poll: ") + std::strerror(errno));
@@ -213,16 +216,29 @@ bool Oob::xchg(const void* mine, void* theirs, size_t n) {
   return read_exact(theirs, n) && write_all(mine, n);
 }
 
-bool Oob::exchange_versions() {
+bool Oob::exchange_versions(const PeerModes& modes) {
+  char mine[kVersionSize] = {};
+  std::memcpy(mine, kVersion, kVersionSize);
+  if (modes.bidirectional || modes.run_infinitely) {
+    // "urnic-perf" without modes, so that an older urnic-perf still knows its peer.
+    std::snprintf(mine + kTailAt, kVersionSize - kTailAt, "urnic:%s%s",
+                  modes.bidirectional ? "b" : "", modes.run_infinitely ? "i" : "");
+  }
   char theirs[kVersionSize] = {};
-  if (!xchg(kVersion, theirs, kVersionSize)) return false;
+  if (!xchg(mine, theirs, kVersionSize)) return false;
   const size_t len = strnlen(theirs, kVersionSize);
   peer_version_.assign(theirs, len);
   peer_version_num_ = std::atof(peer_version_.c_str());
-  peer_urnic_ =
-      len + 1 < kVersionSize &&
-      std::string_view(theirs + len + 1, strnlen(theirs + len + 1, kVersionSize - len - 1))
-              .rfind("urnic", 0) == 0;
+  const std::string_view tail =
+      len + 1 < kVersionSize
+          ? std::string_view(theirs + len + 1, strnlen(theirs + len + 1, kVersionSize - len - 1))
+          : std::string_view();
+  peer_urnic_ = tail.rfind("urnic", 0) == 0;
+  if (tail.rfind("urnic:", 0) == 0) {
+    const std::string_view letters = tail.substr(6);
+    peer_modes_.bidirectional = letters.find('b') != std::string_view::npos;
+    peer_modes_.run_infinitely = letters.find('i') != std::string_view::npos;
+  }
   // check_version_compatibility(): perftest refuses peers older than 5.70.
   if (peer_version_num_ < 5.70) return fail("peer perftest version " + peer_version_ + " < 5.70");
   return true;
@@ -293,17 +309,28 @@ bool Oob::close_connection(const Dest& mine) {
 }
 
 bool Oob::end_together(const Dest& mine) {
-  // Both sides write before they read, so whichever finished first tells the other, which may
-  // still be waiting for messages that will not come, that the test is over.
+  // Whichever finished first tells the other, which may still be waiting for messages that
+  // will not come, that the test is over.
+  return sync_write_first(mine) && say_done();
+}
+
+bool Oob::sync_write_first(const Dest& mine) { return write_record(mine) && read_record(); }
+
+bool Oob::write_record(const Dest& mine) {
+  if (fd_ < 0) return fail("not connected");
   const auto rec = format_record(mine);
+  return write_all(rec.data(), kRecordSize);
+}
+
+bool Oob::read_record() {
   char in[kRecordSize] = {};
   if (fd_ < 0) return fail("not connected");
-  if (!write_all(rec.data(), kRecordSize) || !read_exact(in, kRecordSize)) return false;
+  if (!read_exact(in, kRecordSize)) return false;
   Dest d;
   if (!parse_record(in, kRecordSize, &d))
     return fail("malformed connection record from the peer: '" +
                 std::string(in, strnlen(in, kRecordSize)) + "'");
-  return say_done();
+  return true;
 }
 
 bool Oob::say_done() {

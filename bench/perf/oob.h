@@ -10,6 +10,7 @@
 // blocking and calls `idle` in between (see Driver in side.h).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -27,6 +28,16 @@ enum class OobFailure : uint8_t {
   kTimeout,   // the peer stopped answering: a step waited longer than the timeout
   kPeerGone,  // the peer closed the connection (it exited or was killed)
   kOther,     // a malformed record, an incompatible peer, a socket error
+  kCanceled,  // the cancel flag was raised (SIGINT / SIGTERM under --run_infinitely)
+};
+
+// The options both sides must agree on, carried after the version string's NUL (perftest reads
+// the string only): perftest's -b and --run_infinitely are "SYMMETRIC" but perftest 4.5 has no
+// way to check them, so against perftest both sides must simply be told.
+struct PeerModes {
+  bool bidirectional = false;
+  bool run_infinitely = false;
+  friend bool operator==(const PeerModes&, const PeerModes&) = default;
 };
 
 class Oob {
@@ -49,10 +60,22 @@ class Oob {
   bool connect_to(const std::string& host, uint16_t port, double retry_s);
 
   // The version exchange. Our 16 bytes are "6.06" (perftest 4.5) and, after the NUL that ends
-  // the string perftest parses, "urnic-perf": a peer that carries it verifies our data.
-  bool exchange_versions();
+  // the string perftest parses, "urnic-perf" (or "urnic:" and the letters of `modes`: b, i): a
+  // peer that carries it verifies our data.
+  bool exchange_versions(const PeerModes& modes = {});
   const std::string& peer_version() const { return peer_version_; }
   bool peer_is_urnic() const { return peer_urnic_; }
+  // An urnic-perf peer's modes (all off for perftest, or an urnic-perf that predates them).
+  const PeerModes& peer_modes() const { return peer_modes_; }
+  // Every wait gives up (kCanceled) once `*cancel` is set; null: never.
+  void set_cancel(const std::atomic<bool>* cancel) { cancel_ = cancel; }
+  // One record each way, written before reading on both sides (so that either side may be the
+  // first to finish a run and tell the other, which stops when it can read it). A perftest
+  // peer's hand shake fits it: each side writes one record and reads one.
+  bool sync_write_first(const Dest& mine);
+  // Its two halves, for a side that writes its record in the middle of a run.
+  bool write_record(const Dest& mine);
+  bool read_record();
   // check_sys_data(): both sides use the larger cycle buffer and cache line.
   bool check_sys_data(uint32_t* cycle_buffer, uint32_t* cache_line);
   // check_mtu(): both sides use the smaller path MTU (bytes in, bytes out).
@@ -96,6 +119,8 @@ class Oob {
   std::string peer_version_;
   double peer_version_num_ = 0;
   bool peer_urnic_ = false;
+  PeerModes peer_modes_;
+  const std::atomic<bool>* cancel_ = nullptr;
   std::string err_;
 };
 

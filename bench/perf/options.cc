@@ -128,6 +128,17 @@ void print_usage(const char* prog) {
       "  -T, --tos=TOS           IP TOS / traffic class byte of the RoCE frames, 0..255: its\n"
       "                          DSCP (the ECN bits are congestion control's)\n"
       "      --report_gbits      report Gb/s instead of MB/s\n"
+      "  -b, --bidirectional     BW tests: both sides send at once; the row is the sum of both\n"
+      "                          sides' (symmetric: give it to both; urnic-perf peers check)\n"
+      "      --report-both       with -b, also the local and the remote rows\n"
+      "  -e, --events            wait for completions with CQ notifications (arm + callback)\n"
+      "                          instead of polling; needs the engine on its own lcore; not\n"
+      "                          with -D (write_lat still polls memory for the peer's WRITE)\n"
+      "      --run_infinitely    BW tests: a row every -D seconds (default 5) until SIGINT or\n"
+      "                          SIGTERM, then a last row for the partial interval, exit 0\n"
+      "      --cpu_util          CPU_Util[%%] column: user / (user + idle) time of all CPUs\n"
+      "                          from /proc/stat over the measured interval (needs -D)\n"
+      "  -c, --connection=TYPE   RC only (UD QPs are not in urnic's API yet: issue 16)\n"
       "  -p  PORT                TCP port of the out-of-band exchange (default 18515)\n"
       "  -x, --gid-index=N       GID to use: 0 link-local IPv6, 1 IPv4-mapped (default), 2 IPv6\n"
       "  -F                      accepted (no CPU frequency check applies)\n"
@@ -233,6 +244,55 @@ bool parse_inject(const std::string& spec, const char* opt, FaultConfig* f) {
   return false;
 }
 
+// -c: perftest's connection types (change_conn_type(): RC UC UD RawEth XRC DC SRD). urnic has
+// RC only; UD QPs are not in its public API yet (issue 16, item 5).
+bool parse_connection(const std::string& s) {
+  if (s == "RC") return true;
+  if (s == "UD") {
+    std::fprintf(stderr,
+                 "urnic-perf: -c UD: urnic's public API has no UD QPs yet (issue 16, item 5); "
+                 "only RC is supported\n");
+  } else if (s == "UC" || s == "RawEth" || s == "XRC" || s == "DC" || s == "SRD") {
+    std::fprintf(stderr, "urnic-perf: -c %s: urnic supports RC connections only\n", s.c_str());
+  } else {
+    std::fprintf(stderr,
+                 "urnic-perf: invalid connection type '%s' (perftest's: RC UC UD RawEth XRC DC "
+                 "SRD; urnic supports RC)\n",
+                 s.c_str());
+  }
+  return false;
+}
+
+// The combinations perftest refuses (force_dependencies()) and the ones urnic-perf cannot do.
+bool check_modes(Options* o) {
+  auto bad = [](const char* why) {
+    std::fprintf(stderr, "urnic-perf: %s\n", why);
+    return false;
+  };
+  const bool bw = o->test.kind == Kind::kBw;
+  if (o->bidirectional && !bw) return bad("-b (bidirectional) applies to the bandwidth tests");
+  if (o->report_both && !o->bidirectional) return bad("--report-both needs -b");
+  if (o->bidirectional && o->rate > 0) return bad("-b and --rate (open-loop load) do not mix");
+  if (o->run_infinitely) {
+    if (!bw) return bad("--run_infinitely exists only in the bandwidth tests (as in perftest)");
+    if (o->all_sizes) return bad("--run_infinitely runs one size: no -a");
+    if (o->rate > 0) return bad("--run_infinitely does not support --rate");
+    if (o->bidirectional && o->test.verb == Verb::kSend)
+      return bad("--run_infinitely is not supported in the bidirectional send_bw test (perftest)");
+    if (o->sweep) return bad("--run_infinitely and --sweep do not mix");
+    if (o->duration == 0) o->duration = kDefaultDuration;  // the print interval
+  }
+  if (o->events) {
+    if (o->duration > 0)
+      return bad(o->run_infinitely ? "--run_infinitely does not support events (-e)"
+                                   : "duration mode (-D) doesn't work with events (-e)");
+    if (o->rate > 0) return bad("-e and --rate (open-loop load) do not mix");
+  }
+  if (o->cpu_util && o->duration == 0)
+    return bad("--cpu_util works only in duration mode (-D or --run_infinitely)");
+  return true;
+}
+
 }  // namespace
 
 bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
@@ -278,6 +338,12 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
         return false;
       }
       return true;
+    };
+    // A flag given a value ("-b1", "--events=x") is a mistake, not a flag.
+    auto flag = [&] {
+      if (!has_val) return true;
+      std::fprintf(stderr, "urnic-perf: %s takes no value\n", key.c_str());
+      return false;
     };
     uint64_t v = 0;
     std::string s;
@@ -348,6 +414,23 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
       o->mtu = static_cast<uint32_t>(v);
     } else if (key == "--report_gbits" || key == "--report-gbits") {
       o->gbits = true;
+    } else if (key == "-b" || key == "--bidirectional") {
+      if (!flag()) return false;
+      o->bidirectional = true;
+    } else if (key == "--report-both" || key == "--report_both") {
+      if (!flag()) return false;
+      o->report_both = true;
+    } else if (key == "-e" || key == "--events") {
+      if (!flag()) return false;
+      o->events = true;
+    } else if (key == "--run_infinitely" || key == "--run-infinitely") {
+      if (!flag()) return false;
+      o->run_infinitely = true;
+    } else if (key == "--cpu_util" || key == "--cpu-util") {
+      if (!flag()) return false;
+      o->cpu_util = true;
+    } else if (key == "-c" || key == "--connection") {
+      if (!value(&s) || !parse_connection(s)) return false;
     } else if (key == "-p") {
       if (!num(&v, 1, 65535)) return false;
       o->tcp_port = static_cast<uint16_t>(v);
@@ -510,6 +593,7 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
     std::fprintf(stderr, "urnic-perf: --json reports an open-loop run: give --rate too\n");
     return false;
   }
+  if (!check_modes(o)) return false;
   if (o->sweep && !o->loopback()) {
     std::fprintf(stderr, "urnic-perf: --sweep runs in loopback only\n");
     return false;

@@ -15,14 +15,24 @@ namespace {
 constexpr const char* kResultLine =
     "---------------------------------------------------------------------------------------\n";
 constexpr const char* kResultFmt =
-    " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n";
+    " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";
 constexpr const char* kResultFmtG =
-    " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n";
+    " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
 constexpr const char* kResultFmtLat =
     " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    "
-    "t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n";
+    "t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ";
 constexpr const char* kResultFmtLatDur =
-    " #bytes        #iterations       t_avg[usec]    tps average\n";
+    " #bytes        #iterations       t_avg[usec]    tps average";
+// RESULT_EXT / RESULT_EXT_CPU_UTIL end the header, REPORT_EXT / REPORT_EXT_CPU_UTIL a row.
+constexpr const char* kResultExt = "\n";
+constexpr const char* kResultExtCpu = "    CPU_Util[%]\n";
+
+void end_row(double cpu) {
+  if (cpu >= 0)
+    std::printf("\t    %-3.2f\n", cpu);
+  else
+    std::fputs("\n", stdout);
+}
 
 const char* verb_str(Verb v) {
   constexpr const char* kNames[] = {"Send", "RDMA_Write", "RDMA_Read", "Atomic"};  // Verb order
@@ -84,21 +94,43 @@ void print_dest(const char* side, Test test, const Dest& d) {
   std::printf("\n");
 }
 
-void print_bw_header(bool gbits) {
+void print_bw_header(bool gbits, bool cpu_util) {
   std::fputs(kResultLine, stdout);
   std::fputs(gbits ? kResultFmtG : kResultFmt, stdout);
+  std::fputs(cpu_util ? kResultExtCpu : kResultExt, stdout);
   std::fflush(stdout);
 }
 
-void print_bw_row(const BwReport& r) {
-  std::printf(" %-7" PRIu64 "    %-10" PRIu64 "       %-7.2f            %-7.2f\t\t   %-7.6f\n",
+void print_bw_row(const BwReport& r, double cpu) {
+  std::printf(" %-7" PRIu64 "    %-10" PRIu64 "       %-7.2f            %-7.2f\t\t   %-7.6f",
               r.size, r.iters, r.bw_peak, r.bw_avg, r.msg_rate);
+  end_row(cpu);
   std::fflush(stdout);
 }
 
-void print_lat_header(bool duration) {
+BwReport bw_sum(const BwReport& mine, const BwReport& theirs) {
+  BwReport r = mine;
+  r.bw_peak += theirs.bw_peak;
+  r.bw_avg += theirs.bw_avg;
+  r.msg_rate += theirs.msg_rate;
+  return r;
+}
+
+void print_report_both(const BwReport& mine, const BwReport& theirs, bool gbits, double cpu) {
+  for (auto [title, r] : {std::pair{"Local", &mine}, {"Remote", &theirs}}) {
+    std::fputs(kResultLine, stdout);
+    std::printf("\n %s results: \n", title);
+    std::fputs(kResultLine, stdout);
+    std::fputs(gbits ? kResultFmtG : kResultFmt, stdout);
+    std::fputs(cpu >= 0 ? kResultExtCpu : kResultExt, stdout);
+    print_bw_row(*r, cpu);
+  }
+}
+
+void print_lat_header(bool duration, bool cpu_util) {
   std::fputs(kResultLine, stdout);
   std::fputs(duration ? kResultFmtLatDur : kResultFmtLat, stdout);
+  std::fputs(duration && cpu_util ? kResultExtCpu : kResultExt, stdout);
   std::fflush(stdout);
 }
 
@@ -162,11 +194,12 @@ void print_lat_row(uint64_t size, uint64_t iters, const LatStats& s) {
 }
 
 std::pair<double, double> print_lat_duration_row(uint64_t size, uint64_t iters, uint64_t tsc_start,
-                                                 uint64_t tsc_end, double rtt_factor) {
+                                                 uint64_t tsc_end, double rtt_factor, double cpu) {
   const double secs = tsc_to_s(tsc_end > tsc_start ? tsc_end - tsc_start : 1);
   const double avg = iters == 0 ? 0 : secs * 1e6 / static_cast<double>(iters) / rtt_factor;
-  std::printf(" %-7" PRIu64 "       %" PRIu64 "           %-7.2f        %-7.2f\n", size, iters, avg,
+  std::printf(" %-7" PRIu64 "       %" PRIu64 "           %-7.2f        %-7.2f", size, iters, avg,
               static_cast<double>(iters) / secs);
+  end_row(cpu);
   std::fflush(stdout);
   return {avg, static_cast<double>(iters) / secs};
 }

@@ -32,9 +32,16 @@ void print_result_line();
 void print_test_info(const TestInfo& t);
 // " local address: LID 0000 QPN 0x0011 PSN 0x123456 ..." and the GID line.
 void print_dest(const char* side, Test test, const Dest& d);
-void print_bw_header(bool gbits);
-void print_bw_row(const BwReport& r);
-void print_lat_header(bool duration);
+// `cpu_util`: --cpu_util's column (RESULT_EXT_CPU_UTIL / REPORT_EXT_CPU_UTIL); a row's
+// `cpu` below 0 prints none.
+void print_bw_header(bool gbits, bool cpu_util = false);
+void print_bw_row(const BwReport& r, double cpu = -1);
+// -b: perftest's print_full_bw_report(my, rem): peaks, averages and message rates added, the size
+// and iteration count ours.
+BwReport bw_sum(const BwReport& mine, const BwReport& theirs);
+// --report-both: the " Local results:" and " Remote results:" tables after the summed row.
+void print_report_both(const BwReport& mine, const BwReport& theirs, bool gbits, double cpu);
+void print_lat_header(bool duration, bool cpu_util = false);
 
 // Bandwidth figures from a run: `iters_col` goes in the #iterations column; MB/s are 2^20 bytes
 // per second, Gb/s 10^9 bits per second (perftest's format_factor). The peak is the best rate
@@ -54,7 +61,8 @@ LatStats lat_stats(const std::vector<uint64_t>& tposted, double rtt_factor);
 void print_lat_row(uint64_t size, uint64_t iters, const LatStats& s);
 // Prints the row of a -D latency run; returns its average latency (us) and transactions per second.
 std::pair<double, double> print_lat_duration_row(uint64_t size, uint64_t iters, uint64_t tsc_start,
-                                                 uint64_t tsc_end, double rtt_factor);
+                                                 uint64_t tsc_end, double rtt_factor,
+                                                 double cpu = -1);
 
 double tsc_to_s(uint64_t cycles);
 

@@ -54,6 +54,7 @@ inline constexpr uint32_t kMaxInlineSize = 256;     // urnic's max_inline_data_s
 inline constexpr uint32_t kCycleBuffer = 4096;      // sysconf(_SC_PAGESIZE) on x86-64 Linux
 inline constexpr uint32_t kCacheLine = 64;
 inline constexpr uint32_t kLatMeasureTail = 2;  // LAT_MEASURE_TAIL: largest samples dropped
+inline constexpr double kDefaultDuration = 5;   // DEF_DURATION: --run_infinitely's interval
 
 struct Options {
   Test test;
@@ -72,6 +73,16 @@ struct Options {
   int tos = -1;        // -T: the IPv4 TOS / IPv6 traffic class byte (its DSCP; ECN is the CC's)
   uint32_t mtu = 0;    // -m; 0: the port's active MTU
   bool gbits = false;  // --report_gbits
+  // -b: both sides run the requester at once (perftest's duplex; bandwidth tests). Symmetric:
+  // both sides must say it (urnic-perf peers check, a perftest peer cannot be asked).
+  bool bidirectional = false;
+  bool report_both = false;  // --report-both: with -b, the local and remote rows as well
+  // -e: wait for completions with CQ notifications (Cq::arm and the notification callback)
+  // instead of polling; the waiting thread sleeps. Not with -D, --rate or --run_infinitely.
+  bool events = false;
+  // --run_infinitely: a bandwidth row every -D seconds (default 5) until SIGINT / SIGTERM.
+  bool run_infinitely = false;
+  bool cpu_util = false;  // --cpu_util: perftest's CPU_Util[%] column (duration mode)
   uint16_t tcp_port = kDefaultTcpPort;
   int gid_index = 1;   // -x: index in the adapter's GID table (1 = IPv4-mapped)
   std::string server;  // client mode when set

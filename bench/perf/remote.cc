@@ -7,12 +7,12 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "bench/perf/oob.h"
+#include "bench/perf/remote.h"
 #include "bench/perf/report.h"
-#include "bench/perf/session.h"
 
 namespace urnic::perf {
 namespace {
@@ -41,12 +41,213 @@ int oob_exit_code(const Oob& oob, const char* step) {
       return std::strcmp(step, "close") == 0 ? kExitSyncTimeout : kExitPeerSilent;
     case OobFailure::kPeerGone:
       return kExitPeerGone;
+    case OobFailure::kCanceled:
+      return kExitOk;  // SIGINT / SIGTERM under --run_infinitely: the end the user asked for
     default:
       return kExitRunFailed;
   }
 }
 
+// -b and --run_infinitely are symmetric (perftest: "SYMMETRIC"): an urnic-perf peer says what
+// it was told (oob.h PeerModes), and a mismatch would leave one side waiting for a run the other
+// never makes.
+bool modes_agree(const Options& o, const Oob& oob) {
+  if (!oob.peer_is_urnic()) return true;
+  const PeerModes& p = oob.peer_modes();
+  const char* peer = o.role() == Role::kClient ? "server" : "client";
+  if (p.bidirectional != o.bidirectional) {
+    std::fprintf(stderr,
+                 "urnic-perf: this side was started %s -b (bidirectional) and the %s %s: -b is "
+                 "symmetric, give it to both sides or neither\n",
+                 o.bidirectional ? "with" : "without", peer, p.bidirectional ? "was" : "was not");
+    return false;
+  }
+  // A send_bw server counts receives until the client says it is done; a bidirectional side
+  // sends until the other tells it: both need to know that the run has no end.
+  if ((o.bidirectional || o.test.verb == Verb::kSend) && p.run_infinitely != o.run_infinitely) {
+    std::fprintf(stderr,
+                 "urnic-perf: this side was started %s --run_infinitely and the %s %s: give it "
+                 "to both sides or neither\n",
+                 o.run_infinitely ? "with" : "without", peer, p.run_infinitely ? "was" : "was not");
+    return false;
+  }
+  return true;
+}
+
+// write_bw, read_bw, atomic_bw: the client runs and sends its report; the server only serves
+// (the responder runs on the engine) and prints the client's report.
+const char* flow_bw_rdma(RemoteRun& rr, const std::vector<uint64_t>& sizes, uint64_t max_size) {
+  const Options& o = rr.o;
+  const Dest& me = rr.side.qp(0).local;
+  BwReport mine, theirs;
+  if (rr.role == Role::kClient) {
+    for (uint64_t size : sizes) {
+      RunConfig rc = run_config(o, rr.t, rr.role, size, rr.urnic_peer);
+      std::atomic<bool> end{false};
+      std::optional<IntervalPrinter> ticker;
+      RemoteRun::Spec spec;
+      if (o.run_infinitely) {
+        rc.stop = spec.end = &end;
+        spec.ticker = &ticker.emplace(o, size, 1.0);
+      }
+      auto r = make_bw_sender(rr.side, rc);
+      const CpuStat cpu0 = o.cpu_util ? read_cpu_stat() : CpuStat{};
+      if (!rr.run({r.get()}, size, spec)) break;
+      mine = bw_of(o, size, *r);
+      if (ticker)
+        ticker->finish(rte_rdtsc(), r->messages);
+      else
+        print_bw_row(mine, o.cpu_util ? cpu_util(cpu0, read_cpu_stat()) : -1);
+      if (!ticker) record_bw_row(o, rr.t, mine);
+      report_open_loop(o, rr.t, size, *r, &rr.out);
+      rr.out.data(r->check_data());
+    }
+    if (!rr.out.ok) return nullptr;
+    if (!rr.oob.hand_shake(me, nullptr) || !rr.oob.xchg_reports(mine, &theirs)) return "reports";
+  } else {
+    if (!rr.oob.hand_shake(me, nullptr) || !rr.oob.xchg_reports(mine, &theirs)) return "reports";
+    print_bw_row(theirs);
+    record_bw_row(o, rr.t, theirs);
+    const uint64_t nqps = rr.side.qps().size();
+    if (theirs.size <= max_size && theirs.size != 0) {
+      const RunConfig rc = run_config(o, rr.t, rr.role, theirs.size, rr.urnic_peer);
+      const uint64_t per_qp = o.duration > 0 || nqps == 0 ? 0 : theirs.iters / nqps;
+      rr.out.data(check_passive_target(rr.side, rc, per_qp, theirs.iters));
+    }
+  }
+  return rr.oob.close_connection(me) ? nullptr : "close";
+}
+
+// send_bw and send_lat: per size the receiver posts its receives, a sync record lets the client
+// start, both run (with -a, send_bw adds a record after each size).
+const char* flow_send(RemoteRun& rr, const std::vector<uint64_t>& sizes) {
+  const Options& o = rr.o;
+  const Test t = rr.t;
+  const Dest& me = rr.side.qp(0).local;
+  // Whether this side only answers (receives SENDs, or replies in a ping-pong): in a duration
+  // run it stops when the other side's next TCP message shows up.
+  const bool answers = t.kind == Kind::kBw ? rr.role == Role::kServer : !initiator(t, rr.role);
+  for (uint64_t size : sizes) {
+    RunConfig rc = run_config(o, t, rr.role, size, rr.urnic_peer);
+    std::atomic<bool> end{false};
+    std::optional<IntervalPrinter> ticker;
+    RemoteRun::Spec spec;
+    if (o.run_infinitely) {
+      if (rr.role == Role::kClient) rc.stop = spec.end = &end;
+      spec.ticker = &ticker.emplace(o, size, 1.0);
+    }
+    std::unique_ptr<Runner> r;
+    if (t.kind == Kind::kBw)
+      r = rr.role == Role::kClient ? make_bw_sender(rr.side, rc) : make_bw_receiver(rr.side, rc);
+    else
+      r = make_lat(rr.side, rc);  // posts its receives
+    // Receives are posted: the sync record lets the client start.
+    if (!rr.oob.hand_shake(me, nullptr)) return "sync";
+    if (answers) spec.waiter = r.get();
+    const CpuStat cpu0 = o.cpu_util ? read_cpu_stat() : CpuStat{};
+    if (!rr.run({r.get()}, size, spec)) break;
+    const double cpu = o.cpu_util ? cpu_util(cpu0, read_cpu_stat()) : -1;
+    if (ticker) {
+      ticker->finish(rte_rdtsc(), r->messages);
+    } else if (t.kind == Kind::kBw) {
+      const BwReport row = bw_of(o, size, *r);
+      print_bw_row(row, cpu);
+      record_bw_row(o, t, row);
+      report_open_loop(o, t, size, *r, &rr.out);
+    } else {
+      print_lat_result(o, t, size, *r, cpu);
+    }
+    rr.out.data(r->check_data());
+    if (t.kind == Kind::kBw && o.all_sizes && !rr.oob.hand_shake(me, nullptr)) return "sync";
+  }
+  if (!rr.out.ok || rr.interrupted) return nullptr;
+  return rr.oob.close_connection(me) ? nullptr : "close";
+}
+
+// write_lat, read_lat, atomic_lat.
+const char* flow_lat_rdma(RemoteRun& rr, const std::vector<uint64_t>& sizes) {
+  const Options& o = rr.o;
+  const Test t = rr.t;
+  const Dest& me = rr.side.qp(0).local;
+  if (t.verb == Verb::kWrite || rr.role == Role::kClient) {
+    for (uint64_t size : sizes) {
+      auto r = make_lat(rr.side, run_config(o, t, rr.role, size, rr.urnic_peer));
+      RemoteRun::Spec spec;
+      if (!initiator(t, rr.role)) spec.waiter = r.get();
+      const CpuStat cpu0 = o.cpu_util ? read_cpu_stat() : CpuStat{};
+      if (!rr.run({r.get()}, size, spec)) break;
+      print_lat_result(o, t, size, *r, o.cpu_util ? cpu_util(cpu0, read_cpu_stat()) : -1);
+      rr.out.data(r->check_data());
+    }
+    if (!rr.out.ok) return nullptr;
+  }
+  if (t.verb != Verb::kWrite) return rr.oob.close_connection(me) ? nullptr : "close";
+  // ib_write_lat just closes the socket. Between two urnic-perfs both sides synchronise first
+  // (as perftest's other tools do): the side that finished first keeps its QP until the other's
+  // last WRITE is acknowledged, however many frames the path loses at the end.
+  if (!rr.urnic_peer) {
+    rr.oob.close();
+    return nullptr;
+  }
+  return rr.oob.end_together(me) ? nullptr : "close";
+}
+
 }  // namespace
+
+bool RemoteRun::run(const std::vector<Runner*>& rs, uint64_t size, const Spec& spec) {
+  bool stopped = false, gone = false, stalled = false;
+  // The socket is looked at once a millisecond, not on every step: a syscall per step would
+  // cost the run more than the work it measures.
+  const uint64_t look_every = rte_get_tsc_hz() / 1000;
+  uint64_t next_look = 0;
+  auto abort_all = [&](const char* why) {
+    for (Runner* r : rs) r->abort(why);
+  };
+  const bool ok = run_all(
+      drv, rs, o, t.kind, size,
+      [&] {
+        if (spec.on_step) spec.on_step();
+        if (stopped || gone || interrupted) return;
+        const uint64_t now = rte_rdtsc();
+        if (now < next_look) return;
+        next_look = now + look_every;
+        if (spec.ticker != nullptr) spec.ticker->tick(now, rs.front()->messages);
+        if (o.run_infinitely && stop_requested()) {
+          if (spec.end != nullptr) {
+            spec.end->store(true, std::memory_order_relaxed);  // the senders finish
+          } else {
+            // A receiver has no end of its own: this side leaves the run (the peer will see
+            // its TCP connection close).
+            interrupted = true;
+            abort_all("interrupted");
+            return;
+          }
+        }
+        if (peer_waits && oob.peer_closed()) {
+          // The peer is gone (exited or killed): waiting for its messages is pointless.
+          gone = true;
+          abort_all("the peer closed its TCP connection during the run (it exited or was killed)");
+        } else if (spec.end != nullptr && spec.peer_ends && oob.readable()) {
+          spec.end->store(true, std::memory_order_relaxed);
+        } else if (spec.waiter != nullptr && o.duration > 0 && oob.readable()) {
+          spec.waiter->stop(0);
+          stopped = true;
+        }
+      },
+      &stalled);
+  for (Runner* r : rs) completions += r->messages;
+  if (spec.ticker != nullptr && interrupted) spec.ticker->finish(rte_rdtsc(), rs.front()->messages);
+  if (!ok && !interrupted) {
+    std::string why = "the run did not finish";
+    for (Runner* r : rs)
+      if (r->failed()) {
+        why = r->error();
+        break;
+      }
+    out.fail(why, gone ? kExitPeerGone : stalled ? kExitStalled : kExitRunFailed);
+  }
+  return ok;
+}
 
 int run_remote(const Options& o) {
   Env env;
@@ -57,8 +258,10 @@ int run_remote(const Options& o) {
   const Test t = o.test;
   const Role role = o.role();
   Driver& drv = env.driver();
-  Outcome out;
   Oob oob(role, drv.idle_fn(), o.timeout);
+  // --run_infinitely: a server that waits for its client (or receives) ends on SIGINT too. The
+  // senders instead finish their run and the exchange after it.
+  if (o.run_infinitely && role == Role::kServer && !o.bidirectional) oob.set_cancel(stop_flag());
   // Frames arriving mean the peer is alive and running: a wait for its next TCP message (the
   // server's, while the client runs) lasts as long as they keep coming.
   oob.set_activity([&env] {
@@ -76,7 +279,9 @@ int run_remote(const Options& o) {
   } else if (!oob.connect_to(o.server, o.tcp_port, o.connect_retry)) {
     return oob_fail("connect");
   }
-  if (!oob.exchange_versions()) return oob_fail("versions");
+  if (!oob.exchange_versions(PeerModes{o.bidirectional, o.run_infinitely}))
+    return oob_fail("versions");
+  if (!modes_agree(o, oob)) return kExitUsage;
   Geometry geo;
   if (!oob.check_sys_data(&geo.cycle, &geo.cache_line)) return oob_fail("system data");
   uint32_t mtu = o.mtu != 0 ? std::min(o.mtu, env.mtu()) : env.mtu();
@@ -99,7 +304,12 @@ int run_remote(const Options& o) {
     std::fprintf(stderr, "urnic-perf: %s\n", err.c_str());
     return 1;
   }
-  uint64_t completions = 0;
+  // Whether the peer keeps its TCP connection open until this side's run is over: not an
+  // ib_write_lat, which closes it as soon as its own run ends.
+  const bool peer_waits = !(t.verb == Verb::kWrite && t.kind == Kind::kLat && !urnic_peer);
+  RemoteRun rr{o, t, role, drv, oob, side, urnic_peer, peer_waits, Outcome{}, 0, false};
+  Outcome& out = rr.out;
+  uint64_t& completions = rr.completions;
   // From here on a failure still prints the summary with every counter (retransmits, NAKs,
   // drops), whatever -v says: a failed run must be diagnosable from its output.
   auto failed = [&](int rc) {
@@ -161,132 +371,30 @@ int run_remote(const Options& o) {
   }
   for (uint32_t i = 0; i < nqps; ++i) print_dest("remote", t, remote[i]);
   if (t.kind == Kind::kBw)
-    print_bw_header(o.gbits);
+    print_bw_header(o.gbits, o.cpu_util);
   else if (!(lat_rw && role == Role::kServer && t.verb != Verb::kWrite))
-    print_lat_header(o.duration > 0);
+    print_lat_header(o.duration > 0, o.cpu_util);
 
-  const Dest& me = side.qp(0).local;
-  // Whether this side only answers (receives SENDs, or replies in a latency ping-pong): in a
-  // duration run it stops when the other side's next TCP message (a record, or the connection
-  // closing) shows up.
-  const bool answers = t.kind == Kind::kBw ? role == Role::kServer : !initiator(t, role);
-  // Whether the peer keeps its TCP connection open until this side's run is over: not an
-  // ib_write_lat, which closes it as soon as its own run ends.
-  const bool peer_waits = !(t.verb == Verb::kWrite && t.kind == Kind::kLat && !urnic_peer);
-  auto run_one = [&](Runner& r, uint64_t size, bool server_waits) {
-    std::vector<Runner*> rs{&r};
-    bool stopped = false, gone = false, stalled = false;
-    // The socket is looked at once a millisecond, not on every step: a syscall per step would
-    // cost the run more than the work it measures.
-    const uint64_t look_every = rte_get_tsc_hz() / 1000;
-    uint64_t next_look = 0;
-    const bool ok = run_all(
-        drv, rs, o, t.kind, size,
-        [&] {
-          if (stopped || gone) return;
-          const uint64_t now = rte_rdtsc();
-          if (now < next_look) return;
-          next_look = now + look_every;
-          if (peer_waits && oob.peer_closed()) {
-            // The peer is gone (exited or killed): waiting for its messages is pointless.
-            gone = true;
-            r.abort("the peer closed its TCP connection during the run (it exited or was killed)");
-          } else if (server_waits && o.duration > 0 && oob.readable()) {
-            r.stop(0);
-            stopped = true;
-          }
-        },
-        &stalled);
-    if (!ok)
-      out.fail(r.failed() ? r.error() : "the run did not finish", gone      ? kExitPeerGone
-                                                                  : stalled ? kExitStalled
-                                                                            : kExitRunFailed);
-    completions += r.messages;
-    return ok;
-  };
-
-  if (t.kind == Kind::kBw && t.verb != Verb::kSend) {
-    BwReport mine, theirs;
-    if (role == Role::kClient) {
-      for (uint64_t size : sizes) {
-        auto r = make_bw_sender(side, run_config(o, t, role, size, urnic_peer));
-        if (!run_one(*r, size, false)) break;
-        mine = bw_of(o, size, *r);
-        print_bw_row(mine);
-        record_bw_row(o, t, mine);
-        report_open_loop(o, t, size, *r, &out);
-        out.data(r->check_data());
-      }
-      if (!out.ok) return run_failed();
-      if (!oob.hand_shake(me, nullptr) || !oob.xchg_reports(mine, &theirs))
-        return oob_failed("reports");
-    } else {
-      // The client runs; this side only serves (the responder runs on the engine).
-      if (!oob.hand_shake(me, nullptr) || !oob.xchg_reports(mine, &theirs))
-        return oob_failed("reports");
-      print_bw_row(theirs);
-      record_bw_row(o, t, theirs);
-      if (theirs.size <= geo.max_size && theirs.size != 0) {
-        const RunConfig rc = run_config(o, t, role, theirs.size, urnic_peer);
-        const uint64_t per_qp = o.duration > 0 || nqps == 0 ? 0 : theirs.iters / nqps;
-        out.data(check_passive_target(side, rc, per_qp, theirs.iters));
-      }
-    }
-    if (!oob.close_connection(me)) return oob_failed("close");
-  } else if (t.verb == Verb::kSend) {
-    for (uint64_t size : sizes) {
-      const RunConfig rc = run_config(o, t, role, size, urnic_peer);
-      std::unique_ptr<Runner> r;
-      if (t.kind == Kind::kBw)
-        r = role == Role::kClient ? make_bw_sender(side, rc) : make_bw_receiver(side, rc);
-      else
-        r = make_lat(side, rc);  // posts its receives
-      // Receives are posted: the sync record lets the client start.
-      if (!oob.hand_shake(me, nullptr)) return oob_failed("sync");
-      if (!run_one(*r, size, answers)) break;
-      if (t.kind == Kind::kBw) {
-        const BwReport row = bw_of(o, size, *r);
-        print_bw_row(row);
-        record_bw_row(o, t, row);
-        report_open_loop(o, t, size, *r, &out);
-      } else {
-        print_lat_result(o, t, size, *r);
-      }
-      out.data(r->check_data());
-      if (t.kind == Kind::kBw && o.all_sizes && !oob.hand_shake(me, nullptr))
-        return oob_failed("sync");
-    }
-    if (!out.ok) return run_failed();
-    if (!oob.close_connection(me)) return oob_failed("close");
-  } else if (t.verb == Verb::kWrite) {  // write_lat
-    for (uint64_t size : sizes) {
-      auto r = make_lat(side, run_config(o, t, role, size, urnic_peer));
-      if (!run_one(*r, size, answers)) break;
-      print_lat_result(o, t, size, *r);
-      out.data(r->check_data());
-    }
-    if (!out.ok) return run_failed();
-    // ib_write_lat just closes the socket. Between two urnic-perfs both sides synchronise
-    // first (as perftest's other tools do): the side that finished first keeps its QP until
-    // the other's last WRITE is acknowledged, however many frames the path loses at the end.
-    if (!urnic_peer)
-      oob.close();
-    else if (!oob.end_together(me))
-      return oob_failed("close");
-  } else {  // read_lat, atomic_lat
-    if (role == Role::kClient) {
-      for (uint64_t size : sizes) {
-        auto r = make_lat(side, run_config(o, t, role, size, urnic_peer));
-        if (!run_one(*r, size, false)) break;
-        print_lat_result(o, t, size, *r);
-        out.data(r->check_data());
-      }
-      if (!out.ok) return run_failed();
-    }
-    if (!oob.close_connection(me)) return oob_failed("close");
+  const char* step = nullptr;
+  if (o.bidirectional)
+    step = run_duplex(rr, sizes);
+  else if (t.kind == Kind::kBw && t.verb != Verb::kSend)
+    step = flow_bw_rdma(rr, sizes, geo.max_size);
+  else if (t.verb == Verb::kSend)
+    step = flow_send(rr, sizes);
+  else
+    step = flow_lat_rdma(rr, sizes);
+  if (rr.interrupted || oob.failure() == OobFailure::kCanceled) {
+    // SIGINT / SIGTERM under --run_infinitely on a side that cannot end the run itself (a
+    // receiver, or a server waiting for its client): its last row is out, and that is success.
+    std::fprintf(stderr, " urnic-perf: interrupted\n");
+    print_summary(out, completions, totals_of({&env.a()}), o.verbose);
+    return kExitOk;
   }
-  print_summary(out, completions, totals_of({&env.a()}), o.verbose);
-  return out.ok ? kExitOk : run_failed();
+  if (step != nullptr) return oob_failed(step);
+  if (!out.ok) return run_failed();
+  print_summary(out, completions, totals_of({&env.a()}), o.verbose, drv.events());
+  return kExitOk;
 }
 
 }  // namespace urnic::perf

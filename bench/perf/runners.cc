@@ -121,6 +121,7 @@ class BwSender final : public Runner {
 
   bool step() noexcept override {
     if (done_) return true;
+    begin_step();
     const uint64_t now = rte_rdtsc();
     if (tsc_start == 0) {
       tsc_start = now;
@@ -128,6 +129,8 @@ class BwSender final : public Runner {
       if (ol_) ol_->start(now);
     }
     if (end_tsc_ != 0 && now >= end_tsc_) time_up_ = true;
+    // --run_infinitely: the end is the signal handler's, not the clock's.
+    if (cfg_.stop != nullptr) time_up_ = cfg_.stop->load(std::memory_order_relaxed);
     if (ol_)
       post_open(now);
     else
@@ -261,7 +264,7 @@ class BwSender final : public Runner {
 
   void poll() noexcept {
     std::span<ResultEx> r(cqe_);
-    const size_t n = side_.scq().get_results_ex(r);
+    const size_t n = poll_cq(side_.scq(), r);
     if (n == 0) return;
     const uint64_t now = rte_rdtsc();
     for (size_t k = 0; k < n; ++k) {
@@ -308,6 +311,7 @@ class BwReceiver final : public Runner {
 
   bool step() noexcept override {
     if (done_) return true;
+    begin_step();
     poll();
     bool all = per_qp_ != kUnbounded;
     for (const auto& p : per_) all &= p.received >= per_qp_;
@@ -378,7 +382,7 @@ class BwReceiver final : public Runner {
 
   void poll() noexcept {
     std::span<ResultEx> r(cqe_);
-    const size_t n = side_.rcq().get_results_ex(r);
+    const size_t n = poll_cq(side_.rcq(), r);
     if (n == 0) {
       if (stopping_) ++idle_polls_;
       return;
@@ -435,6 +439,7 @@ class Lat final : public Runner {
   }
 
   bool step() noexcept override {
+    begin_step();
     const uint64_t now = rte_rdtsc();
     if (tsc_start == 0) {
       tsc_start = now;
@@ -562,7 +567,7 @@ class Lat final : public Runner {
 
   void wait_comp() noexcept {
     std::span<ResultEx> r(cqe_.data(), 4);
-    const size_t n = side_.scq().get_results_ex(r);
+    const size_t n = poll_cq(side_.scq(), r);
     if (n == 0) return;
     for (size_t k = 0; k < n; ++k)
       if (!check_completion(r[k])) return;
@@ -586,7 +591,7 @@ class Lat final : public Runner {
       got = b == static_cast<uint8_t>(rcnt_ + 1);
     } else {
       std::span<ResultEx> r(cqe_.data(), 4);
-      const size_t n = side_.rcq().get_results_ex(r);
+      const size_t n = poll_cq(side_.rcq(), r);
       for (size_t k = 0; k < n; ++k) {
         if (!check_completion(r[k])) return;
         if (r[k].bytes_transferred != cfg_.size) {
@@ -623,7 +628,9 @@ class Lat final : public Runner {
   void reap_sends() noexcept {
     if (phase_ == Phase::kDone) return;
     std::span<ResultEx> r(cqe_.data(), 8);
-    const size_t n = side_.scq().get_results_ex(r);
+    // Only the drain waits for these; elsewhere an arm would wake the thread for nothing.
+    const size_t n =
+        phase_ == Phase::kDrain ? poll_cq(side_.scq(), r) : side_.scq().get_results_ex(r);
     for (size_t k = 0; k < n; ++k)
       if (!check_completion(r[k])) return;
     sends_done_ += n;
@@ -686,6 +693,17 @@ void Runner::record_event(uint64_t now) noexcept {
     }
   }
   if (events.size() < events.capacity()) events.emplace_back(now, messages);
+}
+
+size_t Runner::poll_cq(Cq& cq, std::span<ResultEx> r) noexcept {
+  const size_t n = cq.get_results_ex(r);
+  if (n != 0) {
+    got_ = true;
+  } else if (cfg_.events) {
+    cq.arm(CqNotify::kAny);  // no system call: the engine or the control thread fires it
+    armed_ = true;
+  }
+  return n;
 }
 
 bool Runner::check_completion(const ResultEx& r) noexcept {

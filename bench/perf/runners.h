@@ -15,8 +15,10 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,10 @@ struct RunConfig {
   uint32_t post_list = 0;    // -l: requests per doorbell (0: the sender's own batching)
   uint32_t inline_size = 0;  // -I: WRITEs / SENDs up to this size are posted inline
   bool peer_urnic = false;   // the peer fills its data like we do: verify it
+  bool events = false;       // -e: an empty poll arms the CQ (events.h)
+  // --run_infinitely: a duration run whose end is this flag (set by SIGINT / SIGTERM), not the
+  // clock; null otherwise.
+  const std::atomic<bool>* stop = nullptr;
   // --rate: the bandwidth sender offers load open loop (openloop.h), signalling every request;
   // always in iteration mode (a duration becomes rate x duration requests).
   OpenLoopConfig open_loop;
@@ -79,6 +85,9 @@ class Runner {
   void abort(const std::string& why) noexcept { fail(why); }
 
   bool done() const noexcept { return done_; }
+  // -e: the last step found every CQ it polled empty and armed them: the caller may sleep until
+  // a notification (run_all()).
+  bool waiting() const noexcept { return armed_ && !got_ && !done_; }
   bool failed() const noexcept { return !error_.empty(); }
   const std::string& error() const noexcept { return error_; }
 
@@ -95,6 +104,10 @@ class Runner {
   // Appends a (tsc, messages) point for the peak computation, merging points closer than
   // kEventSpacingUs so that long runs keep a bounded, allocation-free history.
   void record_event(uint64_t now) noexcept;
+  // Polls `cq`; with -e an empty poll arms it (CqNotify::kAny) for run_all()'s sleep. Every
+  // step() starts with begin_step().
+  size_t poll_cq(Cq& cq, std::span<ResultEx> r) noexcept;
+  void begin_step() noexcept { armed_ = got_ = false; }
 
   Side& side_;
   RunConfig cfg_;
@@ -103,6 +116,7 @@ class Runner {
   uint64_t end_tsc_ = 0;  // duration mode: when to stop
   uint64_t event_spacing_ = 0;
   bool done_ = false;
+  bool armed_ = false, got_ = false;  // this step: a CQ was armed / a poll found completions
   // Completion buffer, reused by every poll (a local array of ResultEx would be zeroed each
   // time: 3 KiB of memset per poll).
   std::array<ResultEx, 64> cqe_;

@@ -4,7 +4,9 @@
 #include <rte_cycles.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -43,14 +45,22 @@ bool run_all(Driver& d, const std::vector<Runner*>& runners, const Options& o, K
   const uint64_t t0 = rte_rdtsc();
   uint64_t next_print = t0 + hz, last_progress_tsc = t0, last_progress = 0, last_printed = 0;
   uint64_t last_print_tsc = t0;
+  EventWaiter* ev = d.events();
   for (uint64_t it = 0;; ++it) {
     d.poll();
-    bool all = true;
-    for (Runner* r : runners) all &= r->step();
+    const uint64_t seen = ev != nullptr ? ev->count() : 0;  // before the polls (events.h)
+    bool all = true, sleep = ev != nullptr;
+    for (Runner* r : runners) {
+      all &= r->step();
+      sleep &= r->done() || r->waiting();
+    }
     if (on_step) on_step();
     for (Runner* r : runners)
       if (r->failed()) return false;
     if (all) return true;
+    // -e: every runner still going found its CQ empty and armed it. The timeout keeps the
+    // callers' checks (the peer's TCP connection, the stall watchdog below) going.
+    if (sleep) ev->wait(seen, std::chrono::milliseconds(100));
     if ((it & 255) != 0) continue;
     const uint64_t now = rte_rdtsc();
     uint64_t p = 0;
@@ -84,6 +94,60 @@ bool run_all(Driver& d, const std::vector<Runner*>& runners, const Options& o, K
   }
 }
 
+namespace {
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) { g_stop.store(true, std::memory_order_relaxed); }
+}  // namespace
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+const std::atomic<bool>* stop_flag() { return &g_stop; }
+bool stop_requested() { return g_stop.load(std::memory_order_relaxed); }
+
+IntervalPrinter::IntervalPrinter(const Options& o, uint64_t size, double factor)
+    : o_(o), size_(size), factor_(factor) {
+  interval_ = duration_tsc(o.duration);
+  last_tsc_ = rte_rdtsc();
+  next_ = last_tsc_ + interval_;
+  if (o.cpu_util) last_cpu_ = read_cpu_stat();
+}
+
+void IntervalPrinter::tick(uint64_t now, uint64_t messages) {
+  if (now < next_) return;
+  row(now, messages);
+  next_ += interval_;
+  if (next_ <= now) next_ = now + interval_;  // a late tick does not print a burst of rows
+}
+
+void IntervalPrinter::finish(uint64_t now, uint64_t messages) {
+  if (messages != last_msgs_) row(now, messages);
+}
+
+void IntervalPrinter::row(uint64_t now, uint64_t messages) {
+  const uint64_t n = messages - last_msgs_;
+  const double secs = tsc_to_s(now > last_tsc_ ? now - last_tsc_ : 1);
+  BwReport r;
+  r.size = size_;
+  r.iters = n;
+  const double unit = o_.gbits ? 125e6 : 1048576.0;
+  r.bw_avg = factor_ * static_cast<double>(n) * static_cast<double>(size_) / secs / unit;
+  r.msg_rate = factor_ * static_cast<double>(n) / secs / 1e6;
+  double cpu = -1;
+  if (o_.cpu_util) {
+    const CpuStat c = read_cpu_stat();
+    cpu = cpu_util(last_cpu_, c);
+    last_cpu_ = c;
+  }
+  print_bw_row(r, cpu);
+  last_msgs_ = messages;
+  last_tsc_ = now;
+}
+
 RunConfig run_config(const Options& o, Test t, Role role, uint64_t size, bool peer_urnic) {
   RunConfig c;
   c.test = t;
@@ -99,6 +163,8 @@ RunConfig run_config(const Options& o, Test t, Role role, uint64_t size, bool pe
   if (t.verb == Verb::kRead && o.cq_mod == 0) c.cq_mod = 1;
   c.peer_urnic = peer_urnic;
   c.post_list = o.post_list;
+  c.events = o.events;
+  if (o.run_infinitely) c.stop = stop_flag();
   c.inline_size = o.inline_size;
   if (o.rate > 0 && t.kind == Kind::kBw) {
     c.open_loop.rate = o.rate_gbps ? o.rate * 1e9 / (8.0 * static_cast<double>(size)) : o.rate;
@@ -143,10 +209,10 @@ double rtt_factor(Test t) { return t.verb == Verb::kWrite || t.verb == Verb::kSe
 
 }  // namespace
 
-void print_lat_result(const Options& o, Test t, uint64_t size, Runner& r) {
+void print_lat_result(const Options& o, Test t, uint64_t size, Runner& r, double cpu) {
   if (o.duration > 0) {
     const auto [avg_us, tps] =
-        print_lat_duration_row(size, r.iterations(), r.tsc_start, r.tsc_end, rtt_factor(t));
+        print_lat_duration_row(size, r.iterations(), r.tsc_start, r.tsc_end, rtt_factor(t), cpu);
     record_lat_duration_row(o, t, size, r.iterations(), avg_us, tps);
   } else {
     const LatStats s = lat_stats(r.tposted, rtt_factor(t));
@@ -172,7 +238,8 @@ Totals totals_of(const std::vector<Adapter*>& adapters) {
   return t;
 }
 
-void print_summary(const Outcome& out, uint64_t completions, const Totals& t, bool verbose) {
+void print_summary(const Outcome& out, uint64_t completions, const Totals& t, bool verbose,
+                   const EventWaiter* events) {
   const QpCounters& c = t.qps;
   print_result_line();
   std::printf(" urnic: %llu completions, %llu with errors, %llu retransmitted packets\n",
@@ -180,6 +247,9 @@ void print_summary(const Outcome& out, uint64_t completions, const Totals& t, bo
               static_cast<unsigned long long>(c.completions_error),
               static_cast<unsigned long long>(c.retransmits));
   auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
+  if (events != nullptr)
+    std::printf(" events: slept %llu times, %llu CQ notifications\n", u(events->sleeps()),
+                u(events->notifications()));
   if (verbose) {
     std::printf(
         " qp: tx %llu rx %llu pkts, acks %llu/%llu, timeouts %llu, naks %llu/%llu, rnr %llu/%llu,"

@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "bench/perf/cpustat.h"
 #include "bench/perf/output.h"
 #include "bench/perf/perf.h"
 #include "bench/perf/runners.h"
@@ -145,7 +147,12 @@ class Env {
         return error("cannot launch the engine on lcore " + std::to_string(workers.front()));
       manual = false;
     }
-    driver_ = std::make_unique<Driver>(engine_, manual, o.idle_yield);
+    if (o.events) {
+      // A thread that drives the engine cannot sleep until the engine completes something.
+      if (manual) return error("-e needs the engine on its own lcore (--lcores with two)");
+      events_ = std::make_unique<EventWaiter>();
+    }
+    driver_ = std::make_unique<Driver>(engine_, manual, o.idle_yield, events_.get());
     return true;
   }
 
@@ -154,6 +161,9 @@ class Env {
     return false;
   }
 
+  // First, so destroyed last: the CQs' notification callbacks point at it until the adapters
+  // are gone.
+  std::unique_ptr<EventWaiter> events_;
   Engine engine_;
   std::unique_ptr<Adapter> a_, b_;
   std::unique_ptr<Driver> driver_;
@@ -190,14 +200,16 @@ struct Totals {
 bool run_all(Driver& d, const std::vector<Runner*>& runners, const Options& o, Kind kind,
              uint64_t size, const std::function<void()>& on_step, bool* stalled = nullptr);
 RunConfig run_config(const Options& o, Test t, Role role, uint64_t size, bool peer_urnic);
-void print_lat_result(const Options& o, Test t, uint64_t size, Runner& r);
+void print_lat_result(const Options& o, Test t, uint64_t size, Runner& r, double cpu = -1);
 BwReport bw_of(const Options& o, uint64_t size, Runner& r);
 // The QP attributes the command line sets (--sr, -u, -o, -I).
 SideOptions side_options(const Options& o);
 // After an open-loop run (--rate): the summary, and the JSON report with --json.
 void report_open_loop(const Options& o, Test t, uint64_t size, const Runner& r, Outcome* out);
 Totals totals_of(const std::vector<Adapter*>& adapters);
-void print_summary(const Outcome& out, uint64_t completions, const Totals& t, bool verbose);
+// `events`: -e's waiter, whose sleeps and notifications are printed (null: no -e).
+void print_summary(const Outcome& out, uint64_t completions, const Totals& t, bool verbose,
+                   const EventWaiter* events = nullptr);
 
 using Gid = std::array<uint8_t, 16>;
 Gid pick_gid(Adapter& a, int index, std::string* err);
@@ -208,6 +220,32 @@ uint32_t gid_to_ipv4(const Gid& g);
 // resolved by the adapter unless `mac` is given).
 AddressVector address_to(const Gid& peer, int sgid_index,
                          const std::array<uint8_t, 6>* mac = nullptr);
+
+// --run_infinitely: SIGINT and SIGTERM set the flag (relaxed; the runners read it) instead of
+// killing the process, so that the run ends with its last row and summary, exit 0.
+void install_stop_handlers();
+const std::atomic<bool>* stop_flag();
+bool stop_requested();
+
+// --run_infinitely's rows: every -D seconds, the messages of that interval (perftest's
+// print_bw_infinite_mode(): no peak, "#iterations" the interval's count). `factor` scales the
+// rate (perftest's run_inf_bi_factor: 2 for a bidirectional run whose peer is remote).
+class IntervalPrinter {
+ public:
+  IntervalPrinter(const Options& o, uint64_t size, double factor);
+  // Prints a row once the interval has passed; `messages`: the running total.
+  void tick(uint64_t now, uint64_t messages);
+  // The last, partial interval (after SIGINT / SIGTERM).
+  void finish(uint64_t now, uint64_t messages);
+
+ private:
+  void row(uint64_t now, uint64_t messages);
+  const Options& o_;
+  uint64_t size_;
+  double factor_;
+  uint64_t interval_ = 0, next_ = 0, last_tsc_ = 0, last_msgs_ = 0;
+  CpuStat last_cpu_;
+};
 
 int run_loopback(const Options& o);
 int run_remote(const Options& o);

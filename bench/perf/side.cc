@@ -64,12 +64,15 @@ bool Side::create(Test test, uint32_t nqps, uint32_t sq_depth, uint32_t rq_depth
     *err = what("cannot create the PD", s);
     return false;
   }
-  if (Status s = adapter_.create_cq(scq_depth, nullptr, nullptr, nullptr, nullptr, &scq_);
+  // -e: the CQs notify the waiter (events.h); otherwise nobody arms them.
+  EventWaiter* ev = driver_.events();
+  const CqNotificationCallback notify = ev != nullptr ? &EventWaiter::on_notify : nullptr;
+  if (Status s = adapter_.create_cq(scq_depth, notify, ev, nullptr, nullptr, &scq_);
       s != Status::kSuccess) {
     *err = what("cannot create the send CQ", s);
     return false;
   }
-  if (Status s = adapter_.create_cq(rcq_depth, nullptr, nullptr, nullptr, nullptr, &rcq_);
+  if (Status s = adapter_.create_cq(rcq_depth, notify, ev, nullptr, nullptr, &rcq_);
       s != Status::kSuccess) {
     *err = what("cannot create the receive CQ", s);
     return false;

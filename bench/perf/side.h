@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/perf/events.h"
 #include "bench/perf/perf.h"
 #include "urnic/urnic.h"
 
@@ -19,10 +20,12 @@ namespace urnic::perf {
 // wait of the benchmark calls poll().
 class Driver {
  public:
-  Driver(Engine& engine, bool manual, uint32_t idle_yield)
-      : engine_(engine), manual_(manual), idle_yield_(idle_yield) {}
+  Driver(Engine& engine, bool manual, uint32_t idle_yield, EventWaiter* events = nullptr)
+      : engine_(engine), manual_(manual), idle_yield_(idle_yield), events_(events) {}
   void poll() noexcept;
   bool manual() const noexcept { return manual_; }
+  // -e: where the CQs' notifications go (null: the runners poll).
+  EventWaiter* events() const noexcept { return events_; }
   // What Oob calls between socket polls: null when the engine has its own lcore.
   std::function<void()> idle_fn() {
     if (!manual_) return nullptr;
@@ -34,6 +37,7 @@ class Driver {
   bool manual_;
   uint32_t idle_yield_;
   uint32_t idle_ = 0;
+  EventWaiter* events_;
 };
 
 // Per-QP buffer layout (perftest's: the advertised region follows the local one; messages of at

@@ -42,7 +42,8 @@ timeout 60 ip netns exec "$B" "$conform" --vdev=net_af_packet0,iface=roce1 --ip=
 drc=$?
 took=$(($(date +%s) - start))
 touch "$tmp/stop"
-pkill -f "iface=roce0 --ip=198.18.1.1" 2>/dev/null
+# Only the server in our own namespace (a pattern would match other tests' servers too).
+ip netns pids "$A" 2>/dev/null | xargs -r kill 2>/dev/null
 wait "$loop" 2>/dev/null
 
 total=$("$conform" --list | wc -l)
@@ -122,7 +123,8 @@ timeout 120 ip netns exec "$B" "$conform" --vdev=net_af_packet0,iface=roce1 --ip
   --only=write_acked,$(echo $broken | tr ' ' ',') 198.18.0.1 >"$tmp/broken.conform" 2>&1
 rc=$?
 touch "$tmp/stop2"
-pkill -f "iface=roce0 --ip=198.18.1.1" 2>/dev/null
+# Only the server in our own namespace (a pattern would match other tests' servers too).
+ip netns pids "$A" 2>/dev/null | xargs -r kill 2>/dev/null
 wait "$loop" 2>/dev/null
 cat "$tmp/broken.conform"
 ok=1

@@ -105,5 +105,72 @@ run send_bw_all_sizes send_bw -a -n 5
 run read_bw_q2_duration read_bw -q 2 -t 16 -D 1
 run write_lat_duration write_lat -D 1 -s 64
 
+# -b (issue 17 item 4): both sides send, so the server completes its own messages too, and both
+# print the same summed row.
+bidir() {
+  local name=$1 want=$2
+  shift 2
+  run "$name" "$@"
+  local srow crow
+  srow=$(grep -E '^ [0-9]+ +[0-9]+ ' "$tmp/$name.srv")
+  crow=$(grep -E '^ [0-9]+ +[0-9]+ ' "$tmp/$name.cli")
+  if ! grep -q "urnic: $want completions" "$tmp/$name.srv" || [ "$srow" != "$crow" ]; then
+    failed=$((failed + 1))
+    echo "FAIL $name: the server did not send ($(grep completions "$tmp/$name.srv")) or its row"
+    echo "  '$srow' is not the client's '$crow'"
+  fi
+}
+bidir write_bw_bidir 200 write_bw -b -n 200
+bidir send_bw_bidir 400 send_bw -b -n 200
+
+# A client without -b against a server with it: both refuse (exit 2) instead of hanging.
+timeout 60 ip netns exec "$A" "$perf" write_bw -b -n 50 --vdev=net_af_packet0,iface=roce0 \
+  --ip=198.18.1.1 --lcores=0 --no-progress --idle-yield=64 >"$tmp/mismatch.srv" 2>&1 &
+spid=$!
+timeout 60 ip netns exec "$B" "$perf" write_bw -n 50 --vdev=net_af_packet0,iface=roce1 \
+  --ip=198.18.1.2 --lcores=1 --connect-retry=30 --no-progress --idle-yield=64 198.18.0.1 \
+  >"$tmp/mismatch.cli" 2>&1
+crc=$?
+wait "$spid"
+src=$?
+if [ $crc -eq 2 ] && [ $src -eq 2 ] && grep -q 'symmetric' "$tmp/mismatch.cli"; then
+  passed=$((passed + 1))
+  echo "ok   -b mismatch refused   $(head -1 "$tmp/mismatch.cli")"
+else
+  failed=$((failed + 1))
+  echo "FAIL -b mismatch: client exit $crc, server exit $src"
+  cat "$tmp/mismatch.cli" "$tmp/mismatch.srv"
+fi
+
+# --run_infinitely: the client prints a row every -D seconds; SIGINT ends it with a last row and
+# the usual report exchange, and both sides exit 0. The client's rows say when to interrupt.
+timeout 90 ip netns exec "$A" "$perf" write_bw --run_infinitely -D 0.3 \
+  --vdev=net_af_packet0,iface=roce0 --ip=198.18.1.1 --lcores=0 --no-progress --idle-yield=64 \
+  >"$tmp/inf.srv" 2>&1 &
+spid=$!
+ip netns exec "$B" "$perf" write_bw --run_infinitely -D 0.3 --vdev=net_af_packet0,iface=roce1 \
+  --ip=198.18.1.2 --lcores=1 --connect-retry=30 --no-progress --idle-yield=64 198.18.0.1 \
+  >"$tmp/inf.cli" 2>&1 &
+cpid=$!
+for _ in $(seq 600); do
+  [ "$(grep -cE '^ [0-9]+ +[0-9]+ ' "$tmp/inf.cli")" -ge 3 ] && break
+  kill -0 "$cpid" 2>/dev/null || break
+  sleep 0.1
+done
+kill -INT "$cpid"
+wait "$cpid"
+crc=$?
+wait "$spid"
+src=$?
+rows=$(grep -cE '^ [0-9]+ +[0-9]+ ' "$tmp/inf.cli")
+if [ $crc -eq 0 ] && [ $src -eq 0 ] && [ "$rows" -ge 4 ] && grep -q 'result: PASS' "$tmp/inf.srv"; then
+  passed=$((passed + 1))
+  echo "ok   run_infinitely        $rows rows, SIGINT, both exit 0"
+else
+  failed=$((failed + 1))
+  echo "FAIL run_infinitely: client exit $crc ($rows rows), server exit $src"
+  cat "$tmp/inf.cli" "$tmp/inf.srv"
+fi
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
