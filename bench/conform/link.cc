@@ -118,6 +118,8 @@ void Link::handle(rte_mbuf* m, std::vector<RxFrame>* keep) {
   RxFrame r;
   r.opcode = f.opcode;
   r.psn = wire::Bth::Psn::get(f.bth());
+  r.ack_req = wire::Bth::AckReq::get(f.bth()) != 0;
+  r.tsc = rte_rdtsc();
   r.dest_qp = wire::Bth::DestQp::get(f.bth());
   r.icrc_ok = wire::icrc_check(d, f.l);
   if (f.has(wire::op::kAeth)) {
@@ -185,6 +187,7 @@ bool Link::send(wire::TransportHeaders th, std::span<const uint8_t> payload, con
   net.udp_sport = wire::udp_sport_for(local_qpn_, peer_qpn_);
   th.bth.pkey = Be16::of(f.pkey >= 0 ? static_cast<uint16_t>(f.pkey) : wire::kDefaultPkey);
   wire::Bth::DestQp::set(th.bth, f.dest_qp >= 0 ? static_cast<uint32_t>(f.dest_qp) : peer_qpn_);
+  if (f.becn) wire::Bth::Becn::set(th.bth, 1u);
   const uint32_t len =
       wire::frame_length(net, th.bth.opcode, static_cast<uint32_t>(payload.size()));
   rte_mbuf* m = rte_pktmbuf_alloc(port_.pool());

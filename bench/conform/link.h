@@ -21,6 +21,8 @@ namespace urnic::conform {
 struct RxFrame {
   uint8_t opcode = 0;
   uint32_t psn = 0;
+  bool ack_req = false;
+  uint64_t tsc = 0;  // when it arrived (rte_rdtsc)
   uint32_t dest_qp = 0;
   bool has_aeth = false;
   uint8_t syndrome = 0;
@@ -33,8 +35,9 @@ struct RxFrame {
 // How a frame deviates from a correct one (what the scenario tests).
 struct TxFaults {
   bool corrupt_icrc = false;
-  int pkey = -1;     // -1: the default P_Key
-  int dest_qp = -1;  // -1: the peer's QP
+  int pkey = -1;      // -1: the default P_Key
+  int dest_qp = -1;   // -1: the peer's QP
+  bool becn = false;  // BTH BECN (a CNP sets it)
 };
 
 class Link {
@@ -48,9 +51,12 @@ class Link {
   // ARP for the peer until it answers (`timeout_s`).
   bool resolve(uint32_t peer_ipv4, double timeout_s, std::string* err);
   // Our QP number and the peer's: the UDP source port and the frames we accept follow them.
+  // Frames kept for the QP before are dropped: a peer still retrying on the last scenario's
+  // connection must not answer for this one.
   void set_qps(uint32_t ours, uint32_t peers) {
     local_qpn_ = ours;
     peer_qpn_ = peers;
+    pending_.clear();
   }
 
   // Builds and sends one frame: `th` as given (opcode, PSN, AckReq, extension headers), with
@@ -59,6 +65,8 @@ class Link {
   // The next RoCEv2 frame for our QP within `ms` milliseconds; false on timeout. ARP is
   // answered meanwhile.
   bool recv(RxFrame* out, double ms);
+  // Puts a frame back to be the next one recv returns.
+  void unread(const RxFrame& r) { pending_.insert(pending_.begin(), r); }
   // Every frame for our QP that arrives within `ms` milliseconds.
   std::vector<RxFrame> collect(double ms);
   // Answers ARP and drops everything else (between scenarios, and while the TCP exchange waits).

@@ -41,6 +41,9 @@ struct Options {
   std::set<std::string> only;
   double wait_ms = 300;
   uint8_t rnr_timer = 12;
+  bool peer_client =
+      false;  // the peer also runs a write_bw client against us (requester scenarios)
+  uint32_t peer_timeout = 14, retry_cnt = 7;  // its QP's (perftest's defaults)
   double connect_retry = 30;
   uint32_t mtu = 1024;
   bool list = false;
@@ -59,6 +62,11 @@ void usage() {
       "  --only=NAMES        run these scenarios only (comma-separated; --list names them)\n"
       "  --mtu=BYTES         the path MTU to ask for, 256..4096 (default 1024)\n"
       "  --wait-ms=MS        how long an answer may take (default 300; silence: 2x)\n"
+      "  --peer-client       the peer also runs a perftest client against us, in a loop (e.g.\n"
+      "                      while :; do ib_write_bw -s 1024 -D 30 US; sleep 0.3; done): the\n"
+      "                      requester scenarios run last, with us as its server on -p PORT\n"
+      "  --peer-timeout=T    that client QP's local ACK timeout exponent (default 14, perftest's)\n"
+      "  --retry-cnt=N       and its retry count, 0..7 (default 7, perftest's)\n"
       "  --rnr-timer=CODE    the peer QP's minimum RNR timer code, 0..31 (default 12: perftest's\n"
       "                      and urnic-perf's)\n"
       "  --connect-retry=S   how long to wait for each scenario's server (default 30)\n"
@@ -92,7 +100,7 @@ bool parse(int argc, char** argv, Options* o) {
       key = a.substr(0, eq);
       val = a.substr(eq + 1);
     } else if ((a == "-p" || a.rfind("--", 0) == 0) && a != "--list" && a != "--help" &&
-               i + 1 < argc) {
+               a != "--peer-client" && i + 1 < argc) {
       val = argv[++i];
     }
     auto num = [&](double lo, double hi, double* out) {
@@ -138,6 +146,14 @@ bool parse(int argc, char** argv, Options* o) {
     } else if (key == "--wait-ms") {
       if (!num(1, 60000, &v)) return false;
       o->wait_ms = v;
+    } else if (key == "--peer-client") {
+      o->peer_client = true;
+    } else if (key == "--peer-timeout") {
+      if (!num(0, 31, &v)) return false;
+      o->peer_timeout = static_cast<uint32_t>(v);
+    } else if (key == "--retry-cnt") {
+      if (!num(0, 7, &v)) return false;
+      o->retry_cnt = static_cast<uint32_t>(v);
     } else if (key == "--rnr-timer") {
       if (!num(0, 31, &v)) return false;
       o->rnr_timer = static_cast<uint8_t>(v);
@@ -193,6 +209,7 @@ bool parse(int argc, char** argv, Options* o) {
 }
 
 bool allowed(const Options& o, Needs n) {
+  if (n == Needs::kPeerClient) return o.peer_client;
   return o.allows.count(n == Needs::kWrite ? "write" : n == Needs::kRead ? "read" : "atomic") != 0;
 }
 
@@ -200,14 +217,18 @@ bool allowed(const Options& o, Needs n) {
 // then the exchange's end (reports, close) so that the server finishes normally. A failure to
 // reach the peer is returned in *no_peer.
 Outcome run_one(const Options& o, Link& link, const Scenario& s, uint32_t qpn, bool* no_peer) {
+  // With the peer as requester we are its perftest server: we wait for its client.
+  const bool serve = s.needs == Needs::kPeerClient;
   perf::Oob oob(
-      perf::Role::kClient, [&link] { link.poll(); }, 20);
+      serve ? perf::Role::kServer : perf::Role::kClient, [&link] { link.poll(); },
+      serve ? std::max(20.0, o.connect_retry) : 20);
   *no_peer = false;
   auto oob_failed = [&](const char* step) {
     *no_peer = oob.failure() == perf::OobFailure::kNoPeer;
     return Outcome{Verdict::kFail, std::string("TCP exchange (") + step + "): " + oob.error()};
   };
-  if (!oob.connect_to(o.server, o.tcp_port, o.connect_retry)) return oob_failed("connect");
+  if (serve ? !oob.accept_one(o.tcp_port) : !oob.connect_to(o.server, o.tcp_port, o.connect_retry))
+    return oob_failed(serve ? "accept" : "connect");
   uint32_t cycle = perf::kCycleBuffer, line = perf::kCacheLine, mtu = o.mtu;
   if (!oob.exchange_versions() || !oob.check_sys_data(&cycle, &line) || !oob.check_mtu(o.mtu, &mtu))
     return oob_failed("versions");
@@ -216,6 +237,10 @@ Outcome run_one(const Options& o, Link& link, const Scenario& s, uint32_t qpn, b
   me.qpn = qpn;
   me.psn = static_cast<uint32_t>(rng()) & 0xFFFFFF;
   me.out_reads = 16;
+  if (serve) {  // where the peer's WRITEs go: nothing is kept, the scenario only answers them
+    me.rkey = 0xC0FFEE;
+    me.vaddr = 0x100000;
+  }
   in_addr a{};
   inet_pton(AF_INET, o.ip.c_str(), &a);
   me.gid[10] = me.gid[11] = 0xff;
@@ -230,8 +255,13 @@ Outcome run_one(const Options& o, Link& link, const Scenario& s, uint32_t qpn, b
   // The peer brings its QP to RTS before the next records (the run starts after them).
   if (!oob.hand_shake(me, nullptr) || !oob.hand_shake(me, nullptr)) return oob_failed("sync");
   Ctx c{link, PeerQp{peer.qpn, peer.rkey, peer.vaddr, mtu}, me.psn, 0, o.wait_ms, o.rnr_timer};
+  c.peer_psn = peer.psn;
+  c.peer_timeout_ms = 4.096e-3 * static_cast<double>(uint64_t{1} << o.peer_timeout);
+  c.retry_cnt = o.retry_cnt;
   Outcome out = s.run(c);
   (void)link.collect(10);  // late answers of this scenario are not the next one's
+  // The peer's client fails on its retry count (no more ACKs): nothing more to exchange.
+  if (serve) return out;
   perf::BwReport mine, theirs;
   if (!oob.hand_shake(me, nullptr) || !oob.xchg_reports(mine, &theirs) ||
       !oob.close_connection(me)) {
@@ -291,14 +321,21 @@ int run(const Options& o) {
     if (!o.only.empty() && o.only.count(s.name) == 0) continue;
     Result r{s.name, s.rule, {}};
     if (!allowed(o, s.needs)) {
-      r.outcome = {Verdict::kNotApplicable, std::string("the peer's memory does not allow ") +
-                                                needs_test(s.needs) + "'s access (--allows)"};
+      r.outcome = {Verdict::kNotApplicable,
+                   s.needs == Needs::kPeerClient
+                       ? std::string("needs the peer as a write_bw client (--peer-client)")
+                       : std::string("the peer's memory does not allow ") + needs_test(s.needs) +
+                             "'s access (--allows)"};
     } else {
       bool no_peer = false;
       r.outcome = run_one(o, link, s, ++qpn & 0xFFFFFF, &no_peer);
       if (no_peer) {
-        std::fprintf(stderr, "urnic-conform: no server at %s:%u: %s\n", o.server.c_str(),
-                     o.tcp_port, r.outcome.seen.c_str());
+        if (s.needs == Needs::kPeerClient)
+          std::fprintf(stderr, "urnic-conform: no client connected to our TCP port %u: %s\n",
+                       o.tcp_port, r.outcome.seen.c_str());
+        else
+          std::fprintf(stderr, "urnic-conform: no server at %s:%u: %s\n", o.server.c_str(),
+                       o.tcp_port, r.outcome.seen.c_str());
         return 3;
       }
     }

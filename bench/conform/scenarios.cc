@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "bench/conform/craft.h"
 #include "dataplane/wire/opcode.h"
 
 namespace urnic::conform {
@@ -12,70 +13,9 @@ namespace opc = wire::opc;
 using wire::Be32;
 using wire::Be64;
 
-// AETH syndromes (IBTA §9.3.5, table 43): the top three bits say ACK (000), RNR NAK (001) or
-// NAK (011); a NAK's low five bits its code.
-constexpr uint8_t kNakPsnSeq = 0x60, kNakInvalid = 0x61, kNakAccess = 0x62;
-
 // An offset from the peer's advertised address that no region can reach (1 TiB): the advertised
 // address need not be its region's start, so "just below" might still be inside.
 constexpr uint64_t kFarAway = uint64_t{1} << 40;
-
-uint32_t psn_add(uint32_t p, int n) { return (p + static_cast<uint32_t>(n)) & 0xFFFFFF; }
-
-std::vector<uint8_t> bytes(size_t n, uint8_t seed) {
-  std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed * 31 + i * 7 + (i >> 8));
-  return v;
-}
-
-wire::TransportHeaders hdr(uint8_t opcode, uint32_t psn, bool ack_req) {
-  wire::TransportHeaders th;
-  th.bth.opcode = opcode;
-  wire::Bth::Psn::set(th.bth, psn);
-  wire::Bth::AckReq::set(th.bth, ack_req ? 1u : 0u);
-  return th;
-}
-
-wire::TransportHeaders with_reth(uint8_t opcode, uint32_t psn, bool ack_req, uint64_t va,
-                                 uint32_t rkey, uint32_t len) {
-  wire::TransportHeaders th = hdr(opcode, psn, ack_req);
-  th.reth.va = Be64::of(va);
-  th.reth.rkey = Be32::of(rkey);
-  th.reth.dma_length = Be32::of(len);
-  return th;
-}
-
-std::string describe(const RxFrame& r) {
-  char b[200];
-  const auto name = wire::opcode_info(r.opcode).name;
-  int n = std::snprintf(b, sizeof(b), "%.*s psn %#x", static_cast<int>(name.size()), name.data(),
-                        r.psn);
-  if (r.has_aeth) {
-    const char* kind = (r.syndrome & 0xE0) == 0      ? "ACK"
-                       : (r.syndrome & 0xE0) == 0x20 ? "RNR NAK"
-                       : r.syndrome == kNakPsnSeq    ? "NAK PSN sequence error"
-                       : r.syndrome == kNakInvalid   ? "NAK invalid request"
-                       : r.syndrome == kNakAccess    ? "NAK remote access error"
-                                                     : "NAK (other)";
-    n += std::snprintf(b + n, sizeof(b) - n, " %s (syndrome %#x) msn %u", kind, r.syndrome, r.msn);
-  }
-  if (!r.payload.empty()) n += std::snprintf(b + n, sizeof(b) - n, ", %zu B", r.payload.size());
-  if (r.opcode == opc::kAtomicAcknowledge)
-    n +=
-        std::snprintf(b + n, sizeof(b) - n, ", orig %llu", static_cast<unsigned long long>(r.orig));
-  if (!r.icrc_ok) std::snprintf(b + n, sizeof(b) - n, ", BAD ICRC");
-  return b;
-}
-
-Outcome pass(std::string s) { return {Verdict::kPass, std::move(s)}; }
-Outcome fail(std::string s) { return {Verdict::kFail, std::move(s)}; }
-
-bool is_ack(const RxFrame& r) {
-  return r.opcode == opc::kAcknowledge && r.has_aeth && (r.syndrome & 0xE0) == 0 && r.icrc_ok;
-}
-bool is_nak(const RxFrame& r, uint8_t syndrome) {
-  return r.opcode == opc::kAcknowledge && r.has_aeth && r.syndrome == syndrome && r.icrc_ok;
-}
 
 // The next answer, or a description of the silence.
 bool next(Ctx& c, RxFrame* r) { return c.link.recv(r, c.wait_ms); }
@@ -570,75 +510,87 @@ const char* to_string(Verdict v) {
 }
 
 const char* needs_test(Needs n) {
-  return n == Needs::kWrite ? "write_bw" : n == Needs::kRead ? "read_bw" : "atomic_bw";
+  return n == Needs::kWrite    ? "write_bw"
+         : n == Needs::kRead   ? "read_bw"
+         : n == Needs::kAtomic ? "atomic_bw"
+                               : "write_bw_client";
 }
 
 const std::vector<Scenario>& scenarios() {
-  static const std::vector<Scenario> k = {
-      {"write_acked", "9.7.5.1.6: AckReq is answered with an ACK carrying the MSN", Needs::kWrite,
-       write_acked},
-      {"write_multi_packet", "9.7.4.1 / 9.7.5.1.6: FIRST/MIDDLE/LAST of one PMTU, ACK for LAST",
-       Needs::kWrite, write_multi_packet},
-      {"psn_sequence_error", "9.7.5.1.1: a PSN past ePSN: NAK PSN sequence error, not executed",
-       Needs::kWrite, psn_sequence_error},
-      {"duplicate_write", "9.7.5.1.1: a duplicate is ACKed again, not executed again",
-       Needs::kWrite, duplicate_write},
-      {"invalid_rkey", "9.4.1.1 / 9.9.3: R_Key violation: NAK remote access error, QP to error",
-       Needs::kWrite, invalid_rkey},
-      {"write_length_error", "9.7.4.1: payload longer than the RETH length: NAK invalid request",
-       Needs::kWrite, write_too_long},
-      {"middle_without_first", "9.7.5.1.2: opcode out of sequence: NAK invalid request",
-       Needs::kWrite, middle_without_first},
-      {"beyond_pmtu", "9.7.4.1: a packet longer than the PMTU: NAK invalid request or dropped",
-       Needs::kWrite, beyond_mtu},
-      {"bad_icrc_dropped", "9.6 / A17 (ICRC): a bad ICRC is dropped silently", Needs::kWrite,
-       bad_icrc},
-      {"wrong_pkey_dropped", "9.6: a P_Key the QP does not hold is dropped silently", Needs::kWrite,
-       wrong_pkey},
-      {"limited_pkey_accepted", "10.9.3: a limited member's P_Key (0x7FFF) matches a full member's",
-       Needs::kWrite, limited_pkey},
-      {"wrong_dest_qp_dropped", "9.6: a DestQP with no QP behind it is dropped silently",
-       Needs::kWrite, wrong_dest_qp},
-      {"ack_coalescing", "9.7.5.1.6: ACKs may coalesce; the AckReq one is answered, MSN counts all",
-       Needs::kWrite, ack_coalescing},
-      {"zero_length_write", "9.4.3 / C9-88: a zero-length WRITE checks no R_Key and is ACKed",
-       Needs::kWrite, zero_length_write},
-      {"write_out_of_bounds", "9.4.1.1: a range outside the region: NAK remote access error",
-       Needs::kWrite, write_out_of_bounds},
-      {"first_then_only", "9.7.5.1.2: a new message inside an unfinished one: NAK invalid request",
-       Needs::kWrite, first_then_only},
-      {"duplicate_far_behind",
-       "9.7.5.1.1: a PSN 2^22 behind ePSN is a duplicate: ACK, no execution", Needs::kWrite,
-       duplicate_far_behind},
-      {"rnr_nak", "9.7.5.2.8: no receive WQE: RNR NAK with the QP's timer, PSN not consumed",
-       Needs::kWrite, rnr_nak},
-      {"ack_credit_field", "9.7.7.2: an ACK advertises no credits it does not have (0 or 0x1F)",
-       Needs::kWrite, ack_credit_field},
-      {"read_responses", "9.7.4.1: READ responses FIRST..LAST, PSN per packet, PMTU lengths",
-       Needs::kRead, read_responses},
-      {"duplicate_read", "9.7.5.1.1: a duplicate READ is executed again", Needs::kRead,
-       duplicate_read},
-      {"read_invalid_rkey", "9.4.1.1: READ with a wrong R_Key: NAK remote access error",
-       Needs::kRead, read_invalid_rkey},
-      {"read_zero_length", "9.4.4 / C9-88: a zero-length READ checks no R_Key: one empty response",
-       Needs::kRead, read_zero_length},
-      {"read_out_of_bounds", "9.4.1.1: READ outside the region: NAK remote access error",
-       Needs::kRead, read_out_of_bounds},
-      {"read_response_aeth",
-       "9.3.5 / C9-148: FIRST and LAST responses carry AETH and MSN, MIDDLE not", Needs::kRead,
-       read_response_aeth},
-      {"duplicate_read_tail", "9.7.5.1.1: a re-request of a READ's tail is answered from its PSN",
-       Needs::kRead, duplicate_read_tail},
-      {"duplicate_atomic", "9.7.5.1.1: a duplicate atomic replays the saved result, executed once",
-       Needs::kAtomic, atomic_once},
-      {"atomic_misaligned", "9.4.5: an atomic address not 8-byte aligned: NAK invalid request",
-       Needs::kAtomic, atomic_misaligned},
-      {"compare_swap", "9.4.5: COMPARE & SWAP returns the original and swaps only on a match",
-       Needs::kAtomic, compare_swap},
-      {"atomic_invalid_rkey",
-       "9.4.5 / 9.9.3: an atomic with a wrong R_Key: NAK remote access error", Needs::kAtomic,
-       atomic_invalid_rkey},
-  };
+  static const std::vector<Scenario> k = [] {
+    std::vector<Scenario> v = {
+        {"write_acked", "9.7.5.1.6: AckReq is answered with an ACK carrying the MSN", Needs::kWrite,
+         write_acked},
+        {"write_multi_packet", "9.7.4.1 / 9.7.5.1.6: FIRST/MIDDLE/LAST of one PMTU, ACK for LAST",
+         Needs::kWrite, write_multi_packet},
+        {"psn_sequence_error", "9.7.5.1.1: a PSN past ePSN: NAK PSN sequence error, not executed",
+         Needs::kWrite, psn_sequence_error},
+        {"duplicate_write", "9.7.5.1.1: a duplicate is ACKed again, not executed again",
+         Needs::kWrite, duplicate_write},
+        {"invalid_rkey", "9.4.1.1 / 9.9.3: R_Key violation: NAK remote access error, QP to error",
+         Needs::kWrite, invalid_rkey},
+        {"write_length_error", "9.7.4.1: payload longer than the RETH length: NAK invalid request",
+         Needs::kWrite, write_too_long},
+        {"middle_without_first", "9.7.5.1.2: opcode out of sequence: NAK invalid request",
+         Needs::kWrite, middle_without_first},
+        {"beyond_pmtu", "9.7.4.1: a packet longer than the PMTU: NAK invalid request or dropped",
+         Needs::kWrite, beyond_mtu},
+        {"bad_icrc_dropped", "9.6 / A17 (ICRC): a bad ICRC is dropped silently", Needs::kWrite,
+         bad_icrc},
+        {"wrong_pkey_dropped", "9.6: a P_Key the QP does not hold is dropped silently",
+         Needs::kWrite, wrong_pkey},
+        {"limited_pkey_accepted",
+         "10.9.3: a limited member's P_Key (0x7FFF) matches a full member's", Needs::kWrite,
+         limited_pkey},
+        {"wrong_dest_qp_dropped", "9.6: a DestQP with no QP behind it is dropped silently",
+         Needs::kWrite, wrong_dest_qp},
+        {"ack_coalescing",
+         "9.7.5.1.6: ACKs may coalesce; the AckReq one is answered, MSN counts all", Needs::kWrite,
+         ack_coalescing},
+        {"zero_length_write", "9.4.3 / C9-88: a zero-length WRITE checks no R_Key and is ACKed",
+         Needs::kWrite, zero_length_write},
+        {"write_out_of_bounds", "9.4.1.1: a range outside the region: NAK remote access error",
+         Needs::kWrite, write_out_of_bounds},
+        {"first_then_only",
+         "9.7.5.1.2: a new message inside an unfinished one: NAK invalid request", Needs::kWrite,
+         first_then_only},
+        {"duplicate_far_behind",
+         "9.7.5.1.1: a PSN 2^22 behind ePSN is a duplicate: ACK, no execution", Needs::kWrite,
+         duplicate_far_behind},
+        {"rnr_nak", "9.7.5.2.8: no receive WQE: RNR NAK with the QP's timer, PSN not consumed",
+         Needs::kWrite, rnr_nak},
+        {"ack_credit_field", "9.7.7.2: an ACK advertises no credits it does not have (0 or 0x1F)",
+         Needs::kWrite, ack_credit_field},
+        {"read_responses", "9.7.4.1: READ responses FIRST..LAST, PSN per packet, PMTU lengths",
+         Needs::kRead, read_responses},
+        {"duplicate_read", "9.7.5.1.1: a duplicate READ is executed again", Needs::kRead,
+         duplicate_read},
+        {"read_invalid_rkey", "9.4.1.1: READ with a wrong R_Key: NAK remote access error",
+         Needs::kRead, read_invalid_rkey},
+        {"read_zero_length",
+         "9.4.4 / C9-88: a zero-length READ checks no R_Key: one empty response", Needs::kRead,
+         read_zero_length},
+        {"read_out_of_bounds", "9.4.1.1: READ outside the region: NAK remote access error",
+         Needs::kRead, read_out_of_bounds},
+        {"read_response_aeth",
+         "9.3.5 / C9-148: FIRST and LAST responses carry AETH and MSN, MIDDLE not", Needs::kRead,
+         read_response_aeth},
+        {"duplicate_read_tail", "9.7.5.1.1: a re-request of a READ's tail is answered from its PSN",
+         Needs::kRead, duplicate_read_tail},
+        {"duplicate_atomic",
+         "9.7.5.1.1: a duplicate atomic replays the saved result, executed once", Needs::kAtomic,
+         atomic_once},
+        {"atomic_misaligned", "9.4.5: an atomic address not 8-byte aligned: NAK invalid request",
+         Needs::kAtomic, atomic_misaligned},
+        {"compare_swap", "9.4.5: COMPARE & SWAP returns the original and swaps only on a match",
+         Needs::kAtomic, compare_swap},
+        {"atomic_invalid_rkey",
+         "9.4.5 / 9.9.3: an atomic with a wrong R_Key: NAK remote access error", Needs::kAtomic,
+         atomic_invalid_rkey},
+    };
+    for (const Scenario& r : requester_scenarios()) v.push_back(r);
+    return v;
+  }();
   return k;
 }
 

@@ -36,10 +36,16 @@ struct Ctx {
   uint32_t msn = 0;
   double wait_ms = 300;    // how long an answer may take; silence is judged after 2x this
   uint8_t rnr_timer = 12;  // the peer QP's minimum RNR timer code (perftest's and urnic-perf's)
+  // The peer as requester: the PSN it announced (its first request's), its local ACK timeout
+  // (4.096 us * 2^timeout, in ms) and retry count.
+  uint32_t peer_psn = 0;
+  double peer_timeout_ms = 4.096e-3 * (1 << 14);
+  uint32_t retry_cnt = 7;
 };
 
-// Which perftest server the scenario needs on the other side (what its MR allows).
-enum class Needs : uint8_t { kWrite, kRead, kAtomic };
+// Which perftest server the scenario needs on the other side (what its MR allows), or a perftest
+// write_bw client (the peer as requester, urnic-conform as its server).
+enum class Needs : uint8_t { kWrite, kRead, kAtomic, kPeerClient };
 
 struct Scenario {
   const char* name;
@@ -49,6 +55,8 @@ struct Scenario {
 };
 
 const std::vector<Scenario>& scenarios();
-const char* needs_test(Needs n);  // "write_bw", "read_bw", "atomic_bw"
+// The scenarios with the peer as requester (requester.cc), run after the others.
+std::vector<Scenario> requester_scenarios();
+const char* needs_test(Needs n);  // "write_bw", "read_bw", "atomic_bw", "write_bw_client"
 
 }  // namespace urnic::conform

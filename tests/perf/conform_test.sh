@@ -47,15 +47,20 @@ ip netns pids "$A" 2>/dev/null | xargs -r kill 2>/dev/null
 wait "$loop" 2>/dev/null
 
 total=$("$conform" --list | wc -l)
+# The requester scenarios need the peer as a client (--peer-client): NOT-APPLICABLE here, run
+# on their own below.
+req=$("$conform" --list | awk '$2 == "write_bw_client"' | wc -l)
+resp=$((total - req))
 pass=$(grep -cE '^PASS ' "$tmp/conform.out")
-if [ $rc -eq 0 ] && [ "$pass" -eq "$total" ]; then
-  pass "urnic-conform against urnic: $pass of $total scenarios PASS"
+na=$(grep -cE '^NOT-APPLICABLE ' "$tmp/conform.out")
+if [ $rc -eq 0 ] && [ "$pass" -eq "$resp" ] && [ "$na" -eq "$req" ] && [ "$req" -ge 4 ]; then
+  pass "urnic-conform against urnic: $pass of $resp responder scenarios PASS"
 else
-  fail "urnic-conform exit $rc, $pass of $total scenarios PASS"
+  fail "urnic-conform exit $rc, $pass of $resp scenarios PASS, $na of $req NOT-APPLICABLE"
   tail -30 "$tmp/servers.out"
 fi
 # The page: one table row per scenario, with the console's verdict.
-if python3 - "$tmp/r.md" "$tmp/conform.out" "$total" <<'EOF'; then
+if python3 - "$tmp/r.md" "$tmp/conform.out" "$total" "$resp" <<'EOF'; then
 import re, sys
 page, console, n = open(sys.argv[1]).read(), open(sys.argv[2]).read(), int(sys.argv[3])
 said = dict((m.group(2), m.group(1)) for m in
@@ -73,7 +78,7 @@ for line in lines[head + 2:]:
     rows[cells[0]] = cells[2]
 assert len(said) == n, "console: %d verdicts, %d scenarios" % (len(said), n)
 assert rows == said, "page %s, console %s" % (rows, said)
-assert ("%d scenarios: %d PASS" % (n, n)) in page
+assert ("%d scenarios: %d PASS" % (n, int(sys.argv[4]))) in page
 EOF
   pass "--report page: $total rows, the console's verdicts"
 else
@@ -92,7 +97,7 @@ else
   cat "$tmp/drop.out"
 fi
 # The reports agree with the console.
-if python3 - "$tmp/conform.xml" "$tmp/conform.json" "$total" <<'EOF'; then
+if python3 - "$tmp/conform.xml" "$tmp/conform.json" "$total" "$resp" <<'EOF'; then
 import json, sys
 import xml.etree.ElementTree as ET
 suite = ET.parse(sys.argv[1]).getroot()
@@ -100,7 +105,7 @@ j = json.load(open(sys.argv[2]))
 n = int(sys.argv[3])
 assert suite.get("tests") == str(n) and suite.get("failures") == "0", suite.attrib
 assert len(suite.findall("testcase")) == n
-assert j["pass"] == n and j["fail"] == 0 and len(j["scenarios"]) == n, j
+assert j["pass"] == int(sys.argv[4]) and j["fail"] == 0 and len(j["scenarios"]) == n, j
 EOF
   pass "JUnit and JSON reports: $total testcases, no failure"
 else
@@ -135,6 +140,33 @@ if [ $rc -eq 1 ] && [ $ok -eq 1 ]; then
 else
   fail "against a broken responder (exit $rc): expected FAIL for $broken and PASS for write_acked"
   tail -20 "$tmp/broken.out"
+fi
+
+# The peer as requester: urnic-perf write_bw clients, one after another, against urnic-conform
+# as their server. Each scenario ends with the client's QP failing on its retry count (no more
+# ACKs), and the loop starts the next client. urnic-perf's congestion control is on, so
+# cnp_reaction must see its rate fall.
+(
+  while [ ! -e "$tmp/stop3" ]; do
+    ip netns exec "$A" "$perf" write_bw --vdev=net_af_packet0,iface=roce0 --ip=198.18.1.1 \
+      --lcores=0 --no-progress --idle-yield=64 -s 1024 -D 30 --connect-retry=60 \
+      198.18.0.2 >>"$tmp/clients.out" 2>&1
+  done
+) &
+loop=$!
+reqs=$("$conform" --list | awk '$2 == "write_bw_client" { print $1 }' | paste -sd,)
+timeout 200 ip netns exec "$B" "$conform" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
+  --lcores=1 --peer-client --only="$reqs" --connect-retry=60 198.18.0.1 >"$tmp/req.conform" 2>&1
+rc=$?
+touch "$tmp/stop3"
+ip netns pids "$A" 2>/dev/null | xargs -r kill 2>/dev/null
+wait "$loop" 2>/dev/null
+cat "$tmp/req.conform"
+if [ $rc -eq 0 ] && [ "$(grep -cE '^PASS ' "$tmp/req.conform")" -eq "$req" ]; then
+  pass "the peer as requester: $req of $req scenarios PASS"
+else
+  fail "the peer as requester: exit $rc, $(grep -cE '^PASS ' "$tmp/req.conform") of $req PASS"
+  tail -20 "$tmp/clients.out"
 fi
 hop_stop
 echo "$passed passed, $failed failed"
