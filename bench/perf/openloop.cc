@@ -11,8 +11,31 @@ OpenLoop::OpenLoop(const OpenLoopConfig& c, uint64_t tsc_hz)
       tsc_hz_(static_cast<double>(tsc_hz)),
       ns_per_tsc_(1e9 / static_cast<double>(tsc_hz)),
       gap_(static_cast<double>(tsc_hz) / c.rate),
-      rng_(c.seed == 0 ? 0x9E3779B97F4A7C15ull : c.seed) {
+      rng_(c.seed == 0 ? 0x9E3779B97F4A7C15ull : c.seed),
+      mix_rng_(rng_ ^ 0xD1B54A32D192ED03ull) {
   intervals_.reserve(4096);
+  by_class_.resize(c.mix.size());
+  uint64_t sum = 0;
+  for (const MixEntry& e : c.mix) cum_weight_.push_back(sum += e.weight);
+}
+
+uint8_t OpenLoop::draw_class() noexcept {
+  if (cum_weight_.size() < 2) return 0;
+  mix_rng_ ^= mix_rng_ >> 12;  // xorshift64*, as the arrivals
+  mix_rng_ ^= mix_rng_ << 25;
+  mix_rng_ ^= mix_rng_ >> 27;
+  const uint64_t r = (mix_rng_ * 0x2545F4914F6CDD1Dull >> 11) % cum_weight_.back();
+  uint8_t k = 0;
+  while (r >= cum_weight_[k]) ++k;
+  return k;
+}
+
+std::string MixEntry::label() const {
+  const char* op = verb == Verb::kWrite  ? "write"
+                   : verb == Verb::kRead ? "read"
+                   : verb == Verb::kSend ? "send"
+                                         : "atomic";
+  return std::string(op) + " " + std::to_string(size) + " B";
 }
 
 void OpenLoop::start(uint64_t now) noexcept {
@@ -86,6 +109,15 @@ void print_open_loop_summary(const OpenLoop& ol, const OpenLoopRun& run) {
       "p99.99 %.2f max %.2f mean %.2f\n",
       h.min() / 1e3, h.quantile(0.5) / 1e3, h.quantile(0.99) / 1e3, h.quantile(0.999) / 1e3,
       h.quantile(0.9999) / 1e3, h.max() / 1e3, h.mean() / 1e3);
+  for (size_t k = 0; k < ol.by_class().size(); ++k) {
+    const Histogram& c = ol.by_class()[k];
+    const MixEntry& e = ol.config().mix[k];
+    std::printf(
+        " open-loop mix %-12s weight %u: %llu requests, latency us p50 %.2f p99 %.2f p99.9 %.2f "
+        "max %.2f\n",
+        e.label().c_str(), e.weight, static_cast<unsigned long long>(c.count()),
+        c.quantile(0.5) / 1e3, c.quantile(0.99) / 1e3, c.quantile(0.999) / 1e3, c.max() / 1e3);
+  }
 }
 
 bool write_open_loop_json(const std::string& path, const OpenLoop& ol, const OpenLoopRun& run,
@@ -123,6 +155,20 @@ bool write_open_loop_json(const std::string& path, const OpenLoop& ol, const Ope
         iv[i].achieved, static_cast<unsigned long long>(iv[i].p50),
         static_cast<unsigned long long>(iv[i].p99), static_cast<unsigned long long>(iv[i].p999),
         static_cast<unsigned long long>(iv[i].p9999), static_cast<unsigned long long>(iv[i].max));
+  }
+  std::fprintf(f, "\n  ],\n  \"mix\": [");
+  for (size_t k = 0; k < ol.by_class().size(); ++k) {
+    const Histogram& c = ol.by_class()[k];
+    const MixEntry& e = ol.config().mix[k];
+    std::fprintf(f,
+                 "%s\n    {\"class\": \"%s\", \"weight\": %u, \"requests\": %llu, \"p50\": %llu, "
+                 "\"p99\": %llu, \"p99_9\": %llu, \"max\": %llu}",
+                 k == 0 ? "" : ",", e.label().c_str(), e.weight,
+                 static_cast<unsigned long long>(c.count()),
+                 static_cast<unsigned long long>(c.quantile(0.5)),
+                 static_cast<unsigned long long>(c.quantile(0.99)),
+                 static_cast<unsigned long long>(c.quantile(0.999)),
+                 static_cast<unsigned long long>(c.max()));
   }
   std::fprintf(f, "\n  ]\n}\n");
   if (std::fclose(f) != 0) {

@@ -12,15 +12,27 @@
 #include <vector>
 
 #include "bench/perf/histogram.h"
+#include "bench/perf/verb.h"
 
 namespace urnic::perf {
 
 enum class Arrival : uint8_t { kConstant, kPoisson };
 
+// One kind of request in an operation mix (--mix=OP:SIZE:WEIGHT,...).
+struct MixEntry {
+  Verb verb = Verb::kWrite;
+  uint64_t size = 0;
+  uint32_t weight = 1;
+  std::string label() const;  // "write 64 B"
+};
+
 struct OpenLoopConfig {
   double rate = 0;  // requests per second over all QPs; 0: closed loop (perftest's)
   Arrival arrival = Arrival::kConstant;
-  uint64_t seed = 1;  // Poisson arrivals
+  uint64_t seed = 1;  // Poisson arrivals, and the mix's draws
+  // The operations and sizes drawn for each request, in proportion to their weights; empty:
+  // the test's own operation at -s. Each class gets its own latency histogram.
+  std::vector<MixEntry> mix;
 };
 
 // One second's (or the last, shorter interval's) figures.
@@ -41,19 +53,23 @@ class OpenLoop {
   uint64_t due() const noexcept { return static_cast<uint64_t>(next_); }
   void advance() noexcept;
 
-  // A completion at `now` of the request that was due at `due_tsc`.
-  void complete(uint64_t due_tsc, uint64_t now) noexcept {
+  // A completion at `now` of the request that was due at `due_tsc`, of mix class `cls`.
+  void complete(uint64_t due_tsc, uint64_t now, uint8_t cls = 0) noexcept {
     const uint64_t ns =
         now > due_tsc ? static_cast<uint64_t>(static_cast<double>(now - due_tsc) * ns_per_tsc_) : 0;
     total_.record(ns);
     interval_.record(ns);
+    if (cls < by_class_.size()) by_class_[cls].record(ns);
   }
+  // The mix class of the next request, drawn by weight (0 without a mix).
+  uint8_t draw_class() noexcept;
   // Once a second: closes the interval, prints its line to `out` (when not null).
   void tick(uint64_t now, FILE* out) noexcept;
   // Closes the last (partial) interval.
   void finish(uint64_t now, FILE* out) noexcept;
 
   const Histogram& total() const noexcept { return total_; }
+  const std::vector<Histogram>& by_class() const noexcept { return by_class_; }
   const std::vector<OpenLoopInterval>& intervals() const noexcept { return intervals_; }
   const OpenLoopConfig& config() const noexcept { return cfg_; }
 
@@ -66,6 +82,9 @@ class OpenLoop {
   uint64_t rng_;
   uint64_t start_ = 0, interval_start_ = 0, next_tick_ = 0;
   Histogram total_, interval_;
+  std::vector<Histogram> by_class_;   // one per mix entry
+  std::vector<uint64_t> cum_weight_;  // the mix's running weight sums
+  uint64_t mix_rng_;
   std::vector<OpenLoopInterval> intervals_;
 };
 

@@ -175,6 +175,10 @@ void print_usage(const char* prog) {
       "                          request's latency runs from when it fell due (no coordinated\n"
       "                          omission); a line per second and a summary with p50 .. max\n"
       "      --arrival=A         constant (default) or poisson inter-arrival times\n"
+      "      --mix=OP:SIZE[:W],...  open loop: each request drawn from these (write, read,\n"
+      "                          atomic; sizes up to -s; weights, default 1), with its own\n"
+      "                          latency line; write_bw or read_bw, e.g.\n"
+      "                          --mix=write:64:8,read:4096:1,atomic:8:1\n"
       "      --json=FILE         the open-loop results (totals, per-second intervals) as JSON\n"
       "Report:\n"
       "      --report=FILE       a one-page report, Markdown (.md) or HTML (.html): the tables\n"
@@ -261,6 +265,61 @@ bool parse_connection(const std::string& s) {
                  s.c_str());
   }
   return false;
+}
+
+// --mix=OP:SIZE[:WEIGHT],...: write, read or atomic (a FETCH & ADD of 8 B), a size (K / M
+// suffixes) and a weight (default 1); at most 16 entries. SEND is left out: it would need the
+// peer's receives, which only a send_bw server posts.
+bool parse_mix(const std::string& spec, Options* o) {
+  auto bad = [&](const std::string& why) {
+    std::fprintf(stderr, "urnic-perf: --mix: %s (OP:SIZE[:WEIGHT],... with write, read, atomic)\n",
+                 why.c_str());
+    return false;
+  };
+  o->mix.clear();
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    const size_t end = std::min(spec.find(',', pos), spec.size());
+    const std::string item = spec.substr(pos, end - pos);
+    const size_t c1 = item.find(':'), c2 = c1 == std::string::npos ? c1 : item.find(':', c1 + 1);
+    if (c1 == std::string::npos) return bad("'" + item + "' has no size");
+    MixEntry e;
+    const std::string op = item.substr(0, c1);
+    const std::string size = item.substr(c1 + 1, c2 == std::string::npos ? c2 : c2 - c1 - 1);
+    e.verb = op == "write" ? Verb::kWrite : op == "read" ? Verb::kRead : Verb::kAtomic;
+    if (op != "write" && op != "read" && op != "atomic")
+      return bad("unknown operation '" + op + "'");
+    if (!parse_u64(size, &e.size) || e.size == 0 || e.size > kMaxSize)
+      return bad("bad size '" + size + "'");
+    if (e.verb == Verb::kAtomic && e.size != kAtomicSize) return bad("an atomic is 8 B");
+    uint64_t w = 1;
+    if (c2 != std::string::npos && (!parse_u64(item.substr(c2 + 1), &w) || w == 0 || w > 1000000))
+      return bad("bad weight in '" + item + "' (1..1000000)");
+    e.weight = static_cast<uint32_t>(w);
+    if (o->mix.size() == 16) return bad("at most 16 entries");
+    o->mix.push_back(e);
+    pos = end + 1;
+  }
+  return true;
+}
+
+// A mix needs the open loop, one size, a test whose last request keeps the data checks true
+// (write_bw, read_bw), and sizes that fit the buffers (-s).
+bool check_mix(const Options& o) {
+  if (o.mix.empty()) return true;
+  auto bad = [](const std::string& why) {
+    std::fprintf(stderr, "urnic-perf: --mix: %s\n", why.c_str());
+    return false;
+  };
+  if (o.rate == 0) return bad("a mix is offered open loop: give --rate");
+  if (o.all_sizes || o.sweep) return bad("one size per run: no -a or --sweep");
+  if (o.test.verb != Verb::kWrite && o.test.verb != Verb::kRead)
+    return bad("the test must be write_bw or read_bw (the peer's region must allow the mix)");
+  const uint64_t buf = o.sizes().front();
+  for (const MixEntry& e : o.mix)
+    if (e.size > buf)
+      return bad(e.label() + " is larger than the buffers (-s " + std::to_string(buf) + ")");
+  return true;
 }
 
 // The combinations perftest refuses (force_dependencies()) and the ones urnic-perf cannot do.
@@ -516,6 +575,8 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
         return false;
     } else if (key == "--rate") {
       if (!value(&s) || !parse_rate(s, o)) return false;
+    } else if (key == "--mix") {
+      if (!value(&s) || !parse_mix(s, o)) return false;
     } else if (key == "--arrival") {
       if (!value(&s)) return false;
       if (s != "constant" && s != "poisson") {
@@ -593,7 +654,7 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
     std::fprintf(stderr, "urnic-perf: --json reports an open-loop run: give --rate too\n");
     return false;
   }
-  if (!check_modes(o)) return false;
+  if (!check_modes(o) || !check_mix(*o)) return false;
   if (o->sweep && !o->loopback()) {
     std::fprintf(stderr, "urnic-perf: --sweep runs in loopback only\n");
     return false;

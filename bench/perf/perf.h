@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "bench/perf/openloop.h"
+#include "bench/perf/verb.h"
 #include "urnic/congestion.h"
 #include "urnic/counters.h"
 
 namespace urnic::perf {
 
-// perftest's VerbType and TestType.
-enum class Verb : uint8_t { kSend, kWrite, kRead, kAtomic };
+// perftest's TestType (VerbType: verb.h).
 enum class Kind : uint8_t { kBw, kLat };
 
 struct Test {
@@ -106,6 +106,8 @@ struct Options {
   double rate = 0;
   bool rate_gbps = false;
   Arrival arrival = Arrival::kConstant;
+  // --mix: the open loop's operations and sizes (OpenLoopConfig::mix).
+  std::vector<MixEntry> mix;
   std::string json;
   // --report=FILE (.md or .html): the one-page report of the run with its plots (report.h).
   std::string report;

@@ -109,6 +109,13 @@ class BwSender final : public Runner {
       p.rem = p.loc;
       p.w = request_template(side, i, cfg);
       if (cfg.open_loop.rate > 0) p.due.assign(cfg.tx_depth, 0);
+      for (const MixEntry& e : cfg.open_loop.mix) {
+        RunConfig c = cfg;  // the mix entry's operation and size on the same buffers
+        c.test.verb = e.verb;
+        c.size = e.size;
+        p.mix_w.push_back(request_template(side, i, c));
+      }
+      if (!cfg.open_loop.mix.empty()) p.cls.assign(cfg.tx_depth, 0);
       per_.push_back(p);
     }
     if (cfg.open_loop.rate > 0) {
@@ -195,7 +202,9 @@ class BwSender final : public Runner {
     bool final_posted = false;
     Cycler loc, rem;
     Request w;
-    std::vector<uint64_t> due;  // open loop: when each outstanding request fell due (TSC)
+    std::vector<uint64_t> due;   // open loop: when each outstanding request fell due (TSC)
+    std::vector<Request> mix_w;  // --mix: a template per entry
+    std::vector<uint8_t> cls;    // --mix: each outstanding request's entry
   };
 
   // Fills the QP's send queue up to tx_depth outstanding requests, with NDK's deferred doorbell
@@ -224,8 +233,19 @@ class BwSender final : public Runner {
       PerQp& p = per_[i];
       if (p.posted - p.completed >= cfg_.tx_depth) return;
       const uint64_t k = p.posted;
-      if (!post_one(i, k + 1 >= cfg_.iters, true, true)) return;
+      const bool last = k + 1 >= cfg_.iters;
+      // A mix draws each request's kind once (a full queue retries the same one); the run's
+      // last request is the test's own, so that the end-of-run data checks hold.
+      if (!p.mix_w.empty() && !have_cls_) {
+        next_cls_ = ol_->draw_class();
+        have_cls_ = true;
+      }
+      Request* w = p.mix_w.empty() || last ? &p.w : &p.mix_w[next_cls_];
+      if (!post_one(i, last, true, true, w)) return;
       p.due[k % p.due.size()] = due;
+      // The last one is the test's own: in no mix class (kNoClass).
+      if (!p.mix_w.empty()) p.cls[k % p.cls.size()] = last ? kNoClass : next_cls_;
+      have_cls_ = false;
       ++next_msg_;
       ol_->advance();
     }
@@ -233,17 +253,19 @@ class BwSender final : public Runner {
 
   // Posts QP i's next request; false when it must wait (the queue is full until the engine
   // retires more: a failing post hands the deferred ones to the engine) or the run failed.
-  bool post_one(size_t i, bool last, bool signaled, bool batch_end) noexcept {
+  bool post_one(size_t i, bool last, bool signaled, bool batch_end,
+                Request* req = nullptr) noexcept {
     PerQp& p = per_[i];
     QpRes& q = side_.qp(i);
+    Request& w = req != nullptr ? *req : p.w;
     const Cycler loc = p.loc, rem = p.rem;
     const uint64_t lo = p.loc.next(), ro = p.rem.next();
-    p.w.sge.addr = addr(last ? q.last : q.src + lo);
-    p.w.remote_addr = q.remote.vaddr + ro;
-    p.w.flags = (p.w.flags & op_flag::kInline) | (signaled ? 0 : op_flag::kSilentSuccess) |
-                (batch_end ? 0 : op_flag::kDefer);
-    p.w.context = encode(i, p.unsignaled + 1);
-    const Status s = q.post(p.w);
+    w.sge.addr = addr(last ? q.last : q.src + lo);
+    w.remote_addr = q.remote.vaddr + ro;
+    w.flags = (w.flags & op_flag::kInline) | (signaled ? 0 : op_flag::kSilentSuccess) |
+              (batch_end ? 0 : op_flag::kDefer);
+    w.context = encode(i, p.unsignaled + 1);
+    const Status s = q.post(w);
     if (s == Status::kNoMoreEntries) {
       p.loc = loc;  // retried next step
       p.rem = rem;
@@ -277,8 +299,10 @@ class BwSender final : public Runner {
       }
       if (ol_) [[unlikely]] {
         PerQp& p = per_[qi];
-        for (uint64_t c = 0; c < covered; ++c)
-          ol_->complete(p.due[(p.completed + c) % p.due.size()], now);
+        for (uint64_t c = 0; c < covered; ++c) {
+          const uint64_t k = p.completed + c;
+          ol_->complete(p.due[k % p.due.size()], now, p.cls.empty() ? 0 : p.cls[k % p.cls.size()]);
+        }
       }
       per_[qi].completed += covered;
       messages += covered;
@@ -291,6 +315,9 @@ class BwSender final : public Runner {
   bool time_up_ = false;
   std::unique_ptr<OpenLoop> ol_;       // --rate
   uint64_t total_ = 0, next_msg_ = 0;  // open loop: requests in all, and the next one's number
+  static constexpr uint8_t kNoClass = 0xFF;
+  uint8_t next_cls_ = 0;  // --mix: the next request's entry, once drawn
+  bool have_cls_ = false;
 };
 
 // ---- BwReceiver (send_bw server) --------------------------------------------------------------

@@ -167,7 +167,15 @@ RunConfig run_config(const Options& o, Test t, Role role, uint64_t size, bool pe
   if (o.run_infinitely) c.stop = stop_flag();
   c.inline_size = o.inline_size;
   if (o.rate > 0 && t.kind == Kind::kBw) {
-    c.open_loop.rate = o.rate_gbps ? o.rate * 1e9 / (8.0 * static_cast<double>(size)) : o.rate;
+    // Gb/s of a mix: of its mean request size.
+    double mean = static_cast<double>(size), weights = 0, bytes = 0;
+    for (const MixEntry& e : o.mix) {
+      weights += e.weight;
+      bytes += static_cast<double>(e.weight) * static_cast<double>(e.size);
+    }
+    if (weights > 0) mean = bytes / weights;
+    c.open_loop.rate = o.rate_gbps ? o.rate * 1e9 / (8.0 * mean) : o.rate;
+    c.open_loop.mix = o.mix;
     c.open_loop.arrival = o.arrival;
     c.open_loop.seed = 0x5DEECE66Dull ^ size;
     c.cq_mod = 1;  // every request's latency is measured

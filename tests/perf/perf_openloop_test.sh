@@ -31,7 +31,10 @@ print(d["latency_ns"][k] if k in d["latency_ns"] else d[k])' "$1" "$2"
 
 # ---- 1. Refused.
 for args in "--rate=0" "--rate=-1" "--rate=abc" "--rate=2000" "--rate=5Tbps" "--rate=1e3" \
-  "--rate=0.1 --arrival=bursty" "--json=$work/x.json" "--rate=0.1 --test=write_lat"; do
+  "--rate=0.1 --arrival=bursty" "--json=$work/x.json" "--rate=0.1 --test=write_lat" \
+  "--mix=write:64" "--rate=0.1 --mix=send:64" "--rate=0.1 --mix=write" "--rate=0.1 --mix=atomic:16" \
+  "--rate=0.1 -s 64 --mix=read:128" "--rate=0.1 --mix=write:64:0" "--rate=0.1 -a --mix=write:64" \
+  "send_bw --rate=0.1 --mix=write:64" "--rate=0.1 --mix=write:64,,read:64"; do
   # shellcheck disable=SC2086
   out=$("$perf" -n 5 --no-progress $args 2>&1)
   rc=$?
@@ -75,6 +78,33 @@ rate_run write_constant 1 write_bw -s 64 -q 2 -n 30000 --rate=0.1
 rate_run send_constant 1 send_bw -s 64 -q 2 -n 30000 --rate=100kpps
 WANT=100000
 rate_run read_poisson 2 read_bw -s 1024 -q 4 -n 25000 --rate=0.2 --arrival=poisson
+
+# A mix (--mix): every request is measured once in its class, the classes come in proportion to
+# their weights (within 5 standard deviations of the binomial draw), and the summary and the
+# JSON report agree.
+WANT=40000
+rate_run mix 1 write_bw -s 4096 -q 2 -n 20000 --rate=0.1 --mix=write:64:6,read:4096:3,atomic:8:1
+if python3 - "$work/mix.json" "$work/mix.out" <<'EOF'; then
+import json, math, re, sys
+j = json.load(open(sys.argv[1]))
+out = open(sys.argv[2]).read()
+mix = j["mix"]
+assert [m["class"] for m in mix] == ["write 64 B", "read 4096 B", "atomic 8 B"], mix
+n = sum(m["requests"] for m in mix)
+# Every request but each QP's last (the test's own, at -s) falls in a class.
+assert n == j["requests"] - j["qps"], (n, j["requests"])
+for m, w in zip(mix, (0.6, 0.3, 0.1)):
+    sd = math.sqrt(n * w * (1 - w))
+    assert abs(m["requests"] - n * w) <= 5 * sd, (m, n * w, sd)
+    assert 0 < m["p50"] <= m["p99"] <= m["max"], m
+    line = re.search(r"open-loop mix %s +weight \d+: (\d+) requests" % re.escape(m["class"]), out)
+    assert line and int(line.group(1)) == m["requests"], m
+EOF
+  ok "mix: three classes in proportion to their weights, each measured"
+else
+  bad "mix: the classes disagree with the weights or the summary"
+  grep 'open-loop' "$work/mix.out"
+fi
 
 # ---- 3. A stalled responder shows in the latencies.
 if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null; then
