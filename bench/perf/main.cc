@@ -112,6 +112,8 @@ bool run_loopback_size(Env& env, const Options& o, Test t, uint64_t size, Side& 
     for (Runner* r : rs)
       if (r->failed()) out->fail(r->error());
     if (out->ok) out->fail("the run did not finish");
+    // An open-loop run that failed still reports what it measured, errors included.
+    if (t.kind == Kind::kBw) report_open_loop(o, t, size, *l.client, out);
     return false;
   }
   for (Runner* r : rs) *completions += r->messages;

@@ -75,6 +75,7 @@ void OpenLoop::close_interval(uint64_t now, FILE* out) {
   const double secs = static_cast<double>(now - interval_start_) / tsc_hz_;
   iv.t_end = static_cast<double>(now - start_) / tsc_hz_;
   iv.completions = interval_.count();
+  iv.errors = interval_errors_;
   iv.achieved = secs > 0 ? static_cast<double>(iv.completions) / secs : 0;
   iv.p50 = interval_.quantile(0.5);
   iv.p99 = interval_.quantile(0.99);
@@ -84,13 +85,15 @@ void OpenLoop::close_interval(uint64_t now, FILE* out) {
   if (intervals_.size() < intervals_.capacity()) intervals_.push_back(iv);
   if (out != nullptr) {
     std::fprintf(out,
-                 " open-loop %7.2f s: target %.4f Mpps, achieved %.4f Mpps; latency us p50 "
-                 "%.2f p99 %.2f p99.9 %.2f p99.99 %.2f max %.2f\n",
-                 iv.t_end, cfg_.rate / 1e6, iv.achieved / 1e6, iv.p50 / 1e3, iv.p99 / 1e3,
+                 " open-loop %7.2f s: target %.4f Mpps, achieved %.4f Mpps, errors %llu; latency "
+                 "us p50 %.2f p99 %.2f p99.9 %.2f p99.99 %.2f max %.2f\n",
+                 iv.t_end, cfg_.rate / 1e6, iv.achieved / 1e6,
+                 static_cast<unsigned long long>(iv.errors), iv.p50 / 1e3, iv.p99 / 1e3,
                  iv.p999 / 1e3, iv.p9999 / 1e3, iv.max / 1e3);
     std::fflush(out);
   }
   interval_.reset();
+  interval_errors_ = 0;
   interval_start_ = now;
 }
 
@@ -99,11 +102,11 @@ void print_open_loop_summary(const OpenLoop& ol, const OpenLoopRun& run) {
   const double achieved = run.seconds > 0 ? static_cast<double>(run.messages) / run.seconds : 0;
   std::printf(
       " open-loop total: %s, %llu B, %u QPs, %s arrivals; target %.4f Mpps, achieved %.4f Mpps "
-      "(%.2f %% of target) over %.3f s, %llu requests\n",
+      "(%.2f %% of target) over %.3f s, %llu requests, %llu errors\n",
       run.test.c_str(), static_cast<unsigned long long>(run.size), run.qps,
       ol.config().arrival == Arrival::kPoisson ? "Poisson" : "constant", ol.config().rate / 1e6,
       achieved / 1e6, ol.config().rate > 0 ? 100.0 * achieved / ol.config().rate : 0, run.seconds,
-      static_cast<unsigned long long>(run.messages));
+      static_cast<unsigned long long>(run.messages), static_cast<unsigned long long>(ol.errors()));
   std::printf(
       " open-loop latency from the due time (us): min %.2f p50 %.2f p99 %.2f p99.9 %.2f "
       "p99.99 %.2f max %.2f mean %.2f\n",
@@ -132,10 +135,11 @@ bool write_open_loop_json(const std::string& path, const OpenLoop& ol, const Ope
   std::fprintf(f,
                "{\n  \"test\": \"%s\",\n  \"size\": %llu,\n  \"qps\": %u,\n  \"arrival\": "
                "\"%s\",\n  \"target_rate\": %.3f,\n  \"achieved_rate\": %.3f,\n  \"seconds\": "
-               "%.6f,\n  \"requests\": %llu,\n  \"errors\": 0,\n",
+               "%.6f,\n  \"requests\": %llu,\n  \"errors\": %llu,\n",
                run.test.c_str(), static_cast<unsigned long long>(run.size), run.qps,
                ol.config().arrival == Arrival::kPoisson ? "poisson" : "constant", ol.config().rate,
-               achieved, run.seconds, static_cast<unsigned long long>(run.messages));
+               achieved, run.seconds, static_cast<unsigned long long>(run.messages),
+               static_cast<unsigned long long>(ol.errors()));
   std::fprintf(f,
                "  \"latency_ns\": {\"min\": %llu, \"p50\": %llu, \"p99\": %llu, \"p99_9\": %llu, "
                "\"p99_99\": %llu, \"max\": %llu, \"mean\": %.1f},\n  \"intervals\": [",
@@ -149,12 +153,13 @@ bool write_open_loop_json(const std::string& path, const OpenLoop& ol, const Ope
   for (size_t i = 0; i < iv.size(); ++i) {
     std::fprintf(
         f,
-        "%s\n    {\"t\": %.3f, \"completions\": %llu, \"achieved_rate\": %.3f, "
+        "%s\n    {\"t\": %.3f, \"completions\": %llu, \"errors\": %llu, \"achieved_rate\": %.3f, "
         "\"p50\": %llu, \"p99\": %llu, \"p99_9\": %llu, \"p99_99\": %llu, \"max\": %llu}",
         i == 0 ? "" : ",", iv[i].t_end, static_cast<unsigned long long>(iv[i].completions),
-        iv[i].achieved, static_cast<unsigned long long>(iv[i].p50),
-        static_cast<unsigned long long>(iv[i].p99), static_cast<unsigned long long>(iv[i].p999),
-        static_cast<unsigned long long>(iv[i].p9999), static_cast<unsigned long long>(iv[i].max));
+        static_cast<unsigned long long>(iv[i].errors), iv[i].achieved,
+        static_cast<unsigned long long>(iv[i].p50), static_cast<unsigned long long>(iv[i].p99),
+        static_cast<unsigned long long>(iv[i].p999), static_cast<unsigned long long>(iv[i].p9999),
+        static_cast<unsigned long long>(iv[i].max));
   }
   std::fprintf(f, "\n  ],\n  \"mix\": [");
   for (size_t k = 0; k < ol.by_class().size(); ++k) {

@@ -40,6 +40,7 @@ struct OpenLoopInterval {
   double t_end = 0;     // seconds since the start
   double achieved = 0;  // completions per second
   uint64_t completions = 0;
+  uint64_t errors = 0;                                      // completions with an error status
   uint64_t p50 = 0, p99 = 0, p999 = 0, p9999 = 0, max = 0;  // ns
 };
 
@@ -61,6 +62,13 @@ class OpenLoop {
     interval_.record(ns);
     if (cls < by_class_.size()) by_class_[cls].record(ns);
   }
+  // A completion with an error status (the run fails on it: an RC QP in error flushes the rest,
+  // which is not load; the count says so in the last line and the report).
+  void error() noexcept {
+    ++errors_;
+    ++interval_errors_;
+  }
+  uint64_t errors() const noexcept { return errors_; }
   // The mix class of the next request, drawn by weight (0 without a mix).
   uint8_t draw_class() noexcept;
   // Once a second: closes the interval, prints its line to `out` (when not null).
@@ -81,6 +89,7 @@ class OpenLoop {
   double next_ = 0;
   uint64_t rng_;
   uint64_t start_ = 0, interval_start_ = 0, next_tick_ = 0;
+  uint64_t errors_ = 0, interval_errors_ = 0;
   Histogram total_, interval_;
   std::vector<Histogram> by_class_;   // one per mix entry
   std::vector<uint64_t> cum_weight_;  // the mix's running weight sums

@@ -92,7 +92,10 @@ const char* flow_bw_rdma(RemoteRun& rr, const std::vector<uint64_t>& sizes, uint
       }
       auto r = make_bw_sender(rr.side, rc);
       const CpuStat cpu0 = o.cpu_util ? read_cpu_stat() : CpuStat{};
-      if (!rr.run({r.get()}, size, spec)) break;
+      if (!rr.run({r.get()}, size, spec)) {
+        report_open_loop(o, rr.t, size, *r, &rr.out);  // what it measured, errors included
+        break;
+      }
       mine = bw_of(o, size, *r);
       if (ticker)
         ticker->finish(rte_rdtsc(), r->messages);

@@ -290,7 +290,10 @@ class BwSender final : public Runner {
     if (n == 0) return;
     const uint64_t now = rte_rdtsc();
     for (size_t k = 0; k < n; ++k) {
-      if (!check_completion(r[k])) return;
+      if (!check_completion(r[k])) {
+        if (ol_) ol_->error();
+        return;
+      }
       const size_t qi = ctx_qp(r[k].request_context);
       const uint64_t covered = ctx_val(r[k].request_context);
       if (qi >= per_.size()) {

@@ -149,6 +149,31 @@ else
       grep 'open-loop' "$work/stall.cli"
     fi
   fi
+  # 4. A responder stopped for longer than the requester's retries (-u 10: T = 4 ms, 7 retries):
+  # the QP fails, the run fails, and the report still gives what was measured, the error counted.
+  j=$work/dead.json
+  ip netns exec "$A" "$perf" write_bw --vdev=net_af_packet0,iface=roce0 --ip=198.18.1.1 --lcores=0 \
+    --no-progress --idle-yield=64 --timeout=60 >"$work/dead.srv" 2>&1 &
+  srv=$!
+  timeout 120 ip netns exec "$B" "$perf" write_bw --vdev=net_af_packet0,iface=roce1 \
+    --ip=198.18.1.2 --lcores=1 --connect-retry=30 --no-progress --idle-yield=64 --timeout=60 \
+    -s 64 -D 5 -u 10 --rate=50kpps --json="$j" 198.18.0.1 >"$work/dead.cli" 2>&1 &
+  cli=$!
+  for _ in $(seq 600); do grep -qE 'open-loop +1' "$work/dead.cli" && break; sleep 0.05; done
+  kill -STOP "$srv"
+  wait "$cli"
+  crc=$?
+  kill -CONT "$srv"
+  kill "$srv" 2>/dev/null
+  wait "$srv" 2>/dev/null
+  errors=$(json "$j" errors 2>/dev/null)
+  if [ $crc -ne 0 ] && [ "${errors:-0}" -ge 1 ] &&
+    grep -qE 'open-loop total: .*, [1-9][0-9]* errors' "$work/dead.cli"; then
+    ok "responder gone: client exit $crc, $errors completion error(s) in the summary and the report"
+  else
+    bad "responder gone: client exit $crc, report errors '${errors:-none}'"
+    tail -6 "$work/dead.cli"
+  fi
   hop_stop
 fi
 rm -rf "$work"
