@@ -3,6 +3,7 @@
 // antecedents, the control-thread poller that runs engine operations and callbacks). See
 // control/ndk_internal.h for the design.
 #include <rte_ethdev.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <new>
@@ -200,6 +201,18 @@ bool AdapterImpl::pump_ops_locked() {
   return any;
 }
 
+void AdapterImpl::deliver_locked(CqImpl* c, Status s) {
+  if (!c->events_.load(std::memory_order_acquire)) return;
+  if (const int fd = c->event_fd.load(std::memory_order_acquire); fd >= 0) {
+    const uint64_t one = 1;
+    (void)!::write(fd, &one, sizeof(one));  // EAGAIN only at 2^64 - 1 unread: still readable
+  }
+  if (c->notify_cb == nullptr) return;
+  defer_locked([c, s] {
+    if (c->events_.load(std::memory_order_acquire)) c->notify_cb(c->notify_ctx, s);
+  });
+}
+
 bool AdapterImpl::collect_notifications_locked(Clock::time_point now) {
   bool any = false;
   // Acquire pairs with the release store of the engine (dp::Cq / dp::Srq ring_doorbell).
@@ -221,12 +234,7 @@ bool AdapterImpl::collect_notifications_locked(Clock::time_point now) {
             op->msg.qp = &q->qp;
             enqueue_op_locked(std::move(op));
           }
-          if (c->notify_cb != nullptr) {
-            defer_locked([c] {
-              if (c->events_.load(std::memory_order_acquire))
-                c->notify_cb(c->notify_ctx, Status::kBufferOverflow);
-            });
-          }
+          deliver_locked(c, Status::kBufferOverflow);
           any = true;
         } else if (!c->overrun_reported) {
           const bool moderated = c->mod_interval_us != 0 && c->mod_count > 1;
@@ -241,11 +249,8 @@ bool AdapterImpl::collect_notifications_locked(Clock::time_point now) {
           }
         }
       }
-      if (c->cancelled_.exchange(false, std::memory_order_acq_rel) && c->notify_cb != nullptr) {
-        defer_locked([c] {
-          if (c->events_.load(std::memory_order_acquire))
-            c->notify_cb(c->notify_ctx, Status::kCancelled);
-        });
+      if (c->cancelled_.exchange(false, std::memory_order_acq_rel)) {
+        deliver_locked(c, Status::kCancelled);
         any = true;
       }
     }
@@ -257,11 +262,8 @@ bool AdapterImpl::collect_notifications_locked(Clock::time_point now) {
         fire = true;
       }
     }
-    if (fire && c->notify_cb != nullptr) {
-      defer_locked([c] {
-        if (c->events_.load(std::memory_order_acquire))
-          c->notify_cb(c->notify_ctx, Status::kSuccess);
-      });
+    if (fire) {
+      deliver_locked(c, Status::kSuccess);
       any = true;
     }
   }
@@ -363,6 +365,10 @@ void release_successor(ObjectImpl* o) noexcept {
 CqImpl::CqImpl(AdapterImpl* a, uint32_t d, CqNotificationCallback cb, void* ctx)
     : ImplOf(ObjectType::kCq, a), ext_(this), cq(d), depth(d), notify_cb(cb), notify_ctx(ctx) {
   cq.set_doorbell(&a->doorbell);
+}
+
+CqImpl::~CqImpl() {
+  if (const int fd = event_fd.load(std::memory_order_relaxed); fd >= 0) ::close(fd);
 }
 
 PdImpl::PdImpl(AdapterImpl* a) : ImplOf(ObjectType::kPd, a) { pd = a->ctl->alloc_pd(); }

@@ -1,6 +1,9 @@
 // Completion queues of the public API: polling (straight from the dataplane ring), arming,
 // interrupt moderation settings and the cancel extension. Notifications are delivered by the
 // control thread (AdapterImpl::collect_notifications_locked).
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "control/ndk_internal.h"
@@ -66,6 +69,19 @@ Status Cq::control_interrupt_moderation(uint32_t interval_us, uint32_t count) no
   impl()->mod_interval_us = interval_us;
   impl()->mod_count = count_off ? kMax : count;
   return Status::kSuccess;
+}
+
+int CqExtension::notification_fd() noexcept {
+  int fd = cq_->event_fd.load(std::memory_order_acquire);
+  if (fd >= 0) return fd;
+  const int mine = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (mine < 0) return -1;
+  // Two first calls at once: one eventfd wins, the other is closed.
+  if (!cq_->event_fd.compare_exchange_strong(fd, mine, std::memory_order_acq_rel)) {
+    ::close(mine);
+    return fd;
+  }
+  return mine;
 }
 
 bool CqExtension::cancel_notification() noexcept {

@@ -170,6 +170,7 @@ struct EngineOp {
 
 struct CqImpl final : ImplOf<CqImpl, Cq> {
   CqImpl(AdapterImpl* a, uint32_t depth, CqNotificationCallback cb, void* ctx);
+  ~CqImpl() override;
   void* extension(const ExtensionId& id, Version v) noexcept override;
   Status teardown_locked() override;
   void stop_events() noexcept override { events_.store(false, std::memory_order_release); }
@@ -181,6 +182,7 @@ struct CqImpl final : ImplOf<CqImpl, Cq> {
   void* const notify_ctx;
   std::atomic<bool> events_{true};
   std::atomic<bool> cancelled_{false};  // an arm was cancelled: deliver kCancelled
+  std::atomic<int> event_fd{-1};        // CqExtension::notification_fd, once asked for
   // Interrupt moderation (set under mu; used by the control thread).
   uint32_t mod_interval_us = 0;
   uint32_t mod_count = 0;
@@ -297,8 +299,9 @@ struct AdapterImpl {
   std::unique_ptr<ctl::Adapter> ctl;
   AdapterConfig::Cm cm_settings;    // for the CM agent (control/cm/ndk_connector.cc)
   bool adaptive_retransmit = true;  // AdapterConfig::adaptive_retransmit, for new QPs
-  BrokenRules broken_rules;         // AdapterConfig::broken_rules (testing builds), for new QPs
-  CongestionConfig congestion;      // AdapterConfig::congestion, maximum rate resolved, for new QPs
+
+  BrokenRules broken_rules;     // AdapterConfig::broken_rules (testing builds), for new QPs
+  CongestionConfig congestion;  // AdapterConfig::congestion, maximum rate resolved, for new QPs
   std::atomic<uint64_t> cm_mads_dropped{0};  // AdapterConfig::Cm::drop_tx (testing builds)
   CmCounters cm_retired;  // agents already gone (under the adapter's entry lock, ndk_connector.cc)
   AdapterExtension ext;
@@ -327,6 +330,8 @@ struct AdapterImpl {
   bool pump_ops_locked();
   bool pump_closes_locked();
   bool collect_notifications_locked(Clock::time_point now);
+  // Delivers a CQ notification: its eventfd at once, its callback deferred (mu held).
+  void deliver_locked(CqImpl* c, Status s);
   void finish_close_locked(ObjectImpl* o);
 };
 

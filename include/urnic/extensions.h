@@ -163,6 +163,12 @@ class CqExtension {
   // kSuccess callback as usual: still exactly one callback per arm). Serialised with Cq::arm
   // and get_results by the consumer.
   bool cancel_notification() noexcept;
+  // An eventfd that becomes readable each time this CQ's notification is delivered (whatever
+  // its status), for a consumer that blocks in poll/epoll instead of (or besides) the callback:
+  // arm, wait for POLLIN, read its 8 bytes to reset it, get_results. Non-blocking and
+  // close-on-exec; created on the first call, owned by the CQ and closed with it. -1 (errno set)
+  // if it cannot be created. Any thread.
+  int notification_fd() noexcept;
 
  private:
   friend struct detail::CqImpl;

@@ -2,6 +2,9 @@
 // rules (ndkpi.md §3.4), at most one callback per arm, arming a non-empty CQ, cancelling an arm
 // (ND2 ndcq: Notify + CancelOverlappedRequests, ordering across CQs), overrun with
 // STATUS_BUFFER_OVERFLOW, interrupt moderation, and NDK_RESULT vs NDK_RESULT_EX.
+#include <poll.h>
+#include <unistd.h>
+
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -191,6 +194,45 @@ TEST_F(ApiCq, ErrorsArmFiresOnAnErrorCompletion) {
   ASSERT_TRUE(p.run_until([&] { return an.count() == 1; }));
   ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 1; }));
   EXPECT_EQ(ares.back().status, Status::kAccessViolation);
+  TearDownPair();
+}
+
+// CqExtension::notification_fd: an eventfd readable once per delivered notification, besides the
+// callback; not readable while nothing fired; one fd per CQ whoever asks.
+TEST_F(ApiCq, NotificationFdIsReadableOncePerNotification) {
+  ApiPair p("cq_evfd");
+  SetUpPair(p);
+  auto* ext = acq->query_extension<CqExtension>();
+  ASSERT_NE(ext, nullptr);
+  const int fd = ext->notification_fd();
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(ext->notification_fd(), fd);
+  auto readable = [&] {
+    pollfd pf{fd, POLLIN, 0};
+    return ::poll(&pf, 1, 0) == 1;
+  };
+  acq->arm(CqNotify::kAny);
+  expect_quiet(p, an, 0);  // armed, nothing arrived
+  EXPECT_FALSE(readable());
+  ASSERT_EQ(write(ctx(1)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return an.count() == 1; }));
+  EXPECT_TRUE(readable());
+  uint64_t v = 0;
+  ASSERT_EQ(::read(fd, &v, sizeof(v)), static_cast<ssize_t>(sizeof(v)));
+  EXPECT_EQ(v, 1u);
+  EXPECT_FALSE(readable());  // reset by the read
+  ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 1; }));
+  // A cancelled arm is a delivered notification too (kCancelled).
+  acq->arm(CqNotify::kAny);
+  EXPECT_TRUE(ext->cancel_notification());
+  ASSERT_TRUE(p.run_until([&] { return an.count() == 2; }));
+  EXPECT_TRUE(readable());
+  ASSERT_EQ(::read(fd, &v, sizeof(v)), static_cast<ssize_t>(sizeof(v)));
+  // No arm, no notification: a completion leaves the fd quiet.
+  ASSERT_EQ(write(ctx(2)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 1; }));
+  expect_quiet(p, an, 2);
+  EXPECT_FALSE(readable());
   TearDownPair();
 }
 
