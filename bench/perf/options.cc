@@ -149,6 +149,8 @@ void print_usage(const char* prog) {
       "      --port=PCI          a PCI NIC bound to a DPDK driver (EAL -a PCI)\n"
       "      --lcores=LIST       EAL lcores (default 0-1 when 2 CPUs exist: the engine runs on\n"
       "                          the second; with one lcore this thread drives the engine)\n"
+      "      --memory=M          auto (default: hugepages when enough are free), huge (insist),\n"
+      "                          nohuge\n"
       "      --ip=A.B.C.D        this adapter's IPv4 address (required on a real port)\n"
       "      --ipv6=ADDR         this adapter's IPv6 address (GID index 2)\n"
       "      --mac=MAC           source MAC (default: the port's)\n"
@@ -515,6 +517,16 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
       if (!value(&o->pci)) return false;
     } else if (key == "--lcores") {
       if (!value(&o->lcores)) return false;
+    } else if (key == "--memory") {
+      if (!value(&s)) return false;
+      if (s != "auto" && s != "huge" && s != "nohuge") {
+        std::fprintf(stderr, "urnic-perf: --memory takes auto, huge or nohuge, not '%s'\n",
+                     s.c_str());
+        return false;
+      }
+      o->memory = s == "huge"     ? RuntimeConfig::Memory::kHugepages
+                  : s == "nohuge" ? RuntimeConfig::Memory::kNoHuge
+                                  : RuntimeConfig::Memory::kAuto;
     } else if (key == "--ip") {
       if (!value(&o->ip)) return false;
     } else if (key == "--ipv6") {

@@ -133,6 +133,7 @@ class Env {
     if (rc.lcores.empty()) rc.lcores = ::sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? "0-1" : "0";
     if (!o.pci.empty()) rc.pci_allow.push_back(o.pci);
     rc.memory_mb = 512;
+    rc.memory = o.memory;
     if (runtime_init(rc) != Status::kSuccess)
       return error(std::string("EAL bring-up failed: ") + last_error());
     return true;
