@@ -23,7 +23,7 @@ for args in "write_bw -s 65536 -n 2000" "read_bw -s 4096 -n 5000" "send_bw -s 10
   out=$(timeout 120 "$perf" $args --memory=huge --lcores=0-1 --no-progress 2>&1)
   rc=$?
   if [ $rc -eq 0 ] && grep -q 'result: PASS' <<<"$out"; then
-    echo "ok   $args on hugepages: $(grep -E '^ [0-9]+ ' <<<"$out" | head -1 | awk '{print $4 " Gb/s avg"}')"
+    echo "ok   $args on hugepages: $(grep -E '^ [0-9]+ ' <<<"$out" | head -1 | awk '{print $4 " MB/s average"}')"
   else
     echo "FAIL $args on hugepages: exit $rc"
     tail -8 <<<"$out"
