@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 extern char** environ;
 
@@ -57,6 +59,8 @@ int spawn(int in, int err, pid_t* pid) {
   return rc;
 }
 
+constexpr int kGnuplotTimeoutS = 60;
+
 }  // namespace
 
 std::string gp_quote(const std::string& s) {
@@ -102,8 +106,21 @@ bool run_gnuplot(const std::string& script, const std::vector<std::string>& outp
   (void)write_all(p[1], script + "\nexit\n");
   close(p[1]);
   sigaction(SIGPIPE, &old, nullptr);
+  // Bounded: a gnuplot that hangs (a broken terminal, a huge data block) is killed after
+  // kGnuplotTimeoutS and the report keeps its tables.
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kGnuplotTimeoutS);
+  pid_t done = 0;
+  while ((done = waitpid(pid, &status, WNOHANG)) == 0 || (done < 0 && errno == EINTR)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      close(err);
+      *why = "gnuplot did not finish within " + std::to_string(kGnuplotTimeoutS) + " s";
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   const std::string said = last_line(err);
   close(err);
