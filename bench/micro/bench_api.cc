@@ -69,23 +69,7 @@ struct Pair {
     engine.stop();
   }
   void connect(Qp& q, Qp& peer, Adapter& peer_adapter, uint32_t sq_psn, uint32_t rq_psn) {
-    auto* ext = q.query_extension<QpConnectExtension>();
-    const LocalAddress pa = peer_adapter.query_extension<AdapterExtension>()->local_address();
-    QpAttributes at;
-    at.state = QpState::kRtr;
-    at.av.dst_ipv4 = pa.ipv4;
-    at.av.dst_mac = pa.mac;
-    at.dest_qpn = peer.query_extension<QpConnectExtension>()->qpn();
-    at.rq_psn = rq_psn;
-    using namespace qp_attr_mask;
-    ok = ok &&
-         ext->modify(at,
-                     kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer,
-                     nullptr, nullptr) == Status::kSuccess;
-    at.state = QpState::kRts;
-    at.sq_psn = sq_psn;
-    ok = ok && ext->modify(at, kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic,
-                           nullptr, nullptr) == Status::kSuccess;
+    ok = ok && connect_ring_qp(q, peer, peer_adapter, sq_psn, rq_psn);
   }
 
   bool ok = false;

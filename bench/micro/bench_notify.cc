@@ -24,29 +24,11 @@
 #include <thread>
 #include <vector>
 
+#include "ring_adapters.h"
 #include "urnic/urnic.h"
 
 namespace urnic {
 namespace {
-
-bool connect(Qp& q, Qp& peer, Adapter& peer_adapter, uint32_t sq_psn, uint32_t rq_psn) {
-  auto* ext = q.query_extension<QpConnectExtension>();
-  const LocalAddress pa = peer_adapter.query_extension<AdapterExtension>()->local_address();
-  QpAttributes at;
-  at.state = QpState::kRtr;
-  at.av.dst_ipv4 = pa.ipv4;
-  at.av.dst_mac = pa.mac;
-  at.dest_qpn = peer.query_extension<QpConnectExtension>()->qpn();
-  at.rq_psn = rq_psn;
-  using namespace qp_attr_mask;
-  if (ext->modify(at, kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer,
-                  nullptr, nullptr) != Status::kSuccess)
-    return false;
-  at.state = QpState::kRts;
-  at.sq_psn = sq_psn;
-  return ext->modify(at, kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic, nullptr,
-                     nullptr) == Status::kSuccess;
-}
 
 struct Stats {
   double p50 = 0, p90 = 0, p99 = 0, max = 0;
@@ -64,23 +46,12 @@ Stats stats_of(std::vector<double> us) {
 // failure (said on stderr).
 std::vector<double> measure(int n, int instance, int gap_us) {
   std::vector<double> out;
-  uint16_t pa = 0, pb = 0;
-  if (create_ring_port_pair("ntf" + std::to_string(instance), 1, &pa, &pb) != Status::kSuccess)
-    return out;
   Engine engine;
   std::unique_ptr<Adapter> a, b;
-  AdapterConfig ca, cb;
-  ca.port_id = pa;
-  cb.port_id = pb;
-  ca.ipv4 = 0xC0000201;
-  cb.ipv4 = 0xC0000202;
-  ca.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 1};
-  cb.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 2};
   Handle<Pd> pda, pdb;
   Handle<Cq> cqa, cqb;
   Handle<Qp> qa, qb;
-  bool ok = Adapter::open(ca, engine, &a) == Status::kSuccess &&
-            Adapter::open(cb, engine, &b) == Status::kSuccess &&
+  bool ok = open_ring_adapters("ntf" + std::to_string(instance), 8191, engine, &a, &b) &&
             a->create_pd(nullptr, nullptr, &pda) == Status::kSuccess &&
             b->create_pd(nullptr, nullptr, &pdb) == Status::kSuccess &&
             a->create_cq(256, nullptr, nullptr, nullptr, nullptr, &cqa) == Status::kSuccess &&
@@ -90,7 +61,7 @@ std::vector<double> measure(int n, int instance, int gap_us) {
                 Status::kSuccess &&
             pdb->create_qp(*cqb, *cqb, nullptr, 64, 64, 1, 1, 64, nullptr, nullptr, &qb) ==
                 Status::kSuccess;
-  ok = ok && connect(*qa, *qb, *b, 1, 2) && connect(*qb, *qa, *a, 2, 1);
+  ok = ok && connect_ring_qp(*qa, *qb, *b, 1, 2) && connect_ring_qp(*qb, *qa, *a, 2, 1);
   const int fd = ok ? cqb->query_extension<CqExtension>()->notification_fd() : -1;
   if (fd < 0) {
     std::fprintf(stderr, "bench_notify: setup failed\n");

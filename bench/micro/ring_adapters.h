@@ -29,4 +29,26 @@ inline bool open_ring_adapters(const std::string& name, uint32_t mbufs, Engine& 
          Adapter::open(cb, engine, b) == Status::kSuccess;
 }
 
+// Brings `q` to RTS towards `peer` on `peer_adapter` (the default path MTU, timeout and retry
+// counts): the pair's QPs, connected by hand as a connector would.
+inline bool connect_ring_qp(Qp& q, Qp& peer, Adapter& peer_adapter, uint32_t sq_psn,
+                            uint32_t rq_psn) {
+  auto* ext = q.query_extension<QpConnectExtension>();
+  const LocalAddress pa = peer_adapter.query_extension<AdapterExtension>()->local_address();
+  QpAttributes at;
+  at.state = QpState::kRtr;
+  at.av.dst_ipv4 = pa.ipv4;
+  at.av.dst_mac = pa.mac;
+  at.dest_qpn = peer.query_extension<QpConnectExtension>()->qpn();
+  at.rq_psn = rq_psn;
+  using namespace qp_attr_mask;
+  if (ext->modify(at, kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer,
+                  nullptr, nullptr) != Status::kSuccess)
+    return false;
+  at.state = QpState::kRts;
+  at.sq_psn = sq_psn;
+  return ext->modify(at, kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxRdAtomic, nullptr,
+                     nullptr) == Status::kSuccess;
+}
+
 }  // namespace urnic
