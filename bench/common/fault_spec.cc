@@ -27,6 +27,17 @@ bool parse_count(const std::string& s, uint64_t* out) {
   return true;
 }
 
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    const size_t end = std::min(s.find(',', pos), s.size());
+    out.push_back(s.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return out;
+}
+
 bool parse_number(const std::string& s, double* out) {
   errno = 0;
   char* end = nullptr;
@@ -42,10 +53,7 @@ bool parse_fault_spec(const std::string& spec, FaultConfig* f, std::string* why)
     return false;
   };
   if (spec.empty()) return bad("no KEY=VALUE given");
-  size_t pos = 0;
-  while (pos <= spec.size()) {
-    const size_t end = std::min(spec.find(',', pos), spec.size());
-    const std::string item = spec.substr(pos, end - pos);
+  for (const std::string& item : split_list(spec)) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos) return bad("'" + item + "' has no value");
     const std::string key = item.substr(0, eq);
@@ -76,7 +84,6 @@ bool parse_fault_spec(const std::string& spec, FaultConfig* f, std::string* why)
         return bad("bad value '" + item.substr(eq + 1) + "' for " + key);
       *field = static_cast<uint32_t>(pct ? v * 1e4 + 0.5 : v);
     }
-    pos = end + 1;
   }
   return true;
 }

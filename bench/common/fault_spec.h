@@ -1,10 +1,11 @@
 // The command-line form of urnic's fault injector (FaultConfig, urnic/counters.h), shared by the
-// tools that offer --inject / --inject-rx (urnic-perf, urnic-conform), and the strict number
-// parsers behind it.
+// tools that offer --inject / --inject-rx (urnic-perf, urnic-conform), and the strict number and
+// list parsers behind it.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "urnic/counters.h"
 
@@ -14,6 +15,9 @@ namespace urnic::bench {
 // forms and anything that does not fit in 64 bits after the suffix are refused (strtoull alone
 // would wrap "-1", read "010" as 8 and overflow "17592186044417M" into 1 MiB).
 bool parse_count(const std::string& s, uint64_t* out);
+// The comma-separated items of `s`, empty ones included ("" gives one empty item, "a,,b" three),
+// so that each caller decides what an empty item means.
+std::vector<std::string> split_list(const std::string& s);
 // A whole string that strtod reads as a finite or infinite number; nothing after it.
 bool parse_number(const std::string& s, double* out);
 

@@ -20,6 +20,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/common/doc.h"
@@ -81,14 +82,11 @@ void usage() {
       "Exit status: 0 no FAIL; 1 a scenario failed; 2 bad options; 3 no peer.\n");
 }
 
+// The names in a comma-separated list, empty items skipped.
 std::set<std::string> split(const std::string& s) {
   std::set<std::string> out;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    const size_t e = std::min(s.find(',', pos), s.size());
-    if (e > pos) out.insert(s.substr(pos, e - pos));
-    pos = e + 1;
-  }
+  for (std::string& item : bench::split_list(s))
+    if (!item.empty()) out.insert(std::move(item));
   return out;
 }
 

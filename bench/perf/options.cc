@@ -33,10 +33,7 @@ bool parse_broken_rules(const std::string& list, BrokenRules* r) {
     std::fprintf(stderr, "urnic-perf: --break-rule needs a testing build (URNIC_TESTING)\n");
     return false;
   }
-  size_t pos = 0;
-  while (pos <= list.size()) {
-    const size_t end = std::min(list.find(',', pos), list.size());
-    const std::string name = list.substr(pos, end - pos);
+  for (const std::string& name : bench::split_list(list)) {
     if (name == "duplicate_ack") {
       r->duplicate_ack = true;
     } else if (name == "psn_seq_nak") {
@@ -50,7 +47,6 @@ bool parse_broken_rules(const std::string& list, BrokenRules* r) {
                    name.c_str());
       return false;
     }
-    pos = end + 1;
   }
   return true;
 }
@@ -279,10 +275,7 @@ bool parse_mix(const std::string& spec, Options* o) {
     return false;
   };
   o->mix.clear();
-  size_t pos = 0;
-  while (pos <= spec.size()) {
-    const size_t end = std::min(spec.find(',', pos), spec.size());
-    const std::string item = spec.substr(pos, end - pos);
+  for (const std::string& item : bench::split_list(spec)) {
     const size_t c1 = item.find(':'), c2 = c1 == std::string::npos ? c1 : item.find(':', c1 + 1);
     if (c1 == std::string::npos) return bad("'" + item + "' has no size");
     MixEntry e;
@@ -300,7 +293,6 @@ bool parse_mix(const std::string& spec, Options* o) {
     e.weight = static_cast<uint32_t>(w);
     if (o->mix.size() == 16) return bad("at most 16 entries");
     o->mix.push_back(e);
-    pos = end + 1;
   }
   return true;
 }
