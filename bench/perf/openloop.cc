@@ -6,13 +6,19 @@
 
 namespace urnic::perf {
 
+namespace {
+
+uint64_t seed_of(const OpenLoopConfig& c) { return c.seed == 0 ? 0x9E3779B97F4A7C15ull : c.seed; }
+
+}  // namespace
+
 OpenLoop::OpenLoop(const OpenLoopConfig& c, uint64_t tsc_hz)
     : cfg_(c),
       tsc_hz_(static_cast<double>(tsc_hz)),
       ns_per_tsc_(1e9 / static_cast<double>(tsc_hz)),
       gap_(static_cast<double>(tsc_hz) / c.rate),
-      rng_(c.seed == 0 ? 0x9E3779B97F4A7C15ull : c.seed),
-      mix_rng_(rng_ ^ 0xD1B54A32D192ED03ull) {
+      rng_(seed_of(c)),
+      mix_rng_(seed_of(c) ^ 0xD1B54A32D192ED03ull) {
   intervals_.reserve(4096);
   by_class_.resize(c.mix.size());
   uint64_t sum = 0;
@@ -21,10 +27,7 @@ OpenLoop::OpenLoop(const OpenLoopConfig& c, uint64_t tsc_hz)
 
 uint8_t OpenLoop::draw_class() noexcept {
   if (cum_weight_.size() < 2) return 0;
-  mix_rng_ ^= mix_rng_ >> 12;  // xorshift64*, as the arrivals
-  mix_rng_ ^= mix_rng_ << 25;
-  mix_rng_ ^= mix_rng_ >> 27;
-  const uint64_t r = (mix_rng_ * 0x2545F4914F6CDD1Dull >> 11) % cum_weight_.back();
+  const uint64_t r = (mix_rng_.next() >> 11) % cum_weight_.back();
   uint8_t k = 0;
   while (r >= cum_weight_[k]) ++k;
   return k;
@@ -51,10 +54,7 @@ void OpenLoop::advance() noexcept {
   }
   // Exponential inter-arrival times (a Poisson process): -ln(U) * mean, U uniform in (0, 1]
   // from xorshift64* (no shared state, no syscall).
-  rng_ ^= rng_ >> 12;
-  rng_ ^= rng_ << 25;
-  rng_ ^= rng_ >> 27;
-  const uint64_t r = rng_ * 0x2545F4914F6CDD1Dull;
+  const uint64_t r = rng_.next();
   const double u = (static_cast<double>(r >> 11) + 1.0) / 9007199254740992.0;  // (0, 1]
   next_ += -std::log(u) * gap_;
 }

@@ -13,6 +13,7 @@
 
 #include "bench/perf/histogram.h"
 #include "bench/perf/verb.h"
+#include "dataplane/xorshift.h"
 
 namespace urnic::perf {
 
@@ -87,13 +88,13 @@ class OpenLoop {
   OpenLoopConfig cfg_;
   double tsc_hz_, ns_per_tsc_, gap_;
   double next_ = 0;
-  uint64_t rng_;
+  dp::Xorshift64 rng_;  // Poisson arrivals
   uint64_t start_ = 0, interval_start_ = 0, next_tick_ = 0;
   uint64_t errors_ = 0, interval_errors_ = 0;
   Histogram total_, interval_;
   std::vector<Histogram> by_class_;   // one per mix entry
   std::vector<uint64_t> cum_weight_;  // the mix's running weight sums
-  uint64_t mix_rng_;
+  dp::Xorshift64 mix_rng_;            // the mix's draws, a stream of its own
   std::vector<OpenLoopInterval> intervals_;
 };
 
