@@ -25,14 +25,10 @@ const char* duplex_rdma(RemoteRun& rr, const std::vector<uint64_t>& sizes) {
   for (uint64_t size : sizes) {
     if (!rr.oob.hand_shake(me, nullptr)) return "sync";
     RunConfig rc = run_config(o, rr.t, rr.role, size, rr.urnic_peer);
-    std::atomic<bool> end{false};
-    std::optional<IntervalPrinter> ticker;
     RemoteRun::Spec spec;
-    if (o.run_infinitely) {
-      rc.stop = spec.end = &end;
-      spec.peer_ends = true;
-      spec.ticker = &ticker.emplace(o, size, kBiFactor);
-    }
+    EndlessRun endless(o, size, kBiFactor, true, &rc, &spec);
+    spec.peer_ends = o.run_infinitely;
+    auto& ticker = endless.ticker;
     auto r = make_bw_sender(rr.side, rc);
     const CpuStat cpu0 = o.cpu_util ? read_cpu_stat() : CpuStat{};
     if (!rr.run({r.get()}, size, spec)) return nullptr;

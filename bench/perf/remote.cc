@@ -83,13 +83,9 @@ const char* flow_bw_rdma(RemoteRun& rr, const std::vector<uint64_t>& sizes, uint
   if (rr.role == Role::kClient) {
     for (uint64_t size : sizes) {
       RunConfig rc = run_config(o, rr.t, rr.role, size, rr.urnic_peer);
-      std::atomic<bool> end{false};
-      std::optional<IntervalPrinter> ticker;
       RemoteRun::Spec spec;
-      if (o.run_infinitely) {
-        rc.stop = spec.end = &end;
-        spec.ticker = &ticker.emplace(o, size, 1.0);
-      }
+      EndlessRun endless(o, size, 1.0, true, &rc, &spec);
+      auto& ticker = endless.ticker;
       auto r = make_bw_sender(rr.side, rc);
       const CpuStat cpu0 = o.cpu_util ? read_cpu_stat() : CpuStat{};
       if (!rr.run({r.get()}, size, spec)) {
@@ -132,13 +128,9 @@ const char* flow_send(RemoteRun& rr, const std::vector<uint64_t>& sizes) {
   const bool answers = t.kind == Kind::kBw ? rr.role == Role::kServer : !initiator(t, rr.role);
   for (uint64_t size : sizes) {
     RunConfig rc = run_config(o, t, rr.role, size, rr.urnic_peer);
-    std::atomic<bool> end{false};
-    std::optional<IntervalPrinter> ticker;
     RemoteRun::Spec spec;
-    if (o.run_infinitely) {
-      if (rr.role == Role::kClient) rc.stop = spec.end = &end;
-      spec.ticker = &ticker.emplace(o, size, 1.0);
-    }
+    EndlessRun endless(o, size, 1.0, rr.role == Role::kClient, &rc, &spec);
+    auto& ticker = endless.ticker;
     std::unique_ptr<Runner> r;
     if (t.kind == Kind::kBw)
       r = rr.role == Role::kClient ? make_bw_sender(rr.side, rc) : make_bw_receiver(rr.side, rc);

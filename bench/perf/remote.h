@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "bench/perf/oob.h"
@@ -40,6 +41,21 @@ struct RemoteRun {
   };
   // Steps `rs` until all are done; false (with `out` failed, unless `interrupted`) otherwise.
   bool run(const std::vector<Runner*>& rs, uint64_t size, const Spec& spec);
+};
+
+// --run_infinitely for one size of a remote run: the end flag a sender stops on (SIGINT /
+// SIGTERM) and the printer of the interval rows, wired into the run's RunConfig and Spec; nothing
+// without the option. `sender`: this side's runner stops on the flag (a send_bw receiver does
+// not: the client's record ends it).
+struct EndlessRun {
+  std::atomic<bool> end{false};
+  std::optional<IntervalPrinter> ticker;
+  EndlessRun(const Options& o, uint64_t size, double factor, bool sender, RunConfig* rc,
+             RemoteRun::Spec* spec) {
+    if (!o.run_infinitely) return;
+    if (sender) rc->stop = spec->end = &end;
+    spec->ticker = &ticker.emplace(o, size, factor);
+  }
 };
 
 // -b: both sides run the requester (perftest's duplex choreography of write_bw, read_bw,
