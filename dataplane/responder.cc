@@ -405,8 +405,8 @@ RespState execute_write(Endpoint& ep, Qp& qp, const ReqPkt& pkt) noexcept {
   s.in_msg = InMsg::kNone;
   ++s.msn;
   if (m & op::kImmDt) {
-    const uint32_t flags =
-        kResultHasImmediate | (wire::Bth::Se::get(pkt.f.bth()) ? kResultSolicited : 0u);
+    const uint32_t flags = kResultHasImmediate | kResultRdmaWrite |
+                           (wire::Bth::Se::get(pkt.f.bth()) ? kResultSolicited : 0u);
     qp_complete_recv_lc(qp, s.recv, WcStatus::kSuccess, s.write_len, OperationType::kReceive,
                         pkt.f.imm().imm.get(), flags, 0);
     s.have_recv = false;

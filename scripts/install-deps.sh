@@ -15,6 +15,8 @@ packages=(
   valgrind                              # bench/cost (instructions per message)
   gnuplot-nox                           # PNG plots: bench/run-all, bench/latency-curve, --report
   tcpdump                               # perf_switch's optional capture (SWITCH_PCAP)
+  libibverbs-dev librdmacm-dev          # verbs/: the rdma-core 44 headers the drop-in libraries match
+  perftest ibverbs-utils rdmacm-utils   # the stock verbs tools the verbs suite runs unmodified
 )
 
 SUDO=""

@@ -119,6 +119,9 @@ struct ResultEx {
 inline constexpr uint32_t kResultHasImmediate = 1u << 0;
 inline constexpr uint32_t kResultSolicited = 1u << 1;
 inline constexpr uint32_t kResultInvalidated = 1u << 2;
+// The receive was consumed by an RDMA WRITE with immediate data, not a SEND (ibverbs
+// IBV_WC_RECV_RDMA_WITH_IMM); bytes_transferred is the write's length.
+inline constexpr uint32_t kResultRdmaWrite = 1u << 3;
 
 // NDK_VERSION (ndkinfo.h): an NDKPI version, or an extension interface version.
 struct Version {

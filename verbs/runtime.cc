@@ -1,0 +1,306 @@
+// The verbs layer's process-wide state: its configuration (environment or file), and the lazy
+// bring-up of EAL, ports, adapters and the engine on the first ibv_open_device (issue 16 item 1:
+// no kernel help, EAL comes up inside the application's process).
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string_view>
+
+#include "verbs/internal.h"
+
+namespace urnic::verbs {
+namespace {
+
+std::string trim(std::string_view s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string_view::npos) return {};
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+// Applies KEY=VALUE (KEY without the URNIC_ prefix, any case). False for an unknown key or a
+// value that does not parse.
+bool apply(Config& c, std::string key, const std::string& v) {
+  for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  auto number = [&](auto* out, unsigned long long max) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long n = std::strtoull(v.c_str(), &end, 0);
+    if (v.empty() || *end != '\0' || errno != 0 || n > max) return false;
+    *out = static_cast<std::remove_pointer_t<decltype(out)>>(n);
+    return true;
+  };
+  if (key == "devargs") c.devargs = v;
+  else if (key == "pci") c.pci = v;
+  else if (key == "name") c.name = v;
+  else if (key == "ipv4" || key == "ip") c.ipv4 = v;
+  else if (key == "ipv6") c.ipv6 = v;
+  else if (key == "mac") c.mac = v;
+  else if (key == "lcores") c.lcores = v;
+  else if (key == "memory") c.memory = v;
+  else if (key == "log_level") c.log_level = v;
+  else if (key == "engine_cpu") return number(&c.engine_cpu, CPU_SETSIZE - 1);
+  else if (key == "memory_mb") return number(&c.memory_mb, 1u << 20);
+  else if (key == "idle_yield") return number(&c.idle_yield, 0xFFFFFFFFu);
+  else if (key == "max_qps") return number(&c.max_qps, 1u << 24);
+  else return false;
+  return true;
+}
+
+Config load_config() {
+  Config c;
+  if (const char* f = std::getenv("URNIC_CONFIG")) {
+    std::ifstream in(f);
+    if (!in) {
+      c.error = std::string("URNIC_CONFIG: cannot read ") + f;
+      return c;
+    }
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      const std::string t = trim(line.substr(0, line.find('#')));
+      if (t.empty()) continue;
+      const auto eq = t.find('=');
+      std::string key = eq == std::string::npos ? t : trim(t.substr(0, eq));
+      if (key.rfind("URNIC_", 0) == 0) key = key.substr(6);
+      if (eq == std::string::npos || !apply(c, key, trim(t.substr(eq + 1)))) {
+        c.error = std::string(f) + ":" + std::to_string(n) + ": bad line '" + t + "'";
+        return c;
+      }
+    }
+  }
+  static const char* const kKeys[] = {"DEVARGS", "PCI",       "NAME",       "IPV4",
+                                      "IPV6",    "MAC",       "LCORES",     "MEMORY",
+                                      "LOG_LEVEL", "ENGINE_CPU", "MEMORY_MB", "IDLE_YIELD",
+                                      "MAX_QPS"};
+  for (const char* k : kKeys) {
+    const std::string var = std::string("URNIC_") + k;
+    if (const char* v = std::getenv(var.c_str()); v != nullptr && !apply(c, k, v)) {
+      c.error = var + ": bad value '" + v + "'";
+      return c;
+    }
+  }
+  if (!c.devargs.empty() && !c.pci.empty()) c.error = "URNIC_DEVARGS and URNIC_PCI are exclusive";
+  if (!c.memory.empty() && c.memory != "auto" && c.memory != "huge" && c.memory != "nohuge")
+    c.error = "URNIC_MEMORY must be auto, huge or nohuge, not '" + c.memory + "'";
+  if (c.name.empty() || c.name.size() >= IBV_SYSFS_NAME_MAX - 1)
+    c.error = "URNIC_NAME must have 1 .. 62 characters";
+  return c;
+}
+
+bool parse_addresses(const Config& c, Device& d, std::string* why) {
+  in_addr a4{};
+  if (!c.ipv4.empty()) {
+    if (inet_pton(AF_INET, c.ipv4.c_str(), &a4) != 1) return *why = "bad URNIC_IPV4 " + c.ipv4, false;
+    d.ipv4 = ntohl(a4.s_addr);
+  }
+  if (!c.ipv6.empty()) {
+    std::array<uint8_t, 16> g{};
+    if (inet_pton(AF_INET6, c.ipv6.c_str(), g.data()) != 1)
+      return *why = "bad URNIC_IPV6 " + c.ipv6, false;
+    d.ipv6 = g;
+  }
+  if (!c.mac.empty()) {
+    unsigned v[6];
+    char tail = 0;
+    if (std::sscanf(c.mac.c_str(), "%x:%x:%x:%x:%x:%x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                    &tail) != 6)
+      return *why = "bad URNIC_MAC " + c.mac, false;
+    std::array<uint8_t, 6> m{};
+    for (int i = 0; i < 6; ++i) m[i] = static_cast<uint8_t>(v[i]);
+    d.mac = m;
+  }
+  return true;
+}
+
+std::unique_ptr<Device> make_device(const std::string& name, unsigned index) {
+  auto d = std::make_unique<Device>();
+  d->index = index;
+  d->dev.node_type = IBV_NODE_CA;
+  d->dev.transport_type = IBV_TRANSPORT_IB;  // what RoCE devices report (rxe too)
+  std::snprintf(d->dev.name, sizeof d->dev.name, "%s", name.c_str());
+  std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "uverbs-%s", name.c_str());
+  // No sysfs: urnic's devices live in the process, not in the kernel.
+  std::snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "/dev/null");
+  std::snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "/dev/null");
+  return d;
+}
+
+// The CPUs this thread may run on, in increasing order.
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) == 0)
+    for (int i = 0; i < CPU_SETSIZE; ++i)
+      if (CPU_ISSET(i, &set)) cpus.push_back(i);
+  if (cpus.empty()) cpus.push_back(0);
+  return cpus;
+}
+
+}  // namespace
+
+Runtime& Runtime::get() noexcept {
+  static Runtime* r = new Runtime();  // never destroyed: contexts may be closed at exit
+  return *r;
+}
+
+Runtime::Runtime() : cfg_(load_config()) {
+  if (!cfg_.error.empty()) return;
+  std::string why;
+  if (cfg_.devargs.empty() && cfg_.pci.empty()) {
+    // No port configured: two devices wired back to back in memory (net_ring), so that a verbs
+    // program can talk to itself with no NIC and no privileges.
+    for (unsigned i = 0; i < 2; ++i) {
+      auto d = make_device(cfg_.name.substr(0, cfg_.name.size() - (cfg_.name.back() == '0')) +
+                               std::to_string(i),
+                           i);
+      d->ring = true;
+      d->mac = std::array<uint8_t, 6>{0x02, 'u', 'r', 'n', 0, static_cast<uint8_t>(i + 1)};
+      d->ipv4 = 0xC6126401u + i;  // 198.18.100.1 / .2 (RFC 2544 range; never leaves the process)
+      devs_.push_back(std::move(d));
+    }
+    return;
+  }
+  auto d = make_device(cfg_.name, 0);
+  if (!parse_addresses(cfg_, *d, &why)) {
+    cfg_.error = why;
+    return;
+  }
+  devs_.push_back(std::move(d));
+}
+
+std::vector<Device*> Runtime::devices() noexcept {
+  std::vector<Device*> out;
+  if (!cfg_.error.empty()) {
+    std::fprintf(stderr, "urnic verbs: %s\n", cfg_.error.c_str());
+    errno = EINVAL;
+    return out;
+  }
+  for (auto& d : devs_) out.push_back(d.get());
+  return out;
+}
+
+int Runtime::acquire(Device*) noexcept {
+  std::lock_guard lock(mu_);
+  if (!up_) {
+    if (const int err = bring_up_locked(); err != 0) return err;
+    up_ = true;
+  }
+  ++users_;
+  return 0;
+}
+
+// The adapters stay up when the last context closes, as a NIC's driver stays loaded: DPDK frees
+// a net_ring port when it is closed, and bringing EAL's ports up again costs the next open
+// seconds. They go with the process.
+void Runtime::release(Device*) noexcept {
+  std::lock_guard lock(mu_);
+  if (users_ > 0) --users_;
+}
+
+namespace {
+
+// EAL on the application's thread: its affinity is restored afterwards, so that bringing up a
+// device does not pin the application (EAL pins the thread that initialises it).
+int start_eal(const Config& c) {
+  if (runtime_running()) return 0;
+  RuntimeConfig rc;
+  rc.program = "urnic-verbs";
+  rc.memory = c.memory == "huge"     ? RuntimeConfig::Memory::kHugepages
+              : c.memory == "nohuge" ? RuntimeConfig::Memory::kNoHuge
+                                     : RuntimeConfig::Memory::kAuto;
+  rc.memory_mb = c.memory_mb;
+  if (!c.log_level.empty()) rc.log_level = c.log_level;
+  if (!c.pci.empty()) {
+    rc.pci = true;
+    rc.pci_allow = {c.pci};
+  }
+  const std::vector<int> cpus = allowed_cpus();
+  if (!c.lcores.empty()) {
+    rc.lcores = c.lcores;
+  } else {
+    // lcore 0 (EAL's main) on this thread's first CPU, lcore 1 (the engine) on URNIC_ENGINE_CPU
+    // or the last allowed CPU: with one CPU both share it, the engine yielding when idle.
+    const int engine = c.engine_cpu >= 0 ? c.engine_cpu : cpus.back();
+    rc.extra_args.push_back("--lcores=0@" + std::to_string(cpus.front()) + ",1@" +
+                            std::to_string(engine));
+  }
+  cpu_set_t saved;
+  const bool have = pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0;
+  const Status s = runtime_init(rc);
+  if (have) pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
+  if (s != Status::kSuccess) {
+    std::fprintf(stderr, "urnic verbs: EAL: %s\n", last_error());
+    return ENODEV;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int Runtime::bring_up_locked() noexcept {
+  if (const int err = start_eal(cfg_); err != 0) return err;
+  static bool ring_made = false;  // net_ring ports live as long as the process
+  static uint16_t ring_a = 0, ring_b = 0;
+  for (auto& d : devs_) {
+    Status s = Status::kSuccess;
+    if (d->ring) {
+      if (!ring_made) s = create_ring_port_pair("verbs", 1, &ring_a, &ring_b);
+      ring_made = ring_made || s == Status::kSuccess;
+      d->port = d->index == 0 ? ring_a : ring_b;
+    } else if (!cfg_.devargs.empty()) {
+      s = open_vdev_port(cfg_.devargs, &d->port);
+    } else {
+      s = open_pci_port(cfg_.pci, &d->port);
+    }
+    if (s != Status::kSuccess) {
+      std::fprintf(stderr, "urnic verbs: port of %s: %s\n", d->dev.name, last_error());
+      return ENODEV;
+    }
+    if (port_mtu(d->port, &d->port_mtu) != Status::kSuccess) d->port_mtu = 1500;
+  }
+  EngineConfig ec;
+  ec.idle_yield_after = cfg_.idle_yield;
+  ec.max_qps = cfg_.max_qps * static_cast<uint32_t>(devs_.size());
+  engine_ = std::make_unique<Engine>(ec);
+  for (auto& d : devs_) {
+    AdapterConfig ac;
+    ac.port_id = d->port;
+    ac.ipv4 = d->ipv4;
+    ac.ipv6 = d->ipv6;
+    ac.mac = d->mac;
+    ac.max_qps = cfg_.max_qps;
+    const Status s = Adapter::open(ac, *engine_, &d->adapter);
+    if (s != Status::kSuccess) {
+      std::fprintf(stderr, "urnic verbs: opening %s failed (status 0x%08x)\n", d->dev.name,
+                   static_cast<unsigned>(s));
+      tear_down_locked();
+      return status_errno(s);
+    }
+    d->ext = d->adapter->query_extension<AdapterExtension>();
+    d->info = d->adapter->adapter_info();
+  }
+  const std::vector<unsigned> workers = worker_lcores();
+  if (workers.empty() || !engine_->launch(workers.front())) {
+    std::fprintf(stderr, "urnic verbs: no worker lcore for the engine (URNIC_LCORES needs two)\n");
+    tear_down_locked();
+    return ENODEV;
+  }
+  return 0;
+}
+
+void Runtime::tear_down_locked() noexcept {
+  for (auto& d : devs_) {
+    d->adapter.reset();  // closes what the application left open
+    d->ext = nullptr;
+  }
+  if (engine_) engine_->stop();
+  engine_.reset();
+}
+
+}  // namespace urnic::verbs
