@@ -210,7 +210,15 @@ bool Engine::phase_tx_flush(Endpoint& ep) noexcept {
   return sent != 0;
 }
 
-bool Engine::run_once() noexcept { return run_once(rte_get_tsc_cycles()); }
+bool Engine::run_once() noexcept {
+  if (!cfg_.shared_drive) return run_once(rte_get_tsc_cycles());
+  // Shared drive (EngineConfig::shared_drive): the step's state is handed from thread to thread
+  // through this flag, whose acquire / release orders every access of one step before the next.
+  if (driving_.exchange(true, std::memory_order_acquire)) return false;
+  const bool busy = run_once(rte_get_tsc_cycles());
+  driving_.store(false, std::memory_order_release);
+  return busy;
+}
 
 bool Engine::run_once(uint64_t now) noexcept {
   bool busy = phase_mailbox();

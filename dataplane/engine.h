@@ -112,6 +112,7 @@ class Engine {
   void apply(MailboxMsg& m) noexcept;
 
   EngineConfig cfg_;
+  std::atomic<bool> driving_{false};  // shared drive: a thread is inside run_once()
   static constexpr uint32_t kMaxEndpoints = 8;
   std::array<Endpoint*, kMaxEndpoints> eps_{};
   uint32_t nep_ = 0;

@@ -19,12 +19,14 @@
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "urnic/urnic.h"
@@ -63,11 +65,10 @@ struct Config {
   std::string pci;      // URNIC_PCI: a PCI NIC bound to a DPDK driver
   std::string name = "urnic0";
   std::string ipv4, ipv6, mac;
-  std::string lcores;         // URNIC_LCORES: EAL's -l list verbatim (first = main lcore)
-  int engine_cpu = -1;        // URNIC_ENGINE_CPU: the CPU of the engine's lcore
+  std::string lcores;         // URNIC_LCORES: EAL's -l list verbatim (default: one lcore)
+  int engine_cpu = -1;        // URNIC_ENGINE_CPU: the CPU of the progress thread
   std::string memory;         // auto | huge | nohuge
   unsigned memory_mb = 512;   // URNIC_MEMORY_MB
-  uint32_t idle_yield = 64;   // URNIC_IDLE_YIELD: engine yields after this many idle steps
   std::string log_level;      // URNIC_LOG_LEVEL
   uint32_t max_qps = 1024;    // URNIC_MAX_QPS
   std::string error;          // why the configuration is unusable ("" when fine)
@@ -101,6 +102,12 @@ class Runtime {
   int acquire(Device* d) noexcept;  // 0 or an errno
   void release(Device* d) noexcept;
   const Config& config() const noexcept { return cfg_; }
+  // An application thread with nothing to do (an empty ibv_poll_cq) runs one engine step, unless
+  // another thread is in one (EngineConfig::shared_drive). Hot path: no lock, no syscall.
+  void drive() noexcept;
+  // An application thread is about to block (ibv_get_cq_event): the progress thread takes over
+  // at once instead of after kAppActiveNs.
+  void app_blocks() noexcept;
 
  private:
   Runtime();
@@ -109,7 +116,12 @@ class Runtime {
   std::mutex mu_;
   Config cfg_;
   std::vector<std::unique_ptr<Device>> devs_;
+  void progress_loop() noexcept;
   std::unique_ptr<Engine> engine_;
+  std::thread progress_;
+  std::mutex pmu_;
+  std::condition_variable pcv_;
+  std::atomic<int64_t> last_app_drive_{0};
   unsigned users_ = 0;
   bool up_ = false;
 };

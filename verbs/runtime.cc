@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -46,7 +47,6 @@ bool apply(Config& c, std::string key, const std::string& v) {
   else if (key == "log_level") c.log_level = v;
   else if (key == "engine_cpu") return number(&c.engine_cpu, CPU_SETSIZE - 1);
   else if (key == "memory_mb") return number(&c.memory_mb, 1u << 20);
-  else if (key == "idle_yield") return number(&c.idle_yield, 0xFFFFFFFFu);
   else if (key == "max_qps") return number(&c.max_qps, 1u << 24);
   else return false;
   return true;
@@ -75,8 +75,7 @@ Config load_config() {
   }
   static const char* const kKeys[] = {"DEVARGS", "PCI",       "NAME",       "IPV4",
                                       "IPV6",    "MAC",       "LCORES",     "MEMORY",
-                                      "LOG_LEVEL", "ENGINE_CPU", "MEMORY_MB", "IDLE_YIELD",
-                                      "MAX_QPS"};
+                                      "LOG_LEVEL", "ENGINE_CPU", "MEMORY_MB", "MAX_QPS"};
   for (const char* k : kKeys) {
     const std::string var = std::string("URNIC_") + k;
     if (const char* v = std::getenv(var.c_str()); v != nullptr && !apply(c, k, v)) {
@@ -220,16 +219,9 @@ int start_eal(const Config& c) {
     rc.pci = true;
     rc.pci_allow = {c.pci};
   }
-  const std::vector<int> cpus = allowed_cpus();
-  if (!c.lcores.empty()) {
-    rc.lcores = c.lcores;
-  } else {
-    // lcore 0 (EAL's main) on this thread's first CPU, lcore 1 (the engine) on URNIC_ENGINE_CPU
-    // or the last allowed CPU: with one CPU both share it, the engine yielding when idle.
-    const int engine = c.engine_cpu >= 0 ? c.engine_cpu : cpus.back();
-    rc.extra_args.push_back("--lcores=0@" + std::to_string(cpus.front()) + ",1@" +
-                            std::to_string(engine));
-  }
+  // One lcore (EAL's main, this thread) unless told otherwise: the engine is not launched on an
+  // lcore but driven by the application's threads and the progress thread (Runtime::drive).
+  rc.lcores = c.lcores.empty() ? std::to_string(allowed_cpus().front()) : c.lcores;
   cpu_set_t saved;
   const bool have = pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0;
   const Status s = runtime_init(rc);
@@ -265,7 +257,7 @@ int Runtime::bring_up_locked() noexcept {
     if (port_mtu(d->port, &d->port_mtu) != Status::kSuccess) d->port_mtu = 1500;
   }
   EngineConfig ec;
-  ec.idle_yield_after = cfg_.idle_yield;
+  ec.shared_drive = true;  // never launched: driven by application threads and progress_loop
   ec.max_qps = cfg_.max_qps * static_cast<uint32_t>(devs_.size());
   engine_ = std::make_unique<Engine>(ec);
   for (auto& d : devs_) {
@@ -285,21 +277,65 @@ int Runtime::bring_up_locked() noexcept {
     d->ext = d->adapter->query_extension<AdapterExtension>();
     d->info = d->adapter->adapter_info();
   }
-  const std::vector<unsigned> workers = worker_lcores();
-  if (workers.empty() || !engine_->launch(workers.front())) {
-    std::fprintf(stderr, "urnic verbs: no worker lcore for the engine (URNIC_LCORES needs two)\n");
-    tear_down_locked();
-    return ENODEV;
+  progress_ = std::thread([this] { progress_loop(); });
+  if (cfg_.engine_cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cfg_.engine_cpu, &set);
+    pthread_setaffinity_np(progress_.native_handle(), sizeof set, &set);
   }
+  progress_.detach();  // runs as long as the process (the adapters stay up, see release)
   return 0;
 }
 
+namespace {
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+// An application thread that drove the engine this recently is taken to be polling still.
+constexpr int64_t kAppActiveNs = 200'000;
+}  // namespace
+
+void Runtime::drive() noexcept {
+  last_app_drive_.store(now_ns(), std::memory_order_relaxed);
+  engine_->run_once();
+}
+
+void Runtime::app_blocks() noexcept {
+  last_app_drive_.store(0, std::memory_order_relaxed);
+  std::lock_guard lock(pmu_);
+  pcv_.notify_one();
+}
+
+// The progress thread: drives the engine while no application thread does (a passive side, an
+// application blocked in ibv_get_cq_event or busy elsewhere). Spins while there is work, yields
+// the CPU when idle for a while, then sleeps in 50 us naps that ibv_get_cq_event cuts short.
+void Runtime::progress_loop() noexcept {
+  uint32_t idle = 0;
+  for (;;) {
+    const bool app = now_ns() - last_app_drive_.load(std::memory_order_relaxed) < kAppActiveNs;
+    if (!app && engine_->run_once()) {
+      idle = 0;
+      continue;
+    }
+    if (!app && ++idle < 256) continue;
+    if (!app && idle < 4096) {
+      sched_yield();
+      continue;
+    }
+    std::unique_lock lock(pmu_);
+    pcv_.wait_for(lock, std::chrono::microseconds(app ? 100 : 50));
+  }
+}
+
+// A failed bring-up: what was opened is closed again.
 void Runtime::tear_down_locked() noexcept {
   for (auto& d : devs_) {
-    d->adapter.reset();  // closes what the application left open
+    d->adapter.reset();
     d->ext = nullptr;
   }
-  if (engine_) engine_->stop();
   engine_.reset();
 }
 

@@ -20,6 +20,12 @@ struct EngineConfig {
   // machines where the engine shares cores with application threads (tests, CI). 0: pure
   // polling (a dedicated core).
   uint32_t idle_yield_after = 0;
+  // For an engine that is never launched and is driven by whichever thread has time (the verbs
+  // layer: application threads polling their CQs, and a progress thread while they do not):
+  // run_once() may then be called from several threads at once; a call that finds another
+  // thread inside a step returns false at once instead of running one. false: one thread at a
+  // time, no lock (the default).
+  bool shared_drive = false;
 };
 
 class Engine {
@@ -31,7 +37,7 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // One loop step (mailbox, RX, timers, TX). Returns whether it did any work. Only while not
-  // launched, from the thread that drives the engine.
+  // launched, from the thread that drives the engine (any thread with shared_drive).
   bool run_once() noexcept;
   // Runs the loop on DPDK lcore `lcore`, a worker lcore EAL was given (worker_lcores(),
   // urnic/runtime.h). False if the lcore is not available or the engine runs already.
