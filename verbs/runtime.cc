@@ -312,6 +312,10 @@ void Runtime::app_blocks() noexcept {
 // The progress thread: drives the engine while no application thread does (a passive side, an
 // application blocked in ibv_get_cq_event or busy elsewhere). Spins while there is work, yields
 // the CPU when idle for a while, then sleeps in 50 us naps that ibv_get_cq_event cuts short.
+// While an application thread drives, it only checks every 100 us whether it still does: naps
+// that wake more often preempt the polling application (a woken sleeper runs first), which on a
+// machine with fewer CPUs than busy threads costs more than it gains (measured: ib_send_lat
+// typical 3.5 us with these settings, 18 us with 20 us naps).
 void Runtime::progress_loop() noexcept {
   uint32_t idle = 0;
   for (;;) {
