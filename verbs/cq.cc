@@ -135,8 +135,8 @@ ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
   c->ctx = ctx_of(ctx);
   const Status s = adapter_of(ctx).create_cq(static_cast<uint32_t>(cqe), on_cq_notification,
                                              c.get(), nullptr, nullptr, &c->h);
-  if (s != Status::kSuccess) return fail_null<ibv_cq>(s == Status::kInvalidParameter ? EINVAL
-                                                                                     : ENOMEM);
+  if (s != Status::kSuccess)
+    return fail_null<ibv_cq>(s == Status::kInvalidParameter ? EINVAL : ENOMEM);
   if (channel != nullptr) {
     c->efd = c->h->query_extension<CqExtension>()->notification_fd();
     epoll_event ev{};
@@ -164,8 +164,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
   if (c->users.load() != 0) return EBUSY;  // QPs still complete into it
   // ibverbs: destroy waits until every event handed out was acknowledged (ibv_ack_cq_events).
   pthread_mutex_lock(&cq->mutex);
-  while (cq->comp_events_completed != c->events_delivered)
-    pthread_cond_wait(&cq->cond, &cq->mutex);
+  while (cq->comp_events_completed != c->events_delivered) pthread_cond_wait(&cq->cond, &cq->mutex);
   pthread_mutex_unlock(&cq->mutex);
   if (cq->channel != nullptr) {
     Channel* ch = reinterpret_cast<Channel*>(cq->channel);

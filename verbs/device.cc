@@ -69,8 +69,8 @@ ibv_mtu active_mtu(uint32_t eth_mtu) {
 uint64_t guid_of(const Device& d) {
   if (!d.ext) return 0;
   const auto mac = d.ext->local_address().mac;
-  const uint8_t g[8] = {static_cast<uint8_t>(mac[0] ^ 2), mac[1], mac[2], 0xFF, 0xFE,
-                        mac[3], mac[4], mac[5]};
+  const uint8_t g[8] = {
+      static_cast<uint8_t>(mac[0] ^ 2), mac[1], mac[2], 0xFF, 0xFE, mac[3], mac[4], mac[5]};
   uint64_t be = 0;
   std::memcpy(&be, g, 8);
   return be;  // already in network order
@@ -221,9 +221,7 @@ int ibv_close_device(ibv_context* ctx) {
   return 0;
 }
 
-int ibv_query_device(ibv_context* c, ibv_device_attr* a) {
-  return c ? query_device(c, a) : EINVAL;
-}
+int ibv_query_device(ibv_context* c, ibv_device_attr* a) { return c ? query_device(c, a) : EINVAL; }
 
 // The compat entry the inline ibv_query_port falls back to; ours has the extended op, so this is
 // reached only by binaries that call the symbol directly (the _compat layout is a prefix).

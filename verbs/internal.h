@@ -65,13 +65,13 @@ struct Config {
   std::string pci;      // URNIC_PCI: a PCI NIC bound to a DPDK driver
   std::string name = "urnic0";
   std::string ipv4, ipv6, mac;
-  std::string lcores;         // URNIC_LCORES: EAL's -l list verbatim (default: one lcore)
-  int engine_cpu = -1;        // URNIC_ENGINE_CPU: the CPU of the progress thread
-  std::string memory;         // auto | huge | nohuge
-  unsigned memory_mb = 512;   // URNIC_MEMORY_MB
-  std::string log_level;      // URNIC_LOG_LEVEL
-  uint32_t max_qps = 1024;    // URNIC_MAX_QPS
-  std::string error;          // why the configuration is unusable ("" when fine)
+  std::string lcores;        // URNIC_LCORES: EAL's -l list verbatim (default: one lcore)
+  int engine_cpu = -1;       // URNIC_ENGINE_CPU: the CPU of the progress thread
+  std::string memory;        // auto | huge | nohuge
+  unsigned memory_mb = 512;  // URNIC_MEMORY_MB
+  std::string log_level;     // URNIC_LOG_LEVEL
+  uint32_t max_qps = 1024;   // URNIC_MAX_QPS
+  std::string error;         // why the configuration is unusable ("" when fine)
 };
 
 // One RNIC as ibverbs sees it: an ibv_device, and while some context has it open, the adapter.
@@ -173,7 +173,7 @@ struct VCq {
   Handle<urnic::Cq> h;
   int efd = -1;  // the CQ's notification eventfd (CqExtension), when it has a channel
   SpinLock lock;
-  std::atomic<int> users{0};  // QPs completing into it
+  std::atomic<int> users{0};      // QPs completing into it
   uint32_t events_delivered = 0;  // under cq.mutex, for destroy (waits for the acks)
   Context* ctx = nullptr;
 };
@@ -193,8 +193,18 @@ inline VSrq* srq_of(ibv_srq* s) noexcept { return reinterpret_cast<VSrq*>(s); }
 // held until its data (set_sge / set_inline) arrives, then posted deferred; the last one is
 // posted without kDefer by wr_complete, which rings the doorbell for the whole batch.
 struct WrBuild {
-  enum class Op : uint8_t { kNone, kSend, kSendImm, kSendInv, kWrite, kWriteImm, kRead, kCas,
-                            kFaa, kLocalInv };
+  enum class Op : uint8_t {
+    kNone,
+    kSend,
+    kSendImm,
+    kSendInv,
+    kWrite,
+    kWriteImm,
+    kRead,
+    kCas,
+    kFaa,
+    kLocalInv
+  };
   Op op = Op::kNone;
   uint64_t wr_id = 0;
   uint32_t flags = 0;  // ibv_send_flags
@@ -203,8 +213,8 @@ struct WrBuild {
   std::vector<Sge> sgl;
   bool inl = false;
   std::vector<uint8_t> inline_buf;  // wr_set_inline_data_list gathers here
-  bool ready = false;  // op and data complete, not yet posted
-  int error = 0;       // first failure of the batch (wr_complete returns it)
+  bool ready = false;               // op and data complete, not yet posted
+  int error = 0;                    // first failure of the batch (wr_complete returns it)
 };
 
 struct VQp {

@@ -39,8 +39,7 @@ namespace {
 int64_t mr_flags(unsigned access) {
   constexpr unsigned kKnown = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                               IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-                              IBV_ACCESS_MW_BIND | IBV_ACCESS_HUGETLB |
-                              IBV_ACCESS_RELAXED_ORDERING;
+                              IBV_ACCESS_MW_BIND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING;
   if (access & ~kKnown) return -1;  // ZERO_BASED, ON_DEMAND, FLUSH_*: not offered
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
       !(access & IBV_ACCESS_LOCAL_WRITE))

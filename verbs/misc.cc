@@ -75,29 +75,40 @@ const char* ibv_wc_status_str(ibv_wc_status s) {
 
 const char* ibv_event_type_str(ibv_event_type e) {
   static const char* const kNames[] = {
-      "CQ error",           "local work queue catastrophic error",
-      "invalid request local work queue error", "local access violation work queue error",
-      "communication established", "send queue drained",
-      "path migrated",      "path migration request error",
-      "local catastrophic error", "port active",
-      "port error",         "LID change",
-      "P_Key change",       "SM change",
-      "SRQ catastrophic error", "SRQ limit reached",
-      "last WQE reached",   "client reregistration",
-      "GID table change",   "WQ fatal",
+      "CQ error",
+      "local work queue catastrophic error",
+      "invalid request local work queue error",
+      "local access violation work queue error",
+      "communication established",
+      "send queue drained",
+      "path migrated",
+      "path migration request error",
+      "local catastrophic error",
+      "port active",
+      "port error",
+      "LID change",
+      "P_Key change",
+      "SM change",
+      "SRQ catastrophic error",
+      "SRQ limit reached",
+      "last WQE reached",
+      "client reregistration",
+      "GID table change",
+      "WQ fatal",
   };
   return pick(kNames, static_cast<unsigned>(e));
 }
 
 const char* ibv_node_type_str(ibv_node_type t) {
-  static const char* const kNames[] = {"unknown", "InfiniBand channel adapter",
+  static const char* const kNames[] = {"unknown",           "InfiniBand channel adapter",
                                        "InfiniBand switch", "InfiniBand router",
-                                       "iWARP NIC", "usNIC", "usNIC UDP", "unspecified"};
+                                       "iWARP NIC",         "usNIC",
+                                       "usNIC UDP",         "unspecified"};
   return pick(kNames, static_cast<unsigned>(t + 1));  // IBV_NODE_UNKNOWN is -1
 }
 
 const char* ibv_port_state_str(ibv_port_state s) {
-  static const char* const kNames[] = {"PORT_NOP",  "PORT_DOWN",   "PORT_INIT",
+  static const char* const kNames[] = {"PORT_NOP",   "PORT_DOWN",   "PORT_INIT",
                                        "PORT_ARMED", "PORT_ACTIVE", "PORT_ACTIVE_DEFER"};
   return pick(kNames, static_cast<unsigned>(s));
 }

@@ -51,11 +51,10 @@ Status post_one(VQp& q, const ibv_send_wr& wr, uint32_t flags) {
     case IBV_WR_RDMA_WRITE:
       return h.write(ctx, sgl, wr.wr.rdma.remote_addr, wr.wr.rdma.rkey, flags);
     case IBV_WR_RDMA_WRITE_WITH_IMM:
-      return q.ext->write_with_immediate(ctx, sgl, wr.wr.rdma.remote_addr, wr.wr.rdma.rkey,
-                                         flags, imm);
+      return q.ext->write_with_immediate(ctx, sgl, wr.wr.rdma.remote_addr, wr.wr.rdma.rkey, flags,
+                                         imm);
     case IBV_WR_RDMA_READ:
-      return h.read(ctx, sgl, wr.wr.rdma.remote_addr, wr.wr.rdma.rkey,
-                    flags & ~op_flag::kInline);
+      return h.read(ctx, sgl, wr.wr.rdma.remote_addr, wr.wr.rdma.rkey, flags & ~op_flag::kInline);
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD: {
       if (wr.num_sge != 1 || (flags & op_flag::kInline)) return Status::kInvalidParameter;
@@ -122,9 +121,8 @@ int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     return EINVAL;
   }
   std::lock_guard lock(q.rq_lock);
-  return post_receives(wr, bad, [&](void* ctx, std::span<const Sge> sgl) {
-    return q.h->receive(ctx, sgl);
-  });
+  return post_receives(wr, bad,
+                       [&](void* ctx, std::span<const Sge> sgl) { return q.h->receive(ctx, sgl); });
 }
 
 }  // namespace
@@ -135,9 +133,8 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   if (srq == nullptr || bad == nullptr) return EINVAL;
   VSrq& s = *srq_of(srq);
   std::lock_guard lock(s.lock);
-  return post_receives(wr, bad, [&](void* ctx, std::span<const Sge> sgl) {
-    return s.h->receive(ctx, sgl);
-  });
+  return post_receives(wr, bad,
+                       [&](void* ctx, std::span<const Sge> sgl) { return s.h->receive(ctx, sgl); });
 }
 
 // ibv_bind_mw (type 1): the window's new rkey is known when the post returns.
@@ -187,11 +184,16 @@ void flush_held(VQp& q, bool last) {
   wr.num_sge = static_cast<int>(b.sgl.size());
   wr.imm_data = htobe32(b.imm);
   using Op = WrBuild::Op;
-  static constexpr ibv_wr_opcode kOps[] = {
-      IBV_WR_SEND,       IBV_WR_SEND,          IBV_WR_SEND_WITH_IMM,
-      IBV_WR_SEND_WITH_INV, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
-      IBV_WR_RDMA_READ,  IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD,
-      IBV_WR_LOCAL_INV};
+  static constexpr ibv_wr_opcode kOps[] = {IBV_WR_SEND,
+                                           IBV_WR_SEND,
+                                           IBV_WR_SEND_WITH_IMM,
+                                           IBV_WR_SEND_WITH_INV,
+                                           IBV_WR_RDMA_WRITE,
+                                           IBV_WR_RDMA_WRITE_WITH_IMM,
+                                           IBV_WR_RDMA_READ,
+                                           IBV_WR_ATOMIC_CMP_AND_SWP,
+                                           IBV_WR_ATOMIC_FETCH_AND_ADD,
+                                           IBV_WR_LOCAL_INV};
   wr.opcode = kOps[static_cast<int>(b.op)];
   if (b.op == Op::kSendInv) wr.invalidate_rkey = b.rkey;
   if (b.op == Op::kCas || b.op == Op::kFaa) {

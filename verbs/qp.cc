@@ -32,15 +32,15 @@ ibv_qp* create(ibv_pd* pd, ibv_qp_init_attr* a) {
   Status s;
   if (a->srq != nullptr) {
     s = pd_of(pd)->h->create_qp_with_srq(*rcq->h, *scq->h, *srq_of(a->srq)->h, q.get(),
-                                          std::max(1u, cap.max_send_wr), cap.max_send_sge,
-                                          cap.max_inline_data, nullptr, nullptr, &q->h);
+                                         std::max(1u, cap.max_send_wr), cap.max_send_sge,
+                                         cap.max_inline_data, nullptr, nullptr, &q->h);
   } else {
     s = pd_of(pd)->h->create_qp(*rcq->h, *scq->h, q.get(), std::max(1u, cap.max_recv_wr),
-                                std::max(1u, cap.max_send_wr), cap.max_recv_sge,
-                                cap.max_send_sge, cap.max_inline_data, nullptr, nullptr, &q->h);
+                                std::max(1u, cap.max_send_wr), cap.max_recv_sge, cap.max_send_sge,
+                                cap.max_inline_data, nullptr, nullptr, &q->h);
   }
-  if (s != Status::kSuccess) return fail_null<ibv_qp>(s == Status::kInvalidParameter ? EINVAL
-                                                                                     : ENOMEM);
+  if (s != Status::kSuccess)
+    return fail_null<ibv_qp>(s == Status::kInvalidParameter ? EINVAL : ENOMEM);
   q->ext = q->h->query_extension<QpExtension>();
   q->conn = q->h->query_extension<QpConnectExtension>();
   q->scq = scq;
@@ -71,8 +71,8 @@ ibv_qp* create(ibv_pd* pd, ibv_qp_init_attr* a) {
 }
 
 ibv_qp* create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* a) {
-  if (ctx == nullptr || a == nullptr || !(a->comp_mask & IBV_QP_INIT_ATTR_PD) ||
-      a->pd == nullptr || a->pd->context != ctx)
+  if (ctx == nullptr || a == nullptr || !(a->comp_mask & IBV_QP_INIT_ATTR_PD) || a->pd == nullptr ||
+      a->pd->context != ctx)
     return fail_null<ibv_qp>(EINVAL);
   if (a->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
     return fail_null<ibv_qp>(EOPNOTSUPP);  // XRC, RSS, TSO, create flags
@@ -91,8 +91,8 @@ int to_av(const ibv_ah_attr& ah, AddressVector* av) {
   if (av->ipv6) {
     std::memcpy(av->dst_ipv6.data(), g, 16);
   } else {
-    av->dst_ipv4 = (uint32_t{g[12]} << 24) | (uint32_t{g[13]} << 16) | (uint32_t{g[14]} << 8) |
-                   g[15];
+    av->dst_ipv4 =
+        (uint32_t{g[12]} << 24) | (uint32_t{g[13]} << 16) | (uint32_t{g[14]} << 8) | g[15];
   }
   av->traffic_class = ah.grh.traffic_class;
   av->hop_limit = ah.grh.hop_limit;
@@ -117,9 +117,9 @@ unsigned from_qp_access(uint32_t a) {
 
 // ibv_qp_attr + mask -> QpAttributes + qp_attr_mask; an errno for what RC over RoCE refuses.
 int to_attributes(const ibv_qp_attr& v, int m, QpAttributes* a, uint32_t* mask) {
-  constexpr int kKnown = IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS |
-                         IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_AV | IBV_QP_PATH_MTU |
-                         IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_RQ_PSN |
+  constexpr int kKnown = IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX |
+                         IBV_QP_PORT | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_TIMEOUT |
+                         IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_RQ_PSN |
                          IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_SQ_PSN |
                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_DEST_QPN;
   if (m & ~kKnown) return EINVAL;  // alternate paths, Q_Key (UD), SQD notification, rate limit
@@ -283,11 +283,11 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* a) {
     me->limit = 0;  // ibverbs: the limit disarms when it fires
     me->ctx->push_event(e);
   };
-  const Status st = pd_of(pd)->h->create_srq(a->attr.max_wr, std::max(1u, a->attr.max_sge),
-                                             a->attr.srq_limit, on_limit, s.get(), nullptr,
-                                             nullptr, &s->h);
-  if (st != Status::kSuccess) return fail_null<ibv_srq>(st == Status::kInvalidParameter ? EINVAL
-                                                                                       : ENOMEM);
+  const Status st =
+      pd_of(pd)->h->create_srq(a->attr.max_wr, std::max(1u, a->attr.max_sge), a->attr.srq_limit,
+                               on_limit, s.get(), nullptr, nullptr, &s->h);
+  if (st != Status::kSuccess)
+    return fail_null<ibv_srq>(st == Status::kInvalidParameter ? EINVAL : ENOMEM);
   s->max_wr = a->attr.max_wr;
   s->max_sge = std::max(1u, a->attr.max_sge);
   s->limit = a->attr.srq_limit;
@@ -301,7 +301,8 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* a) {
 }
 
 int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
-  if (srq == nullptr || attr == nullptr || (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))) return EINVAL;
+  if (srq == nullptr || attr == nullptr || (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)))
+    return EINVAL;
   VSrq* s = srq_of(srq);
   const uint32_t depth = (mask & IBV_SRQ_MAX_WR) ? attr->max_wr : 0;
   const uint32_t limit = (mask & IBV_SRQ_LIMIT) ? attr->srq_limit : 0;

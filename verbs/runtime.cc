@@ -36,19 +36,32 @@ bool apply(Config& c, std::string key, const std::string& v) {
     *out = static_cast<std::remove_pointer_t<decltype(out)>>(n);
     return true;
   };
-  if (key == "devargs") c.devargs = v;
-  else if (key == "pci") c.pci = v;
-  else if (key == "name") c.name = v;
-  else if (key == "ipv4" || key == "ip") c.ipv4 = v;
-  else if (key == "ipv6") c.ipv6 = v;
-  else if (key == "mac") c.mac = v;
-  else if (key == "lcores") c.lcores = v;
-  else if (key == "memory") c.memory = v;
-  else if (key == "log_level") c.log_level = v;
-  else if (key == "engine_cpu") return number(&c.engine_cpu, CPU_SETSIZE - 1);
-  else if (key == "memory_mb") return number(&c.memory_mb, 1u << 20);
-  else if (key == "max_qps") return number(&c.max_qps, 1u << 24);
-  else return false;
+  if (key == "devargs")
+    c.devargs = v;
+  else if (key == "pci")
+    c.pci = v;
+  else if (key == "name")
+    c.name = v;
+  else if (key == "ipv4" || key == "ip")
+    c.ipv4 = v;
+  else if (key == "ipv6")
+    c.ipv6 = v;
+  else if (key == "mac")
+    c.mac = v;
+  else if (key == "lcores")
+    c.lcores = v;
+  else if (key == "memory")
+    c.memory = v;
+  else if (key == "log_level")
+    c.log_level = v;
+  else if (key == "engine_cpu")
+    return number(&c.engine_cpu, CPU_SETSIZE - 1);
+  else if (key == "memory_mb")
+    return number(&c.memory_mb, 1u << 20);
+  else if (key == "max_qps")
+    return number(&c.max_qps, 1u << 24);
+  else
+    return false;
   return true;
 }
 
@@ -73,8 +86,8 @@ Config load_config() {
       }
     }
   }
-  static const char* const kKeys[] = {"DEVARGS", "PCI",       "NAME",       "IPV4",
-                                      "IPV6",    "MAC",       "LCORES",     "MEMORY",
+  static const char* const kKeys[] = {"DEVARGS",   "PCI",        "NAME",      "IPV4",
+                                      "IPV6",      "MAC",        "LCORES",    "MEMORY",
                                       "LOG_LEVEL", "ENGINE_CPU", "MEMORY_MB", "MAX_QPS"};
   for (const char* k : kKeys) {
     const std::string var = std::string("URNIC_") + k;
@@ -94,7 +107,8 @@ Config load_config() {
 bool parse_addresses(const Config& c, Device& d, std::string* why) {
   in_addr a4{};
   if (!c.ipv4.empty()) {
-    if (inet_pton(AF_INET, c.ipv4.c_str(), &a4) != 1) return *why = "bad URNIC_IPV4 " + c.ipv4, false;
+    if (inet_pton(AF_INET, c.ipv4.c_str(), &a4) != 1)
+      return *why = "bad URNIC_IPV4 " + c.ipv4, false;
     d.ipv4 = ntohl(a4.s_addr);
   }
   if (!c.ipv6.empty()) {
@@ -155,9 +169,8 @@ Runtime::Runtime() : cfg_(load_config()) {
     // No port configured: two devices wired back to back in memory (net_ring), so that a verbs
     // program can talk to itself with no NIC and no privileges.
     for (unsigned i = 0; i < 2; ++i) {
-      auto d = make_device(cfg_.name.substr(0, cfg_.name.size() - (cfg_.name.back() == '0')) +
-                               std::to_string(i),
-                           i);
+      auto d = make_device(
+          cfg_.name.substr(0, cfg_.name.size() - (cfg_.name.back() == '0')) + std::to_string(i), i);
       d->ring = true;
       d->mac = std::array<uint8_t, 6>{0x02, 'u', 'r', 'n', 0, static_cast<uint8_t>(i + 1)};
       d->ipv4 = 0xC6126401u + i;  // 198.18.100.1 / .2 (RFC 2544 range; never leaves the process)

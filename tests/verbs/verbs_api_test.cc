@@ -1,0 +1,480 @@
+// The verbs layer through libibverbs' own API, as an application sees it (issue 16 items 1-2):
+// this test is linked against urnic's libibverbs.so.1, never rdma-core's, and runs on the two
+// in-memory devices (urnic0 and urnic1, wired back to back) that the library offers when no port
+// is configured. Data is checked byte for byte and every completion is counted; bad arguments
+// must fail with the errno rdma-core documents.
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <poll.h>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+namespace {
+
+constexpr int kDepth = 64;
+
+// Polls `cq` until `n` completions arrived or 10 s passed; returns them.
+std::vector<ibv_wc> poll_n(ibv_cq* cq, size_t n) {
+  std::vector<ibv_wc> out;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  ibv_wc wc[8];
+  while (out.size() < n && std::chrono::steady_clock::now() < end) {
+    const int k = ibv_poll_cq(cq, 8, wc);
+    EXPECT_GE(k, 0);
+    for (int i = 0; i < k; ++i) out.push_back(wc[i]);
+  }
+  return out;
+}
+
+struct Side {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp = nullptr;
+  std::vector<uint8_t> buf = std::vector<uint8_t>(1 << 16);
+  ibv_mr* mr = nullptr;
+};
+
+class Verbs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int n = 0;
+    devs_ = ibv_get_device_list(&n);
+    ASSERT_NE(devs_, nullptr);
+    ASSERT_EQ(n, 2);
+    for (int i = 0; i < 2; ++i) {
+      Side& s = side_[i];
+      s.ctx = ibv_open_device(devs_[i]);
+      ASSERT_NE(s.ctx, nullptr) << "errno " << errno;
+      s.pd = ibv_alloc_pd(s.ctx);
+      ASSERT_NE(s.pd, nullptr);
+      s.cq = ibv_create_cq(s.ctx, 4 * kDepth, nullptr, nullptr, 0);
+      ASSERT_NE(s.cq, nullptr);
+      s.mr = ibv_reg_mr(s.pd, s.buf.data(), s.buf.size(),
+                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                            IBV_ACCESS_REMOTE_ATOMIC);
+      ASSERT_NE(s.mr, nullptr) << "errno " << errno;
+    }
+  }
+  void TearDown() override {
+    for (Side& s : side_) {
+      if (s.qp) {
+        EXPECT_EQ(ibv_destroy_qp(s.qp), 0);
+      }
+      if (s.mr) {
+        EXPECT_EQ(ibv_dereg_mr(s.mr), 0);
+      }
+      if (s.cq) {
+        EXPECT_EQ(ibv_destroy_cq(s.cq), 0);
+      }
+      if (s.pd) {
+        EXPECT_EQ(ibv_dealloc_pd(s.pd), 0);
+      }
+      if (s.ctx) {
+        EXPECT_EQ(ibv_close_device(s.ctx), 0);
+      }
+    }
+    if (devs_) ibv_free_device_list(devs_);
+  }
+
+  ibv_qp* make_qp(Side& s, int sig_all = 1) {
+    ibv_qp_init_attr a{};
+    a.send_cq = a.recv_cq = s.cq;
+    a.qp_type = IBV_QPT_RC;
+    a.sq_sig_all = sig_all;
+    a.cap.max_send_wr = a.cap.max_recv_wr = kDepth;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 4;
+    a.cap.max_inline_data = 128;
+    return ibv_create_qp(s.pd, &a);
+  }
+
+  // RESET -> INIT -> RTR -> RTS towards the other side's QP, with its GID (index 1, IPv4).
+  void connect(Side& s, const Side& peer) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    ASSERT_EQ(ibv_modify_qp(s.qp, &a,
+                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+              0);
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = peer.qp->qp_num;
+    a.rq_psn = 100;
+    a.max_dest_rd_atomic = 4;
+    a.min_rnr_timer = 12;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.port_num = 1;
+    ASSERT_EQ(ibv_query_gid(peer.ctx, 1, 1, &a.ah_attr.grh.dgid), 0);
+    a.ah_attr.grh.sgid_index = 1;
+    a.ah_attr.grh.hop_limit = 64;
+    ASSERT_EQ(ibv_modify_qp(s.qp, &a,
+                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+              0);
+    a = {};
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = 100;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 4;
+    ASSERT_EQ(ibv_modify_qp(s.qp, &a,
+                            IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC),
+              0);
+  }
+
+  void connect_pair(int sig_all = 1) {
+    for (Side& s : side_) {
+      s.qp = make_qp(s, sig_all);
+      ASSERT_NE(s.qp, nullptr) << "errno " << errno;
+    }
+    connect(side_[0], side_[1]);
+    connect(side_[1], side_[0]);
+  }
+
+  ibv_sge sge(Side& s, size_t off, uint32_t len) {
+    return ibv_sge{reinterpret_cast<uintptr_t>(s.buf.data() + off), len, s.mr->lkey};
+  }
+
+  ibv_device** devs_ = nullptr;
+  std::array<Side, 2> side_;
+};
+
+TEST_F(Verbs, DevicesPortsAndGids) {
+  EXPECT_STREQ(ibv_get_device_name(devs_[0]), "urnic0");
+  EXPECT_STREQ(ibv_get_device_name(devs_[1]), "urnic1");
+  ibv_device_attr da{};
+  ASSERT_EQ(ibv_query_device(side_[0].ctx, &da), 0);
+  EXPECT_EQ(da.phys_port_cnt, 1);
+  EXPECT_GT(da.max_qp_wr, kDepth);
+  EXPECT_EQ(da.atomic_cap, IBV_ATOMIC_HCA);
+  EXPECT_NE(da.node_guid, 0u);
+  ibv_port_attr pa{};
+  ASSERT_EQ(ibv_query_port(side_[0].ctx, 1, &pa), 0);
+  EXPECT_EQ(pa.state, IBV_PORT_ACTIVE);
+  EXPECT_EQ(pa.link_layer, IBV_LINK_LAYER_ETHERNET);
+  EXPECT_EQ(ibv_query_port(side_[0].ctx, 2, &pa), EINVAL);
+  ibv_gid g{};
+  ASSERT_EQ(ibv_query_gid(side_[0].ctx, 1, 1, &g), 0);
+  const uint8_t want[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 198, 18, 100, 1};
+  EXPECT_EQ(std::memcmp(g.raw, want, 16), 0);
+  EXPECT_EQ(ibv_query_gid(side_[0].ctx, 1, 99, &g), -1);
+  ibv_gid_entry e{};
+  ASSERT_EQ(ibv_query_gid_ex(side_[1].ctx, 1, 1, &e, 0), 0);
+  EXPECT_EQ(e.gid_type, IBV_GID_TYPE_ROCE_V2);
+  EXPECT_EQ(e.gid.raw[15], 2);
+  __be16 pkey = 0;
+  ASSERT_EQ(ibv_query_pkey(side_[0].ctx, 1, 0, &pkey), 0);
+  EXPECT_EQ(be16toh(pkey), 0xFFFF);
+  EXPECT_EQ(ibv_query_pkey(side_[0].ctx, 1, 1, &pkey), -1);
+}
+
+TEST_F(Verbs, WriteReadSendImmediateAndAtomics) {
+  connect_pair();
+  Side& a = side_[0];
+  Side& b = side_[1];
+  std::iota(a.buf.begin(), a.buf.begin() + 8192, uint8_t{7});
+  // RDMA WRITE of 5000 bytes (several packets at MTU 1024) from a to b.
+  ibv_sge s = sge(a, 0, 5000);
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.wr_id = 11;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(b.buf.data() + 100);
+  wr.wr.rdma.rkey = b.mr->rkey;
+  ASSERT_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+  auto wc = poll_n(a.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_RDMA_WRITE);
+  EXPECT_EQ(wc[0].wr_id, 11u);
+  EXPECT_EQ(wc[0].qp_num, a.qp->qp_num);
+  EXPECT_EQ(std::memcmp(b.buf.data() + 100, a.buf.data(), 5000), 0);
+
+  // RDMA READ of it back into a's second half.
+  s = sge(a, 20000, 5000);
+  wr.wr_id = 12;
+  wr.opcode = IBV_WR_RDMA_READ;
+  ASSERT_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+  wc = poll_n(a.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_RDMA_READ);
+  EXPECT_EQ(std::memcmp(a.buf.data() + 20000, a.buf.data(), 5000), 0);
+
+  // SEND with immediate and WRITE with immediate, each consuming one receive at b.
+  ibv_sge rs[2] = {sge(b, 30000, 3000), sge(b, 40000, 16)};
+  ibv_recv_wr rw[2]{};
+  ibv_recv_wr* rbad = nullptr;
+  for (int i = 0; i < 2; ++i) {
+    rw[i].wr_id = 100 + i;
+    rw[i].sg_list = &rs[i];
+    rw[i].num_sge = 1;
+    rw[i].next = i == 0 ? &rw[1] : nullptr;
+  }
+  ASSERT_EQ(ibv_post_recv(b.qp, rw, &rbad), 0);
+  ibv_send_wr w2[2]{};
+  ibv_sge s2[2] = {sge(a, 0, 3000), sge(a, 0, 64)};
+  w2[0].wr_id = 21;
+  w2[0].sg_list = &s2[0];
+  w2[0].num_sge = 1;
+  w2[0].opcode = IBV_WR_SEND_WITH_IMM;
+  w2[0].imm_data = htobe32(0xCAFE0001);
+  w2[0].next = &w2[1];
+  w2[1].wr_id = 22;
+  w2[1].sg_list = &s2[1];
+  w2[1].num_sge = 1;
+  w2[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  w2[1].imm_data = htobe32(0xCAFE0002);
+  w2[1].wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(b.buf.data() + 50000);
+  w2[1].wr.rdma.rkey = b.mr->rkey;
+  ASSERT_EQ(ibv_post_send(a.qp, w2, &bad), 0);
+  EXPECT_EQ(poll_n(a.cq, 2).size(), 2u);
+  wc = poll_n(b.cq, 2);
+  ASSERT_EQ(wc.size(), 2u);
+  EXPECT_EQ(wc[0].wr_id, 100u);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_RECV);
+  EXPECT_EQ(wc[0].byte_len, 3000u);
+  EXPECT_TRUE(wc[0].wc_flags & IBV_WC_WITH_IMM);
+  EXPECT_EQ(be32toh(wc[0].imm_data), 0xCAFE0001u);
+  EXPECT_EQ(wc[1].wr_id, 101u);
+  EXPECT_EQ(wc[1].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+  EXPECT_EQ(wc[1].byte_len, 64u);
+  EXPECT_EQ(be32toh(wc[1].imm_data), 0xCAFE0002u);
+  EXPECT_EQ(std::memcmp(b.buf.data() + 30000, a.buf.data(), 3000), 0);
+  EXPECT_EQ(std::memcmp(b.buf.data() + 50000, a.buf.data(), 64), 0);
+
+  // FETCH_ADD then COMPARE_SWAP on an 8-byte word at b.
+  uint64_t* word = reinterpret_cast<uint64_t*>(b.buf.data() + 60000);
+  *word = 1000;
+  s = sge(a, 60000, 8);
+  wr = {};
+  wr.wr_id = 31;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+  wr.wr.atomic.remote_addr = reinterpret_cast<uintptr_t>(word);
+  wr.wr.atomic.rkey = b.mr->rkey;
+  wr.wr.atomic.compare_add = 5;
+  ASSERT_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+  wc = poll_n(a.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_FETCH_ADD);
+  uint64_t got = 0;
+  std::memcpy(&got, a.buf.data() + 60000, 8);
+  EXPECT_EQ(got, 1000u);
+  EXPECT_EQ(*word, 1005u);
+  wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+  wr.wr.atomic.compare_add = 1005;
+  wr.wr.atomic.swap = 77;
+  ASSERT_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+  wc = poll_n(a.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_COMP_SWAP);
+  EXPECT_EQ(*word, 77u);
+}
+
+// ibv_wr_* (the extended API perftest uses by default): one batch, one doorbell, inline data
+// included; unsignalled requests complete silently.
+TEST_F(Verbs, ExtendedWorkRequestsAndUnsignalled) {
+  connect_pair(/*sig_all=*/0);
+  Side& a = side_[0];
+  Side& b = side_[1];
+  std::iota(a.buf.begin(), a.buf.begin() + 4096, uint8_t{1});
+  ibv_qp_ex* x = ibv_qp_to_qp_ex(a.qp);
+  ASSERT_NE(x, nullptr);
+  const uintptr_t rb = reinterpret_cast<uintptr_t>(b.buf.data());
+  ibv_wr_start(x);
+  for (int i = 0; i < 3; ++i) {
+    x->wr_id = 40 + i;
+    x->wr_flags = 0;  // unsignalled
+    ibv_wr_rdma_write(x, b.mr->rkey, rb + 1000 * i);
+    ibv_wr_set_sge(x, a.mr->lkey, reinterpret_cast<uintptr_t>(a.buf.data() + 100 * i), 500);
+  }
+  char text[] = "inline bytes through ibv_wr_set_inline_data";
+  x->wr_id = 43;
+  x->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_rdma_write(x, b.mr->rkey, rb + 8000);
+  ibv_wr_set_inline_data(x, text, sizeof text);
+  std::memset(text, 0, sizeof text);  // the buffer is ours again once the call returned
+  ASSERT_EQ(ibv_wr_complete(x), 0);
+  // Completions of a send queue come in posting order: a completion for any of the three
+  // unsignalled writes would come first.
+  const auto wc = poll_n(a.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 43u);
+  ibv_wc extra{};
+  EXPECT_EQ(ibv_poll_cq(a.cq, 1, &extra), 0);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(std::memcmp(b.buf.data() + 1000 * i, a.buf.data() + 100 * i, 500), 0) << i;
+  EXPECT_STREQ(reinterpret_cast<const char*>(b.buf.data() + 8000),
+               "inline bytes through ibv_wr_set_inline_data");
+}
+
+TEST_F(Verbs, CompletionChannelWakesPollAndNonBlockingReturnsEagain) {
+  ibv_comp_channel* ch = ibv_create_comp_channel(side_[1].ctx);
+  ASSERT_NE(ch, nullptr);
+  ibv_cq* rcq = ibv_create_cq(side_[1].ctx, kDepth, this, ch, 0);
+  ASSERT_NE(rcq, nullptr);
+  EXPECT_EQ(ibv_destroy_comp_channel(ch), EBUSY);  // a CQ still uses it
+  Side& a = side_[0];
+  Side& b = side_[1];
+  a.qp = make_qp(a);
+  ibv_qp_init_attr qa{};
+  qa.send_cq = b.cq;
+  qa.recv_cq = rcq;
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 8;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  b.qp = ibv_create_qp(b.pd, &qa);
+  ASSERT_NE(b.qp, nullptr);
+  connect(a, b);
+  connect(b, a);
+  ASSERT_EQ(fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK), 0);
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  EXPECT_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  ibv_sge rs = sge(b, 0, 64);
+  ibv_recv_wr rw{};
+  ibv_recv_wr* rbad = nullptr;
+  rw.wr_id = 5;
+  rw.sg_list = &rs;
+  rw.num_sge = 1;
+  ASSERT_EQ(ibv_post_recv(b.qp, &rw, &rbad), 0);
+  ASSERT_EQ(ibv_req_notify_cq(rcq, 0), 0);
+  ibv_sge s = sge(a, 0, 64);
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  ASSERT_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+  // Nobody polls b's CQ: the progress thread must drive the engine, and the channel's fd must
+  // become readable for poll(2).
+  pollfd p{ch->fd, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 10000), 1);
+  ASSERT_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+  EXPECT_EQ(ev_cq, rcq);
+  EXPECT_EQ(ev_ctx, this);
+  ibv_ack_cq_events(rcq, 1);
+  const auto wc = poll_n(rcq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 5u);
+  EXPECT_EQ(poll_n(a.cq, 1).size(), 1u);
+  EXPECT_EQ(ibv_destroy_cq(rcq), EBUSY);  // b's QP still completes into it
+  ASSERT_EQ(ibv_destroy_qp(b.qp), 0);
+  b.qp = nullptr;
+  EXPECT_EQ(ibv_destroy_cq(rcq), 0);
+  EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+}
+
+TEST_F(Verbs, BadArgumentsGetTheDocumentedErrno) {
+  Side& a = side_[0];
+  ibv_qp_init_attr qa{};
+  qa.send_cq = qa.recv_cq = a.cq;
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 2;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  qa.qp_type = IBV_QPT_UD;
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp(a.pd, &qa), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_sge = 1000;
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp(a.pd, &qa), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(ibv_reg_mr(a.pd, a.buf.data(), 64, IBV_ACCESS_REMOTE_WRITE), nullptr);
+  EXPECT_EQ(errno, EINVAL);  // remote write needs local write
+  errno = 0;
+  EXPECT_EQ(ibv_reg_mr_iova(a.pd, a.buf.data(), 64, 4096, IBV_ACCESS_LOCAL_WRITE), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  errno = 0;
+  EXPECT_EQ(ibv_create_cq(a.ctx, 0, nullptr, nullptr, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(ibv_dealloc_pd(a.pd), EBUSY);  // the MR is registered in it
+
+  a.qp = make_qp(a);
+  ASSERT_NE(a.qp, nullptr);
+  EXPECT_EQ(ibv_destroy_cq(a.cq), EBUSY);
+  ibv_qp_attr at{};
+  at.qp_state = IBV_QPS_RTR;
+  EXPECT_EQ(ibv_modify_qp(a.qp, &at, IBV_QP_STATE), EINVAL);  // RESET -> RTR
+  at.qp_state = IBV_QPS_INIT;
+  at.pkey_index = 3;
+  EXPECT_EQ(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX), EINVAL);
+  ibv_recv_wr rw{};
+  ibv_recv_wr* rbad = nullptr;
+  EXPECT_EQ(ibv_post_recv(a.qp, &rw, &rbad), EINVAL);  // no receives in RESET
+  EXPECT_EQ(rbad, &rw);
+  at = {};
+  at.qp_state = IBV_QPS_INIT;
+  at.port_num = 1;
+  at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  ASSERT_EQ(ibv_modify_qp(a.qp, &at, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+  ibv_qp_attr q{};
+  ibv_qp_init_attr qi{};
+  ASSERT_EQ(ibv_query_qp(a.qp, &q, IBV_QP_STATE, &qi), 0);
+  EXPECT_EQ(q.qp_state, IBV_QPS_INIT);
+  EXPECT_EQ(q.qp_access_flags, static_cast<unsigned>(IBV_ACCESS_REMOTE_WRITE));
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.opcode = IBV_WR_SEND;
+  EXPECT_EQ(ibv_post_send(a.qp, &wr, &bad), EINVAL);  // not RTS
+  EXPECT_EQ(bad, &wr);
+  // Receives beyond the queue's depth: ENOMEM at the first one that does not fit.
+  ibv_sge s = sge(a, 0, 8);
+  std::vector<ibv_recv_wr> rws(kDepth + 1);
+  for (size_t i = 0; i < rws.size(); ++i) {
+    rws[i].wr_id = i;
+    rws[i].sg_list = &s;
+    rws[i].num_sge = 1;
+    rws[i].next = i + 1 < rws.size() ? &rws[i + 1] : nullptr;
+  }
+  EXPECT_EQ(ibv_post_recv(a.qp, rws.data(), &rbad), ENOMEM);
+  EXPECT_EQ(rbad, &rws[kDepth]);
+}
+
+// A WRITE with a wrong rkey fails at the responder: the requester completes it with
+// IBV_WC_REM_ACCESS_ERR, and what was posted after it is flushed.
+TEST_F(Verbs, RemoteAccessErrorThenFlush) {
+  connect_pair();
+  Side& a = side_[0];
+  Side& b = side_[1];
+  ibv_sge s = sge(a, 0, 64);
+  ibv_send_wr wr[2]{};
+  ibv_send_wr* bad = nullptr;
+  for (int i = 0; i < 2; ++i) {
+    wr[i].wr_id = 70 + i;
+    wr[i].sg_list = &s;
+    wr[i].num_sge = 1;
+    wr[i].opcode = IBV_WR_RDMA_WRITE;
+    wr[i].wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(b.buf.data());
+    wr[i].wr.rdma.rkey = b.mr->rkey ^ 0x5a5a00;
+    wr[i].next = i == 0 ? &wr[1] : nullptr;
+  }
+  ASSERT_EQ(ibv_post_send(a.qp, wr, &bad), 0);
+  const auto wc = poll_n(a.cq, 2);
+  ASSERT_EQ(wc.size(), 2u);
+  EXPECT_EQ(wc[0].wr_id, 70u);
+  EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(wc[0].status);
+  EXPECT_EQ(wc[1].wr_id, 71u);
+  EXPECT_EQ(wc[1].status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_STREQ(ibv_wc_status_str(IBV_WC_WR_FLUSH_ERR), "Work Request Flushed Error");
+}
+
+}  // namespace
