@@ -609,7 +609,7 @@ Status AdapterExtension::query_gid(uint32_t index, std::array<uint8_t, 16>* gid)
 Status AdapterExtension::set_faults(const FaultConfig& tx, const FaultConfig& rx) noexcept {
   // A manual engine is stepped by the application's thread: the control thread must not apply
   // mailbox messages on it concurrently.
-  if (a_->on_control_thread() && !a_->eng->running()) return Status::kInvalidDeviceState;
+  if (a_->on_control_thread() && !a_->eng->self_driven()) return Status::kInvalidDeviceState;
   return detail::guarded([&] { return a_->ctl->set_faults(tx, rx); });
 }
 

@@ -95,6 +95,9 @@ class Engine {
   // Stops the loop and waits for the lcore to return. Idempotent.
   void stop();
   bool running() const noexcept { return running_.load(std::memory_order_acquire); }
+  // Whether steps run without the caller's help: a launched loop, or a shared drive
+  // (EngineConfig::shared_drive: other threads drive it, and a waiting thread may step it too).
+  bool self_driven() const noexcept { return running() || cfg_.shared_drive; }
 
   const EngineConfig& config() const noexcept { return cfg_; }
   uint32_t endpoints() const noexcept { return nep_; }

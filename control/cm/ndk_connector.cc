@@ -385,7 +385,7 @@ Status Connector::connect(Qp& qp, const sockaddr* src, uint32_t src_length, cons
         (!a->ctl->control().is_local(sgid) || ctl::local_gid_for(*a->ctl, dgid) != sgid))
       return Status::kInvalidAddress;
   }
-  if (!a->eng->running()) return Status::kInvalidDeviceState;
+  if (!a->eng->self_driven()) return Status::kInvalidDeviceState;
   return c_->request(completion, request_context, q, [&](ctl::CmCompletion done) {
     return c_->cm->connect(c_->conn, &q->qp, dgid, dport, {inbound_read_limit, outbound_read_limit},
                            {static_cast<const uint8_t*>(private_data), private_data_length},
@@ -397,7 +397,7 @@ Status Connector::complete_connect(DisconnectEventCallback disconnect_event,
                                    void* disconnect_context, RequestCompletion, void*) noexcept {
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   detail::AdapterImpl* a = c_->adapter;
-  if (!a->eng->running()) return Status::kInvalidDeviceState;
+  if (!a->eng->self_driven()) return Status::kInvalidDeviceState;
   return detail::guarded([&] {
     c_->on_disconnect(disconnect_event, disconnect_context);
     return c_->cm->complete_connect(*c_->conn, [c = c_] { c->peer_disconnected(); });
@@ -414,7 +414,7 @@ Status Connector::accept(Qp& qp, uint32_t inbound_read_limit, uint32_t outbound_
   if (q->adapter != a || (private_data == nullptr && private_data_length != 0))
     return Status::kInvalidParameter;
   if (private_data_length > detail::kMaxCalleeData) return Status::kInvalidBufferSize;
-  if (!a->eng->running()) return Status::kInvalidDeviceState;
+  if (!a->eng->self_driven()) return Status::kInvalidDeviceState;
   return c_->request(completion, request_context, q, [&](ctl::CmCompletion done) {
     c_->on_disconnect(disconnect_event, disconnect_context);
     return c_->cm->accept(
@@ -465,7 +465,7 @@ Status Connector::get_peer_address(sockaddr* address, uint32_t* length) noexcept
 
 Status Connector::disconnect(RequestCompletion completion, void* request_context) noexcept {
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
-  if (!c_->adapter->eng->running()) return Status::kInvalidDeviceState;
+  if (!c_->adapter->eng->self_driven()) return Status::kInvalidDeviceState;
   return c_->request(completion, request_context, nullptr, [&](ctl::CmCompletion done) {
     return c_->cm->disconnect(*c_->conn, std::move(done));
   });

@@ -18,9 +18,9 @@
 // Limits: private data up to 56 bytes on connect (92 minus rdma_cm's 36-byte IP CM header),
 // 148 on accept and reject (AdapterInfo max_caller_data / max_callee_data; larger is
 // kInvalidBufferSize). Read limits are clamped to the adapter's and the peer's (ndkpi.md §5.3).
-// The adapter's engine must run on its own lcore (Engine::launch): the connection manager applies
-// QP transitions synchronously from the control thread; otherwise the requests below return
-// kInvalidDeviceState.
+// The adapter's engine must run on its own lcore (Engine::launch) or be driven by other threads
+// (EngineConfig::shared_drive): the connection manager applies QP transitions synchronously from
+// the control thread; otherwise the requests below return kInvalidDeviceState.
 #pragma once
 
 #include <sys/socket.h>
