@@ -233,6 +233,11 @@ struct VQp {
   ibv_qp_cap cap{};
   SpinLock sq_lock, rq_lock;
   WrBuild wr;
+  // Set by urnic's librdmacm while a connection holds the QP: a QP given to a Connector is the
+  // connector's antecedent (ndkpi.md §1.4), so ibv_destroy_qp, which rdma_cm applications call
+  // directly, closes the connector first.
+  void (*release_hook)(void* ctx) = nullptr;
+  void* release_ctx = nullptr;
 };
 inline VQp* qp_of(ibv_qp* q) noexcept { return reinterpret_cast<VQp*>(q); }
 

@@ -258,6 +258,7 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
 int ibv_destroy_qp(ibv_qp* qp) {
   if (qp == nullptr) return EINVAL;
   VQp* q = qp_of(qp);
+  if (q->release_hook) q->release_hook(q->release_ctx);
   close_sync(q->h);  // flushes what is outstanding into the CQs first (NDK close)
   --q->scq->users;
   --q->rcq->users;

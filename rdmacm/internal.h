@@ -1,0 +1,98 @@
+// librdmacm on urnic (issue 16 item 4): rdma_cm ids and event channels over urnic's Connector
+// and Listener (IB CM over QP1 as the kernel's rdma_cm speaks it, so urnic stays interoperable
+// with it), and the QPs and CQs of urnic's libibverbs.so.1. This library links only that one: it
+// reaches the public API (include/urnic/) and the verbs objects through libibverbs.so.1's
+// exports, so that one process has one urnic.
+#pragma once
+
+#include <rdma/rdma_cma.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include "urnic/connector.h"
+#include "urnic/listener.h"
+#include "verbs/internal.h"
+
+namespace urnic::rdmacm {
+
+struct Id;
+
+// A queued event with room for the private data it carries (REP: up to 196 bytes).
+struct Event {
+  rdma_cm_event ev{};
+  uint8_t pdata[256]{};
+};
+
+// rdma_event_channel: a semaphore eventfd counts the queued events (pollable, as rdma-core's
+// fd is); the queue holds them.
+struct Channel {
+  rdma_event_channel ch{};  // first
+  std::mutex mu;
+  std::deque<Event*> q;
+  void push(Event* e) noexcept;
+};
+
+enum class IdState {
+  kIdle,
+  kBound,
+  kAddrResolved,
+  kRouteResolved,
+  kConnecting,
+  kConnected,
+  kListening,
+  kRequest,
+  kDisconnected
+};
+
+// What a listener's connect event needs: the listening id and the device it listens on.
+struct ListenCtx {
+  Id* parent = nullptr;
+  ibv_context* dev = nullptr;
+};
+
+struct Id {
+  rdma_cm_id id{};  // first: rdma_cm_id* <-> Id*
+  Channel* ch = nullptr;
+  bool sync = false;  // created without a channel: each call waits for its own event
+  std::mutex mu;      // state below, against the control thread's callbacks
+  std::condition_variable cv;
+  IdState state = IdState::kIdle;
+  int events_out = 0;  // events handed out and not yet acknowledged (destroy waits for them)
+  Handle<Connector> conn;
+  std::vector<Handle<Listener>> listeners;
+  std::vector<std::unique_ptr<ListenCtx>> listen_ctx;
+  // rdma_create_ep on a passive id: the QP attributes each rdma_get_request's id gets.
+  bool ep_qp = false;
+  ibv_qp_init_attr ep_attr{};
+  ibv_pd* ep_pd = nullptr;
+  Id* parent = nullptr;  // the listening id of a connection request
+  ibv_sa_path_rec path{};
+  bool own_pd = false, own_cqs = false;
+  bool disconnect_reported = false;
+  uint8_t tos = 0;
+};
+inline Id* id_of(rdma_cm_id* id) noexcept { return reinterpret_cast<Id*>(id); }
+
+// The contexts of every device, opened once (librdmacm shares one context per device too).
+std::vector<ibv_context*>& devices() noexcept;
+// The device that owns IP address `a` (any port), or with a wildcard the first device of its
+// family; null when none does.
+ibv_context* device_for(const sockaddr* a, bool wildcard_ok) noexcept;
+bool is_wildcard(const sockaddr* a) noexcept;
+socklen_t addr_len(const sockaddr* a) noexcept;
+
+// Queues event `type` with `status` on `id`'s channel (control thread or caller).
+void post_event(Id* id, rdma_cm_event_type type, int status, const void* pdata = nullptr,
+                size_t plen = 0, Id* listen_id = nullptr, uint8_t resp_res = 0,
+                uint8_t init_depth = 0) noexcept;
+// Synchronous ids (no channel): waits for the event the last call produced, returns 0 when it is
+// `want`, else -1 with errno.
+int complete(Id* id, rdma_cm_event_type want) noexcept;
+
+// The verbs QP's state as the application sees it, after the connection manager moved it.
+void set_qp_state(ibv_qp* qp, ibv_qp_state s) noexcept;
+
+}  // namespace urnic::rdmacm
