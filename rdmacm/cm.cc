@@ -78,13 +78,7 @@ void post_event(Id* id, rdma_cm_event_type type, int status, const void* pdata, 
   e->ev.param.conn.responder_resources = resp_res;
   e->ev.param.conn.initiator_depth = init_depth;
   e->ev.param.conn.rnr_retry_count = 7;
-  // rdma_ack_cm_event counts it off the id it was queued for: the listening id for a request.
-  Id* owner = listen_id ? listen_id : id;
-  {
-    std::lock_guard lock(owner->mu);
-    ++owner->events_out;
-  }
-  owner->ch->push(e);
+  (listen_id ? listen_id : id)->ch->push(e);
 }
 
 int complete(Id* id, rdma_cm_event_type want) noexcept {
@@ -97,6 +91,36 @@ int complete(Id* id, rdma_cm_event_type want) noexcept {
   if (ok) return 0;
   errno = status < 0 ? -status : ECONNREFUSED;
   return -1;
+}
+
+void purge_events(Id* id) noexcept {
+  std::vector<Event*> gone;
+  {
+    std::lock_guard lock(id->ch->mu);
+    auto& q = id->ch->q;
+    for (auto it = q.begin(); it != q.end();) {
+      const bool mine = (*it)->ev.id == &id->id || (*it)->ev.listen_id == &id->id;
+      if (mine) {
+        gone.push_back(*it);
+        it = q.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (Event* e : gone) {
+    uint64_t one = 0;
+    (void)!::read(id->ch->ch.fd, &one, sizeof one);  // the eventfd counted it: count it off
+    // A connection request nobody took: its id goes with it, refused.
+    if (e->ev.listen_id == &id->id && e->ev.id != nullptr) {
+      Id* child = id_of(e->ev.id);
+      if (child->conn) (void)child->conn->reject(nullptr, 0);
+      verbs::close_sync(child->conn);
+      if (child->sync) rdma_destroy_event_channel(child->id.channel);
+      delete child;
+    }
+    delete e;
+  }
 }
 
 void set_qp_state(ibv_qp* qp, ibv_qp_state s) noexcept {
@@ -177,10 +201,20 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
   uint64_t one = 0;
   if (::read(channel->fd, &one, sizeof one) != sizeof one) return -1;  // EAGAIN, EINTR
   auto* c = reinterpret_cast<Channel*>(channel);
-  std::lock_guard lock(c->mu);
-  if (c->q.empty()) return fail(EAGAIN);
-  *event = &c->q.front()->ev;
-  c->q.pop_front();
+  Event* e = nullptr;
+  {
+    std::lock_guard lock(c->mu);
+    if (c->q.empty()) return fail(EAGAIN);
+    e = c->q.front();
+    c->q.pop_front();
+  }
+  // Handed out: rdma_destroy_id of its id (the listening id for a request) waits for the ack.
+  Id* owner = id_of(e->ev.listen_id ? e->ev.listen_id : e->ev.id);
+  {
+    std::lock_guard lock(owner->mu);
+    ++owner->events_out;
+  }
+  *event = &e->ev;
   return 0;
 }
 

@@ -97,6 +97,11 @@ void on_connected(void* ctx, Status s) {
 // Passive side: the active side completed (RTU) or gave up.
 void on_accepted(void* ctx, Status s) {
   Id* i = static_cast<Id*>(ctx);
+  {
+    std::lock_guard lock(i->mu);
+    i->accept_done = true;
+  }
+  i->cv.notify_all();
   if (s == Status::kCancelled) return;
   if (s != Status::kSuccess) {
     set_qp_state(i->id.qp, IBV_QPS_ERR);
@@ -349,8 +354,16 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* param) {
       i->conn->accept(urnic_qp(id->qp), ird, ord, param ? param->private_data : nullptr,
                       param ? param->private_data_len : 0, on_peer_disconnect, i, on_accepted, i);
   if (s != Status::kPending) return fail_status(s);
-  set_qp_state(id->qp, IBV_QPS_RTR);  // RTR now, RTS when the active side's RTU arrives
+  set_qp_state(id->qp, IBV_QPS_RTR);
   i->state = IdState::kConnecting;
+  // Linux's rdma_cm moves the QP to RTS before it sends the REP, so applications post sends as
+  // soon as rdma_accept returns (perftest -R does). urnic's Connector moves it to RTS when the
+  // RTU arrives: rdma_accept returns then, one round trip later (or when the active side gave
+  // up; the event says which).
+  {
+    std::unique_lock lock(i->mu);
+    i->cv.wait(lock, [&] { return i->accept_done; });
+  }
   return complete(i, RDMA_CM_EVENT_ESTABLISHED);
 }
 
@@ -387,6 +400,7 @@ int rdma_destroy_id(rdma_cm_id* id) {
   verbs::close_sync(i->conn);
   for (auto& l : i->listeners) verbs::close_sync(l);
   i->listeners.clear();
+  purge_events(i);  // no callback queues more now
   if (id->qp == nullptr) {
     destroy_cqs(i);
     if (i->own_pd && ibv_dealloc_pd(id->pd) == 0) id->pd = nullptr;

@@ -60,7 +60,7 @@ struct Id {
   std::mutex mu;      // state below, against the control thread's callbacks
   std::condition_variable cv;
   IdState state = IdState::kIdle;
-  int events_out = 0;  // events handed out and not yet acknowledged (destroy waits for them)
+  int events_out = 0;  // events handed out, not yet acknowledged (rdma_destroy_id waits for them)
   Handle<Connector> conn;
   std::vector<Handle<Listener>> listeners;
   std::vector<std::unique_ptr<ListenCtx>> listen_ctx;
@@ -72,6 +72,7 @@ struct Id {
   ibv_sa_path_rec path{};
   bool own_pd = false, own_cqs = false;
   bool disconnect_reported = false;
+  bool accept_done = false;  // the passive side's accept completed (on_accepted)
   uint8_t tos = 0;
 };
 inline Id* id_of(rdma_cm_id* id) noexcept { return reinterpret_cast<Id*>(id); }
@@ -91,6 +92,9 @@ void post_event(Id* id, rdma_cm_event_type type, int status, const void* pdata =
 // Synchronous ids (no channel): waits for the event the last call produced, returns 0 when it is
 // `want`, else -1 with errno.
 int complete(Id* id, rdma_cm_event_type want) noexcept;
+
+// rdma_destroy_id: the id's events still queued (not handed out) are dropped with it.
+void purge_events(Id* id) noexcept;
 
 // The verbs QP's state as the application sees it, after the connection manager moved it.
 void set_qp_state(ibv_qp* qp, ibv_qp_state s) noexcept;

@@ -8,8 +8,9 @@
 #              oob0  ==veth== oob1               the tools' TCP exchange, 198.18.0.1/30 - .2
 #
 # Every case checks both exit codes, the tool's own result lines (one per message size) and that
-# no error line was printed; ibv_rc_pingpong and ibv_srq_pingpong run with --chk, which validates
-# every received buffer byte for byte.
+# no error line was printed; ibv_rc_pingpong and ibv_srq_pingpong run with --chk and rping with
+# -V, which validate every received buffer byte for byte. The rdma_cm cases (perftest -R, rping,
+# ucmatose) use urnic's librdmacm.so.1 and address the server by its RoCE address.
 #
 # Usage: verbs_stock_test.sh path/to/urnic-run [CASE-REGEX]. Exits 77 (ctest SKIP_RETURN_CODE)
 # without root, network namespaces or the stock tools.
@@ -36,7 +37,7 @@ cleanup() {
   ip netns pids "$B" 2>/dev/null | xargs -r kill 2>/dev/null
   ip netns del "$A" 2>/dev/null
   ip netns del "$B" 2>/dev/null
-  rm -rf "$tmp"
+  [ -n "${KEEP_TMP:-}" ] && echo "logs kept in $tmp" || rm -rf "$tmp"
 }
 trap cleanup EXIT
 
@@ -158,6 +159,88 @@ done
 pair write_bw_inline_post_list "$row_re" 1 18515 ib_write_bw -d urnic0 -s 32 -I 64 -l 8 -n 4000
 pair send_bw_events "$row_re" 1 18515 ib_send_bw -d urnic0 -e -n 1000
 pair write_bw_old_post_send "$row_re" 1 18515 ib_write_bw -d urnic0 --use_old_post_send -n 1000
+
+# ---- rdma_cm (urnic's librdmacm.so.1): perftest -R, rping -V, ucmatose ----------------------------
+# With -R there is no TCP listener to wait for: the client is started again (up to 50 times, 0.2 s
+# apart) while its connection request is refused (REJ, event 8: nobody listens yet) or unanswered
+# (event 7: the server's adapter is not up yet), and only then.
+cm_pair() {
+  local name=$1 rows_re=$2 want=$3 srv_args=$4
+  shift 4
+  [[ $name =~ $only ]] || return 0
+  # shellcheck disable=SC2086  # srv_args is a word list
+  on_a "$@" $srv_args >"$tmp/$name.srv" 2>&1 &
+  local spid=$!
+  local why="" crc=1
+  for _ in $(seq 50); do
+    on_b "$@" 198.18.1.1 >"$tmp/$name.cli" 2>&1
+    crc=$?
+    [ $crc -eq 0 ] && break
+    grep -qE 'CM event bl blka [78]$|RDMA_CM_EVENT_(REJECTED|UNREACHABLE)|event: (REJECTED|UNREACHABLE)' "$tmp/$name.cli" || break
+    kill -0 "$spid" 2>/dev/null || break
+    sleep 0.2  # polls the server's readiness (above); not the synchronisation itself
+  done
+  [ $crc -eq 0 ] || why="$why client exit $crc"
+  wait "$spid"
+  local src=$?
+  [ $src -eq 0 ] || why="$why server exit $src"
+  local f rows
+  for f in "$tmp/$name.srv" "$tmp/$name.cli"; do
+    if grep -qiE 'error|fail|couldn|unable|not supported|timeout' "$f"; then
+      why="$why error line in ${f##*.}: $(grep -iE 'error|fail|couldn|unable|not supported|timeout' "$f" | head -1)"
+    fi
+  done
+  rows=$(grep -cE "$rows_re" "$tmp/$name.cli")
+  [ "$rows" -eq "$want" ] || why="$why $rows result rows (want $want)"
+  record "$name" "$why" "$(grep -E "$rows_re" "$tmp/$name.cli" | tail -1 | tr -s ' \t' ' ')"
+}
+
+for t in write read send atomic; do
+  cm_pair "${t}_bw_rdma_cm" "$row_re" 1 "" "ib_${t}_bw" -d urnic0 -R -n 1000
+  cm_pair "${t}_lat_rdma_cm" "$row_re" 1 "" "ib_${t}_lat" -d urnic0 -R -n 1000
+done
+cm_pair write_bw_rdma_cm_all "$row_re" 23 "" ib_write_bw -d urnic0 -R -a -n 20
+cm_pair send_bw_rdma_cm_q4 "$row_re" 1 "" ib_send_bw -d urnic0 -R -q 4 -n 500
+# rping -V verifies every ping's data on both sides; -v prints each, so 50 rows on the client.
+if [[ rping =~ $only ]]; then
+  on_a rping -s -a 198.18.1.1 -V -C 50 >"$tmp/rping.srv" 2>&1 &
+  spid=$!
+  for _ in $(seq 50); do
+    on_b rping -c -a 198.18.1.1 -v -V -C 50 >"$tmp/rping.cli" 2>&1 && break
+    kill -0 "$spid" 2>/dev/null || break
+    sleep 0.2  # until the server listens, as above
+  done
+  crc=$?
+  wait "$spid"
+  src=$?
+  why=""
+  [ $crc -eq 0 ] || why=" client exit $crc"
+  [ $src -eq 0 ] || why="$why server exit $src"
+  n=$(grep -c '^ping data: rdma-ping-' "$tmp/rping.cli")
+  [ "$n" -eq 50 ] || why="$why $n pings (want 50)"
+  grep -qiE 'error|fail|invalid|mismatch' "$tmp/rping.cli" "$tmp/rping.srv" &&
+    why="$why error line: $(grep -hiE 'error|fail|invalid|mismatch' "$tmp/rping.cli" "$tmp/rping.srv" | head -1)"
+  record rping "$why" "$(tail -1 "$tmp/rping.cli")"
+fi
+if [[ ucmatose =~ $only ]]; then
+  on_a ucmatose -c 4 -C 20 -S 4096 >"$tmp/ucmatose.srv" 2>&1 &
+  spid=$!
+  for _ in $(seq 50); do
+    on_b ucmatose -s 198.18.1.1 -c 4 -C 20 -S 4096 >"$tmp/ucmatose.cli" 2>&1 && break
+    kill -0 "$spid" 2>/dev/null || break
+    sleep 0.2  # until the server listens, as above
+  done
+  crc=$?
+  wait "$spid"
+  src=$?
+  why=""
+  [ $crc -eq 0 ] || why=" client exit $crc"
+  [ $src -eq 0 ] || why="$why server exit $src"
+  for f in "$tmp/ucmatose.cli" "$tmp/ucmatose.srv"; do
+    grep -q '^return status 0$' "$f" || why="$why no 'return status 0' in ${f##*.}"
+  done
+  record ucmatose "$why" "$(grep -c 'completed' "$tmp/ucmatose.cli") lines; $(tail -1 "$tmp/ucmatose.cli")"
+fi
 
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
