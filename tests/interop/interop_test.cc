@@ -318,7 +318,68 @@ class RxeInterop : public ::testing::Test {
   }
 };
 
-class RxeInterop1500 : public RxeInterop {
+#ifdef URNIC_RUN
+// Issue 16 item 6: a stock binary on urnic's drop-in libraries (urnic-run) in the netns, against
+// the same stock binary on rxe in the guest, both roles.
+class RxeInteropVerbs : public RxeInterop {
+ protected:
+  static std::unique_ptr<Proc> on_urnic(const std::string& cmd) {
+    return std::make_unique<Proc>(std::vector<std::string>{
+        "ip", "netns", "exec", kNetns, "sh", "-c",
+        std::string(URNIC_RUN) + " --devargs=net_af_packet0,iface=vdpdk0 --ip=" + kUrnicIp + " " +
+            cmd});
+  }
+  // A client command in the guest, started again (up to 60 times, 1 s apart) while it finds
+  // nobody listening yet: the urnic side prints nothing before a client connects.
+  static std::unique_ptr<Proc> guest_client(const std::string& cmd) {
+    return guest("for i in $(seq 60); do " + cmd + " && exit 0; sleep 1; done; exit 1", 170);
+  }
+  // One perftest tool, both sides; each must exit 0, and the client print its result row.
+  void perftest(const std::string& tool, bool urnic_server, const std::string& args) {
+    const std::string row = R"(^ \d+ +\d+ +[0-9.]+)";
+    std::unique_ptr<Proc> u, g;
+    if (urnic_server) {
+      u = on_urnic(tool + " -d urnic0 " + args);
+      ASSERT_TRUE(tcp_listening(18515)) << u->output();
+      g = guest_client(tool + " -x 1 -F " + args + " " + kHostIp);
+    } else {
+      g = guest(tool + " -x 1 -F " + args, 170);
+      u = on_urnic("sh -c 'for i in $(seq 60); do " + tool + " -d urnic0 " + args + " " + kGuestIp +
+                   " && exit 0; sleep 1; done; exit 1'");
+    }
+    finish(*u, *g);
+    EXPECT_TRUE((urnic_server ? g : u)->has(row)) << (urnic_server ? g : u)->output();
+    for (const Proc* p : {u.get(), g.get()})
+      EXPECT_FALSE(p->has("[Ee]rror|[Ff]ailed|[Uu]nable")) << p->output();
+  }
+  void verbs_rping(bool urnic_server, int count) {
+    const std::string c = std::to_string(count);
+    std::unique_ptr<Proc> u, g;
+    if (urnic_server) {
+      u = on_urnic(std::string("rping -s -a ") + kUrnicIp + " -C " + c + " -S 128 -V");
+      g = guest_client(std::string("rping -c -a ") + kUrnicIp + " -C " + c + " -S 128 -v -V");
+    } else {
+      g = guest(std::string("rping -s -a ") + kGuestIp + " -C " + c + " -S 128 -V", 170);
+      u = on_urnic(std::string("sh -c 'for i in $(seq 60); do rping -c -a ") + kGuestIp + " -C " +
+                   c + " -S 128 -v -V && exit 0; sleep 1; done; exit 1'");
+    }
+    finish(*u, *g);
+    const Proc& client = urnic_server ? *g : *u;
+    for (int i = 0; i < count; ++i) {
+      const std::string line = "^ping data: rdma-ping-" + std::to_string(i) + ": ";
+      EXPECT_TRUE(client.has(line)) << line << "\n" << client.output();
+    }
+    for (const Proc* p : {u.get(), g.get()})
+      EXPECT_FALSE(p->has("data mismatch|failed|error")) << p->output();
+  }
+};
+
+using RxeInteropBase = RxeInteropVerbs;
+#else
+using RxeInteropBase = RxeInterop;
+#endif
+
+class RxeInterop1500 : public RxeInteropBase {
  protected:
   void SetUp() override { require(1500); }
 };
@@ -326,6 +387,18 @@ class RxeInterop9000 : public RxeInterop {
  protected:
   void SetUp() override { require(9000); }
 };
+
+#ifdef URNIC_RUN
+// ---- stock perftest and rping on urnic's libibverbs / librdmacm (urnic-run) ----
+TEST_F(RxeInterop1500, VerbsWriteBwUrnicServer) { perftest("ib_write_bw", true, "-s 4096 -n 200"); }
+TEST_F(RxeInterop1500, VerbsWriteBwUrnicClient) {
+  perftest("ib_write_bw", false, "-s 4096 -n 200");
+}
+TEST_F(RxeInterop1500, VerbsReadLatUrnicServer) { perftest("ib_read_lat", true, "-n 200"); }
+TEST_F(RxeInterop1500, VerbsReadLatUrnicClient) { perftest("ib_read_lat", false, "-n 200"); }
+TEST_F(RxeInterop1500, VerbsRpingUrnicServer) { verbs_rping(true, 10); }
+TEST_F(RxeInterop1500, VerbsRpingUrnicClient) { verbs_rping(false, 10); }
+#endif
 
 // ---- ibv_rc_pingpong, path MTU 1024 ----
 TEST_F(RxeInterop1500, RcPingpongUrnicServer_1B_Mtu1024) { rc_pingpong(true, 1, 1024, 20); }
