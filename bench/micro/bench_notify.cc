@@ -10,11 +10,21 @@
 // of idleness before each SEND (a control thread has gone to its longest nap by then). Every
 // wake-up must find the SEND's completion in the CQ; one that does not fails the run.
 //
+// Where the waiting thread sleeps matters as much as who wakes it: woken from another CPU, an
+// idle CPU needs an inter-processor interrupt, and under a hypervisor a halted vCPU's wake-up
+// alone can cost 15-20 us. --consumer-cpu=N pins the waiting thread (after set-up: the control
+// threads stay where EAL's main lcore put them) to CPU N, e.g. the engine's, which then yields
+// to it (--idle-yield) instead of interrupting another CPU.
+//
 // Run: build/bench/bench_notify [samples per setting, default 2000] [--idle-yield=N]
+//                               [--consumer-cpu=N]
 //   --idle-yield=N: the engine yields the CPU after N idle steps (EngineConfig::idle_yield_after;
 //   default 256, as the tests on 2-core machines); 0 polls without yielding (a dedicated core).
+//   --consumer-cpu=N: the waiting thread runs on CPU N (default: the main lcore's, CPU 0).
 #include <poll.h>
+#include <pthread.h>
 #include <rte_cycles.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -94,9 +104,39 @@ struct Pair {
   }
 };
 
+// Runs the calling thread on CPU `cpu` (if >= 0) while it exists, then where it ran before.
+class PinnedTo {
+ public:
+  explicit PinnedTo(int cpu) {
+    if (cpu < 0 || pthread_getaffinity_np(pthread_self(), sizeof(saved_), &saved_) != 0) return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    pinned_ = pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0;
+    if (!pinned_) std::fprintf(stderr, "bench_notify: cannot run on CPU %d\n", cpu);
+  }
+  ~PinnedTo() {
+    if (pinned_) (void)pthread_setaffinity_np(pthread_self(), sizeof(saved_), &saved_);
+  }
+  PinnedTo(const PinnedTo&) = delete;
+  PinnedTo& operator=(const PinnedTo&) = delete;
+
+ private:
+  cpu_set_t saved_{};
+  bool pinned_ = false;
+};
+
+struct Setting {
+  int gap_us = 0;  // idleness before each SEND
+  Wait how = Wait::kPoll;
+  int consumer_cpu = -1;  // -1: where the main lcore runs
+};
+
 // One setting: a fresh engine and adapter pair; `n` samples after 100 unmeasured ones. Empty on
 // failure (said on stderr).
-std::vector<double> measure(int n, int instance, int gap_us, Wait how, const EngineConfig& ec) {
+std::vector<double> measure(int n, int instance, const Setting& set, const EngineConfig& ec) {
+  const int gap_us = set.gap_us;
+  const Wait how = set.how;
   std::vector<double> out;
   Pair p(ec);
   const int fd = p.open(instance) ? p.cqb->query_extension<CqExtension>()->notification_fd() : -1;
@@ -109,6 +149,7 @@ std::vector<double> measure(int n, int instance, int gap_us, Wait how, const Eng
     return out;
   }
   const double tsc_us = static_cast<double>(rte_get_tsc_hz()) / 1e6;
+  const PinnedTo pin(set.consumer_cpu);
   for (int i = 0; i < n + 100; ++i) {
     // Zero-length SENDs into zero-length receives: no memory registration, the same path.
     if (p.qb->receive(nullptr, {}) != Status::kSuccess) break;
@@ -146,16 +187,20 @@ int main(int argc, char** argv) {
   int n = 2000;
   EngineConfig ec;
   ec.idle_yield_after = 256;
+  int consumer_cpu = -1;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--idle-yield=", 13) == 0) {
       ec.idle_yield_after = static_cast<uint32_t>(std::strtoul(argv[i] + 13, nullptr, 10));
+    } else if (std::strncmp(argv[i], "--consumer-cpu=", 15) == 0) {
+      consumer_cpu = std::atoi(argv[i] + 15);
     } else {
       n = std::atoi(argv[i]);
     }
   }
   if (n < 10 || n > 10000000) {
     std::fprintf(stderr,
-                 "usage: bench_notify [samples per setting, 10 .. 10^7] [--idle-yield=N]\n");
+                 "usage: bench_notify [samples per setting, 10 .. 10^7] [--idle-yield=N] "
+                 "[--consumer-cpu=N]\n");
     return 2;
   }
   RuntimeConfig rc;
@@ -170,12 +215,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_notify: no worker lcore for the engine\n");
     return 1;
   }
-  std::printf("engine on lcore %u, idle_yield_after %u\n", worker_lcores().front(),
-              ec.idle_yield_after);
+  std::printf("engine on lcore %u, idle_yield_after %u, waiting thread on CPU %d\n",
+              worker_lcores().front(), ec.idle_yield_after,
+              consumer_cpu < 0 ? sched_getcpu() : consumer_cpu);
   int k = 0;
   for (const Wait how : {Wait::kPoll, Wait::kEpoll}) {
     for (const int gap : {0, 2000}) {
-      const std::vector<double> v = measure(n, k++, gap, how, ec);
+      const std::vector<double> v = measure(n, k++, Setting{gap, how, consumer_cpu}, ec);
       if (v.size() != static_cast<size_t>(n)) return 1;
       const Stats st = stats_of(v);
       std::printf("%-10s %-16s send-to-wakeup us p50 %7.2f p90 %7.2f p99 %7.2f max %8.2f (%d)\n",
