@@ -201,9 +201,9 @@ bool AdapterImpl::pump_ops_locked() {
   return any;
 }
 
-void AdapterImpl::deliver_locked(CqImpl* c, Status s) {
+void AdapterImpl::deliver_locked(CqImpl* c, Status s, bool woken) {
   if (!c->events_.load(std::memory_order_acquire)) return;
-  if (const int fd = c->event_fd.load(std::memory_order_acquire); fd >= 0) {
+  if (const int fd = c->event_fd.load(std::memory_order_acquire); fd >= 0 && !woken) {
     const uint64_t one = 1;
     (void)!::write(fd, &one, sizeof(one));  // EAGAIN only at 2^64 - 1 unread: still readable
   }
@@ -213,60 +213,71 @@ void AdapterImpl::deliver_locked(CqImpl* c, Status s) {
   });
 }
 
+void AdapterImpl::report_overrun_locked(CqImpl* c, bool woken) {
+  // ndkpi.md §3.3: the CQ and every QP completing into it are dead. The QPs are moved to the
+  // error state so that nothing else waits on them.
+  c->overrun_reported = true;
+  for (ObjectImpl* o : objects) {
+    auto* q = o->type == ObjectType::kQp ? static_cast<QpImpl*>(o) : nullptr;
+    if (q == nullptr || (q->rcq != c && q->scq != c) || o->life != Life::kLive) continue;
+    auto op = std::make_unique<EngineOp>();
+    op->msg.kind = dp::MailboxMsg::Kind::kFlushQp;
+    op->msg.ep = &ctl->endpoint();
+    op->msg.qp = &q->qp;
+    enqueue_op_locked(std::move(op));
+  }
+  // It stands for the arms that fired with it: if one of them made the fd readable, that was
+  // this notification's wake-up.
+  deliver_locked(c, Status::kBufferOverflow, woken);
+}
+
+bool AdapterImpl::collect_cq_locked(CqImpl* c, bool rang, Clock::time_point now) {
+  bool any = false;
+  uint32_t fire = 0, woken = 0;  // kSuccess notifications to deliver; how many woke already
+  if (rang) {
+    const dp::Cq::Firings f = c->cq.take_firings();
+    if (c->cq.overrun() && !c->overrun_reported) {
+      report_overrun_locked(c, f.woken > 0);
+      any = true;
+    } else if (f.fired > 0 && !c->overrun_reported) {
+      if (c->moderated()) {
+        // One notification when the moderation lets go, for every arm that fired until then.
+        c->mod_woken = (c->mod_waiting && c->mod_woken) || f.woken > 0;
+        c->mod_waiting = true;
+        c->mod_base = c->cq.produced();
+        c->mod_deadline = c->mod_interval_us == UINT32_MAX
+                              ? Clock::time_point::max()
+                              : now + std::chrono::microseconds(c->mod_interval_us);
+      } else {
+        // One callback per fired arm, also when the consumer, woken by the fd, re-armed and
+        // fired again before this thread took the first firing.
+        fire = f.fired;
+        woken = f.woken;
+      }
+    }
+    if (c->cancelled_.exchange(false, std::memory_order_acq_rel)) {
+      deliver_locked(c, Status::kCancelled);
+      any = true;
+    }
+  }
+  if (c->mod_waiting) {
+    const bool count_met =
+        c->mod_count != UINT32_MAX && c->cq.produced() - c->mod_base + 1 >= c->mod_count;
+    if (now >= c->mod_deadline || count_met) {
+      c->mod_waiting = false;
+      fire += 1;
+      woken += c->mod_woken ? 1 : 0;
+    }
+  }
+  for (uint32_t i = 0; i < fire; ++i) deliver_locked(c, Status::kSuccess, i < woken);
+  return any || fire > 0;
+}
+
 bool AdapterImpl::collect_notifications_locked(Clock::time_point now) {
   bool any = false;
   // Acquire pairs with the release store of the engine (dp::Cq / dp::Srq ring_doorbell).
   const bool rang = doorbell.exchange(0, std::memory_order_acquire) != 0;
-  for (CqImpl* c : cqs) {
-    bool fire = false;
-    if (rang) {
-      if (c->cq.take_notification()) {
-        if (c->cq.overrun() && !c->overrun_reported) {
-          // ndkpi.md §3.3: the CQ and every QP completing into it are dead. The QPs are moved
-          // to the error state so that nothing else waits on them.
-          c->overrun_reported = true;
-          for (ObjectImpl* o : objects) {
-            auto* q = o->type == ObjectType::kQp ? static_cast<QpImpl*>(o) : nullptr;
-            if (q == nullptr || (q->rcq != c && q->scq != c) || o->life != Life::kLive) continue;
-            auto op = std::make_unique<EngineOp>();
-            op->msg.kind = dp::MailboxMsg::Kind::kFlushQp;
-            op->msg.ep = &ctl->endpoint();
-            op->msg.qp = &q->qp;
-            enqueue_op_locked(std::move(op));
-          }
-          deliver_locked(c, Status::kBufferOverflow);
-          any = true;
-        } else if (!c->overrun_reported) {
-          const bool moderated = c->mod_interval_us != 0 && c->mod_count > 1;
-          if (moderated) {
-            c->mod_waiting = true;
-            c->mod_base = c->cq.produced();
-            c->mod_deadline = c->mod_interval_us == UINT32_MAX
-                                  ? Clock::time_point::max()
-                                  : now + std::chrono::microseconds(c->mod_interval_us);
-          } else {
-            fire = true;
-          }
-        }
-      }
-      if (c->cancelled_.exchange(false, std::memory_order_acq_rel)) {
-        deliver_locked(c, Status::kCancelled);
-        any = true;
-      }
-    }
-    if (c->mod_waiting) {
-      const bool count_met =
-          c->mod_count != UINT32_MAX && c->cq.produced() - c->mod_base + 1 >= c->mod_count;
-      if (now >= c->mod_deadline || count_met) {
-        c->mod_waiting = false;
-        fire = true;
-      }
-    }
-    if (fire) {
-      deliver_locked(c, Status::kSuccess);
-      any = true;
-    }
-  }
+  for (CqImpl* c : cqs) any |= collect_cq_locked(c, rang, now);
   if (rang) {
     for (SrqImpl* s : srqs) {
       if (s->srq.take_notification() && s->notify_cb != nullptr) {
@@ -365,6 +376,11 @@ void release_successor(ObjectImpl* o) noexcept {
 CqImpl::CqImpl(AdapterImpl* a, uint32_t d, CqNotificationCallback cb, void* ctx)
     : ImplOf(ObjectType::kCq, a), ext_(this), cq(d), depth(d), notify_cb(cb), notify_ctx(ctx) {
   cq.set_doorbell(&a->doorbell);
+}
+
+void CqImpl::publish_wake_fd_locked() noexcept {
+  const int fd = event_fd.load(std::memory_order_acquire);
+  cq.set_wake_fd(events_.load(std::memory_order_acquire) && !moderated() ? fd : -1);
 }
 
 CqImpl::~CqImpl() {

@@ -68,6 +68,7 @@ Status Cq::control_interrupt_moderation(uint32_t interval_us, uint32_t count) no
   std::lock_guard lk(impl()->adapter->mu);
   impl()->mod_interval_us = interval_us;
   impl()->mod_count = count_off ? kMax : count;
+  impl()->publish_wake_fd_locked();  // a moderated fd is written when the moderation lets go
   return Status::kSuccess;
 }
 
@@ -81,6 +82,10 @@ int CqExtension::notification_fd() noexcept {
     ::close(mine);
     return fd;
   }
+  // From here on the arm's firer writes it (an arm already pending that fires before this is
+  // published is written by the control thread instead: either way once).
+  std::lock_guard lk(cq_->adapter->mu);
+  cq_->publish_wake_fd_locked();
   return mine;
 }
 

@@ -173,7 +173,15 @@ struct CqImpl final : ImplOf<CqImpl, Cq> {
   ~CqImpl() override;
   void* extension(const ExtensionId& id, Version v) noexcept override;
   Status teardown_locked() override;
-  void stop_events() noexcept override { events_.store(false, std::memory_order_release); }
+  void stop_events() noexcept override {
+    events_.store(false, std::memory_order_release);
+    cq.set_wake_fd(-1);  // a closing CQ's firings wake nobody (deliver_locked drops them)
+  }
+  bool moderated() const noexcept { return mod_interval_us != 0 && mod_count > 1; }
+  // Hands the eventfd to whoever fires an arm (dp::Cq::set_wake_fd) when the consumer asked for
+  // one, the CQ is not closing and notifications are not moderated (then the control thread
+  // writes it when the moderation releases the notification). Must hold adapter->mu.
+  void publish_wake_fd_locked() noexcept;
 
   CqExtension ext_;
   dp::Cq cq;
@@ -187,6 +195,7 @@ struct CqImpl final : ImplOf<CqImpl, Cq> {
   uint32_t mod_interval_us = 0;
   uint32_t mod_count = 0;
   bool mod_waiting = false;
+  bool mod_woken = false;  // the notification mod_waiting holds back made the fd readable already
   Clock::time_point mod_deadline{};
   uint64_t mod_base = 0;
   bool overrun_reported = false;
@@ -330,8 +339,13 @@ struct AdapterImpl {
   bool pump_ops_locked();
   bool pump_closes_locked();
   bool collect_notifications_locked(Clock::time_point now);
-  // Delivers a CQ notification: its eventfd at once, its callback deferred (mu held).
-  void deliver_locked(CqImpl* c, Status s);
+  // One CQ's part of it: `rang` says whether the doorbell rang since the last call.
+  bool collect_cq_locked(CqImpl* c, bool rang, Clock::time_point now);
+  // The overrun of `c` (ndkpi.md §3.3): its QPs to the error state, kBufferOverflow delivered.
+  void report_overrun_locked(CqImpl* c, bool woken);
+  // Delivers a CQ notification: its eventfd at once unless `woken` (whoever fired the arm wrote
+  // it already, dp::Cq "Wake-up"), its callback deferred (mu held).
+  void deliver_locked(CqImpl* c, Status s, bool woken = false);
   void finish_close_locked(ObjectImpl* o);
 };
 

@@ -18,9 +18,18 @@
 // arrived since the last callback, satisfy the arm immediately"): the counters are compared
 // with a baseline taken when it fired. Whoever sees an armed CQ satisfied (the engine after a
 // push, or the application inside arm()) takes the arm with a compare-exchange to 0, so each arm
-// fires at most once, then raises `notify_` and the control plane's doorbell. The engine never
-// calls back, blocks or makes a syscall: the control thread polls the doorbell and runs the
-// notification callback (control/ndk_cq.cc).
+// fires at most once, then counts the firing in `fired_` and rings the control plane's doorbell.
+// The engine never calls back or blocks: the control thread polls the doorbell and runs one
+// notification callback per firing it takes (control/ndk_adapter.cc).
+//
+// Wake-up (issue 16 item 3, event latency): the control thread naps up to 1 ms when idle, too
+// slow for a consumer blocked in poll/epoll on the CQ's eventfd. So the one who fires an arm also
+// makes the wake fd readable (wake(): one eventfd write, the software analogue of a NIC's
+// interrupt), when the control plane has set one (set_wake_fd: only once the consumer asked for
+// the fd). This is the engine's only syscall, made once per fired arm, never per completion, and
+// never for a CQ that is not armed or has no fd. The firing is counted together with whether it
+// woke (one fetch_add on one word), so the control thread, which takes both at once, writes the
+// fd itself exactly for the firings that did not: one readable event per notification, never two.
 //
 // Lost wake-up (the consumer polls 0, then arms, while the engine writes in between): the engine
 // stores its counters and then loads the arm; arm() stores the arm and then loads the counters;
@@ -116,14 +125,27 @@ class Cq {
   // arm already fired). Used by the cancel extension.
   uint32_t disarm() noexcept { return arm_.exchange(kArmNone, std::memory_order_acq_rel); }
   uint32_t armed() const noexcept { return arm_.load(std::memory_order_relaxed); }
-  // Control side: true once per firing (an arm that fired, or an overrun).
-  bool take_notification() noexcept {
-    // Acquire pairs with the release store in try_fire()/ring_doorbell().
-    return notify_.exchange(false, std::memory_order_acquire);
+  // Arms fired since the last take, and how many of those made the wake fd readable already.
+  struct Firings {
+    uint32_t fired = 0;
+    uint32_t woken = 0;  // <= fired
+  };
+  // Control side: takes the firings counted so far (an overrun rings the doorbell without one:
+  // see overrun()).
+  Firings take_firings() noexcept {
+    // Acquire pairs with the release fetch_add in try_fire(): the baselines are visible.
+    const uint64_t v = fired_.exchange(0, std::memory_order_acquire);
+    return {static_cast<uint32_t>(v & kFiredMask), static_cast<uint32_t>(v >> kWokenShift)};
   }
   // Where the engine signals the control plane that some CQ needs attention (may be null: no
-  // notifications are delivered then, but arming and take_notification() still work).
+  // notifications are delivered then, but arming and take_firings() still work).
   void set_doorbell(std::atomic<uint32_t>* d) noexcept { doorbell_ = d; }
+  // The eventfd a firing makes readable, or -1 for none (control side; the fd stays open while
+  // the engine may use it: it is closed with the CQ, after its QPs).
+  void set_wake_fd(int fd) noexcept {
+    // Release pairs with the acquire load in try_fire(): the fd exists before it is used.
+    wake_fd_.store(fd, std::memory_order_release);
+  }
 
  private:
   static size_t round_up(uint32_t n) noexcept {
@@ -147,7 +169,8 @@ class Cq {
     }
   }
   // Engine or application: takes the arm if it is satisfied. At most one caller wins the
-  // compare-exchange for a given arm, so an arm fires at most once.
+  // compare-exchange for a given arm, so an arm fires at most once, and only the winner wakes
+  // and counts it.
   void try_fire() noexcept {
     uint32_t level = arm_.load(std::memory_order_relaxed);
     while (level != kArmNone) {
@@ -159,20 +182,36 @@ class Cq {
         base_solicited_.store(solicited_.load(std::memory_order_relaxed),
                               std::memory_order_relaxed);
         base_errors_.store(errors_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+        // A dead (overrun) CQ is reported by the control thread, which writes the fd for it.
+        const int fd = overrun_.load(std::memory_order_relaxed)
+                           ? -1
+                           : wake_fd_.load(std::memory_order_acquire);
+        const bool woken = fd >= 0 && wake(fd);
+        // After the write: the fd is readable before the control thread can see the firing
+        // (and run its callback). Release pairs with take_firings()'s acquire. A fetch_add,
+        // not a store: a re-arm may fire again before the control thread took this one, and
+        // the consumer's arm() may fire while the engine is still here (both are counted).
+        fired_.fetch_add(1 | (woken ? uint64_t{1} << kWokenShift : 0), std::memory_order_release);
         ring_doorbell();
         return;
       }
     }
   }
+  // One eventfd write (dataplane/cq.cc, out of line: the one syscall, on the rare path).
+  // Whether the fd is readable now.
+  static bool wake(int fd) noexcept;
   void count_dropped() noexcept {
     dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
   void ring_doorbell() noexcept {
-    // Release: the baselines (and the overrun flag) are visible to the control thread that
-    // takes the notification.
-    notify_.store(true, std::memory_order_release);
+    // Release: the firing count (and the overrun flag) are visible to the control thread that
+    // sees the doorbell.
     if (doorbell_ != nullptr) doorbell_->store(1, std::memory_order_release);
   }
+  // fired_: the count of firings in the low half, of those that woke in the high half. Both
+  // stay far below 2^32 between two takes (each firing needs an arm by the consumer).
+  static constexpr int kWokenShift = 32;
+  static constexpr uint64_t kFiredMask = (uint64_t{1} << kWokenShift) - 1;
 
   SpscRing<ResultEx> ring_;
   std::atomic<bool> overrun_{false};
@@ -186,7 +225,8 @@ class Cq {
   std::atomic<uint64_t> base_any_{0};
   std::atomic<uint64_t> base_solicited_{0};
   std::atomic<uint64_t> base_errors_{0};
-  std::atomic<bool> notify_{false};
+  std::atomic<uint64_t> fired_{0};  // taken (reset) by the control thread
+  std::atomic<int> wake_fd_{-1};    // written by the control plane
   std::atomic<uint32_t>* doorbell_ = nullptr;
 };
 

@@ -163,11 +163,18 @@ class CqExtension {
   // kSuccess callback as usual: still exactly one callback per arm). Serialised with Cq::arm
   // and get_results by the consumer.
   bool cancel_notification() noexcept;
-  // An eventfd that becomes readable each time this CQ's notification is delivered (whatever
-  // its status), for a consumer that blocks in poll/epoll instead of (or besides) the callback:
-  // arm, wait for POLLIN, read its 8 bytes to reset it, get_results. Non-blocking and
-  // close-on-exec; created on the first call, owned by the CQ and closed with it. -1 (errno set)
-  // if it cannot be created. Any thread.
+  // An eventfd that becomes readable once per notification of this CQ (whatever its status),
+  // for a consumer that blocks in poll/epoll instead of (or besides) the callback: arm, wait for
+  // POLLIN, read its 8 bytes to reset it (they count the notifications since the last read),
+  // get_results. A kSuccess notification makes it readable as soon as the arm is satisfied,
+  // with the completion already in the CQ: the engine that wrote the completion writes it (or
+  // arm() does, if a completion was there already), without waiting for the control thread;
+  // the callback still follows, once per arm, on the control thread. Under interrupt moderation
+  // it becomes readable when the moderation lets the notification go; kCancelled and
+  // kBufferOverflow make it readable from the control thread, with their callback. A closing
+  // CQ notifies no more (an arm firing as the close begins may still make it readable).
+  // Non-blocking and close-on-exec; created on the first call, owned by the CQ and closed with
+  // it. -1 (errno set) if it cannot be created. Any thread.
   int notification_fd() noexcept;
 
  private:

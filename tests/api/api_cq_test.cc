@@ -5,6 +5,8 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -233,6 +235,117 @@ TEST_F(ApiCq, NotificationFdIsReadableOncePerNotification) {
   ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 1; }));
   expect_quiet(p, an, 2);
   EXPECT_FALSE(readable());
+  TearDownPair();
+}
+
+// Whether `fd` is readable within `timeout_ms` (0: now).
+bool readable(int fd, int timeout_ms = 0) {
+  pollfd pf{fd, POLLIN, 0};
+  return ::poll(&pf, 1, timeout_ms) == 1;
+}
+
+// Reads (and so resets) an eventfd: the count of writes since the last read, 0 if none.
+uint64_t read_count(int fd) {
+  uint64_t v = 0;
+  return ::read(fd, &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v)) ? v : 0;
+}
+
+// The fd is written by whoever fires the arm (issue 16 item 3): one readable event per satisfied
+// arm, none without an arm, and the callback still once per arm, on the control thread.
+TEST_F(ApiCq, NotificationFdIsReadableOncePerSatisfiedArm) {
+  ApiPair p("cq_evfd_arms");
+  SetUpPair(p);
+  const int fd = acq->query_extension<CqExtension>()->notification_fd();
+  ASSERT_GE(fd, 0);
+  for (int i = 1; i <= 3; ++i) {
+    acq->arm(CqNotify::kAny);
+    ASSERT_EQ(write(ctx(i)), Status::kSuccess);
+    ASSERT_TRUE(p.run_until([&] { return readable(fd); }));
+    EXPECT_EQ(read_count(fd), 1u) << "arm " << i;
+    ASSERT_TRUE(p.run_until([&] { return an.count() == i; }));
+    ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 1; }));
+  }
+  // No arm: a completion leaves the fd quiet and calls nobody.
+  ASSERT_EQ(write(ctx(4)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return drain(*acq, &ares) == 1; }));
+  expect_quiet(p, an, 3);
+  EXPECT_FALSE(readable(fd));
+  // Arming a CQ with a completion since the last notification fires inside arm(): the fd is
+  // readable when arm() returns, before the engine (driven by this thread) runs again.
+  ASSERT_EQ(write(ctx(5)), Status::kSuccess);
+  p.run_for(kQuiet);
+  acq->arm(CqNotify::kAny);
+  EXPECT_TRUE(readable(fd));
+  EXPECT_EQ(read_count(fd), 1u);
+  ASSERT_TRUE(p.run_until([&] { return an.count() == 4; }));
+  expect_quiet(p, an, 4);
+  EXPECT_FALSE(readable(fd));
+  std::lock_guard lk(an.mu);
+  for (const Status s : an.statuses) EXPECT_EQ(s, Status::kSuccess);
+  for (const std::thread::id t : an.threads) {
+    EXPECT_EQ(t, an.threads[0]);  // the adapter's control thread, one for all
+    EXPECT_NE(t, std::this_thread::get_id());
+  }
+  TearDownPair();
+}
+
+// A notification callback that holds the control thread until released (or 30 s pass, so that
+// a failing test does not hang).
+struct Gate {
+  std::atomic<bool> entered{false};
+  std::atomic<bool> open{false};
+  std::thread::id thread;
+  static void cb(void* c, Status) {
+    auto* self = static_cast<Gate*>(c);
+    self->thread = std::this_thread::get_id();
+    self->entered.store(true, std::memory_order_release);
+    (void)eventually([&] { return self->open.load(std::memory_order_acquire); },
+                     std::chrono::seconds(30));
+  }
+};
+
+// The fd wakes a thread blocked in poll() without the control thread: here that thread is stuck
+// in another CQ's callback, and the wake-ups (two arms in a row) still arrive, each with its
+// completion in the CQ; the callbacks follow, one per arm, once the control thread is free.
+TEST_F(ApiCq, NotificationFdWakesWithoutTheControlThread) {
+  EngineConfig ec;
+  ec.idle_yield_after = 256;  // the engine's lcore may share a core with this thread
+  ApiPair p("cq_evfd_engine", ec);
+  ASSERT_TRUE(p.engine().launch(1));
+  SetUpPair(p);
+  const int fd = bcq->query_extension<CqExtension>()->notification_fd();
+  ASSERT_GE(fd, 0);
+  // Block b's control thread (which delivers bcq's notifications) in the gate CQ's callback.
+  Gate gate;
+  Handle<Cq> gcq;
+  ASSERT_EQ(p.b.adapter->create_cq(4, &Gate::cb, &gate, nullptr, nullptr, &gcq), Status::kSuccess);
+  gcq->arm(CqNotify::kAny);
+  ASSERT_TRUE(gcq->query_extension<CqExtension>()->cancel_notification());
+  ASSERT_TRUE(eventually([&] { return gate.entered.load(std::memory_order_acquire); }));
+  for (int i = 1; i <= 2; ++i) {
+    ASSERT_EQ(recv(ctx(10 + i)), Status::kSuccess);
+    bcq->arm(CqNotify::kAny);
+    ASSERT_EQ(send(ctx(i)), Status::kSuccess);
+    // A generous bound: on a loaded machine the engine may be slow, never this slow.
+    const bool woke = readable(fd, 10000);
+    if (!woke) gate.open.store(true, std::memory_order_release);  // let the teardown run
+    ASSERT_TRUE(woke) << "arm " << i << ": no wake-up while the control thread is busy";
+    EXPECT_EQ(read_count(fd), 1u);
+    ResultEx r[4];
+    ASSERT_EQ(bcq->get_results_ex(r), 1u);  // there when the fd said so
+    EXPECT_EQ(r[0].request_context, ctx(10 + i));
+    EXPECT_EQ(bn.count(), 0);  // no callback can have run yet
+  }
+  gate.open.store(true, std::memory_order_release);
+  ASSERT_TRUE(p.run_until([&] { return bn.count() == 2; }));
+  expect_quiet(p, bn, 2);
+  EXPECT_FALSE(readable(fd));
+  {
+    std::lock_guard lk(bn.mu);
+    for (const Status s : bn.statuses) EXPECT_EQ(s, Status::kSuccess);
+    for (const std::thread::id t : bn.threads) EXPECT_EQ(t, gate.thread);
+  }
+  gcq.reset();
   TearDownPair();
 }
 
