@@ -85,6 +85,25 @@ record() {  # NAME WHY(empty = pass) SUMMARY
   fi
 }
 
+# judge NAME ROWS-REGEX WANT-ROWS SERVER-PID WHY: waits for the server, then records NAME as
+# passed when WHY is empty, the server exited 0, neither side printed an error line and the
+# client printed WANT-ROWS lines matching ROWS-REGEX.
+judge() {
+  local name=$1 rows_re=$2 want=$3 spid=$4 why=$5
+  wait "$spid"
+  local src=$?
+  [ $src -eq 0 ] || why="$why server exit $src"
+  local f rows
+  for f in "$tmp/$name.srv" "$tmp/$name.cli"; do
+    if grep -qiE 'error|fail|couldn|unable|not supported|timeout' "$f"; then
+      why="$why error line in ${f##*.}: $(grep -iE 'error|fail|couldn|unable|not supported|timeout' "$f" | head -1)"
+    fi
+  done
+  rows=$(grep -cE "$rows_re" "$tmp/$name.cli")
+  [ "$rows" -eq "$want" ] || why="$why $rows result rows (want $want)"
+  record "$name" "$why" "$(grep -E "$rows_re" "$tmp/$name.cli" | tail -1 | tr -s ' \t' ' ')"
+}
+
 # pair NAME ROWS-REGEX WANT-ROWS PORT CMD ARGS...: server in A, client in B (connecting to A's
 # out-of-band address); both must exit 0, print WANT-ROWS lines matching ROWS-REGEX, and no
 # error line.
@@ -103,18 +122,7 @@ pair() {
     why=" the server never listened on port $port"
     : >"$tmp/$name.cli"
   fi
-  wait "$spid"
-  local src=$?
-  [ $src -eq 0 ] || why="$why server exit $src"
-  local f rows
-  for f in "$tmp/$name.srv" "$tmp/$name.cli"; do
-    if grep -qiE 'error|fail|couldn|unable|not supported|timeout' "$f"; then
-      why="$why error line in ${f##*.}: $(grep -iE 'error|fail|couldn|unable|not supported|timeout' "$f" | head -1)"
-    fi
-  done
-  rows=$(grep -cE "$rows_re" "$tmp/$name.cli")
-  [ "$rows" -eq "$want" ] || why="$why $rows result rows (want $want)"
-  record "$name" "$why" "$(grep -E "$rows_re" "$tmp/$name.cli" | tail -1 | tr -s ' \t' ' ')"
+  judge "$name" "$rows_re" "$want" "$spid" "$why"
 }
 
 # ---- ibv_devinfo / ibv_devices ------------------------------------------------------------------
@@ -181,18 +189,7 @@ cm_pair() {
     sleep 0.2  # polls the server's readiness (above); not the synchronisation itself
   done
   [ $crc -eq 0 ] || why="$why client exit $crc"
-  wait "$spid"
-  local src=$?
-  [ $src -eq 0 ] || why="$why server exit $src"
-  local f rows
-  for f in "$tmp/$name.srv" "$tmp/$name.cli"; do
-    if grep -qiE 'error|fail|couldn|unable|not supported|timeout' "$f"; then
-      why="$why error line in ${f##*.}: $(grep -iE 'error|fail|couldn|unable|not supported|timeout' "$f" | head -1)"
-    fi
-  done
-  rows=$(grep -cE "$rows_re" "$tmp/$name.cli")
-  [ "$rows" -eq "$want" ] || why="$why $rows result rows (want $want)"
-  record "$name" "$why" "$(grep -E "$rows_re" "$tmp/$name.cli" | tail -1 | tr -s ' \t' ' ')"
+  judge "$name" "$rows_re" "$want" "$spid" "$why"
 }
 
 for t in write read send atomic; do
