@@ -28,8 +28,12 @@ void Engine::add_endpoint(Endpoint* ep) {
 Status Engine::call(MailboxMsg& m) noexcept {
   m.done.store(false, std::memory_order_relaxed);
   if (!running()) {
-    // No lcore runs this engine: the caller owns it, so apply in this thread.
+    // No lcore runs this engine: the caller owns it, so apply in this thread. With a shared
+    // drive other threads step it too: apply under the step flag, as a step of its own.
+    const bool shared = cfg_.shared_drive;
+    while (shared && driving_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
     apply(m);
+    if (shared) driving_.store(false, std::memory_order_release);
     return m.result;
   }
   while (!mailbox_.push(&m)) std::this_thread::yield();

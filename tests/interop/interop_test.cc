@@ -329,10 +329,23 @@ class RxeInteropVerbs : public RxeInterop {
         std::string(URNIC_RUN) + " --devargs=net_af_packet0,iface=vdpdk0 --ip=" + kUrnicIp + " " +
             cmd});
   }
+  // A shell loop that runs `cmd` up to 60 times, 1 s apart, until it exits 0, and prints the
+  // output of its last run only (a refused attempt's error lines are not the result).
+  static std::string retry_loop(const std::string& cmd) {
+    return "for i in $(seq 60); do out=$(" + cmd +
+           " 2>&1) && { echo \"$out\"; exit 0; }; sleep 1; done; echo \"$out\"; exit 1";
+  }
+  // A client on urnic, started again while the guest's server does not listen yet.
+  static std::unique_ptr<Proc> on_urnic_client(const std::string& cmd) {
+    return std::make_unique<Proc>(std::vector<std::string>{
+        "ip", "netns", "exec", kNetns, "sh", "-c",
+        retry_loop(std::string(URNIC_RUN) +
+                   " --devargs=net_af_packet0,iface=vdpdk0 --ip=" + kUrnicIp + " " + cmd)});
+  }
   // A client command in the guest, started again (up to 60 times, 1 s apart) while it finds
   // nobody listening yet: the urnic side prints nothing before a client connects.
   static std::unique_ptr<Proc> guest_client(const std::string& cmd) {
-    return guest("for i in $(seq 60); do " + cmd + " && exit 0; sleep 1; done; exit 1", 170);
+    return guest(retry_loop(cmd), 170);
   }
   // One perftest tool, both sides; each must exit 0, and the client print its result row.
   void perftest(const std::string& tool, bool urnic_server, const std::string& args) {
@@ -344,8 +357,7 @@ class RxeInteropVerbs : public RxeInterop {
       g = guest_client(tool + " -x 1 -F " + args + " " + kHostIp);
     } else {
       g = guest(tool + " -x 1 -F " + args, 170);
-      u = on_urnic("sh -c 'for i in $(seq 60); do " + tool + " -d urnic0 " + args + " " + kGuestIp +
-                   " && exit 0; sleep 1; done; exit 1'");
+      u = on_urnic_client(tool + " -d urnic0 " + args + " " + kGuestIp);
     }
     finish(*u, *g);
     EXPECT_TRUE((urnic_server ? g : u)->has(row)) << (urnic_server ? g : u)->output();
@@ -360,8 +372,7 @@ class RxeInteropVerbs : public RxeInterop {
       g = guest_client(std::string("rping -c -a ") + kUrnicIp + " -C " + c + " -S 128 -v -V");
     } else {
       g = guest(std::string("rping -s -a ") + kGuestIp + " -C " + c + " -S 128 -V", 170);
-      u = on_urnic(std::string("sh -c 'for i in $(seq 60); do rping -c -a ") + kGuestIp + " -C " +
-                   c + " -S 128 -v -V && exit 0; sleep 1; done; exit 1'");
+      u = on_urnic_client(std::string("rping -c -a ") + kGuestIp + " -C " + c + " -S 128 -v -V");
     }
     finish(*u, *g);
     const Proc& client = urnic_server ? *g : *u;
