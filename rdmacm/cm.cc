@@ -135,11 +135,6 @@ void set_qp_state(ibv_qp* qp, ibv_qp_state s) noexcept {
 
 namespace {
 
-int fail(int err) {
-  errno = err;
-  return -1;
-}
-
 // Fills the route as rdma_cm does for RoCE: GIDs from the IP addresses, one path record.
 void fill_route(Id* id) {
   rdma_addr& a = id->id.route.addr;

@@ -12,11 +12,6 @@ using namespace urnic::rdmacm;
 
 namespace {
 
-int fail(int err) {
-  errno = err;
-  return -1;
-}
-
 int fail_status(Status s) {
   switch (s) {
     case Status::kInvalidAddress:

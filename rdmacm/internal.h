@@ -77,6 +77,12 @@ struct Id {
 };
 inline Id* id_of(rdma_cm_id* id) noexcept { return reinterpret_cast<Id*>(id); }
 
+// rdma_cm's failure convention: errno set, -1 returned.
+inline int fail(int err) noexcept {
+  errno = err;
+  return -1;
+}
+
 // The contexts of every device, opened once (librdmacm shares one context per device too).
 std::vector<ibv_context*>& devices() noexcept;
 // The device that owns IP address `a` (any port), or with a wildcard the first device of its

@@ -202,8 +202,7 @@ struct WrBuild {
     kWriteImm,
     kRead,
     kCas,
-    kFaa,
-    kLocalInv
+    kFaa
   };
   Op op = Op::kNone;
   uint64_t wr_id = 0;

@@ -192,8 +192,7 @@ void flush_held(VQp& q, bool last) {
                                            IBV_WR_RDMA_WRITE_WITH_IMM,
                                            IBV_WR_RDMA_READ,
                                            IBV_WR_ATOMIC_CMP_AND_SWP,
-                                           IBV_WR_ATOMIC_FETCH_AND_ADD,
-                                           IBV_WR_LOCAL_INV};
+                                           IBV_WR_ATOMIC_FETCH_AND_ADD};
   wr.opcode = kOps[static_cast<int>(b.op)];
   if (b.op == Op::kSendInv) wr.invalidate_rkey = b.rkey;
   if (b.op == Op::kCas || b.op == Op::kFaa) {

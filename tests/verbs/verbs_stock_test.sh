@@ -172,6 +172,23 @@ pair write_bw_old_post_send "$row_re" 1 18515 ib_write_bw -d urnic0 --use_old_po
 # With -R there is no TCP listener to wait for: the client is started again (up to 50 times, 0.2 s
 # apart) while its connection request is refused (REJ, event 8: nobody listens yet) or unanswered
 # (event 7: the server's adapter is not up yet), and only then.
+refused_re='CM event bl blka [78]$|RDMA_CM_EVENT_(REJECTED|UNREACHABLE)|event: (REJECTED|UNREACHABLE)'
+# retry_client NAME SERVER-PID RETRY-REGEX CMD ARGS...: runs the client in B (output in
+# $tmp/NAME.cli) until it exits 0, at most 50 times, 0.2 s apart, while the server runs and the
+# failed attempt's output matches RETRY-REGEX (empty: any failure). Sets crc to its last status.
+retry_client() {
+  local name=$1 spid=$2 retry_re=$3
+  shift 3
+  for _ in $(seq 50); do
+    on_b "$@" >"$tmp/$name.cli" 2>&1
+    crc=$?
+    [ $crc -eq 0 ] && return
+    [ -z "$retry_re" ] || grep -qE "$retry_re" "$tmp/$name.cli" || return
+    kill -0 "$spid" 2>/dev/null || return
+    sleep 0.2  # polls the server's readiness (above); not the synchronisation itself
+  done
+}
+
 cm_pair() {
   local name=$1 rows_re=$2 want=$3 srv_args=$4
   shift 4
@@ -179,15 +196,8 @@ cm_pair() {
   # shellcheck disable=SC2086  # srv_args is a word list
   on_a "$@" $srv_args >"$tmp/$name.srv" 2>&1 &
   local spid=$!
-  local why="" crc=1
-  for _ in $(seq 50); do
-    on_b "$@" 198.18.1.1 >"$tmp/$name.cli" 2>&1
-    crc=$?
-    [ $crc -eq 0 ] && break
-    grep -qE 'CM event bl blka [78]$|RDMA_CM_EVENT_(REJECTED|UNREACHABLE)|event: (REJECTED|UNREACHABLE)' "$tmp/$name.cli" || break
-    kill -0 "$spid" 2>/dev/null || break
-    sleep 0.2  # polls the server's readiness (above); not the synchronisation itself
-  done
+  local why=""
+  retry_client "$name" "$spid" "$refused_re" "$@" 198.18.1.1
   [ $crc -eq 0 ] || why="$why client exit $crc"
   judge "$name" "$rows_re" "$want" "$spid" "$why"
 }
@@ -202,12 +212,7 @@ cm_pair send_bw_rdma_cm_q4 "$row_re" 1 "" ib_send_bw -d urnic0 -R -q 4 -n 500
 if [[ rping =~ $only ]]; then
   on_a rping -s -a 198.18.1.1 -V -C 50 >"$tmp/rping.srv" 2>&1 &
   spid=$!
-  for _ in $(seq 50); do
-    on_b rping -c -a 198.18.1.1 -v -V -C 50 >"$tmp/rping.cli" 2>&1 && break
-    kill -0 "$spid" 2>/dev/null || break
-    sleep 0.2  # until the server listens, as above
-  done
-  crc=$?
+  retry_client rping "$spid" "" rping -c -a 198.18.1.1 -v -V -C 50
   wait "$spid"
   src=$?
   why=""
@@ -222,12 +227,7 @@ fi
 if [[ ucmatose =~ $only ]]; then
   on_a ucmatose -c 4 -C 20 -S 4096 >"$tmp/ucmatose.srv" 2>&1 &
   spid=$!
-  for _ in $(seq 50); do
-    on_b ucmatose -s 198.18.1.1 -c 4 -C 20 -S 4096 >"$tmp/ucmatose.cli" 2>&1 && break
-    kill -0 "$spid" 2>/dev/null || break
-    sleep 0.2  # until the server listens, as above
-  done
-  crc=$?
+  retry_client ucmatose "$spid" "" ucmatose -s 198.18.1.1 -c 4 -C 20 -S 4096
   wait "$spid"
   src=$?
   why=""
