@@ -32,6 +32,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -47,6 +48,7 @@
 #include "dataplane/srq.h"
 #include "urnic/adapter.h"
 #include "urnic/cq.h"
+#include "urnic/datagram.h"
 #include "urnic/engine.h"
 #include "urnic/extensions.h"
 #include "urnic/mr.h"
@@ -423,6 +425,38 @@ dp::Qp& dp_qp(Qp& q) noexcept;
 
 // AdapterConfig::congestion's ranges (adapter.h), also those of QpAttributes::congestion.
 bool valid_congestion(const CongestionConfig& c) noexcept;
+
+// ---- Datagram QPs (control/ndk_datagram.cc, ndk_qp.cc) -----------------------------------------
+
+// Pd::create_qp and friends: a datagram QP with Q_Key *ud_qkey when ud_qkey is not null.
+Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_context,
+                 uint32_t rq_depth, uint32_t sq_depth, uint32_t max_rsge, uint32_t max_ssge,
+                 uint32_t inline_size, CreateCompletion cb, void* ctx, Handle<Qp>* out,
+                 const uint32_t* ud_qkey) noexcept;
+// The frame addresses for `av` from adapter `a`: its MAC and the source GID av names (or its
+// address of av's IP version). False when it has none of that version (or sgid_index is bad).
+bool make_net_headers(ctl::Adapter& a, const AddressVector& av, wire::NetHeaders* n);
+// The largest IB path MTU whose frames fit the adapter's port (rdma_cm's rule: 1500 -> 1024,
+// 9000 -> 4096), or the configured AdapterConfig::cm.path_mtu.
+uint32_t largest_path_mtu(AdapterImpl* a) noexcept;
+
+// AddressHandle's private parts (datagram.h): the adapter and the frame headers.
+struct AddressHandleAccess {
+  static const AdapterImpl* adapter(const AddressHandle& h) noexcept {
+    return static_cast<const AdapterImpl*>(h.adapter_);
+  }
+  static const wire::NetHeaders* net(const AddressHandle& h) noexcept {
+    return reinterpret_cast<const wire::NetHeaders*>(h.net_);
+  }
+  static void set(AddressHandle* h, const AdapterImpl* a, const AddressVector& av,
+                  const wire::NetHeaders& n) noexcept {
+    static_assert(sizeof(wire::NetHeaders) <= sizeof(h->net_) &&
+                  alignof(wire::NetHeaders) <= alignof(AddressHandle));
+    std::memcpy(h->net_, &n, sizeof n);
+    h->av_ = av;
+    h->adapter_ = a;
+  }
+};
 
 }  // namespace detail
 }  // namespace urnic

@@ -39,6 +39,24 @@ bool source_address(ctl::Adapter& a, const AddressVector& av, wire::NetHeaders* 
   return true;
 }
 
+}  // namespace
+
+bool make_net_headers(ctl::Adapter& a, const AddressVector& av, wire::NetHeaders* n) {
+  // The local half of the address vector is the adapter's own.
+  n->src_mac = a.mac();
+  n->dst_mac = av.dst_mac;
+  n->ipv6 = av.ipv6;
+  if (!source_address(a, av, n)) return false;
+  n->dst_ip4 = av.dst_ipv4;
+  n->dst_ip6 = av.dst_ipv6;
+  n->traffic_class = av.traffic_class;
+  n->hop_limit = av.hop_limit;
+  n->flow_label = av.flow_label;
+  return true;
+}
+
+namespace {
+
 // Flags each operation accepts (ndkpi.md §2.1; the urnic extensions' own).
 constexpr uint32_t kLocalFlags = op_flag::kSilentSuccess | op_flag::kReadFence | op_flag::kDefer;
 constexpr uint32_t kSendFlags = kLocalFlags | op_flag::kSendAndSolicitEvent | op_flag::kInline;
@@ -164,9 +182,12 @@ std::unique_ptr<EngineOp> make_op(QpImpl* q, dp::MailboxMsg::Kind kind) {
   return op;
 }
 
+}  // namespace
+
 Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_context,
                  uint32_t rq_depth, uint32_t sq_depth, uint32_t max_rsge, uint32_t max_ssge,
-                 uint32_t inline_size, CreateCompletion cb, void* ctx, Handle<Qp>* out) noexcept {
+                 uint32_t inline_size, CreateCompletion cb, void* ctx, Handle<Qp>* out,
+                 const uint32_t* ud_qkey) noexcept {
   AdapterImpl* a = pd->adapter;
   const AdapterInfo& info = a->info;
   // A CQ has one producer engine and an SRQ one consumer engine, the QP's: every object of an
@@ -207,6 +228,10 @@ Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_contex
     init.congestion = a->congestion;
     dp::QpConfig c;
     if (Status st = ctl::make_qp_config(init, 0, &c); st != Status::kSuccess) return st;
+    if (ud_qkey != nullptr) {
+      c.ud = true;
+      c.ud_mtu = largest_path_mtu(a);
+    }
     const uint32_t qpn = a->ctl->alloc_qpn();
     if (qpn == 0) return Status::kInsufficientResources;
     c.qpn = qpn;
@@ -230,7 +255,8 @@ Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_contex
     // Install on the engine, then RESET -> INIT (every remote right: NDK controls access with
     // MRs and windows, not per QP), so that receives may be posted at once.
     auto add = make_op(qp, dp::MailboxMsg::Kind::kAddQp);
-    add->then = [a, qp, done, done_ctx](Status r1) {
+    const uint32_t qkey = ud_qkey != nullptr ? *ud_qkey : 0;
+    add->then = [a, qp, done, done_ctx, qkey](Status r1) {
       if (r1 != Status::kSuccess) {
         fail_create_locked(qp, r1, done, done_ctx);
         return;
@@ -239,6 +265,11 @@ Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_contex
       init->msg.attr.state = dp::QpState::kInit;
       init->msg.attr.access = qp_access::kAll;
       init->msg.mask = dp::qp_attr::kState | dp::qp_attr::kAccessFlags;
+      if (qp->qp.config().ud) {
+        // A datagram QP has no remote rights; its Q_Key is what RESET -> INIT requires.
+        init->msg.attr.qkey = qkey;
+        init->msg.mask = dp::qp_attr::kState | dp::qp_attr::kQkey;
+      }
       init->then = [a, qp, done, done_ctx](Status r2) {
         if (r2 != Status::kSuccess) {
           // Cannot happen from RESET with valid attributes; detach before failing.
@@ -262,8 +293,6 @@ Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_contex
   if (sync.status == Status::kSuccess) *out = Handle<Qp>(static_cast<Qp*>(sync.object));
   return sync.status;
 }
-
-}  // namespace
 
 QpImpl::QpImpl(AdapterImpl* a, PdImpl* p, CqImpl* r, CqImpl* s, SrqImpl* q, const dp::QpConfig& cfg)
     : ImplOf(ObjectType::kQp, a),
@@ -360,7 +389,7 @@ Status Pd::create_qp(Cq& receive_cq, Cq& initiator_cq, void* qp_context,
   return detail::create_qp(impl(), detail::CqImpl::of(receive_cq), detail::CqImpl::of(initiator_cq),
                            nullptr, qp_context, receive_queue_depth, initiator_queue_depth,
                            max_receive_request_sge, max_initiator_request_sge, inline_data_size,
-                           completion, request_context, out);
+                           completion, request_context, out, nullptr);
 }
 
 Status Pd::create_qp_with_srq(Cq& receive_cq, Cq& initiator_cq, Srq& srq, void* qp_context,
@@ -370,7 +399,7 @@ Status Pd::create_qp_with_srq(Cq& receive_cq, Cq& initiator_cq, Srq& srq, void* 
   return detail::create_qp(impl(), detail::CqImpl::of(receive_cq), detail::CqImpl::of(initiator_cq),
                            detail::SrqImpl::of(srq), qp_context, 0, initiator_queue_depth, 0,
                            max_initiator_request_sge, inline_data_size, completion, request_context,
-                           out);
+                           out, nullptr);
 }
 
 // ---- Qp: posting --------------------------------------------------------------------------------
@@ -570,6 +599,33 @@ Status QpExtension::fetch_add(void* request_context, const Sge& result, uint64_t
                              remote_token, add, 0, flags);
 }
 
+Status QpExtension::send_datagram(void* request_context, std::span<const Sge> sgl, uint32_t flags,
+                                  const AddressHandle& destination, uint32_t remote_qpn,
+                                  uint32_t remote_qkey, const uint32_t* immediate) noexcept {
+  if (detail::is_closing(qp_)) return detail::fail(qp_, Status::kInvalidDeviceState);
+  if (!qp_->qp.config().ud) return detail::fail(qp_, Status::kInvalidDeviceRequest);
+  constexpr uint32_t kAllowed =
+      op_flag::kSilentSuccess | op_flag::kSendAndSolicitEvent | op_flag::kInline | op_flag::kDefer;
+  if ((flags & ~kAllowed) != 0 || remote_qpn > 0xFFFFFF ||
+      detail::AddressHandleAccess::adapter(destination) != qp_->adapter)
+    return detail::fail(qp_, Status::kInvalidParameter);
+  dp::SendWqe w;
+  w.opcode = immediate != nullptr ? WrOpcode::kSendWithImm : WrOpcode::kSend;
+  w.request_context = request_context;
+  w.flags = flags;
+  w.imm_or_inv = immediate != nullptr ? *immediate : 0;
+  dp::set_ud_destination(w, detail::AddressHandleAccess::net(destination), remote_qpn, remote_qkey);
+  if (Status s = detail::fill_data(qp_, w, sgl, qp_->max_send_sge); s != Status::kSuccess)
+    return detail::fail(qp_, s);
+  // One datagram is one packet (IBTA §9.8.2).
+  if (w.length > qp_->qp.config().ud_mtu) return detail::fail(qp_, Status::kBufferOverflow);
+  return detail::post(qp_, w);
+}
+
+uint32_t QpExtension::max_datagram_size() const noexcept {
+  return qp_->qp.config().ud ? qp_->qp.config().ud_mtu : 0;
+}
+
 QpCounters QpExtension::counters() const noexcept { return qp_->qp.counters(); }
 
 uint32_t QpConnectExtension::qpn() const noexcept { return qp_->qp.qpn(); }
@@ -595,19 +651,9 @@ Status QpConnectExtension::modify(const QpAttributes& at, uint32_t mask,
   d.retry_cnt = at.retry_cnt;
   d.rnr_retry = at.rnr_retry;
   d.min_rnr_timer = at.min_rnr_timer;
-  if (mask & qp_attr_mask::kAv) {
-    // The local half of the address vector is the adapter's own.
-    wire::NetHeaders& n = d.av;
-    n.src_mac = a->ctl->mac();
-    n.dst_mac = at.av.dst_mac;
-    n.ipv6 = at.av.ipv6;
-    if (!detail::source_address(*a->ctl, at.av, &n)) return Status::kInvalidParameter;
-    n.dst_ip4 = at.av.dst_ipv4;
-    n.dst_ip6 = at.av.dst_ipv6;
-    n.traffic_class = at.av.traffic_class;
-    n.hop_limit = at.av.hop_limit;
-    n.flow_label = at.av.flow_label;
-  }
+  d.qkey = at.qkey;
+  if ((mask & qp_attr_mask::kAv) && !detail::make_net_headers(*a->ctl, at.av, &d.av))
+    return Status::kInvalidParameter;
   d.selective_repeat = at.selective_repeat;
   if ((mask & qp_attr_mask::kSelectiveRepeat) && at.selective_repeat &&
       !qp_->qp.prepare_selective_repeat())
@@ -624,7 +670,8 @@ Status QpConnectExtension::modify(const QpAttributes& at, uint32_t mask,
   // Attribute errors are reported now; whether the transition is legal is decided by the
   // engine against the state the earlier modifies leave (they may still be queued).
   if (static_cast<size_t>(at.state) >= kQpStateCount ||
-      dp::validate_modify(qp_->qp.public_state(), d, mask) == Status::kInvalidParameter)
+      dp::validate_modify(qp_->qp.public_state(), d, mask, qp_->qp.config().ud) ==
+          Status::kInvalidParameter)
     return Status::kInvalidParameter;
   if (completion != nullptr) return detail::qp_modify(qp_, d, mask, completion, request_context);
   if (a->on_control_thread()) return Status::kInvalidDeviceState;
@@ -656,6 +703,7 @@ Status QpConnectExtension::query(QpAttributes* out) const noexcept {
   q.min_rnr_timer = a.min_rnr_timer;
   q.congestion = a.cc;
   q.selective_repeat = a.selective_repeat;
+  q.qkey = a.qkey;
   q.av.ipv6 = a.av.ipv6;
   q.av.dst_ipv4 = a.av.dst_ip4;
   q.av.dst_ipv6 = a.av.dst_ip6;

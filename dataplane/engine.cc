@@ -169,6 +169,10 @@ bool Engine::phase_tx_build(uint64_t now) noexcept {
     }
     // Responder output first (READ responses, ACKs): it completes the peer's work and frees
     // its window, so a loopback pair drains before it fills.
+    if (qp.config().ud) [[unlikely]] {
+      if (ep.tx_space() != 0) any |= datagram_tx_lc(ep, qp, ep.tx_space()) != 0;
+      continue;
+    }
     if (ep.tx_space() != 0) any |= responder_tx_lc(ep, qp, ep.tx_space(), now) != 0;
     if (ep.tx_space() != 0) any |= requester_tx_lc(ep, qp, ep.tx_space(), now) != 0;
     any |= qp_retire_lc(ep, qp) != 0;

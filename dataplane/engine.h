@@ -88,6 +88,7 @@ class Engine {
   // the rx phase). Takes ownership of `m`. Public so that protocol tests can feed synthetic
   // frames to the stages without a port.
   void deliver_lc(Endpoint& ep, rte_mbuf* m, uint64_t now) noexcept;
+  void deliver_datagram_lc(Endpoint& ep, const wire::ParsedFrame& f, rte_mbuf* m) noexcept;
 
   // Launches the polling loop on DPDK lcore `lcore` (control side). Returns false if the lcore
   // is not available.

@@ -36,10 +36,12 @@ void qp_cq_overrun_error_lc(Endpoint& ep, Qp& qp) noexcept;
 // Retires done send slots from the head in order, writing completions (none for successful
 // SILENT_SUCCESS requests, IBTA §10.7.3.1 / NDK_OP_FLAG_SILENT_SUCCESS). Returns slots retired.
 uint32_t qp_retire_lc(Endpoint& ep, Qp& qp) noexcept;
-// Writes one receive completion.
+// Writes one send completion (none for a successful SILENT_SUCCESS request) and retires the WQE.
+void qp_complete_send_lc(Qp& qp, const SendWqe& wqe, WcStatus wc) noexcept;
+// Writes one receive completion (`src_qpn`: a datagram's sender, kResultDatagram).
 void qp_complete_recv_lc(Qp& qp, const RecvWqe& wqe, WcStatus wc, uint32_t bytes,
-                         OperationType type, uint32_t imm, uint32_t flags,
-                         uint64_t type_specific) noexcept;
+                         OperationType type, uint32_t imm, uint32_t flags, uint64_t type_specific,
+                         uint32_t src_qpn = 0) noexcept;
 
 // Allocates an mbuf and writes the headers of a frame with addresses `net` carrying
 // `payload_len` bytes. Returns the mbuf and, in *payload, where the payload goes; null (counted
@@ -75,6 +77,13 @@ WcStatus gather_lc(const MrTable& mrs, uint32_t pd, const SendWqe& wqe, uint32_t
 // short.
 WcStatus scatter_lc(const MrTable& mrs, uint32_t pd, const Sge* sge, uint32_t nsge, uint32_t off,
                     const uint8_t* src, uint32_t len, uint32_t access) noexcept;
+
+// ---- datagram.cc: unreliable-datagram QPs (QpConfig::ud) ----------------------------------------
+
+// Sends queued datagrams, one frame each, within `budget`; each completes as it is queued.
+uint32_t datagram_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget) noexcept;
+// Delivers a UD SEND ONLY frame (checked: ICRC, opcode) addressed to the datagram QP `qp`.
+void datagram_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f) noexcept;
 
 // ---- requester.cc -----------------------------------------------------------------------------
 

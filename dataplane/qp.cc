@@ -55,6 +55,8 @@ void QpCounters::add(const QpCounters& o) noexcept {
   ooo_held += o.ooo_held;
   ooo_dropped += o.ooo_dropped;
   sr_probes += o.sr_probes;
+  qkey_violations += o.qkey_violations;
+  datagrams_no_receive += o.datagrams_no_receive;
   for (size_t i = 0; i < std::size(completions_by_status); ++i)
     completions_by_status[i] += o.completions_by_status[i];
 }
@@ -121,12 +123,38 @@ constexpr Transition transition(QpState cur, QpState next) noexcept {
   }
 }
 
+// The UD column of the same table: a datagram QP has a Q_Key (required when it leaves RESET,
+// changeable in every later state) and a send PSN, and nothing of a connection: no address
+// vector, path MTU, remote QPN, receive PSN, timers, read limits or remote rights.
+constexpr Transition ud_transition(QpState cur, QpState next) noexcept {
+  using S = QpState;
+  using namespace qp_attr;
+  constexpr Transition kIllegal{~0u, 0};
+  if (next == S::kReset || next == S::kErr) return {0, ~0u};
+  switch (cur) {
+    case S::kReset:
+      return next == S::kInit ? Transition{kQkey, 0} : kIllegal;
+    case S::kInit:
+      return next == S::kInit || next == S::kRtr ? Transition{0, kQkey} : kIllegal;
+    case S::kRtr:
+      return next == S::kRts ? Transition{kSqPsn, kQkey} : kIllegal;
+    case S::kRts:
+      return next == S::kRts || next == S::kSqd ? Transition{0, kQkey} : kIllegal;
+    case S::kSqd:
+      return next == S::kRts || next == S::kSqd ? Transition{0, kQkey} : kIllegal;
+    case S::kSqe:
+    case S::kErr:
+    default:
+      return kIllegal;
+  }
+}
+
 }  // namespace
 
-Status validate_modify(QpState cur, const QpAttr& a, uint32_t mask) noexcept {
+Status validate_modify(QpState cur, const QpAttr& a, uint32_t mask, bool ud) noexcept {
   const QpState next = (mask & qp_attr::kState) ? a.state : cur;
   if (next >= static_cast<QpState>(kQpStateCount)) return Status::kInvalidParameter;
-  const Transition t = transition(cur, next);
+  const Transition t = ud ? ud_transition(cur, next) : transition(cur, next);
   if (t.required == ~0u) return Status::kInvalidDeviceState;
   const uint32_t attrs = mask & ~qp_attr::kState;
   if ((attrs & t.required) != t.required) return Status::kInvalidParameter;

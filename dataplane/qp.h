@@ -55,13 +55,15 @@ struct QpAttr {
   // Selective repeat (urnic extension, qp_attr::kSelectiveRepeat; dataplane/reorder.h): set only
   // when both ends are urnic (negotiated by the CM, or set explicitly on both QPs).
   bool selective_repeat = false;
+  // Datagram QPs (QpConfig::ud): the Q_Key received datagrams must carry (IBTA §10.2.5).
+  uint32_t qkey = 0;
 };
 
-// Checks a modify against the RC transition table (rocev2.md §3.8, IBTA §10.3.1): the target
-// state is reachable from `cur`, every required attribute is present and in range, and nothing
-// forbidden is set. kInvalidDeviceState for an illegal transition, kInvalidParameter for a
-// missing or out-of-range attribute.
-Status validate_modify(QpState cur, const QpAttr& attr, uint32_t mask) noexcept;
+// Checks a modify against the transition table of the QP's service (rocev2.md §3.8, IBTA
+// §10.3.1; `ud`: the UD column): the target state is reachable from `cur`, every required
+// attribute is present and in range, and nothing forbidden is set. kInvalidDeviceState for an
+// illegal transition, kInvalidParameter for a missing or out-of-range attribute.
+Status validate_modify(QpState cur, const QpAttr& attr, uint32_t mask, bool ud = false) noexcept;
 
 // Local ACK timeout in nanoseconds (0 = infinite), IBTA §9.7.6.1.3: 4.096 us * 2^timeout.
 constexpr uint64_t ack_timeout_ns(uint8_t timeout) noexcept {
@@ -146,6 +148,10 @@ struct QpConfig {
   // up to twice the depth be outstanding (the ring plus the requester's slots).
   uint32_t sq_limit = 0;
   uint32_t rq_limit = 0;
+  // An unreliable-datagram QP (dataplane/datagram.cc): one UD SEND ONLY per message, no PSN
+  // tracking, no responder; `ud_mtu` is the largest datagram payload.
+  bool ud = false;
+  uint32_t ud_mtu = 1024;
 };
 
 // Longest message (IBTA §9.4: DMA lengths above 2^31 are invalid requests), and so the longest

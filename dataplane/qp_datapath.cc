@@ -111,8 +111,8 @@ void reset_responder(Endpoint& ep, Qp& qp) noexcept {
 }  // namespace
 
 void qp_complete_recv_lc(Qp& qp, const RecvWqe& wqe, WcStatus wc, uint32_t bytes,
-                         OperationType type, uint32_t imm, uint32_t flags,
-                         uint64_t type_specific) noexcept {
+                         OperationType type, uint32_t imm, uint32_t flags, uint64_t type_specific,
+                         uint32_t src_qpn) noexcept {
   retire_recv(qp);
   count_completion(qp, wc);
   ResultEx r;
@@ -125,9 +125,14 @@ void qp_complete_recv_lc(Qp& qp, const RecvWqe& wqe, WcStatus wc, uint32_t bytes
   r.type_specific_completion_output = type_specific;
   r.flags = flags;
   r.qpn = qp.qpn();
+  r.src_qpn = src_qpn;
   if (flags & kResultHasImmediate) r.type_specific_completion_output = imm;
   if (Cq* cq = qp.config().recv_cq; cq != nullptr && !cq->push(r)) [[unlikely]]
     ++lc(qp).counters.completions_dropped;  // overrun: see complete_send()
+}
+
+void qp_complete_send_lc(Qp& qp, const SendWqe& wqe, WcStatus wc) noexcept {
+  complete_send(qp, wqe, wc);
 }
 
 uint32_t qp_retire_lc(Endpoint&, Qp& qp) noexcept {
@@ -180,7 +185,7 @@ void qp_cq_overrun_error_lc(Endpoint& ep, Qp& qp) noexcept {
 }
 
 Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexcept {
-  const Status v = validate_modify(lc(qp).state, a, mask);
+  const Status v = validate_modify(lc(qp).state, a, mask, qp.config().ud);
   if (v != Status::kSuccess) return v;
   // Selective repeat needs its buffers, allocated on the control side (Qp::prepare_...).
   if ((mask & qp_attr::kSelectiveRepeat) && a.selective_repeat && !qp.selective_repeat_ready())
@@ -219,6 +224,7 @@ Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexce
     cc_reset_lc(qp);
   }
   if (mask & kSelectiveRepeat) lc(qp).attr.selective_repeat = a.selective_repeat;
+  if (mask & kQkey) lc(qp).attr.qkey = a.qkey;
   if (mask & kAv) {
     lc(qp).attr.av = a.av;
     lc(qp).attr.av.traffic_class = cc_traffic_class(lc(qp).attr.cc, a.av.traffic_class);

@@ -15,6 +15,9 @@
 namespace urnic::dp {
 namespace {
 
+// The general services QP (IBTA §3.5.5): its MADs go to the control plane's connection manager.
+constexpr uint32_t kGsiQpn = 1;
+
 void drop(Endpoint& ep, rte_mbuf* m, RxDrop why) noexcept {
   ++ep.counters().rx_drops[static_cast<size_t>(why)];
   rte_pktmbuf_free(m);
@@ -69,6 +72,29 @@ bool Engine::phase_rx(Endpoint& ep, uint64_t now) noexcept {
   return n != 0;
 }
 
+// A UD datagram: QP1's management datagrams belong to the control plane, the rest to a datagram
+// QP (dataplane/datagram.cc). Datagrams have no connection, so the addresses are not checked
+// against an address vector.
+void Engine::deliver_datagram_lc(Endpoint& ep, const wire::ParsedFrame& f, rte_mbuf* m) noexcept {
+  const uint32_t dqpn = wire::Bth::DestQp::get(f.bth());
+  if (dqpn == kGsiQpn) {
+    if (ep.control_sink() != nullptr && ep.control_sink()->take(m)) return;
+    drop(ep, m, RxDrop::kUnsupported);
+    return;
+  }
+  Qp* qp = ep.qp(dqpn);
+  if (qp == nullptr) {
+    drop(ep, m, RxDrop::kNoQp);
+    return;
+  }
+  if (!qp->config().ud) {
+    drop(ep, m, RxDrop::kUnsupported);  // a datagram for a connected QP
+    return;
+  }
+  datagram_rx_lc(ep, *qp, f);
+  rte_pktmbuf_free(m);
+}
+
 void Engine::deliver_lc(Endpoint& ep, rte_mbuf* m, uint64_t now) noexcept {
   uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
   wire::ParsedFrame f;
@@ -91,10 +117,11 @@ void Engine::deliver_lc(Endpoint& ep, rte_mbuf* m, uint64_t now) noexcept {
     return;
   }
   if (!(f.mask & (wire::op::kRc | wire::op::kCnp))) [[unlikely]] {
-    // UD (QP1 management datagrams) belongs to the control plane; UC is not handled.
-    if ((f.mask & wire::op::kUd) && ep.control_sink() != nullptr && ep.control_sink()->take(m))
+    if (f.mask & wire::op::kUd) {
+      deliver_datagram_lc(ep, f, m);
       return;
-    drop(ep, m, RxDrop::kUnsupported);
+    }
+    drop(ep, m, RxDrop::kUnsupported);  // UC is not handled
     return;
   }
   Qp* qp = ep.qp(wire::Bth::DestQp::get(f.bth()));

@@ -104,6 +104,7 @@ struct SendWqe {
   uint64_t fr_length = 0;
   uint64_t base_va = 0;
   uint32_t access = 0;
+  // Datagram QPs use remote_addr, rkey and mr_key for the destination (ud_* below).
   union {
     Sge sge[kMaxSge];
     uint8_t inline_data[kMaxInline];
@@ -111,6 +112,19 @@ struct SendWqe {
   SendWqe() : sge{} {}
 };
 static_assert(std::is_trivially_copyable_v<SendWqe>);
+
+// A datagram send (QpConfig::ud) names its destination in fields a datagram QP has no other use
+// for: the address handle's network headers (valid until completion), the QPN and the Q_Key.
+inline void set_ud_destination(SendWqe& w, const void* net, uint32_t qpn, uint32_t qkey) noexcept {
+  w.remote_addr = reinterpret_cast<uintptr_t>(net);
+  w.rkey = qpn;
+  w.mr_key = qkey;
+}
+inline const void* ud_net(const SendWqe& w) noexcept {
+  return reinterpret_cast<const void*>(static_cast<uintptr_t>(w.remote_addr));
+}
+inline uint32_t ud_qpn(const SendWqe& w) noexcept { return w.rkey; }
+inline uint32_t ud_qkey(const SendWqe& w) noexcept { return w.mr_key; }
 
 // The bytes of a send WQE that carry information: the fixed fields, then the SGEs in use or the
 // inline bytes. Posting and the requester copy only these (the rest of a slot is never read):

@@ -40,19 +40,6 @@ struct AgentEntry {
 using AgentMap = tbb::concurrent_hash_map<AdapterImpl*, AgentEntry>;
 AgentMap g_agents;
 
-// The path MTU our REQs offer: the configured one, else the largest IB MTU whose frames fit the
-// port's MTU (rdma_cm does the same from the netdev MTU: 1500 -> 1024, 9000 -> 4096).
-uint32_t path_mtu_for(AdapterImpl* a) {
-  if (a->cm_settings.path_mtu != 0) return a->cm_settings.path_mtu;
-  uint32_t mtu = 0;
-  if (port_mtu(a->ctl->port().id(), &mtu) != Status::kSuccess) return 1024;
-  // IPv6 + UDP + BTH + RETH + ICRC: 40 + 8 + 12 + 16 + 4 = 80 bytes of headers.
-  for (uint32_t m : {4096u, 2048u}) {
-    if (mtu >= m + 80) return m;
-  }
-  return 1024;
-}
-
 // AdapterConfig::Cm::drop_tx as the agent's test hook: loses the nth MAD of each listed
 // attribute, counted in the adapter's cm_mads_dropped.
 std::function<bool(const ctl::cm::Message&)> mad_dropper(AdapterImpl* a) {
@@ -77,7 +64,7 @@ ctl::CmAgent* acquire_agent(AdapterImpl* a) {
   AgentEntry& e = acc->second;
   if (!e.agent) {
     ctl::CmConfig cfg;
-    cfg.path_mtu = path_mtu_for(a);
+    cfg.path_mtu = largest_path_mtu(a);  // the path MTU our REQs offer
     cfg.max_read_limit = kMaxReadLimit;
     cfg.cm_response_timeout = a->cm_settings.response_timeout;
     cfg.timewait = std::chrono::milliseconds(a->cm_settings.timewait_ms);

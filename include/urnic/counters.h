@@ -52,6 +52,10 @@ struct QpCounters {
   // packet resent alone because nothing moved for a few round trips (a lost tail, NAK or resend;
   // counted in selective_retransmits too).
   uint64_t sr_probes = 0;
+  // Datagram (UD) QPs: datagrams dropped because their Q_Key was not the QP's (IBTA §10.2.5
+  // C10-15), and because no receive was posted when they arrived (IBTA §9.8.3.1: an unreliable
+  // service drops what it cannot place, silently for the sender).
+  uint64_t qkey_violations = 0, datagrams_no_receive = 0;
   // Every completion (send and receive, silent ones included) by its verbs status.
   uint64_t completions_by_status[static_cast<size_t>(WcStatus::kGeneralErr) + 1] = {};
 
@@ -74,7 +78,7 @@ enum class RxDrop : uint8_t {
   kBadIcrc,
   kNoQp,         // DestQP names no QP of the adapter
   kBadAddress,   // IP addresses do not match the QP's address vector
-  kUnsupported,  // UC, and UD without a control plane: not handled by the RC engine
+  kUnsupported,  // UC, a UD datagram for an RC QP, and UD to QP1 without a control plane
   kNotRoce,      // not IP/UDP 4791 (ARP, other traffic) and no control ring to take it
   kCount,
 };

@@ -29,6 +29,8 @@ namespace detail {
 struct AdapterImpl;
 }  // namespace detail
 
+class AddressHandle;  // datagram.h
+
 // Operations RoCE has and NDK lacks, on a QP's send queue. Posting rules, buffer ownership and
 // the common statuses are those of Qp (qp.h).
 class QpExtension {
@@ -60,6 +62,19 @@ class QpExtension {
   // Completion type kFetchAdd. As compare_swap otherwise.
   Status fetch_add(void* request_context, const Sge& result, uint64_t remote_address,
                    uint32_t remote_token, uint64_t add, uint32_t flags) noexcept;
+  // Datagram (UD) QPs only (datagram.h): one SEND datagram of the SGEs' bytes to QP
+  // `remote_qpn` at `destination`, with Q_Key `remote_qkey` (high-order bit set: the QP's own
+  // Q_Key instead, IBTA §10.2.5), and `immediate` if not null. The handle must stay valid until
+  // the request completes; the send completes once the frame is handed to the port (nothing
+  // acknowledges a datagram). Flags: kSilentSuccess, kSendAndSolicitEvent, kInline, kDefer.
+  // Statuses as Qp::send, and: kInvalidDeviceRequest on an RC QP; kBufferOverflow above
+  // max_datagram_size() bytes; kInvalidParameter for a handle of another adapter or a QPN that
+  // does not fit 24 bits.
+  Status send_datagram(void* request_context, std::span<const Sge> sgl, uint32_t flags,
+                       const AddressHandle& destination, uint32_t remote_qpn, uint32_t remote_qkey,
+                       const uint32_t* immediate = nullptr) noexcept;
+  // The largest datagram payload: the path MTU of the port (1024 .. 4096 bytes); 0 on an RC QP.
+  uint32_t max_datagram_size() const noexcept;
   // A snapshot of what the engine counted for this QP (urnic/counters.h). Any thread.
   QpCounters counters() const noexcept;
 
@@ -114,6 +129,8 @@ struct QpAttributes {
   // QPs of a connection, never towards another RNIC. A Connector and a Listener negotiate it
   // themselves (ConnectorConfig / AdapterConfig::selective_repeat); query() says what is in force.
   bool selective_repeat = false;
+  // Datagram QPs (datagram.h), with qp_attr_mask::kQkey: the Q_Key the QP accepts.
+  uint32_t qkey = 0;
 };
 
 class QpConnectExtension {

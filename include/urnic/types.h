@@ -113,8 +113,9 @@ struct ResultEx {
   // kReceiveAndInvalidate: the invalidated token. Extension: immediate data for receives that
   // carried it (flags has kResultHasImmediate).
   uint64_t type_specific_completion_output = 0;
-  uint32_t flags = 0;  // kResultHasImmediate, kResultSolicited
-  uint32_t qpn = 0;    // local QP number
+  uint32_t flags = 0;    // kResultHasImmediate, kResultSolicited, kResultDatagram, ...
+  uint32_t qpn = 0;      // local QP number
+  uint32_t src_qpn = 0;  // kResultDatagram: the sender's QP number (its DETH, IBTA §9.3.3)
 };
 inline constexpr uint32_t kResultHasImmediate = 1u << 0;
 inline constexpr uint32_t kResultSolicited = 1u << 1;
@@ -122,6 +123,9 @@ inline constexpr uint32_t kResultInvalidated = 1u << 2;
 // The receive was consumed by an RDMA WRITE with immediate data, not a SEND (ibverbs
 // IBV_WC_RECV_RDMA_WITH_IMM); bytes_transferred is the write's length.
 inline constexpr uint32_t kResultRdmaWrite = 1u << 3;
+// A receive of a datagram (UD) QP: the buffer starts with the 40-byte GRH (datagram.h), then
+// the payload; bytes_transferred counts both; src_qpn names the sender's QP.
+inline constexpr uint32_t kResultDatagram = 1u << 4;
 
 // NDK_VERSION (ndkinfo.h): an NDKPI version, or an extension interface version.
 struct Version {
@@ -242,6 +246,9 @@ inline constexpr uint32_t kCongestion = 1u << 13;
 // urnic extension: QpAttributes::selective_repeat (dataplane/reorder.h), allowed up to RTR like
 // kCongestion. Both QPs of a connection must agree: the CM negotiates it between urnic peers.
 inline constexpr uint32_t kSelectiveRepeat = 1u << 14;
+// Datagram (UD) QPs only: QpAttributes::qkey, the Q_Key the QP accepts (and sends, for a send
+// whose Q_Key has the high-order bit set: IBTA §10.2.5). Required from RESET to INIT.
+inline constexpr uint32_t kQkey = 1u << 15;
 }  // namespace qp_attr_mask
 
 }  // namespace urnic
