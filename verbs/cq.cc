@@ -66,6 +66,12 @@ void to_wc(const ResultEx& r, ibv_wc* wc) {
     wc->wc_flags |= IBV_WC_WITH_INV;
     wc->invalidated_rkey = static_cast<uint32_t>(r.type_specific_completion_output);
   }
+  if (r.flags & kResultDatagram) {
+    // UD: the buffer starts with the GRH (RoCE: the IP header in its place); the sender's QPN.
+    // SLID, SL and the P_Key index are 0 on RoCE (one P_Key, no LIDs).
+    wc->wc_flags |= IBV_WC_GRH;
+    wc->src_qp = r.src_qpn;
+  }
 }
 
 int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {

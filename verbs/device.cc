@@ -127,6 +127,7 @@ int query_device(ibv_context* c, ibv_device_attr* a) {
   a->max_srq_wr = static_cast<int>(i.max_srq_depth);
   a->max_srq_sge = static_cast<int>(i.max_receive_request_sge);
   a->max_pkeys = 1;
+  a->max_ah = 1 << 20;  // address handles are plain memory (verbs/qp.cc)
   a->local_ca_ack_delay = 15;
   a->phys_port_cnt = 1;
   return 0;

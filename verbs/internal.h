@@ -212,8 +212,10 @@ struct WrBuild {
   std::vector<Sge> sgl;
   bool inl = false;
   std::vector<uint8_t> inline_buf;  // wr_set_inline_data_list gathers here
-  bool ready = false;               // op and data complete, not yet posted
-  int error = 0;                    // first failure of the batch (wr_complete returns it)
+  ibv_ah* ah = nullptr;             // wr_set_ud_addr (datagram QPs)
+  uint32_t remote_qpn = 0, remote_qkey = 0;
+  bool ready = false;  // op and data complete, not yet posted
+  int error = 0;       // first failure of the batch (wr_complete returns it)
 };
 
 struct VQp {
@@ -226,6 +228,7 @@ struct VQp {
   VSrq* srq = nullptr;
   VPd* pd = nullptr;
   bool sq_sig_all = false;
+  bool ud = false;  // IBV_QPT_UD: a urnic datagram QP (urnic/datagram.h)
   // A new urnic QP is in INIT; ibverbs' starts in RESET. Until the application's first modify
   // the verbs layer reports RESET and maps RESET->INIT onto INIT->INIT.
   bool fresh = true;
@@ -239,6 +242,13 @@ struct VQp {
   void* release_ctx = nullptr;
 };
 inline VQp* qp_of(ibv_qp* q) noexcept { return reinterpret_cast<VQp*>(q); }
+
+// An address handle: ibverbs' struct first, then urnic's resolved handle.
+struct VAh {
+  ibv_ah ah{};
+  AddressHandle h;
+};
+inline VAh* ah_of(ibv_ah* a) noexcept { return reinterpret_cast<VAh*>(a); }
 
 // ops tables (one file each)
 void fill_device_ops(Context& c) noexcept;

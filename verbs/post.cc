@@ -35,8 +35,21 @@ std::span<const Sge> sgl_of(const ibv_sge* s, int n) {
   return {reinterpret_cast<const Sge*>(s), static_cast<size_t>(n)};
 }
 
+// A work request of a datagram QP: SEND or SEND with immediate to wr.ud's address handle, QPN
+// and Q_Key (ibverbs has no other operation for UD; the fence bit means nothing there).
+Status post_datagram(VQp& q, const ibv_send_wr& wr, uint32_t flags) {
+  if ((wr.opcode != IBV_WR_SEND && wr.opcode != IBV_WR_SEND_WITH_IMM) || wr.wr.ud.ah == nullptr)
+    return Status::kInvalidParameter;
+  const uint32_t imm = be32toh(wr.imm_data);
+  return q.ext->send_datagram(reinterpret_cast<void*>(static_cast<uintptr_t>(wr.wr_id)),
+                              sgl_of(wr.sg_list, wr.num_sge), flags & ~op_flag::kReadFence,
+                              ah_of(wr.wr.ud.ah)->h, wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey,
+                              wr.opcode == IBV_WR_SEND_WITH_IMM ? &imm : nullptr);
+}
+
 // One work request; `flags` already carries kDefer for all but the chain's last.
 Status post_one(VQp& q, const ibv_send_wr& wr, uint32_t flags) {
+  if (q.ud) return post_datagram(q, wr, flags);
   void* ctx = reinterpret_cast<void*>(static_cast<uintptr_t>(wr.wr_id));
   const auto sgl = sgl_of(wr.sg_list, wr.num_sge);
   const uint32_t imm = be32toh(wr.imm_data);
@@ -195,7 +208,9 @@ void flush_held(VQp& q, bool last) {
                                            IBV_WR_ATOMIC_FETCH_AND_ADD};
   wr.opcode = kOps[static_cast<int>(b.op)];
   if (b.op == Op::kSendInv) wr.invalidate_rkey = b.rkey;
-  if (b.op == Op::kCas || b.op == Op::kFaa) {
+  if (q.ud) {
+    wr.wr.ud = {b.ah, b.remote_qpn, b.remote_qkey};
+  } else if (b.op == Op::kCas || b.op == Op::kFaa) {
     wr.wr.atomic = {b.raddr, b.compare_add, b.swap, b.rkey};
   } else {
     wr.wr.rdma = {b.raddr, b.rkey};
@@ -220,6 +235,7 @@ void begin(ibv_qp_ex* x, WrBuild::Op op, uint32_t rkey = 0, uint64_t raddr = 0) 
   b.raddr = raddr;
   b.inl = false;
   b.sgl.clear();
+  b.ah = nullptr;
 }
 
 void set_sge_list(ibv_qp_ex* x, size_t n, const ibv_sge* s) {
@@ -310,6 +326,12 @@ void init_wr_ops(VQp& q) noexcept {
   x.wr_atomic_fetch_add = [](ibv_qp_ex* p, uint32_t rkey, uint64_t ra, uint64_t add) {
     begin(p, Op::kFaa, rkey, ra);
     of(p).wr.compare_add = add;
+  };
+  x.wr_set_ud_addr = [](ibv_qp_ex* p, ibv_ah* ah, uint32_t qpn, uint32_t qkey) {
+    WrBuild& b = of(p).wr;
+    b.ah = ah;
+    b.remote_qpn = qpn;
+    b.remote_qkey = qkey;
   };
   x.wr_set_sge = set_sge;
   x.wr_set_sge_list = set_sge_list;

@@ -1,6 +1,9 @@
 // Queue pairs (create, create_ex, modify, query, destroy), shared receive queues, and address
-// handles. RC QPs map onto urnic QPs; modify_qp onto the manual-connect extension
-// (QpConnectExtension), whose transition table is IBTA §10.3.1's.
+// handles. RC QPs map onto urnic QPs, UD QPs onto urnic's datagram QPs (urnic/datagram.h);
+// modify_qp onto the manual-connect extension (QpConnectExtension), whose transition tables are
+// IBTA §10.3.1's.
+#include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "verbs/internal.h"
@@ -20,8 +23,9 @@ ibv_qp* create(ibv_pd* pd, ibv_qp_init_attr* a) {
   if (pd == nullptr || a == nullptr || a->send_cq == nullptr ||
       (a->recv_cq == nullptr && a->srq == nullptr))
     return fail_null<ibv_qp>(EINVAL);
-  // UD, UC, XRC and raw packet QPs are not offered by urnic's public API (RC only).
-  if (a->qp_type != IBV_QPT_RC) return fail_null<ibv_qp>(EOPNOTSUPP);
+  // UC, XRC and raw packet QPs are not offered by urnic's public API (RC and UD only).
+  if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UD) return fail_null<ibv_qp>(EOPNOTSUPP);
+  const bool ud = a->qp_type == IBV_QPT_UD;
   ibv_context* ctx = pd->context;
   VCq* scq = cq_of(a->send_cq);
   VCq* rcq = cq_of(a->recv_cq ? a->recv_cq : a->send_cq);
@@ -30,7 +34,13 @@ ibv_qp* create(ibv_pd* pd, ibv_qp_init_attr* a) {
   auto q = std::make_unique<VQp>();
   ibv_qp_cap& cap = a->cap;
   Status s;
-  if (a->srq != nullptr) {
+  if (ud) {
+    // The Q_Key comes with ibv_modify_qp's RESET -> INIT (IBV_QP_QKEY), as ibverbs requires.
+    s = create_datagram_qp(*pd_of(pd)->h, *rcq->h, *scq->h,
+                           a->srq ? srq_of(a->srq)->h.get() : nullptr, q.get(),
+                           std::max(1u, cap.max_recv_wr), std::max(1u, cap.max_send_wr),
+                           cap.max_recv_sge, cap.max_send_sge, cap.max_inline_data, 0, &q->h);
+  } else if (a->srq != nullptr) {
     s = pd_of(pd)->h->create_qp_with_srq(*rcq->h, *scq->h, *srq_of(a->srq)->h, q.get(),
                                          std::max(1u, cap.max_send_wr), cap.max_send_sge,
                                          cap.max_inline_data, nullptr, nullptr, &q->h);
@@ -48,6 +58,7 @@ ibv_qp* create(ibv_pd* pd, ibv_qp_init_attr* a) {
   q->srq = a->srq ? srq_of(a->srq) : nullptr;
   q->pd = pd_of(pd);
   q->sq_sig_all = a->sq_sig_all != 0;
+  q->ud = ud;
   q->cap = cap;
   ibv_qp& qp = q->qpx.qp_base;
   qp.context = ctx;
@@ -76,7 +87,9 @@ ibv_qp* create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* a) {
     return fail_null<ibv_qp>(EINVAL);
   if (a->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
     return fail_null<ibv_qp>(EOPNOTSUPP);  // XRC, RSS, TSO, create flags
-  if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a->send_ops_flags & ~kSupportedSendOps))
+  const unsigned ops = a->qp_type == IBV_QPT_UD ? IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM
+                                                : kSupportedSendOps;
+  if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a->send_ops_flags & ~ops))
     return fail_null<ibv_qp>(EOPNOTSUPP);
   return create(a->pd, reinterpret_cast<ibv_qp_init_attr*>(a));
 }
@@ -101,6 +114,25 @@ int to_av(const ibv_ah_attr& ah, AddressVector* av) {
   return 0;
 }
 
+// An address vector as ibv_ah_attr (RoCE: always with a GRH; an IPv4 destination as an
+// IPv4-mapped GID).
+void fill_ah_attr(const AddressVector& av, ibv_ah_attr* out) {
+  ibv_ah_attr& ah = *out;
+  ah.is_global = 1;
+  ah.port_num = 1;
+  if (av.ipv6) {
+    std::memcpy(ah.grh.dgid.raw, av.dst_ipv6.data(), 16);
+  } else {
+    ah.grh.dgid.raw[10] = ah.grh.dgid.raw[11] = 0xFF;
+    for (int i = 0; i < 4; ++i)
+      ah.grh.dgid.raw[12 + i] = static_cast<uint8_t>(av.dst_ipv4 >> (24 - 8 * i));
+  }
+  ah.grh.sgid_index = static_cast<uint8_t>(av.sgid_index < 0 ? 0 : av.sgid_index);
+  ah.grh.hop_limit = av.hop_limit;
+  ah.grh.traffic_class = av.traffic_class;
+  ah.grh.flow_label = av.flow_label;
+}
+
 uint32_t to_qp_access(unsigned a) {
   return ((a & IBV_ACCESS_REMOTE_READ) ? qp_access::kRemoteRead : 0) |
          ((a & IBV_ACCESS_REMOTE_WRITE) ? qp_access::kRemoteWrite : 0) |
@@ -121,8 +153,8 @@ int to_attributes(const ibv_qp_attr& v, int m, QpAttributes* a, uint32_t* mask) 
                          IBV_QP_PORT | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_TIMEOUT |
                          IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_RQ_PSN |
                          IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_SQ_PSN |
-                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_DEST_QPN;
-  if (m & ~kKnown) return EINVAL;  // alternate paths, Q_Key (UD), SQD notification, rate limit
+                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_DEST_QPN | IBV_QP_QKEY;
+  if (m & ~kKnown) return EINVAL;  // alternate paths, SQD notification, rate limit
   if ((m & IBV_QP_PKEY_INDEX) && v.pkey_index != 0) return EINVAL;  // one P_Key, index 0
   if ((m & IBV_QP_PORT) && v.port_num != 1) return EINVAL;
   uint32_t k = 0;
@@ -148,6 +180,7 @@ int to_attributes(const ibv_qp_attr& v, int m, QpAttributes* a, uint32_t* mask) 
     }
   };
   take(IBV_QP_DEST_QPN, qp_attr_mask::kDestQpn, a->dest_qpn, v.dest_qp_num);
+  take(IBV_QP_QKEY, qp_attr_mask::kQkey, a->qkey, v.qkey);
   take(IBV_QP_RQ_PSN, qp_attr_mask::kRqPsn, a->rq_psn, v.rq_psn);
   take(IBV_QP_SQ_PSN, qp_attr_mask::kSqPsn, a->sq_psn, v.sq_psn);
   take(IBV_QP_MAX_DEST_RD_ATOMIC, qp_attr_mask::kMaxDestRdAtomic, a->max_dest_rd_atomic,
@@ -193,7 +226,9 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     // anything else from RESET but ERR is illegal.
     const ibv_qp_state next = to_state ? attr->qp_state : IBV_QPS_RESET;
     if (next == IBV_QPS_RESET) return (m & ~qp_attr_mask::kState) == 0 ? 0 : EINVAL;
-    if (next == IBV_QPS_INIT && !(mask & IBV_QP_ACCESS_FLAGS)) return EINVAL;  // IBTA 10.3.1
+    // IBTA §10.3.1: RESET -> INIT sets the remote rights of an RC QP, the Q_Key of a UD one.
+    if (next == IBV_QPS_INIT && !(mask & (q->ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS)))
+      return EINVAL;
     if (next != IBV_QPS_INIT && next != IBV_QPS_ERR) return EINVAL;
   } else if (!to_state) {
     a.state = static_cast<QpState>(qp->state);
@@ -230,20 +265,15 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
   attr->rnr_retry = a.rnr_retry;
   attr->port_num = 1;
   attr->cap = q->cap;
-  ibv_ah_attr& ah = attr->ah_attr;
-  ah.is_global = 1;
-  ah.port_num = 1;
-  if (a.av.ipv6) {
-    std::memcpy(ah.grh.dgid.raw, a.av.dst_ipv6.data(), 16);
+  attr->qkey = a.qkey;
+  if (q->ud) {
+    // UD has no path and no address vector: the port's MTU bounds each datagram.
+    mtu = IBV_MTU_256;
+    while (mtu < IBV_MTU_4096 && (128u << mtu) < q->ext->max_datagram_size()) ++mtu;
+    attr->path_mtu = static_cast<ibv_mtu>(mtu);
   } else {
-    ah.grh.dgid.raw[10] = ah.grh.dgid.raw[11] = 0xFF;
-    for (int i = 0; i < 4; ++i)
-      ah.grh.dgid.raw[12 + i] = static_cast<uint8_t>(a.av.dst_ipv4 >> (24 - 8 * i));
+    fill_ah_attr(a.av, &attr->ah_attr);
   }
-  ah.grh.sgid_index = static_cast<uint8_t>(a.av.sgid_index < 0 ? 0 : a.av.sgid_index);
-  ah.grh.hop_limit = a.av.hop_limit;
-  ah.grh.traffic_class = a.av.traffic_class;
-  ah.grh.flow_label = a.av.flow_label;
   std::memset(init, 0, sizeof *init);
   init->qp_context = qp->qp_context;
   init->send_cq = qp->send_cq;
@@ -339,16 +369,74 @@ int ibv_destroy_srq(ibv_srq* srq) {
 
 // ---- Address handles ---------------------------------------------------------------------------
 
-// Address handles serve UD QPs, which urnic's public API does not offer yet (issue 16 item 5).
-ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr*) {
-  return fail_null<ibv_ah>(pd ? EOPNOTSUPP : EINVAL);
+// Address handles for UD QPs: the destination's MAC is resolved when the handle is made (ARP or
+// neighbour discovery, up to 2 s), as rdma-core's RoCE providers do in ibv_create_ah.
+ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+  if (pd == nullptr || attr == nullptr) return fail_null<ibv_ah>(EINVAL);
+  AddressVector av;
+  if (const int e = to_av(*attr, &av); e != 0) return fail_null<ibv_ah>(e);
+  auto a = std::make_unique<VAh>();
+  const Status s = create_address_handle(*ctx_of(pd->context)->dev->adapter, av, &a->h);
+  if (s != Status::kSuccess)
+    return fail_null<ibv_ah>(s == Status::kHostUnreachable ? EHOSTUNREACH : status_errno(s));
+  a->ah.context = pd->context;
+  a->ah.pd = pd;
+  ++pd_of(pd)->users;
+  return &a.release()->ah;
 }
-ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc*, ibv_grh*, uint8_t) {
-  return fail_null<ibv_ah>(pd ? EOPNOTSUPP : EINVAL);
+
+// The address handle that answers a received datagram: its GRH (RoCEv2: the IPv4 header in the
+// last 20 bytes, or the IPv6 header) names the sender's GID, which becomes the destination, and
+// our GID it was sent to, which becomes the source GID index.
+int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_grh* grh,
+                        ibv_ah_attr* ah_attr) {
+  if (context == nullptr || wc == nullptr || grh == nullptr || ah_attr == nullptr) return EINVAL;
+  if (!(wc->wc_flags & IBV_WC_GRH)) return EINVAL;  // RoCE addresses by GID only
+  std::memset(ah_attr, 0, sizeof *ah_attr);
+  ah_attr->port_num = port_num;
+  ah_attr->is_global = 1;
+  const auto* g = reinterpret_cast<const uint8_t*>(grh);
+  std::array<uint8_t, 16> ours{};
+  if (g[20] >> 4 == 4 && std::all_of(g, g + 20, [](uint8_t b) { return b == 0; })) {
+    ah_attr->grh.dgid.raw[10] = ah_attr->grh.dgid.raw[11] = 0xFF;
+    std::memcpy(ah_attr->grh.dgid.raw + 12, g + 32, 4);  // IPv4 source address
+    ours[10] = ours[11] = 0xFF;
+    std::memcpy(ours.data() + 12, g + 36, 4);  // destination address
+    ah_attr->grh.traffic_class = g[21];
+    ah_attr->grh.hop_limit = 64;
+  } else if (g[0] >> 4 == 6) {
+    std::memcpy(ah_attr->grh.dgid.raw, g + 8, 16);
+    std::memcpy(ours.data(), g + 24, 16);
+    ah_attr->grh.traffic_class = static_cast<uint8_t>(((g[0] & 0xF) << 4) | (g[1] >> 4));
+    ah_attr->grh.flow_label = ((g[1] & 0xFu) << 16) | (g[2] << 8) | g[3];
+    ah_attr->grh.hop_limit = 64;
+  } else {
+    return EINVAL;
+  }
+  AdapterExtension* ext = ctx_of(context)->dev->ext;
+  for (uint32_t i = 0; i < ext->gid_count(); ++i) {
+    std::array<uint8_t, 16> gid{};
+    if (ext->query_gid(i, &gid) == Status::kSuccess && gid == ours) {
+      ah_attr->grh.sgid_index = static_cast<uint8_t>(i);
+      return 0;
+    }
+  }
+  return EINVAL;  // not sent to one of our GIDs
 }
-int ibv_init_ah_from_wc(ibv_context*, uint8_t, ibv_wc*, ibv_grh*, ibv_ah_attr*) {
-  return EOPNOTSUPP;
+
+ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num) {
+  if (pd == nullptr) return fail_null<ibv_ah>(EINVAL);
+  ibv_ah_attr attr;
+  if (const int e = ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr); e != 0)
+    return fail_null<ibv_ah>(e);
+  return ibv_create_ah(pd, &attr);
 }
-int ibv_destroy_ah(ibv_ah* ah) { return ah ? EOPNOTSUPP : EINVAL; }
+
+int ibv_destroy_ah(ibv_ah* ah) {
+  if (ah == nullptr) return EINVAL;
+  --pd_of(ah->pd)->users;
+  delete ah_of(ah);
+  return 0;
+}
 
 }  // extern "C"

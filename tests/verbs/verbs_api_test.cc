@@ -388,7 +388,7 @@ TEST_F(Verbs, BadArgumentsGetTheDocumentedErrno) {
   qa.send_cq = qa.recv_cq = a.cq;
   qa.cap.max_send_wr = qa.cap.max_recv_wr = 2;
   qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-  qa.qp_type = IBV_QPT_UD;
+  qa.qp_type = IBV_QPT_UC;
   errno = 0;
   EXPECT_EQ(ibv_create_qp(a.pd, &qa), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
@@ -475,6 +475,149 @@ TEST_F(Verbs, RemoteAccessErrorThenFlush) {
   EXPECT_EQ(wc[1].wr_id, 71u);
   EXPECT_EQ(wc[1].status, IBV_WC_WR_FLUSH_ERR);
   EXPECT_STREQ(ibv_wc_status_str(IBV_WC_WR_FLUSH_ERR), "Work Request Flushed Error");
+}
+
+// UD through verbs (issue 16 item 5): RESET -> INIT (Q_Key) -> RTR -> RTS, an address handle from
+// the peer's GID, SEND and SEND with immediate (one through ibv_wr_*), the GRH in front of the
+// payload, the sender's QPN in the completion, and a reply through ibv_create_ah_from_wc.
+TEST_F(Verbs, DatagramsWithAddressHandles) {
+  constexpr uint32_t kQkey = 0x11111111;
+  for (Side& s : side_) {
+    ibv_qp_init_attr_ex a{};
+    a.send_cq = a.recv_cq = s.cq;
+    a.qp_type = IBV_QPT_UD;
+    a.sq_sig_all = 1;
+    a.cap.max_send_wr = a.cap.max_recv_wr = kDepth;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 2;
+    a.cap.max_inline_data = 64;
+    a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    a.pd = s.pd;
+    a.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
+    EXPECT_EQ(ibv_create_qp_ex(s.ctx, &a), nullptr);  // no RDMA on UD
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+    s.qp = ibv_create_qp_ex(s.ctx, &a);
+    ASSERT_NE(s.qp, nullptr) << "errno " << errno;
+    ibv_qp_attr m{};
+    m.qp_state = IBV_QPS_INIT;
+    m.port_num = 1;
+    m.qkey = kQkey;
+    // RC's RESET -> INIT mask is not UD's: the Q_Key is required, access flags are not UD's.
+    EXPECT_EQ(ibv_modify_qp(s.qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT), EINVAL);
+    ASSERT_EQ(ibv_modify_qp(s.qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY),
+              0);
+    m.qp_state = IBV_QPS_RTR;
+    ASSERT_EQ(ibv_modify_qp(s.qp, &m, IBV_QP_STATE), 0);
+    m.qp_state = IBV_QPS_RTS;
+    m.sq_psn = 7;
+    ASSERT_EQ(ibv_modify_qp(s.qp, &m, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+    ibv_qp_attr q{};
+    ibv_qp_init_attr qi{};
+    ASSERT_EQ(ibv_query_qp(s.qp, &q, IBV_QP_QKEY, &qi), 0);
+    EXPECT_EQ(q.qkey, kQkey);
+    EXPECT_EQ(qi.qp_type, IBV_QPT_UD);
+  }
+  Side& a = side_[0];
+  Side& b = side_[1];
+  ibv_ah_attr aa{};
+  aa.is_global = 1;
+  aa.port_num = 1;
+  aa.grh.sgid_index = 1;
+  aa.grh.hop_limit = 64;
+  ASSERT_EQ(ibv_query_gid(b.ctx, 1, 1, &aa.grh.dgid), 0);
+  ibv_ah* to_b = ibv_create_ah(a.pd, &aa);
+  ASSERT_NE(to_b, nullptr) << "errno " << errno;
+  constexpr uint32_t kLen = 300, kSlot = 2048;
+  for (uint32_t i = 0; i < 2; ++i) {
+    ibv_sge sg{reinterpret_cast<uintptr_t>(b.buf.data() + i * kSlot), kSlot, b.mr->lkey};
+    ibv_recv_wr r{};
+    r.wr_id = 10 + i;
+    r.sg_list = &sg;
+    r.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_recv(b.qp, &r, &bad), 0);
+  }
+  std::iota(a.buf.begin(), a.buf.begin() + kLen, uint8_t{3});
+  ibv_sge sg{reinterpret_cast<uintptr_t>(a.buf.data()), kLen, a.mr->lkey};
+  ibv_send_wr w{};
+  w.wr_id = 1;
+  w.opcode = IBV_WR_SEND;
+  w.sg_list = &sg;
+  w.num_sge = 1;
+  w.wr.ud = {to_b, b.qp->qp_num, kQkey};
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(a.qp, &w, &bad), 0);
+  ibv_qp_ex* x = ibv_qp_to_qp_ex(a.qp);
+  ibv_wr_start(x);
+  x->wr_id = 2;
+  ibv_wr_send_imm(x, htobe32(0xFEEDu));
+  ibv_wr_set_ud_addr(x, to_b, b.qp->qp_num, kQkey);
+  ibv_wr_set_sge(x, a.mr->lkey, reinterpret_cast<uintptr_t>(a.buf.data()), kLen);
+  ASSERT_EQ(ibv_wr_complete(x), 0);
+  const auto sent = poll_n(a.cq, 2);
+  ASSERT_EQ(sent.size(), 2u);
+  for (const ibv_wc& c : sent) {
+    EXPECT_EQ(c.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(c.opcode, IBV_WC_SEND);
+  }
+  const auto got = poll_n(b.cq, 2);
+  ASSERT_EQ(got.size(), 2u);
+  for (uint32_t i = 0; i < 2; ++i) {
+    const ibv_wc& c = got[i];
+    ASSERT_EQ(c.status, IBV_WC_SUCCESS) << i;
+    EXPECT_EQ(c.wr_id, 10u + i);
+    EXPECT_EQ(c.opcode, IBV_WC_RECV);
+    EXPECT_EQ(c.byte_len, 40 + kLen);
+    EXPECT_EQ(c.src_qp, a.qp->qp_num);
+    EXPECT_TRUE(c.wc_flags & IBV_WC_GRH);
+    EXPECT_EQ((c.wc_flags & IBV_WC_WITH_IMM) != 0, i == 1);
+    if (i == 1) {
+      EXPECT_EQ(be32toh(c.imm_data), 0xFEEDu);
+    }
+    EXPECT_EQ(0, std::memcmp(b.buf.data() + i * kSlot + 40, a.buf.data(), kLen)) << i;
+  }
+  // The reply's address from the first datagram's GRH: b's handle to a, a's GID as destination.
+  ibv_wc first = got[0];
+  ibv_ah_attr back{};
+  ASSERT_EQ(ibv_init_ah_from_wc(b.ctx, 1, &first, reinterpret_cast<ibv_grh*>(b.buf.data()), &back),
+            0);
+  ibv_gid ga{};
+  ASSERT_EQ(ibv_query_gid(a.ctx, 1, 1, &ga), 0);
+  EXPECT_EQ(0, std::memcmp(back.grh.dgid.raw, ga.raw, 16));
+  EXPECT_EQ(back.grh.sgid_index, 1);
+  ibv_ah* to_a = ibv_create_ah_from_wc(b.pd, &first, reinterpret_cast<ibv_grh*>(b.buf.data()), 1);
+  ASSERT_NE(to_a, nullptr) << "errno " << errno;
+  ibv_sge rs{reinterpret_cast<uintptr_t>(a.buf.data() + kSlot), kSlot, a.mr->lkey};
+  ibv_recv_wr r{};
+  r.wr_id = 20;
+  r.sg_list = &rs;
+  r.num_sge = 1;
+  ibv_recv_wr* rbad = nullptr;
+  ASSERT_EQ(ibv_post_recv(a.qp, &r, &rbad), 0);
+  char msg[] = "reply";
+  ibv_sge ms{reinterpret_cast<uintptr_t>(msg), sizeof msg, 0};
+  w = {};
+  w.wr_id = 3;
+  w.opcode = IBV_WR_SEND;
+  w.send_flags = IBV_SEND_INLINE;
+  w.sg_list = &ms;
+  w.num_sge = 1;
+  w.wr.ud = {to_a, first.src_qp, kQkey};
+  ASSERT_EQ(ibv_post_send(b.qp, &w, &bad), 0);
+  const auto reply = poll_n(a.cq, 1);
+  ASSERT_EQ(reply.size(), 1u);
+  EXPECT_EQ(reply[0].wr_id, 20u);
+  EXPECT_EQ(reply[0].byte_len, 40 + sizeof msg);
+  EXPECT_EQ(0, std::memcmp(a.buf.data() + kSlot + 40, msg, sizeof msg));
+  ASSERT_EQ(poll_n(b.cq, 1).size(), 1u);
+  // RDMA on a UD QP, and a datagram without a handle: EINVAL, nothing posted.
+  w.opcode = IBV_WR_RDMA_WRITE;
+  EXPECT_EQ(ibv_post_send(b.qp, &w, &bad), EINVAL);
+  w.opcode = IBV_WR_SEND;
+  w.wr.ud.ah = nullptr;
+  EXPECT_EQ(ibv_post_send(b.qp, &w, &bad), EINVAL);
+  EXPECT_EQ(ibv_destroy_ah(to_a), 0);
+  EXPECT_EQ(ibv_destroy_ah(to_b), 0);
 }
 
 }  // namespace

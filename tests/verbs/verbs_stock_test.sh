@@ -150,6 +150,9 @@ pair rc_pingpong "$ping_re" 1 18515 ibv_rc_pingpong -g 1 -n 1000 -c
 pair rc_pingpong_events "$ping_re" 1 18515 ibv_rc_pingpong -g 1 -n 500 -c -e
 pair rc_pingpong_4k_mtu "$ping_re" 1 18515 ibv_rc_pingpong -g 1 -n 200 -s 65536 -m 4096 -c
 pair srq_pingpong "$ping_re" 1 18515 ibv_srq_pingpong -g 1 -n 500 -q 4 -c
+# UD: datagrams with address handles made from the peer's GID, replies checked (--chk).
+pair ud_pingpong "$ping_re" 1 18515 ibv_ud_pingpong -g 1 -n 1000 -c
+pair ud_pingpong_events "$ping_re" 1 18515 ibv_ud_pingpong -g 1 -n 500 -s 64 -c -e
 
 # ---- perftest: the eight tools, plain, over all sizes (-a), and with four QPs (-q 4) --------------
 row_re='^ [0-9]+ +[0-9]+ +[0-9.]+'
@@ -167,6 +170,14 @@ done
 pair write_bw_inline_post_list "$row_re" 1 18515 ib_write_bw -d urnic0 -s 32 -I 64 -l 8 -n 4000
 pair send_bw_events "$row_re" 1 18515 ib_send_bw -d urnic0 -e -n 1000
 pair write_bw_old_post_send "$row_re" 1 18515 ib_write_bw -d urnic0 --use_old_post_send -n 1000
+# UD (perftest's SEND tools are the ones with -c UD): one size, all sizes up to the MTU (2 .. 4096:
+# 12 rows), four QPs, and the old ibv_post_send path.
+pair send_bw_ud "$row_re" 1 18515 ib_send_bw -d urnic0 -c UD -n 1000
+pair send_lat_ud "$row_re" 1 18515 ib_send_lat -d urnic0 -c UD -n 1000
+pair send_bw_ud_all "$row_re" 12 18515 ib_send_bw -d urnic0 -c UD -a -n 20
+pair send_lat_ud_all "$row_re" 12 18515 ib_send_lat -d urnic0 -c UD -a -n 20
+pair send_bw_ud_q4 "$row_re" 1 18515 ib_send_bw -d urnic0 -c UD -q 4 -n 500
+pair send_bw_ud_old_post_send "$row_re" 1 18515 ib_send_bw -d urnic0 -c UD --use_old_post_send -n 1000
 
 # ---- rdma_cm (urnic's librdmacm.so.1): perftest -R, rping -V, ucmatose ----------------------------
 # With -R there is no TCP listener to wait for: the client is started again (up to 50 times, 0.2 s
