@@ -448,7 +448,12 @@ class CmWorld {
       std::fprintf(stderr, "cm: REJ sent, reason %s\n", ctl::cm::to_string(rej->reason));
     std::visit(
         [this](const auto& b) {
-          if (our_ids_.size() < 64) our_ids_.push_back(b.local_comm_id);
+          uint32_t id = 0;
+          if constexpr (requires { b.local_comm_id; })
+            id = b.local_comm_id;
+          else
+            id = b.request_id;  // SIDR
+          if (our_ids_.size() < 64) our_ids_.push_back(id);
         },
         m.body);
   }
@@ -503,13 +508,14 @@ class CmWorld {
 
   // URNIC_FUZZ_VERBOSE=1: what an input did (to check that seeds reach the states they aim at).
   void print(const ctl::CmCounters& k) const {
-    static const char* const kNames[8] = {"REQ", "MRA", "REJ", "REP", "RTU", "DREQ", "DREP", "?"};
+    static const char* const kNames[ctl::kAttrSlots] = {
+        "REQ", "MRA", "REJ", "REP", "RTU", "DREQ", "DREP", "SIDR_REQ", "SIDR_REP", "?"};
     std::fprintf(stderr, "cm: mads_in %llu, in:", static_cast<unsigned long long>(k.mads_in));
-    for (int i = 0; i < 8; ++i)
+    for (size_t i = 0; i < ctl::kAttrSlots; ++i)
       if (k.in_by_attr[i] != 0)
         std::fprintf(stderr, " %s %llu", kNames[i], (unsigned long long)k.in_by_attr[i]);
     std::fprintf(stderr, "; out:");
-    for (int i = 0; i < 8; ++i)
+    for (size_t i = 0; i < ctl::kAttrSlots; ++i)
       if (k.out_by_attr[i] != 0)
         std::fprintf(stderr, " %s %llu", kNames[i], (unsigned long long)k.out_by_attr[i]);
     std::fprintf(stderr, "; no listener %llu stale %llu backlog %llu",
