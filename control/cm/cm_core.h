@@ -217,7 +217,8 @@ class Core : public std::enable_shared_from_this<Core> {
   // listening, `on_request` is empty or the port space is neither.
   Status listen(const std::shared_ptr<Listen>& l, uint16_t port, CmRequestHandler on_request,
                 uint16_t port_space = cm::kPsTcp);
-  // NdkControlConnectEvents: while paused, requests are refused (REJ) as if nobody listened.
+  // NdkControlConnectEvents: while paused, requests are refused (REJ 8, SIDR_REP status 1) as
+  // if nobody listened.
   void pause(Listen& l, bool paused) {
     std::lock_guard lock(mu_);
     l.paused = paused;
