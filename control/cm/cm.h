@@ -62,6 +62,10 @@ enum class CmState : uint8_t {
   kDreqSent,  // DREQ sent, waiting for DREP (retransmitting)
   kDreqRcvd,  // DREQ received (DREP goes out at once, then TIMEWAIT)
   kTimewait,  // comm ID held so that stale messages are recognised
+  // SIDR (IBTA §12.11; Linux IB_CM_SIDR_REQ_SENT / _RCVD): a UD service lookup, no connection.
+  // The passive side answers once and then holds the answer in TIMEWAIT for duplicates.
+  kSidrReqSent,  // active: SIDR_REQ sent, waiting for SIDR_REP (retransmitting)
+  kSidrReqRcvd,  // passive: SIDR_REQ handed to the listener, consumer deciding
   kCount,
 };
 const char* to_string(CmState s) noexcept;
@@ -112,11 +116,19 @@ struct CmConfig {
   std::function<bool(const cm::Message&)> testing_drop_tx;
 };
 
+// Slot of a CM attribute in CmCounters::in_by_attr / out_by_attr: REQ MRA REJ REP RTU DREQ DREP
+// SIDR_REQ SIDR_REP (AttrId - 0x10), then one for any other attribute.
+inline constexpr size_t kAttrSlots = 10;
+constexpr size_t attr_slot(cm::AttrId a) noexcept {
+  const auto v = static_cast<uint16_t>(a);
+  return v >= 0x10 && v <= 0x18 ? v - 0x10u : kAttrSlots - 1;
+}
+
 // Per-agent counters (house style rule 22).
 struct CmCounters {
   uint64_t mads_in = 0, mads_out = 0;
-  uint64_t in_by_attr[8] = {};  // REQ MRA REJ REP RTU DREQ DREP other, by AttrId - 0x10
-  uint64_t out_by_attr[8] = {};
+  uint64_t in_by_attr[kAttrSlots] = {};  // by attr_slot()
+  uint64_t out_by_attr[kAttrSlots] = {};
   uint64_t decode_errors[static_cast<size_t>(cm::MadError::kCount)] = {};
   uint64_t duplicates = 0;   // REQ / REP / RTU / DREQ for a known comm ID in a later state
   uint64_t unmatched = 0;    // no connection for the comm IDs (answered where Linux answers)
@@ -125,7 +137,7 @@ struct CmCounters {
   uint64_t rej_sent = 0, rej_received = 0;
   uint64_t mra_sent = 0, mra_received = 0;
   uint64_t stale = 0;          // REQ / REP for a remote QP already connected (REJ 10)
-  uint64_t no_listener = 0;    // REQ for a port nobody listens on (REJ 8)
+  uint64_t no_listener = 0;    // REQ / SIDR_REQ for a port nobody listens on (REJ 8, SIDR 1)
   uint64_t send_failures = 0;  // neighbour unknown or TX ring full (the retry timer resends)
   uint64_t backlog_full = 0;   // REQs refused because the listener's backlog was full (REJ 3)
 };
@@ -147,7 +159,8 @@ struct CmConnInfo {
   cm::Gid local_gid{}, peer_gid{};
   uint16_t local_port = 0, peer_port = 0;
   uint32_t mtu = 0;            // the connection's path MTU
-  uint16_t reject_reason = 0;  // of the REJ that ended the handshake (0 when none)
+  uint16_t reject_reason = 0;  // of the REJ (or SIDR_REP status) that ended the handshake
+  bool datagram = false;       // a SIDR exchange (UD service lookup), not a connection
 };
 
 class CmAgent {

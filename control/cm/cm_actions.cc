@@ -40,36 +40,79 @@ Status Core::connect(const std::shared_ptr<Conn>& cp, dp::Qp* qp, const cm::Gid&
   } else if (st != dp::QpState::kInit) {
     return Status::kInvalidDeviceState;
   }
-  c.used = true;
-  c.active = true;
   c.qp = qp;
   c.local_qpn = qp->qpn();
-  c.local_id = new_comm_id();
-  c.tid = new_tid();
-  c.local_gid = *local;
-  c.remote_gid = dst;
-  c.local_port = ephemeral_port();
-  c.remote_port = port;
   c.requested = {std::min(lim.inbound, cfg_.max_read_limit),
                  std::min(lim.outbound, cfg_.max_read_limit)};
   c.rq_psn = new_psn();
   c.mtu = cfg_.path_mtu;
   c.retry_count = cfg_.retry_count;
+  start_active(cp, *local, dst, port, pdata, std::move(done));
+  return Status::kPending;
+}
+
+Status Core::resolve(const std::shared_ptr<Conn>& cp, const cm::Gid& dst, uint16_t port,
+                     std::span<const uint8_t> pdata, CmCompletion done) {
+  Conn& c = *cp;
+  if (port == 0 || !done) return Status::kInvalidParameter;
+  if (pdata.size() > cm::kMaxSidrReqUserData) return Status::kInvalidBufferSize;
+  std::lock_guard lock(mu_);
+  if (dead_) return Status::kDeviceRemoved;
+  if (c.used) return Status::kConnectionActive;
+  const auto local = local_gid_for(adapter_, dst);
+  if (!local || adapter_.control().is_local(dst)) return Status::kInvalidAddress;
+  c.datagram = true;
+  start_active(cp, *local, dst, port, pdata, std::move(done));
+  return Status::kPending;
+}
+
+void Core::start_active(const std::shared_ptr<Conn>& cp, const cm::Gid& local, const cm::Gid& dst,
+                        uint16_t port, std::span<const uint8_t> pdata, CmCompletion done) {
+  Conn& c = *cp;
+  c.used = true;
+  c.active = true;
+  c.local_id = new_comm_id();
+  c.tid = new_tid();
+  c.local_gid = local;
+  c.remote_gid = dst;
+  c.local_port = ephemeral_port();
+  c.remote_port = port;
   c.resp_timeout = cfg_.cm_response_timeout;
   c.max_retries = cfg_.max_cm_retries;
-  c.own_pdata.assign(pdata.begin(), pdata.end());  // carried into the REQ by send_req()
+  c.own_pdata.assign(pdata.begin(), pdata.end());  // carried into the request by send_request()
   c.done = std::move(done);
   register_conn(cp);
   if (auto mac = adapter_.control().lookup(dst)) {
     c.remote_mac = *mac;
-    send_req(c);
+    send_request(c);
   } else {
-    // Resolve first (ARP / ND with the control plane's retries); poll() sends the REQ.
+    // Resolve first (ARP / ND with the control plane's retries); poll() sends the request.
     adapter_.control().request(dst);
     c.timer = Timer::kResolve;
     c.deadline = Clock::now() + cfg_.resolve_timeout;
   }
-  return Status::kPending;
+}
+
+Status Core::accept_datagram(Conn& c, uint32_t qpn, uint32_t qkey, std::span<const uint8_t> pdata) {
+  // QPN 0 and 1 are the special QPs; a SIDR_REP has 24 bits for it.
+  if (qpn <= 1 || qpn > 0xFFFFFF) return Status::kInvalidParameter;
+  if (pdata.size() > cm::kSidrRepPrivateData) return Status::kInvalidBufferSize;
+  std::lock_guard lock(mu_);
+  if (dead_) return Status::kDeviceRemoved;
+  if (!c.datagram || c.active || c.state != CmState::kSidrReqRcvd)
+    return Status::kConnectionInvalid;
+  c.local_qpn = qpn;
+  c.qkey = qkey != 0 ? qkey : cm::kRdmaUdpQkey;
+  send_sidr_rep(c, cm::SidrStatus::kValid, qpn, c.qkey, pdata);
+  return Status::kSuccess;
+}
+
+Status Core::datagram_peer(const Conn& c, uint32_t* qpn, uint32_t* qkey) const {
+  std::lock_guard lock(mu_);
+  if (!c.datagram || !c.active || !c.resolved) return Status::kConnectionInvalid;
+  if (qpn != nullptr) *qpn = c.remote_qpn;
+  if (qkey != nullptr) *qkey = c.qkey;
+  return Status::kSuccess;
 }
 
 Status Core::complete_connect(Conn& c, CmDisconnectEvent on_disconnect) {
@@ -150,6 +193,10 @@ Status Core::reject(Conn& c, std::span<const uint8_t> pdata) {
       send_rej(c, RejReason::kConsumerDefined, MsgResponse::kRep, pdata);
       enter(c, CmState::kTimewait);
       return Status::kSuccess;
+    case CmState::kSidrReqRcvd:  // SIDR_REP status 2, "rejected by service provider"
+      if (pdata.size() > cm::kSidrRepPrivateData) return Status::kInvalidBufferSize;
+      send_sidr_rep(c, cm::SidrStatus::kRejected, 0, 0, pdata);
+      return Status::kSuccess;
     default:
       return Status::kConnectionInvalid;
   }
@@ -208,6 +255,12 @@ void Core::close(Conn& c) {
         if (!c.aborted) send_rej(c, RejReason::kConsumerDefined, MsgResponse::kRep);
         enter(c, CmState::kTimewait);
         break;
+      case CmState::kSidrReqSent:  // Linux cm_destroy_id: the SIDR_REQ is just cancelled
+        enter(c, CmState::kIdle);
+        break;
+      case CmState::kSidrReqRcvd:  // ... and an undecided one refused (IB_SIDR_REJECT)
+        send_sidr_rep(c, cm::SidrStatus::kRejected, 0, 0, {});
+        break;
       case CmState::kEstablished: {
         cm::Dreq dreq{c.local_id, c.remote_id, c.remote_qpn, {}};
         c.local_disconnect = true;
@@ -224,22 +277,25 @@ void Core::close(Conn& c) {
   c.qp = nullptr;
 }
 
-Status Core::listen(const std::shared_ptr<Listen>& l, uint16_t port, CmRequestHandler on_request) {
-  if (!on_request) return Status::kInvalidParameter;
+Status Core::listen(const std::shared_ptr<Listen>& l, uint16_t port, CmRequestHandler on_request,
+                    uint16_t port_space) {
+  if (!on_request || (port_space != cm::kPsTcp && port_space != cm::kPsUdp))
+    return Status::kInvalidParameter;
   std::lock_guard lock(mu_);
   if (dead_) return Status::kDeviceRemoved;
   if (l->listening || l->closed) return Status::kInvalidParameter;
+  const auto taken = [&](uint16_t p) { return listeners_.count({port_space, p}) != 0; };
   if (port == 0) {
-    for (int i = 0; i < 65536 && (port == 0 || listeners_.count(port)); ++i)
-      port = ephemeral_port();
-    if (listeners_.count(port)) return Status::kTooManyAddresses;
-  } else if (listeners_.count(port)) {
+    for (int i = 0; i < 65536 && (port == 0 || taken(port)); ++i) port = ephemeral_port();
+    if (taken(port)) return Status::kTooManyAddresses;
+  } else if (taken(port)) {
     return Status::kAddressAlreadyAssociated;
   }
   l->port = port;
+  l->port_space = port_space;
   l->on_request = std::move(on_request);
   l->listening = true;
-  listeners_[port] = l;
+  listeners_[{port_space, port}] = l;
   return Status::kSuccess;
 }
 
@@ -248,7 +304,7 @@ void Core::close_listener(Listen& l) {
   if (l.closed) return;
   l.closed = true;
   l.on_request = nullptr;
-  auto it = listeners_.find(l.port);
+  auto it = listeners_.find({l.port_space, l.port});
   if (l.listening && it != listeners_.end() && it->second.get() == &l) listeners_.erase(it);
 }
 
@@ -264,6 +320,7 @@ void Core::shutdown() {
   by_local_.clear();
   by_remote_.clear();
   by_qpn_.clear();
+  by_sidr_.clear();
   listeners_.clear();
 }
 

@@ -14,7 +14,9 @@ Status Core::get_connection_data(const Conn& c, ReadLimits* limits, void* pdata,
                                  uint32_t* len) const {
   std::lock_guard lock(mu_);
   if (!c.have_peer_data) return Status::kConnectionInvalid;
-  if (limits != nullptr) {
+  if (limits != nullptr && c.datagram) {
+    *limits = {0, 0};  // SIDR: no connection, no RDMA READs
+  } else if (limits != nullptr) {
     // Before accept(): the peer's request seen from our side (what it wants to read from us is
     // our inbound). After a REP: the negotiated limits.
     *limits = c.active ? c.effective : ReadLimits{c.peer.outbound, c.peer.inbound};
@@ -37,8 +39,9 @@ Status Core::get_connection_data(const Conn& c, ReadLimits* limits, void* pdata,
 
 CmConnInfo Core::info(const Conn& c) const {
   std::lock_guard lock(mu_);
-  return CmConnInfo{c.state,      c.active,     c.local_qpn,   c.remote_qpn, c.local_gid,
-                    c.remote_gid, c.local_port, c.remote_port, c.mtu,        c.reject_reason};
+  return CmConnInfo{c.state,     c.active,        c.local_qpn,  c.remote_qpn,
+                    c.local_gid, c.remote_gid,    c.local_port, c.remote_port,
+                    c.mtu,       c.reject_reason, c.datagram};
 }
 
 CmAgent::CmAgent(Adapter& adapter, const CmConfig& cfg)

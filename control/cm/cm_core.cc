@@ -26,9 +26,9 @@ namespace urnic::ctl {
 
 const char* to_string(CmState s) noexcept {
   static constexpr const char* kNames[] = {
-      "IDLE",      "REQ_SENT",  "REQ_RCVD",     "MRA_REQ_SENT", "MRA_REQ_RCVD",
-      "REP_SENT",  "REP_RCVD",  "MRA_REP_SENT", "MRA_REP_RCVD", "ESTABLISHED",
-      "DREQ_SENT", "DREQ_RCVD", "TIMEWAIT"};
+      "IDLE",      "REQ_SENT",  "REQ_RCVD",     "MRA_REQ_SENT",  "MRA_REQ_RCVD",
+      "REP_SENT",  "REP_RCVD",  "MRA_REP_SENT", "MRA_REP_RCVD",  "ESTABLISHED",
+      "DREQ_SENT", "DREQ_RCVD", "TIMEWAIT",     "SIDR_REQ_SENT", "SIDR_REQ_RCVD"};
   static_assert(std::size(kNames) == static_cast<size_t>(CmState::kCount));
   const auto i = static_cast<size_t>(s);
   return i < std::size(kNames) ? kNames[i] : "?";
@@ -68,6 +68,8 @@ void Core::unregister(Conn& c) {
   if (r != by_remote_.end() && r->second.get() == &c) by_remote_.erase(r);
   auto q = by_qpn_.find({c.remote_gid, c.remote_qpn});
   if (q != by_qpn_.end() && q->second.get() == &c) by_qpn_.erase(q);
+  auto sd = by_sidr_.find({c.remote_gid, c.remote_id});
+  if (sd != by_sidr_.end() && sd->second.get() == &c) by_sidr_.erase(sd);
   c.timer = Timer::kNone;
 }
 
@@ -80,8 +82,7 @@ bool Core::stale_qpn(const cm::Gid& gid, uint32_t qpn, const Conn* except) const
 }
 
 void Core::send_to(const cm::Gid& dst, const Message& m) {
-  const auto a = static_cast<uint16_t>(cm::attr_id(m));
-  const size_t idx = a >= 0x10 && a <= 0x16 ? a - 0x10 : 7;
+  const size_t idx = attr_slot(cm::attr_id(m));
   if constexpr (kTesting) {
     if (cfg_.testing_drop_tx && cfg_.testing_drop_tx(m)) {
       ++counters_.mads_out;  // sent, then lost on the wire
@@ -145,6 +146,30 @@ void Core::rej_unmatched(const MadIn& in, const Message& m, uint32_t their_id, M
   r.message_rejected = msg;
   r.reason = reason;
   ++counters_.rej_sent;
+  send_to(in.src_gid, Message{m.tid, 0, r});
+}
+
+void Core::send_sidr_rep(Conn& c, cm::SidrStatus status, uint32_t qpn, uint32_t qkey,
+                         std::span<const uint8_t> pdata) {
+  cm::SidrRep r;
+  r.request_id = c.remote_id;
+  r.status = status;
+  r.qpn = qpn;
+  r.service_id = cm::service_id_for(c.local_port, cm::kPsUdp);
+  r.qkey = qkey;
+  std::copy_n(pdata.begin(), std::min(pdata.size(), r.private_data.size()), r.private_data.begin());
+  send(c, Message{c.tid, 0, r}, false);
+  // Linux forgets a SIDR request once answered, so a late retry reaches the listener again; we
+  // hold the answer for a TIMEWAIT and send it again instead (on_timewait).
+  enter(c, CmState::kTimewait);
+}
+
+void Core::sidr_unmatched(const MadIn& in, const Message& m, cm::SidrStatus status) {
+  const auto& req = std::get<cm::SidrReq>(m.body);
+  cm::SidrRep r;
+  r.request_id = req.request_id;
+  r.status = status;
+  r.service_id = req.service_id;
   send_to(in.src_gid, Message{m.tid, 0, r});
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "control/cm/cm.h"
+#include "control/cm/cma.h"
 #include "urnic/config.h"
 
 namespace urnic::ctl::cm_detail {
@@ -30,6 +31,7 @@ constexpr uint16_t kEphemeralFirst = 49152;
 
 struct Listen {
   uint16_t port = 0;
+  uint16_t port_space = cm::kPsTcp;  // kPsTcp: REQs (RC); kPsUdp: SIDR_REQs (UD)
   bool listening = false;
   bool paused = false;
   bool closed = false;
@@ -47,6 +49,11 @@ struct Conn : std::enable_shared_from_this<Conn> {
   bool peer_disconnected = false;
   bool local_disconnect = false;  // the consumer called disconnect()
   bool have_peer_data = false;
+  // SIDR (IBTA §12.11): a UD service lookup; no QP is touched and no connection follows. The
+  // active side learns the peer's QPN (remote_qpn) and Q_Key (qkey) once `resolved`.
+  bool datagram = false;
+  bool resolved = false;
+  uint32_t qkey = 0;
   // Selective repeat (cm::kSrMark): we offered it in our REQ / the peer's REQ offered it; and
   // what both agreed, which qp_to_rts gives the QP.
   bool sr_offered = false;
@@ -93,7 +100,18 @@ struct Conn : std::enable_shared_from_this<Conn> {
 
 // What drives a state function: a received message (with where it came from) or a timer.
 struct Input {
-  enum class Kind : uint8_t { kReq, kMra, kRej, kRep, kRtu, kDreq, kDrep, kTimeout };
+  enum class Kind : uint8_t {
+    kReq,
+    kMra,
+    kRej,
+    kRep,
+    kRtu,
+    kDreq,
+    kDrep,
+    kSidrReq,
+    kSidrRep,
+    kTimeout
+  };
   Kind kind = Kind::kTimeout;
   const Message* msg = nullptr;
   const MadIn* in = nullptr;
@@ -175,11 +193,32 @@ class Core : public std::enable_shared_from_this<Core> {
   Status get_connection_data(const Conn& c, ReadLimits* limits, void* pdata, uint32_t* len) const;
   CmConnInfo info(const Conn& c) const;
 
-  // NdkListen on `port` (0: an ephemeral port from 49152-65535) of the adapter's addresses;
-  // `on_request` gets each new request. kSuccess; kAddressAlreadyAssociated when another
-  // listener has the port; kInvalidParameter when already listening or `on_request` is empty.
-  Status listen(const std::shared_ptr<Listen>& l, uint16_t port, CmRequestHandler on_request);
-  // NdkControlConnectEvents: while paused, requests are refused (REJ) as if nobody listened.
+  // SIDR, active side (IBTA §12.11): sends a SIDR_REQ for rdma_cm's RDMA_PS_UDP service of `port`
+  // at `dst` (resolving its MAC first), `pdata` (at most cm::kMaxSidrReqUserData = 180 bytes)
+  // after the IP CM header, and retransmits it like a REQ. Returns kPending, then `done` runs
+  // once: kSuccess on a SIDR_REP with status 0 (datagram_peer() and get_connection_data() tell
+  // the answer); kConnectionRefused on any other status (or a zero Q_Key, which rdma_cm refuses
+  // too); kIoTimeout; kHostUnreachable; kCancelled. Inline: kInvalidParameter,
+  // kInvalidBufferSize, kInvalidAddress, kConnectionActive (already used).
+  Status resolve(const std::shared_ptr<Conn>& cp, const cm::Gid& dst, uint16_t port,
+                 std::span<const uint8_t> pdata, CmCompletion done);
+  // SIDR, passive side (synchronous): SIDR_REP status 0 with our UD QP's `qpn` and `qkey` (0:
+  // rdma_cm's default cm::kRdmaUdpQkey) and `pdata` (at most 136 bytes). kSuccess;
+  // kConnectionInvalid (not an undecided SIDR request); kInvalidParameter (QPN 0, 1 or above 24
+  // bits); kInvalidBufferSize. reject() answers with status 2 (rejected) instead.
+  Status accept_datagram(Conn& c, uint32_t qpn, uint32_t qkey, std::span<const uint8_t> pdata);
+  // The peer's UD QPN and Q_Key after a successful resolve(); kConnectionInvalid otherwise.
+  Status datagram_peer(const Conn& c, uint32_t* qpn, uint32_t* qkey) const;
+
+  // NdkListen on `port` (0: an ephemeral port from 49152-65535) of the adapter's addresses in
+  // rdma_cm port space `port_space`: cm::kPsTcp (REQs) or cm::kPsUdp (SIDR_REQs); the two spaces
+  // have separate ports. `on_request` gets each new request. kSuccess;
+  // kAddressAlreadyAssociated when another listener has the port; kInvalidParameter when already
+  // listening, `on_request` is empty or the port space is neither.
+  Status listen(const std::shared_ptr<Listen>& l, uint16_t port, CmRequestHandler on_request,
+                uint16_t port_space = cm::kPsTcp);
+  // NdkControlConnectEvents: while paused, requests are refused (REJ 8, SIDR_REP status 1) as
+  // if nobody listened.
   void pause(Listen& l, bool paused) {
     std::lock_guard lock(mu_);
     l.paused = paused;
@@ -207,6 +246,8 @@ class Core : public std::enable_shared_from_this<Core> {
   CmState on_established(Conn& c, const Input& in);
   CmState on_dreq_sent(Conn& c, const Input& in);
   CmState on_timewait(Conn& c, const Input& in);  // also DREQ_RCVD (transient)
+  CmState on_sidr_req_sent(Conn& c, const Input& in);
+  CmState on_sidr_req_rcvd(Conn& c, const Input& in);
   RejReason rejected(Conn& c, const Input& in);
   CmState more_time(Conn& c, const Input& in, MsgResponse what, CmState waiting, CmState next);
   CmState ask_more_time(Conn& c, MsgResponse what, CmState mra_sent);
@@ -219,6 +260,11 @@ class Core : public std::enable_shared_from_this<Core> {
   void handle_rep(const MadIn& in, const Message& m);
   void handle_rej(const MadIn& in, const Message& m);
   void handle_mra(const MadIn& in, const Message& m);
+  void handle_sidr_req(const MadIn& in, const Message& m);
+  void handle_sidr_rep(const MadIn& in, const Message& m);
+  // Hands a new request to its listener's handler on the control thread (refused if the
+  // listener went away meanwhile).
+  void offer(const std::shared_ptr<Conn>& c, const std::shared_ptr<Listen>& l);
   void handle_by_ids(const MadIn& in, const Message& m, uint32_t local_id, uint32_t remote_id,
                      Input::Kind kind);
 
@@ -234,12 +280,13 @@ class Core : public std::enable_shared_from_this<Core> {
     return static_cast<uint16_t>(kEphemeralFirst + rng_() % (65536 - kEphemeralFirst));
   }
   void register_conn(const std::shared_ptr<Conn>& c) { by_local_[c->local_id] = c; }
-  // Passive connections on `port` whose request the consumer has not decided yet.
-  size_t pending_requests(uint16_t port) const {
+  // Passive requests to listener `l` that the consumer has not decided yet.
+  size_t pending_requests(const Listen& l) const {
     size_t n = 0;
     for (const auto& [id, c] : by_local_)
-      n += !c->active && c->local_port == port &&
-           (c->state == CmState::kReqRcvd || c->state == CmState::kMraReqSent);
+      n += !c->active && c->local_port == l.port && c->datagram == (l.port_space == cm::kPsUdp) &&
+           (c->state == CmState::kReqRcvd || c->state == CmState::kMraReqSent ||
+            c->state == CmState::kSidrReqRcvd);
     return n;
   }
   void register_remote(const std::shared_ptr<Conn>& c);
@@ -260,7 +307,20 @@ class Core : public std::enable_shared_from_this<Core> {
   static Clock::duration interval(uint8_t t) {
     return std::chrono::nanoseconds(cm::cm_timeout_ns(t));
   }
+  // The active side's first message once the peer's MAC is known: REQ, or SIDR_REQ.
+  void send_request(Conn& c) { c.datagram ? send_sidr_req(c) : send_req(c); }
   void send_req(Conn& c);
+  void send_sidr_req(Conn& c);
+  // Fills the IP CM header at the start of an active side's REQ / SIDR_REQ private data.
+  void put_cma_hdr(const Conn& c, std::span<uint8_t> pdata) const;
+  // Sets up an active side (connect / resolve) and sends its request, or resolves the MAC first.
+  void start_active(const std::shared_ptr<Conn>& cp, const cm::Gid& local, const cm::Gid& dst,
+                    uint16_t port, std::span<const uint8_t> pdata, CmCompletion done);
+  // The passive side's one SIDR_REP (kept to answer duplicates), then TIMEWAIT.
+  void send_sidr_rep(Conn& c, cm::SidrStatus status, uint32_t qpn, uint32_t qkey,
+                     std::span<const uint8_t> pdata);
+  // SIDR_REP for a SIDR_REQ that has no request state (nobody listens): no state is kept.
+  void sidr_unmatched(const MadIn& in, const Message& m, cm::SidrStatus status);
   // Sends the last MRA / RTU / DREP again (answer to a duplicate).
   void resend_reply(Conn& c) {
     Message m;
@@ -317,7 +377,9 @@ class Core : public std::enable_shared_from_this<Core> {
   std::unordered_map<uint32_t, std::shared_ptr<Conn>> by_local_;
   std::map<std::pair<uint64_t, uint32_t>, std::shared_ptr<Conn>> by_remote_;  // guid, comm ID
   std::map<std::pair<cm::Gid, uint32_t>, std::shared_ptr<Conn>> by_qpn_;      // gid, QPN
-  std::map<uint16_t, std::shared_ptr<Listen>> listeners_;
+  std::map<std::pair<cm::Gid, uint32_t>, std::shared_ptr<Conn>> by_sidr_;     // gid, request ID
+  // By (port space, port): rdma_cm's TCP and UDP port spaces are separate.
+  std::map<std::pair<uint16_t, uint16_t>, std::shared_ptr<Listen>> listeners_;
   std::vector<std::function<void()>> pending_;
 };
 

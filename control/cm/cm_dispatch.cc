@@ -29,8 +29,7 @@ void Core::on_mad(const MadIn& in) {
     if (err != cm::MadError::kOk) {
       ++counters_.decode_errors[static_cast<size_t>(err)];
     } else {
-      const auto a = static_cast<uint16_t>(cm::attr_id(m));
-      ++counters_.in_by_attr[a >= 0x10 && a <= 0x16 ? a - 0x10 : 7];
+      ++counters_.in_by_attr[attr_slot(cm::attr_id(m))];
       switch (cm::attr_id(m)) {
         case cm::AttrId::kReq:
           handle_req(in, m);
@@ -59,6 +58,12 @@ void Core::on_mad(const MadIn& in) {
           handle_by_ids(in, m, b.remote_comm_id, b.local_comm_id, Input::Kind::kDrep);
           break;
         }
+        case cm::AttrId::kSidrReq:
+          handle_sidr_req(in, m);
+          break;
+        case cm::AttrId::kSidrRep:
+          handle_sidr_rep(in, m);
+          break;
         default:
           break;
       }
@@ -76,7 +81,7 @@ void Core::handle_req(const MadIn& in, const Message& m) {
     return;
   }
   // Only RDMA IP CM services over RC (rdma_cm's RDMA_PS_TCP) are offered.
-  if (!cm::is_ip_service(req.service_id) || cm::ip_protocol_of(req.service_id) != 0x06) {
+  if (!cm::is_ip_service(req.service_id) || cm::ip_protocol_of(req.service_id) != cm::kIpProtoTcp) {
     ++counters_.no_listener;
     rej_unmatched(in, m, req.local_comm_id, MsgResponse::kReq, RejReason::kInvalidServiceId);
     return;
@@ -97,14 +102,14 @@ void Core::handle_req(const MadIn& in, const Message& m) {
     rej_unmatched(in, m, req.local_comm_id, MsgResponse::kReq, RejReason::kConsumerDefined);
     return;
   }
-  auto li = listeners_.find(cm::port_of(req.service_id));
+  auto li = listeners_.find({cm::kPsTcp, cm::port_of(req.service_id)});
   if (li == listeners_.end() || li->second->paused || li->second->closed ||
       !adapter_.control().is_local(hdr.dst)) {
     ++counters_.no_listener;
     rej_unmatched(in, m, req.local_comm_id, MsgResponse::kReq, RejReason::kInvalidServiceId);
     return;
   }
-  if (pending_requests(li->second->port) >= cfg_.max_pending_requests) {
+  if (pending_requests(*li->second) >= cfg_.max_pending_requests) {
     ++counters_.backlog_full;
     rej_unmatched(in, m, req.local_comm_id, MsgResponse::kReq, RejReason::kNoResources);
     return;
@@ -141,17 +146,23 @@ void Core::handle_req(const MadIn& in, const Message& m) {
   c->have_peer_data = true;
   register_conn(c);
   register_remote(c);
-  auto l = li->second;
+  offer(c, li->second);
+}
+
+void Core::offer(const std::shared_ptr<Conn>& c, const std::shared_ptr<Listen>& l) {
   post([self = shared_from_this(), c, l] {
     CmRequestHandler h;
     {
       std::lock_guard lock(self->mu_);
       if (self->dead_) return;
       if (l->closed || l->paused || !l->on_request) {
-        // The listener went away while the request waited for the control thread.
+        // The listener went away while the request waited for the control thread: answered as
+        // if nobody had listened.
         if (c->state == CmState::kReqRcvd || c->state == CmState::kMraReqSent) {
           self->send_rej(*c, RejReason::kInvalidServiceId, MsgResponse::kReq);
           self->enter(*c, CmState::kIdle);
+        } else if (c->state == CmState::kSidrReqRcvd) {
+          self->send_sidr_rep(*c, cm::SidrStatus::kServiceIdNotSupported, 0, 0, {});
         }
         return;
       }
@@ -159,6 +170,70 @@ void Core::handle_req(const MadIn& in, const Message& m) {
     }
     h(c);
   });
+}
+
+// SIDR_REQ (IBTA §12.11.1), the way Linux's cm_sidr_req_handler and rdma_cm's UDP port space
+// take it: a listener in kPsUdp gets it as a new (datagram) connection; nobody listening is
+// answered with status 1 at once.
+void Core::handle_sidr_req(const MadIn& in, const Message& m) {
+  const auto& req = std::get<cm::SidrReq>(m.body);
+  // A retransmitted SIDR_REQ (same request ID from the same GID, as Linux's remote SIDR table
+  // keys it) goes to its request: dropped while the consumer decides, answered again after.
+  if (auto it = by_sidr_.find({in.src_gid, req.request_id}); it != by_sidr_.end()) {
+    ++counters_.duplicates;
+    drive(it->second, Input{Input::Kind::kSidrReq, &m, &in});
+    return;
+  }
+  cm::CmaHdr hdr;
+  if (!cm::is_ip_service(req.service_id) || cm::ip_protocol_of(req.service_id) != cm::kIpProtoUdp ||
+      !cm::decode(
+          std::span<const uint8_t, cm::kCmaHdrSize>(req.private_data.data(), cm::kCmaHdrSize),
+          &hdr)) {
+    ++counters_.no_listener;
+    sidr_unmatched(in, m, cm::SidrStatus::kServiceIdNotSupported);
+    return;
+  }
+  auto li = listeners_.find({cm::kPsUdp, cm::port_of(req.service_id)});
+  if (li == listeners_.end() || li->second->paused || li->second->closed ||
+      !adapter_.control().is_local(hdr.dst)) {
+    ++counters_.no_listener;
+    sidr_unmatched(in, m, cm::SidrStatus::kServiceIdNotSupported);
+    return;
+  }
+  if (pending_requests(*li->second) >= cfg_.max_pending_requests) {
+    ++counters_.backlog_full;
+    sidr_unmatched(in, m, cm::SidrStatus::kRejected);
+    return;
+  }
+  auto c = std::make_shared<Conn>();
+  c->used = true;
+  c->datagram = true;
+  c->state = CmState::kSidrReqRcvd;
+  c->local_id = new_comm_id();
+  c->remote_id = req.request_id;
+  c->tid = m.tid;
+  c->local_gid = in.dst_gid;
+  c->remote_gid = in.src_gid;  // the SIDR_REP goes where the SIDR_REQ came from
+  c->remote_mac = in.src_mac;
+  c->local_port = li->second->port;
+  c->remote_port = hdr.src_port;
+  c->peer_pdata.assign(req.private_data.begin() + cm::kCmaHdrSize, req.private_data.end());
+  c->have_peer_data = true;
+  register_conn(c);
+  by_sidr_[{c->remote_gid, c->remote_id}] = c;
+  offer(c, li->second);
+}
+
+// SIDR_REP (IBTA §12.11.2): found by its request ID, which is our local ID (Linux
+// cm_sidr_rep_handler), from the GID we asked.
+void Core::handle_sidr_rep(const MadIn& in, const Message& m) {
+  const auto& rep = std::get<cm::SidrRep>(m.body);
+  auto c = find_local(rep.request_id);
+  if (c == nullptr || !c->datagram || !c->active || c->remote_gid != in.src_gid) {
+    ++counters_.unmatched;
+    return;
+  }
+  drive(c, Input{Input::Kind::kSidrRep, &m, &in});
 }
 
 void Core::handle_rep(const MadIn& in, const Message& m) {
@@ -236,6 +311,15 @@ void Core::handle_by_ids(const MadIn& in, const Message& m, uint32_t local_id, u
 // ---- Timers
 // ---------------------------------------------------------------------------------------
 
+void Core::put_cma_hdr(const Conn& c, std::span<uint8_t> pdata) const {
+  cm::CmaHdr hdr;
+  hdr.ip_version = gid_is_ipv4(c.remote_gid) ? 4 : 6;
+  hdr.src_port = c.local_port;
+  hdr.src = c.local_gid;
+  hdr.dst = c.remote_gid;
+  cm::encode(hdr, pdata.first<cm::kCmaHdrSize>());
+}
+
 void Core::send_req(Conn& c) {
   cm::Req req;
   req.local_comm_id = c.local_id;
@@ -259,18 +343,27 @@ void Core::send_req(Conn& c) {
   req.primary.hop_limit = cfg_.hop_limit;
   req.primary.subnet_local = cfg_.hop_limit <= 1;
   req.primary.local_ack_timeout = cfg_.local_ack_timeout;
-  cm::CmaHdr hdr;
-  hdr.ip_version = gid_is_ipv4(c.remote_gid) ? 4 : 6;
-  hdr.src_port = c.local_port;
-  hdr.src = c.local_gid;
-  hdr.dst = c.remote_gid;
-  cm::encode(hdr, std::span<uint8_t, cm::kCmaHdrSize>(req.private_data.data(), cm::kCmaHdrSize));
+  put_cma_hdr(c, req.private_data);
   std::copy(c.own_pdata.begin(), c.own_pdata.end(), req.private_data.begin() + cm::kCmaHdrSize);
   c.sr_offered = cfg_.selective_repeat && c.own_pdata.size() <= cm::kMaxReqUserDataWithSr;
   if (c.sr_offered) cm::put_sr_mark(req.private_data);
   send(c, Message{c.tid, 0, req}, true);
   arm_retransmit(c);
   c.state = CmState::kReqSent;
+}
+
+// SIDR_REQ as rdma_cm's cma_resolve_ib_udp builds it: the RDMA_PS_UDP service ID of the port, the
+// IP CM header, then the consumer's data. Retransmitted like a REQ (the kernel: every 2^12 ms,
+// CMA_MAX_CM_RETRIES times).
+void Core::send_sidr_req(Conn& c) {
+  cm::SidrReq req;
+  req.request_id = c.local_id;
+  req.service_id = cm::service_id_for(c.remote_port, cm::kPsUdp);
+  put_cma_hdr(c, req.private_data);
+  std::copy(c.own_pdata.begin(), c.own_pdata.end(), req.private_data.begin() + cm::kCmaHdrSize);
+  send(c, Message{c.tid, 0, req}, true);
+  arm_retransmit(c);
+  c.state = CmState::kSidrReqSent;
 }
 
 bool Core::poll() {
@@ -288,7 +381,7 @@ bool Core::poll() {
         case Timer::kResolve:
           if (auto mac = adapter_.control().lookup(c->remote_gid)) {
             c->remote_mac = *mac;
-            send_req(*c);
+            send_request(*c);
             work = true;
           } else if (now >= c->deadline) {
             drive(c, Input{});

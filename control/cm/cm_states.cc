@@ -42,6 +42,10 @@ CmState Core::step(Conn& c, const Input& in) {
     case CmState::kDreqRcvd:
     case CmState::kTimewait:
       return on_timewait(c, in);
+    case CmState::kSidrReqSent:
+      return on_sidr_req_sent(c, in);
+    case CmState::kSidrReqRcvd:
+      return on_sidr_req_rcvd(c, in);
     default:
       return c.state;
   }
@@ -238,11 +242,52 @@ CmState Core::on_timewait(Conn& c, const Input& in) {
       ++counters_.stale;
       send_rej(c, RejReason::kStaleConn, MsgResponse::kReq);
       return c.state;
+    case Input::Kind::kSidrReq:  // a SIDR_REQ retried after our answer: the same answer
+      resend_reply(c);
+      return c.state;
     case Input::Kind::kTimeout:
       return CmState::kIdle;
     default:
       return c.state;
   }
+}
+
+// Active SIDR, SIDR_REQ out (IBTA §12.11): one SIDR_REP ends it, whatever its status; there is no
+// connection to keep, so the request is forgotten (IDLE) and a late duplicate REP is unmatched.
+CmState Core::on_sidr_req_sent(Conn& c, const Input& in) {
+  switch (in.kind) {
+    case Input::Kind::kSidrRep: {
+      const auto& rep = std::get<cm::SidrRep>(in.msg->body);
+      c.timer = Timer::kNone;
+      c.peer_pdata.assign(rep.private_data.begin(), rep.private_data.end());
+      c.have_peer_data = true;
+      // rdma_cm (cma_sidr_rep_handler) refuses a "valid" answer with Q_Key 0: no UD peer can be
+      // addressed with it.
+      if (rep.status == cm::SidrStatus::kValid && rep.qkey != 0) {
+        c.remote_qpn = rep.qpn;
+        c.qkey = rep.qkey;
+        c.resolved = true;
+        complete(c, Status::kSuccess);
+      } else {
+        c.reject_reason = static_cast<uint16_t>(rep.status);
+        complete(c, Status::kConnectionRefused);
+      }
+      return CmState::kIdle;
+    }
+    case Input::Kind::kTimeout:  // every retry unanswered (Linux: IB_CM_SIDR_REQ_ERROR)
+      ++counters_.timeouts;
+      complete(c, Status::kIoTimeout);
+      return CmState::kIdle;
+    default:
+      return c.state;
+  }
+}
+
+// Passive SIDR, request with the consumer: its retries are dropped until it answers (the answer
+// goes out once, from accept_datagram / reject / close, and is then repeated in TIMEWAIT).
+CmState Core::on_sidr_req_rcvd(Conn& c, const Input& in) {
+  (void)in;
+  return c.state;
 }
 
 // ---- Steps the state functions share ----

@@ -48,6 +48,16 @@ inline constexpr size_t kCmaHdrSize = sizeof(CmaHdrWire);
 // IB_CM_REQ_PRIVATE_DATA_SIZE - sizeof(struct cma_hdr)).
 inline constexpr size_t kMaxReqUserData = kReqPrivateData - kCmaHdrSize;
 
+// The application's share of a SIDR_REQ's private data (216 - 36 = 180 bytes): rdma_cm puts the
+// same IP CM header at its start (cma_resolve_ib_udp).
+inline constexpr size_t kMaxSidrReqUserData = kSidrReqPrivateData - kCmaHdrSize;
+// rdma_cm's Q_Key for its UDP and IB port spaces (RDMA_UDP_QKEY), what rdma_accept() answers a
+// SIDR_REQ with when the consumer names none.
+inline constexpr uint32_t kRdmaUdpQkey = 0x01234567;
+// IP protocol numbers in the service ID (port spaces kPsTcp and kPsUdp).
+inline constexpr uint8_t kIpProtoTcp = 0x06;
+inline constexpr uint8_t kIpProtoUdp = 0x11;
+
 // Host form. Addresses are GIDs: IPv4 ones IPv4-mapped (::ffff:a.b.c.d), as everywhere else.
 struct CmaHdr {
   uint8_t version = kCmaVersion;

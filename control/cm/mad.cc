@@ -216,10 +216,47 @@ Drep get(const DrepWire& w) noexcept {
   return Drep{w.local_comm_id.get(), w.remote_comm_id.get(), w.private_data};
 }
 
+void put(const SidrReq& m, SidrReqWire& w) noexcept {
+  w.request_id = Be32::of(m.request_id);
+  w.pkey = Be16::of(m.pkey);
+  w.service_id = Be64::of(m.service_id);
+  w.private_data = m.private_data;
+}
+
+SidrReq get(const SidrReqWire& w) noexcept {
+  return SidrReq{w.request_id.get(), w.pkey.get(), w.service_id.get(), w.private_data};
+}
+
+void put(const SidrRep& m, SidrRepWire& w) noexcept {
+  w.request_id = Be32::of(m.request_id);
+  w.status = static_cast<uint8_t>(m.status);
+  w.info_length = m.info_length;
+  SidrRepWire::Qpn::set(w, m.qpn);
+  w.service_id = Be64::of(m.service_id);
+  w.qkey = Be32::of(m.qkey);
+  w.info = m.info;
+  w.private_data = m.private_data;
+}
+
+SidrRep get(const SidrRepWire& w) noexcept {
+  SidrRep m;
+  m.request_id = w.request_id.get();
+  m.status = static_cast<SidrStatus>(w.status);  // any value: the receiver judges it
+  m.info_length = w.info_length;
+  m.qpn = SidrRepWire::Qpn::get(w);
+  m.service_id = w.service_id.get();
+  m.qkey = w.qkey.get();
+  m.info = w.info;
+  m.private_data = w.private_data;
+  return m;
+}
+
 // The messages Message::body holds, in its order: their wire structs and attribute IDs.
-using BodyWires = std::tuple<ReqWire, MraWire, RejWire, RepWire, RtuWire, DreqWire, DrepWire>;
-constexpr std::array<AttrId, 7> kBodyIds = {AttrId::kReq, AttrId::kMra,  AttrId::kRej, AttrId::kRep,
-                                            AttrId::kRtu, AttrId::kDreq, AttrId::kDrep};
+using BodyWires = std::tuple<ReqWire, MraWire, RejWire, RepWire, RtuWire, DreqWire, DrepWire,
+                             SidrReqWire, SidrRepWire>;
+constexpr std::array<AttrId, 9> kBodyIds = {AttrId::kReq,  AttrId::kMra,     AttrId::kRej,
+                                            AttrId::kRep,  AttrId::kRtu,     AttrId::kDreq,
+                                            AttrId::kDrep, AttrId::kSidrReq, AttrId::kSidrRep};
 static_assert(std::variant_size_v<decltype(Message::body)> == kBodyIds.size() &&
               std::tuple_size_v<BodyWires> == kBodyIds.size());
 

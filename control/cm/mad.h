@@ -1,8 +1,9 @@
 // IB Communication Management messages as Linux's ib_cm and librdmacm put them on the wire
-// (IBTA Vol. 1 §12.6-12.7 and §13.4; rocev2.md §4.3): the 24-byte MAD common header and the
-// REQ, MRA, REJ, REP, RTU, DREQ and DREP bodies, each as a packed wire struct with big-endian
-// fields and BitField accessors (house style rules 8 and 9), plus a plain host-side struct that
-// the connection manager works with. encode() and decode() convert between the two.
+// (IBTA Vol. 1 §12.6-12.7, §12.11 and §13.4; rocev2.md §4.3): the 24-byte MAD common header and
+// the REQ, MRA, REJ, REP, RTU, DREQ, DREP, SIDR_REQ and SIDR_REP bodies, each as a packed wire
+// struct with big-endian fields and BitField accessors (house style rules 8 and 9), plus a plain
+// host-side struct that the connection manager works with. encode() and decode() convert between
+// the two.
 //
 // Bit fields inside a byte or word start at its most significant bit, as the IBTA tables (and
 // Linux's include/rdma/ibta_vol1_c12.h CM_FIELD*_LOC macros) number them. Offsets in the comments
@@ -92,6 +93,16 @@ enum class RejReason : uint16_t {
   kVendorOptionNotSupported = 35,
 };
 const char* to_string(RejReason r) noexcept;
+
+// SIDR_REP status (IBTA §12.11.2; Linux enum ib_cm_sidr_status).
+enum class SidrStatus : uint8_t {
+  kValid = 0,                  // the QPN and Q_Key are valid
+  kServiceIdNotSupported = 1,  // nobody serves the service ID
+  kRejected = 2,               // the service provider rejected the request
+  kNoQp = 3,
+  kRedirect = 4,  // ClassPortInfo in the additional information
+  kUnsupportedVersion = 5,
+};
 
 // Which message a REJ or an MRA answers (the 2-bit "Message REJected" / "Message MRAed").
 enum class MsgResponse : uint8_t { kReq = 0, kRep = 1, kOther = 2 };
@@ -271,6 +282,31 @@ struct DrepWire {
   std::array<uint8_t, 224> private_data;
 };
 
+// ServiceIDResolutionRequest, IBTA §12.11.1 (Linux cm_msgs.h struct cm_sidr_req_msg). rdma_cm
+// puts its IP CM header at the start of the private data, as in a REQ.
+struct SidrReqWire {
+  Be32 request_id;                        // 0
+  Be16 pkey;                              // 4
+  Be16 resv6;                             // 6 (vendor ID of newer kernels' ECE; ignored)
+  Be64 service_id;                        // 8
+  std::array<uint8_t, 216> private_data;  // 16
+};
+
+// ServiceIDResolutionResponse, IBTA §12.11.2 (Linux struct cm_sidr_rep_msg).
+struct SidrRepWire {
+  Be32 request_id;                        // 0: the SIDR_REQ's
+  uint8_t status;                         // 4: SidrStatus
+  uint8_t info_length;                    // 5: additional information length
+  Be16 resv6;                             // 6 (ECE vendor ID; ignored)
+  Be32 w8;                                // QPN(24) | resv(8)
+  Be64 service_id;                        // 12
+  Be32 qkey;                              // 20
+  std::array<uint8_t, 72> info;           // 24: ClassPortInfo of a redirect
+  std::array<uint8_t, 136> private_data;  // 96
+
+  using Qpn = BitField<&SidrRepWire::w8, 0xffffff, 8>;
+};
+
 static_assert(offsetof(ReqWire, primary) == 52 && offsetof(ReqWire, alternate) == 96);
 static_assert(offsetof(ReqWire, private_data) == 140 && sizeof(ReqWire) == kCmMsgSize);
 static_assert(offsetof(MraWire, private_data) == 10 && sizeof(MraWire) == kCmMsgSize);
@@ -280,6 +316,12 @@ static_assert(offsetof(RepWire, local_ca_guid) == 28 && offsetof(RepWire, privat
 static_assert(sizeof(RepWire) == kCmMsgSize);
 static_assert(sizeof(RtuWire) == kCmMsgSize && sizeof(DrepWire) == kCmMsgSize);
 static_assert(offsetof(DreqWire, private_data) == 12 && sizeof(DreqWire) == kCmMsgSize);
+static_assert(offsetof(SidrReqWire, service_id) == 8 && offsetof(SidrReqWire, private_data) == 16);
+static_assert(sizeof(SidrReqWire) == kCmMsgSize && alignof(SidrReqWire) == 1);
+static_assert(offsetof(SidrRepWire, w8) == 8 && offsetof(SidrRepWire, service_id) == 12);
+static_assert(offsetof(SidrRepWire, qkey) == 20 && offsetof(SidrRepWire, info) == 24);
+static_assert(offsetof(SidrRepWire, private_data) == 96 && sizeof(SidrRepWire) == kCmMsgSize);
+static_assert(std::is_trivially_copyable_v<SidrRepWire> && alignof(SidrRepWire) == 1);
 static_assert(std::is_trivially_copyable_v<ReqWire> && alignof(ReqWire) == 1);
 static_assert(std::is_trivially_copyable_v<RepWire> && alignof(RepWire) == 1);
 
@@ -294,6 +336,9 @@ inline constexpr size_t kRtuPrivateData = 224;
 inline constexpr size_t kDreqPrivateData = 220;
 inline constexpr size_t kDrepPrivateData = 224;
 inline constexpr size_t kRejAriLength = 72;
+inline constexpr size_t kSidrReqPrivateData = 216;
+inline constexpr size_t kSidrRepPrivateData = 136;
+inline constexpr size_t kSidrRepInfoLength = 72;
 
 // End-to-End Flow Control bit of our REQ and REP (IBTA tables 187 and 196): 1 says the CA
 // implements end-to-end credits (§9.7.7.2), 0 that it always advertises "invalid credits". Our
@@ -411,12 +456,32 @@ struct Drep {
   friend bool operator==(const Drep&, const Drep&) = default;
 };
 
+struct SidrReq {
+  uint32_t request_id = 0;
+  uint16_t pkey = wire::kDefaultPkey;
+  uint64_t service_id = 0;
+  std::array<uint8_t, kSidrReqPrivateData> private_data{};
+  friend bool operator==(const SidrReq&, const SidrReq&) = default;
+};
+
+struct SidrRep {
+  uint32_t request_id = 0;
+  SidrStatus status = SidrStatus::kValid;
+  uint8_t info_length = 0;
+  uint32_t qpn = 0;
+  uint64_t service_id = 0;
+  uint32_t qkey = 0;
+  std::array<uint8_t, kSidrRepInfoLength> info{};
+  std::array<uint8_t, kSidrRepPrivateData> private_data{};
+  friend bool operator==(const SidrRep&, const SidrRep&) = default;
+};
+
 // One CM MAD: the transaction ID, the attribute modifier and one message body (the attribute ID
 // follows from the body's type).
 struct Message {
   uint64_t tid = 0;
   uint32_t attr_mod = 0;
-  std::variant<Req, Mra, Rej, Rep, Rtu, Dreq, Drep> body;
+  std::variant<Req, Mra, Rej, Rep, Rtu, Dreq, Drep, SidrReq, SidrRep> body;
   friend bool operator==(const Message&, const Message&) = default;
 };
 AttrId attr_id(const Message& m) noexcept;
@@ -429,7 +494,7 @@ enum class MadError : uint8_t {
   kNotCm,            // management class other than 0x07
   kClassVersion,     // CM class version other than 2 (Linux answers REJ 31; we drop)
   kMethod,           // not Send
-  kUnsupportedAttr,  // ClassPortInfo, SIDR, LAP, APR or unknown
+  kUnsupportedAttr,  // ClassPortInfo, LAP, APR or unknown
   kCount,
 };
 const char* to_string(MadError e) noexcept;

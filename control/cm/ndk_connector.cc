@@ -152,6 +152,23 @@ bool is_wildcard(const ctl::cm::Gid& g) {
   return g == ctl::cm::Gid{} || g == ctl::gid_from_ipv4(0);
 }
 
+// connect / resolve_datagram's `src` (may be null): one of the adapter's addresses, the one it
+// would use towards `dst`, or the wildcard. kSuccess, kInvalidParameter or kInvalidAddress.
+Status check_src(AdapterImpl* a, const sockaddr* src, uint32_t src_length,
+                 const ctl::cm::Gid& dgid) {
+  if (src == nullptr) return Status::kSuccess;
+  ctl::cm::Gid sgid{};
+  uint16_t sport = 0;
+  if (!from_sockaddr(src, src_length, &sgid, &sport)) return Status::kInvalidParameter;
+  if (!is_wildcard(sgid) &&
+      (!a->ctl->control().is_local(sgid) || ctl::local_gid_for(*a->ctl, dgid) != sgid))
+    return Status::kInvalidAddress;
+  return Status::kSuccess;
+}
+
+static_assert(kMaxDatagramRequestData == ctl::cm::kMaxSidrReqUserData);
+static_assert(kMaxDatagramReplyData == ctl::cm::kSidrRepPrivateData);
+
 }  // namespace
 
 CmCounters cm_counters(AdapterImpl* a) {
@@ -360,18 +377,13 @@ Status Connector::connect(Qp& qp, const sockaddr* src, uint32_t src_length, cons
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   detail::AdapterImpl* a = c_->adapter;
   detail::QpImpl* q = detail::QpImpl::of(qp);
-  ctl::cm::Gid dgid{}, sgid{};
-  uint16_t dport = 0, sport = 0;
+  ctl::cm::Gid dgid{};
+  uint16_t dport = 0;
   if (q->adapter != a || !detail::from_sockaddr(dst, dst_length, &dgid, &dport) || dport == 0 ||
       (private_data == nullptr && private_data_length != 0))
     return Status::kInvalidParameter;
   if (private_data_length > detail::kMaxCallerData) return Status::kInvalidBufferSize;
-  if (src != nullptr) {
-    if (!detail::from_sockaddr(src, src_length, &sgid, &sport)) return Status::kInvalidParameter;
-    if (!detail::is_wildcard(sgid) &&
-        (!a->ctl->control().is_local(sgid) || ctl::local_gid_for(*a->ctl, dgid) != sgid))
-      return Status::kInvalidAddress;
-  }
+  if (Status s = detail::check_src(a, src, src_length, dgid); s != Status::kSuccess) return s;
   if (!a->eng->self_driven()) return Status::kInvalidDeviceState;
   return c_->request(completion, request_context, q, [&](ctl::CmCompletion done) {
     return c_->cm->connect(c_->conn, &q->qp, dgid, dport, {inbound_read_limit, outbound_read_limit},
@@ -418,6 +430,48 @@ Status Connector::reject(const void* private_data, uint32_t private_data_length)
   return detail::guarded([&] {
     return c_->cm->reject(*c_->conn,
                           {static_cast<const uint8_t*>(private_data), private_data_length});
+  });
+}
+
+// SIDR needs no QP transition, so no launched engine either (unlike connect / accept).
+Status Connector::resolve_datagram(const sockaddr* src, uint32_t src_length, const sockaddr* dst,
+                                   uint32_t dst_length, const void* private_data,
+                                   uint32_t private_data_length, RequestCompletion completion,
+                                   void* request_context) noexcept {
+  if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
+  ctl::cm::Gid dgid{};
+  uint16_t dport = 0;
+  if (!detail::from_sockaddr(dst, dst_length, &dgid, &dport) || dport == 0 ||
+      (private_data == nullptr && private_data_length != 0))
+    return Status::kInvalidParameter;
+  if (private_data_length > kMaxDatagramRequestData) return Status::kInvalidBufferSize;
+  if (Status s = detail::check_src(c_->adapter, src, src_length, dgid); s != Status::kSuccess)
+    return s;
+  return c_->request(completion, request_context, nullptr, [&](ctl::CmCompletion done) {
+    return c_->cm->resolve(c_->conn, dgid, dport,
+                           {static_cast<const uint8_t*>(private_data), private_data_length},
+                           std::move(done));
+  });
+}
+
+Status Connector::get_datagram_peer(uint32_t* qpn, uint32_t* qkey) noexcept {
+  if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
+  return detail::guarded([&] { return c_->cm->datagram_peer(*c_->conn, qpn, qkey); });
+}
+
+bool Connector::is_datagram() const noexcept {
+  if (detail::is_closing(c_)) return false;
+  return c_->cm->info(*c_->conn).datagram;
+}
+
+Status Connector::accept_datagram(uint32_t qpn, uint32_t qkey, const void* private_data,
+                                  uint32_t private_data_length) noexcept {
+  if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
+  if (private_data == nullptr && private_data_length != 0) return Status::kInvalidParameter;
+  if (private_data_length > kMaxDatagramReplyData) return Status::kInvalidBufferSize;
+  return detail::guarded([&] {
+    return c_->cm->accept_datagram(
+        *c_->conn, qpn, qkey, {static_cast<const uint8_t*>(private_data), private_data_length});
   });
 }
 
@@ -471,29 +525,47 @@ Status create_connector(Adapter& adapter, CreateCompletion, void*,
 
 Listener::Listener(detail::ListenerImpl* impl) noexcept : Object(impl), l_(impl) {}
 
-Status Listener::listen(const sockaddr* address, uint32_t address_length, RequestCompletion,
-                        void*) noexcept {
-  if (detail::is_closing(l_)) return Status::kInvalidDeviceState;
-  detail::AdapterImpl* a = l_->adapter;
+namespace detail {
+
+namespace {
+
+// Listener::listen and listen_datagram: in rdma_cm port space `port_space` (cm::kPsTcp, kPsUdp).
+Status listen_in(ListenerImpl* l, const sockaddr* address, uint32_t address_length,
+                 uint16_t port_space) noexcept {
+  if (is_closing(l)) return Status::kInvalidDeviceState;
+  AdapterImpl* a = l->adapter;
   ctl::cm::Gid g{};
   uint16_t port = 0;
-  if (!detail::from_sockaddr(address, address_length, &g, &port)) return Status::kInvalidParameter;
-  if (!detail::is_wildcard(g) && !a->ctl->control().is_local(g)) return Status::kInvalidAddress;
-  return detail::guarded([&] {
+  if (!from_sockaddr(address, address_length, &g, &port)) return Status::kInvalidParameter;
+  if (!is_wildcard(g) && !a->ctl->control().is_local(g)) return Status::kInvalidAddress;
+  return guarded([&] {
     {
       std::lock_guard lk(a->mu);
-      if (l_->life != detail::Life::kLive) return Status::kInvalidDeviceState;
-      if (l_->listening) return Status::kInvalidParameter;
-      l_->address = g;
+      if (l->life != Life::kLive) return Status::kInvalidDeviceState;
+      if (l->listening) return Status::kInvalidParameter;
+      l->address = g;
     }
-    const Status s =
-        l_->cm->listen(l_->listen, port, [l = l_](auto c) { l->on_request(std::move(c)); });
+    const Status s = l->cm->listen(
+        l->listen, port, [l](auto c) { l->on_request(std::move(c)); }, port_space);
     if (s == Status::kSuccess) {
       std::lock_guard lk(a->mu);
-      l_->listening = true;
+      l->listening = true;
     }
     return s;
   });
+}
+
+}  // namespace
+}  // namespace detail
+
+Status Listener::listen(const sockaddr* address, uint32_t address_length, RequestCompletion,
+                        void*) noexcept {
+  return detail::listen_in(l_, address, address_length, ctl::cm::kPsTcp);
+}
+
+Status Listener::listen_datagram(const sockaddr* address, uint32_t address_length,
+                                 RequestCompletion, void*) noexcept {
+  return detail::listen_in(l_, address, address_length, ctl::cm::kPsUdp);
 }
 
 Status Listener::get_local_address(sockaddr* address, uint32_t* length) noexcept {

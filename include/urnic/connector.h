@@ -8,6 +8,11 @@
 // Passive side: a Listener's connect event hands over a new Connector -> get_connection_data ->
 //               accept (completes when the active side completed the connection) or reject.
 // Either side:  disconnect; the peer's disconnect arrives through the disconnect event.
+// Datagrams:    SIDR (IBTA §12.11), how rdma_cm's RDMA_PS_UDP ids (udaddy) find a peer's UD QP:
+//               resolve_datagram (completes with the peer's answer) -> get_datagram_peer; a
+//               Listener's listen_datagram hands each request over as a Connector whose
+//               is_datagram() is true -> accept_datagram (the consumer's UD QPN and Q_Key) or
+//               reject. No QP is touched and nothing stays connected; disconnect does not apply.
 //
 // Threading and callbacks follow object.h: any thread may call; every callback runs on the
 // adapter's control thread, one at a time. Requests that return kPending call their completion
@@ -18,6 +23,8 @@
 // Limits: private data up to 56 bytes on connect (92 minus rdma_cm's 36-byte IP CM header),
 // 148 on accept and reject (AdapterInfo max_caller_data / max_callee_data; larger is
 // kInvalidBufferSize). Read limits are clamped to the adapter's and the peer's (ndkpi.md §5.3).
+// Datagram requests carry up to kMaxDatagramRequestData bytes, their answers (accept_datagram,
+// reject) up to kMaxDatagramReplyData.
 // The adapter's engine must run on its own lcore (Engine::launch) or be driven by other threads
 // (EngineConfig::shared_drive): the connection manager applies QP transitions synchronously from
 // the control thread; otherwise the requests below return kInvalidDeviceState.
@@ -42,6 +49,11 @@ using ConnectEventCallback = void (*)(void* context, Connector* connector);
 // NDK_FN_DISCONNECT_EVENT_CALLBACK: the peer disconnected (or the connection broke). Called at
 // most once, and not after the consumer itself called disconnect().
 using DisconnectEventCallback = void (*)(void* context);
+
+// Private data of the datagram calls: a SIDR_REQ has 216 bytes, 36 of them rdma_cm's IP CM
+// header; a SIDR_REP has 136.
+inline constexpr uint32_t kMaxDatagramRequestData = 180;
+inline constexpr uint32_t kMaxDatagramReplyData = 136;
 
 namespace detail {
 struct ConnectorImpl;
@@ -78,8 +90,36 @@ class Connector final : public Object {
   // NdkReject (synchronous): kSuccess, kConnectionInvalid, kConnectionAborted,
   // kInvalidBufferSize.
   Status reject(const void* private_data, uint32_t private_data_length) noexcept;
+  // SIDR_REQ for rdma_cm's UDP port space (service ID 0x0000000001110000 + dst's port): asks the
+  // peer's datagram listener for its UD QP. `src` and `dst` as for connect(); no QP and no
+  // launched engine needed. kPending, then the completion with kSuccess (the peer answered with
+  // a QPN and Q_Key: get_datagram_peer, get_connection_data), kConnectionRefused (no datagram
+  // listener, or rejected; retryable), kIoTimeout (no answer after the CM's retries; retryable),
+  // kHostUnreachable, or kCancelled (connector closed). Inline: kInvalidParameter,
+  // kInvalidBufferSize (more than kMaxDatagramRequestData), kInvalidAddress,
+  // kConnectionActive (the connector was used before), kInvalidDeviceState (closing).
+  Status resolve_datagram(const sockaddr* src, uint32_t src_length, const sockaddr* dst,
+                          uint32_t dst_length, const void* private_data,
+                          uint32_t private_data_length, RequestCompletion completion,
+                          void* request_context) noexcept;
+  // After resolve_datagram succeeded: the peer's UD QP number and Q_Key (either pointer may be
+  // null). kSuccess; kConnectionInvalid before that, or on a passive connector.
+  Status get_datagram_peer(uint32_t* qpn, uint32_t* qkey) noexcept;
+  // Whether this connector came from a datagram listener's connect event (or resolve_datagram
+  // was called on it).
+  bool is_datagram() const noexcept;
+  // For a datagram request from a connect event (synchronous): answers with the consumer's UD
+  // QP number `qpn` and `qkey` (0: rdma_cm's default Q_Key 0x01234567), with private data.
+  // kSuccess (a retried request gets the same answer again); kConnectionInvalid (not an
+  // undecided datagram request); kInvalidParameter (qpn 0, 1 or above 24 bits, or
+  // private_data null with a length); kInvalidBufferSize (more than kMaxDatagramReplyData).
+  // reject() refuses a datagram request instead (its private data up to
+  // kMaxDatagramReplyData); closing the connector undecided refuses it too.
+  Status accept_datagram(uint32_t qpn, uint32_t qkey, const void* private_data,
+                         uint32_t private_data_length) noexcept;
   // NdkGetConnectionData: the read limits and the peer's private data (REQ: 56 bytes, REP: 196,
-  // REJ: 148; the consumer encodes its own lengths). `*length` is set to that size;
+  // REJ: 148; datagrams: SIDR_REQ 180, SIDR_REP 136 with limits 0; the consumer encodes its own
+  // lengths). `*length` is set to that size;
   // private_data == null with *length == 0 asks for it; kBufferTooSmall when *length was
   // smaller (a prefix is copied). kConnectionInvalid before any peer data.
   Status get_connection_data(uint32_t* inbound_read_limit, uint32_t* outbound_read_limit,

@@ -1,9 +1,13 @@
 // NDK_LISTENER (ndkpi.md §5.1, §5.4): listens on an IP CM port (rdma_cm's RDMA_PS_TCP service
 // ID 0x0000000001060000 + port) of the adapter's addresses and hands each connection request to
-// its connect event callback as a new Connector (connector.h).
+// its connect event callback as a new Connector (connector.h); or, after listen_datagram, on a
+// port of rdma_cm's UDP port space (SIDR_REQs for service ID 0x0000000001110000 + port) whose
+// requests arrive as datagram Connectors (Connector::is_datagram). The two port spaces are
+// separate: a TCP and a UDP listener may have the same port.
 //
 // Threading and callbacks follow object.h. While connect events are paused, and from the moment
-// the listener's close is requested, requests are refused (REJ, as if nobody listened).
+// the listener's close is requested, requests are refused (REJ or SIDR_REP status 1, as if nobody
+// listened).
 #pragma once
 
 #include <sys/socket.h>
@@ -30,10 +34,15 @@ class Listener final : public Object {
   // or already listening); kTooManyAddresses (no free ephemeral port).
   Status listen(const sockaddr* address, uint32_t address_length, RequestCompletion completion,
                 void* request_context) noexcept;
+  // The same in rdma_cm's UDP port space, for datagram (SIDR) requests; same results. A listener
+  // listens in one port space, once.
+  Status listen_datagram(const sockaddr* address, uint32_t address_length,
+                         RequestCompletion completion, void* request_context) noexcept;
   // NdkGetLocalAddress: the address and port listened on. kSuccess; kBufferTooSmall with
   // *length set; kInvalidDeviceState before listen().
   Status get_local_address(sockaddr* address, uint32_t* length) noexcept;
-  // NdkControlConnectEvents: pause (true) refuses new requests; false resumes.
+  // NdkControlConnectEvents: pause (true) refuses new requests (a datagram request gets SIDR
+  // status 1, "service ID not supported"); false resumes.
   void control_connect_events(bool pause) noexcept;
 
  private:

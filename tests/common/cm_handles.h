@@ -38,6 +38,16 @@ class CmConnector {
     return core_->accept(*conn_, qp, limits, pdata, std::move(on_disconnect), std::move(done));
   }
   Status reject(std::span<const uint8_t> pdata) { return core_->reject(*conn_, pdata); }
+  Status resolve(const ctl::cm::Gid& dst, uint16_t port, std::span<const uint8_t> pdata,
+                 ctl::CmCompletion done) {
+    return core_->resolve(conn_, dst, port, pdata, std::move(done));
+  }
+  Status accept_datagram(uint32_t qpn, uint32_t qkey, std::span<const uint8_t> pdata) {
+    return core_->accept_datagram(*conn_, qpn, qkey, pdata);
+  }
+  Status datagram_peer(uint32_t* qpn, uint32_t* qkey) const {
+    return core_->datagram_peer(*conn_, qpn, qkey);
+  }
   Status get_connection_data(ReadLimits* limits, void* pdata, uint32_t* len) const {
     return core_->get_connection_data(*conn_, limits, pdata, len);
   }
@@ -72,10 +82,14 @@ class CmListener {
   CmListener& operator=(const CmListener&) = delete;
 
   // Each request becomes a CmConnector of the handler's; one it drops is rejected.
-  Status listen(uint16_t port, RequestHandler on_request) {
-    return core_->listen(l_, port, [core = core_, h = std::move(on_request)](auto c) {
-      h(std::make_unique<CmConnector>(core, std::move(c)));
-    });
+  // `port_space`: ctl::cm::kPsTcp (REQs) or kPsUdp (SIDR_REQs).
+  Status listen(uint16_t port, RequestHandler on_request, uint16_t port_space = ctl::cm::kPsTcp) {
+    return core_->listen(
+        l_, port,
+        [core = core_, h = std::move(on_request)](auto c) {
+          h(std::make_unique<CmConnector>(core, std::move(c)));
+        },
+        port_space);
   }
   void pause(bool paused) { core_->pause(*l_, paused); }
   uint16_t port() const { return core_->port(*l_); }

@@ -3,7 +3,8 @@
 //
 // CmWorld is one ctl::Adapter on a net_ring port whose engine never runs on an lcore and whose
 // control thread is not started: the fuzz thread is the only thread, so an input replays
-// deterministically. Every input gets a fresh CmAgent with a listener, and is a sequence of
+// deterministically. Every input gets a fresh CmAgent with a listener in rdma_cm's TCP port space
+// and one in its UDP port space (SIDR), on the same port, and is a sequence of
 // records: MADs from the peer the fuzzer plays, and consumer actions (connect, complete,
 // accept, reject, disconnect, close). A MAD travels the real receive path: it is wrapped in a
 // RoCEv2 UD SEND ONLY to QP1 (DETH with the GSI Q_Key, valid ICRC), handed to
@@ -25,12 +26,14 @@
 //   op % 10 == 0  MAD: fix (1), len (1; 0 means 256), then `len` MAD bytes (zero-padded).
 //                fix bit 0: write a valid CM MAD header (base 1, class 7, version 2, Send),
 //                keeping the attribute ID; bit 1: set the message's remote comm ID (bytes 4-7
-//                of the body) to one of ours (bits 5-7 pick which); bit 2: make a REQ address
-//                the listener (service ID, GIDs, a valid rdma_cm header); bit 3: send from the
-//                peer's IPv6 address instead of IPv4.
-//   op % 10 == 1  connect: a new QP and active connector, REQ to the peer (port = 1 byte).
+//                of the body; a SIDR_REP's request ID, bytes 0-3) to one of ours (bits 5-7 pick
+//                which); bit 2: make a REQ or SIDR_REQ address its listener (service ID, GIDs, a
+//                valid rdma_cm header); bit 3: send from the peer's IPv6 address instead of IPv4.
+//   op % 10 == 1  connect: a new QP and active connector, REQ to the peer (port = 1 byte); with
+//                 bit 6 of the port byte a datagram connector's SIDR_REQ instead (no QP).
 //   op % 10 == 2  complete_connect on connector (1 byte index).
-//   op % 10 == 3  accept on connector (1 byte index), with a new QP.
+//   op % 10 == 3  accept on connector (1 byte index), with a new QP (a datagram request:
+//                 accept_datagram).
 //   op % 10 == 4  reject connector (1 byte index).
 //   op % 10 == 5  disconnect connector (1 byte index).
 //   op % 10 == 6  close connector (1 byte index).
@@ -211,6 +214,12 @@ class CmWorld {
           add_conn(std::move(c), false);
         }) != Status::kSuccess)
       fail("listen failed");
+    dlistener_ = cmtest::create_listener(*agent_);
+    if (dlistener_->listen(
+            kListenPort,
+            [this](std::unique_ptr<cmtest::CmConnector> c) { add_conn(std::move(c), false); },
+            ctl::cm::kPsUdp) != Status::kSuccess)
+      fail("listen_datagram failed");
   }
 
   ~CmWorld() { teardown(); }
@@ -324,7 +333,20 @@ class CmWorld {
     if ((fix & 0x02) && !our_ids_.empty()) {
       const uint32_t id = our_ids_[(fix >> 5) % our_ids_.size()];
       const auto be = wire::Be32::of(id);
-      std::memcpy(body + 4, be.b.data(), 4);  // remote comm ID of MRA, REJ, REP, RTU, DREQ, DREP
+      // Remote comm ID of MRA, REJ, REP, RTU, DREQ, DREP; a SIDR_REP's request ID.
+      const bool sidr = h.attr_id.get() == static_cast<uint16_t>(cm::AttrId::kSidrRep);
+      std::memcpy(body + (sidr ? 0 : 4), be.b.data(), 4);
+    }
+    if ((fix & 0x04) && h.attr_id.get() == static_cast<uint16_t>(cm::AttrId::kSidrReq)) {
+      auto& req = *reinterpret_cast<cm::SidrReqWire*>(body);
+      const bool v6 = (fix & 0x08) != 0;
+      req.service_id = wire::Be64::of(cm::service_id_for(kListenPort, cm::kPsUdp));
+      cm::CmaHdr c;
+      c.ip_version = v6 ? 6 : 4;
+      c.src_port = 40000;
+      c.src = peer_gid(v6);
+      c.dst = local_gid(v6);
+      cm::encode(c, std::span<uint8_t, cm::kCmaHdrSize>(req.private_data.data(), cm::kCmaHdrSize));
     }
     if ((fix & 0x04) && h.attr_id.get() == static_cast<uint16_t>(cm::AttrId::kReq)) {
       auto& req = *reinterpret_cast<cm::ReqWire*>(body);
@@ -366,6 +388,13 @@ class CmWorld {
 
   void connect(uint8_t port) {
     if (conns_.size() >= kMaxConnectors) return;
+    if (port & 0x40) {
+      Conn& c = add_conn(cmtest::create_connector(*agent_), true);
+      (void)c.cm->resolve(peer_gid(port & 0x80), static_cast<uint16_t>(kListenPort + (port & 3)),
+                          {}, completion(&c, &Conn::conn_done));
+      adapter_->control().poll_once();
+      return;
+    }
     dp::Qp* qp = new_qp();
     if (qp == nullptr) return;
     Conn& c = add_conn(cmtest::create_connector(*agent_), true);
@@ -378,6 +407,12 @@ class CmWorld {
   void accept(uint8_t idx) {
     Conn* c = pick(idx);
     if (c == nullptr || c->active || c->qp != nullptr) return;
+    if (c->cm->info().datagram) {
+      const uint8_t pd[] = {1, 2, 3};
+      (void)c->cm->accept_datagram(0x42, 0, pd);
+      adapter_->control().poll_once();
+      return;
+    }
     c->qp = new_qp();
     if (c->qp == nullptr) return;
     (void)c->cm->accept(c->qp, {2, 2}, {}, disconnect_event(c), completion(c, &Conn::accept_done));
@@ -448,7 +483,12 @@ class CmWorld {
       std::fprintf(stderr, "cm: REJ sent, reason %s\n", ctl::cm::to_string(rej->reason));
     std::visit(
         [this](const auto& b) {
-          if (our_ids_.size() < 64) our_ids_.push_back(b.local_comm_id);
+          uint32_t id = 0;
+          if constexpr (requires { b.local_comm_id; })
+            id = b.local_comm_id;
+          else
+            id = b.request_id;  // SIDR
+          if (our_ids_.size() < 64) our_ids_.push_back(id);
         },
         m.body);
   }
@@ -478,6 +518,7 @@ class CmWorld {
     for (auto& c : conns_)
       if (!c->closed) close(*c);
     listener_->close();
+    dlistener_->close();
     const ctl::CmCounters k = agent_->counters();
     uint64_t sum = 0;
     for (uint64_t v : k.decode_errors) sum += v;
@@ -487,6 +528,7 @@ class CmWorld {
     if (sum != k.mads_in) fail("CM decode-error and per-attribute counters do not add up");
     conns_.clear();
     listener_.reset();
+    dlistener_.reset();
     agent_.reset();
     for (const auto& qp : qps_) {
       if (engine_op(dp::MailboxMsg::Kind::kDestroyQp, qp.get()) != Status::kSuccess)
@@ -503,13 +545,14 @@ class CmWorld {
 
   // URNIC_FUZZ_VERBOSE=1: what an input did (to check that seeds reach the states they aim at).
   void print(const ctl::CmCounters& k) const {
-    static const char* const kNames[8] = {"REQ", "MRA", "REJ", "REP", "RTU", "DREQ", "DREP", "?"};
+    static const char* const kNames[ctl::kAttrSlots] = {
+        "REQ", "MRA", "REJ", "REP", "RTU", "DREQ", "DREP", "SIDR_REQ", "SIDR_REP", "?"};
     std::fprintf(stderr, "cm: mads_in %llu, in:", static_cast<unsigned long long>(k.mads_in));
-    for (int i = 0; i < 8; ++i)
+    for (size_t i = 0; i < ctl::kAttrSlots; ++i)
       if (k.in_by_attr[i] != 0)
         std::fprintf(stderr, " %s %llu", kNames[i], (unsigned long long)k.in_by_attr[i]);
     std::fprintf(stderr, "; out:");
-    for (int i = 0; i < 8; ++i)
+    for (size_t i = 0; i < ctl::kAttrSlots; ++i)
       if (k.out_by_attr[i] != 0)
         std::fprintf(stderr, " %s %llu", kNames[i], (unsigned long long)k.out_by_attr[i]);
     std::fprintf(stderr, "; no listener %llu stale %llu backlog %llu",
@@ -532,6 +575,7 @@ class CmWorld {
   uint32_t pd_ = 0;
   std::unique_ptr<ctl::CmAgent> agent_;
   std::unique_ptr<cmtest::CmListener> listener_;
+  std::unique_ptr<cmtest::CmListener> dlistener_;  // rdma_cm's UDP port space (SIDR)
   std::vector<std::unique_ptr<Conn>> conns_;
   std::vector<std::unique_ptr<dp::Qp>> qps_;
   std::vector<uint32_t> our_ids_;  // local comm IDs of the MADs the CM sent

@@ -241,6 +241,40 @@ void write_cm_corpus(const fs::path& dir) {
     in.insert(in.end(), b.begin(), b.begin() + 100);
     write(dir, "unmatched_and_malformed", in);
   }
+  {  // SIDR, passive: SIDR_REQ to the datagram listener, a retry while undecided, the answer,
+     // a retry after it; a SIDR_REQ nobody serves; a SIDR_REQ closed undecided.
+    Bytes in;
+    cm::SidrReq sr;
+    sr.request_id = 50;
+    mad(in, kFixHdr | kFixReq, {0x3000, 0, sr});
+    mad(in, kFixHdr | kFixReq, {0x3000, 0, sr});
+    op(in, kAccept, 0);
+    mad(in, kFixHdr | kFixReq, {0x3000, 0, sr});
+    sr.request_id = 51;
+    mad(in, kFixHdr, {0x3001, 0, sr});
+    sr.request_id = 52;
+    mad(in, kFixHdr | kFixReq | kFixV6, {0x3002, 0, sr});
+    op(in, kClose, 1);
+    write(dir, "sidr_passive_dup_accept_unserved", in);
+  }
+  {  // SIDR, active: SIDR_REQ answered (status 0), a second one refused (status 2), a third one
+     // closed while waiting, a stray SIDR_REP.
+    Bytes in;
+    cm::SidrRep ok;
+    ok.qpn = 0x77;
+    ok.qkey = 0x01234567;
+    op(in, kConnect, 0x40);
+    mad(in, ours, {0x3100, 0, ok});
+    op(in, kConnect, 0x41);
+    cm::SidrRep no;
+    no.status = cm::SidrStatus::kRejected;
+    mad(in, ours | 0x20, {0x3101, 0, no});
+    op(in, kConnect, 0xC0);
+    op(in, kClose, 2);
+    mad(in, kFixHdr, {0x3102, 0, ok});
+    in.push_back(kPoll);
+    write(dir, "sidr_active_answer_refused_closed", in);
+  }
   {  // Raw frames: ARP for us and for someone else, a REQ as a whole UD frame (right and wrong
      // Q_Key), a truncated ARP straight to the control plane, then a REQ through the fixups.
     namespace cmf = urnic::fuzz::cmf;

@@ -351,6 +351,112 @@ TEST(CmMad, RejMraRtuDreqDrepRoundTripAndLayout) {
   }
 }
 
+// Writes `bytes` at `off` of `b` (big-endian values spelled out byte by byte).
+void put_at(std::vector<uint8_t>& b, size_t off, std::initializer_list<uint8_t> bytes) {
+  std::copy(bytes.begin(), bytes.end(), b.begin() + static_cast<std::ptrdiff_t>(off));
+}
+
+// A SIDR_REQ as udaddy's rdma_cm sends it, built by hand from the IBTA §12.11.1 field offsets
+// (the MAD header at 0, the message at 24): decoded field by field, and re-encoded to the same
+// 256 bytes.
+TEST(CmMad, SidrReqKnownAnswer) {
+  std::vector<uint8_t> b(kMadSize, 0);
+  put_at(b, 0, {0x01, 0x07, 0x02, 0x03});                               // base, CM class, v2, Send
+  put_at(b, 8, {0x00, 0x00, 0x00, 0x07, 0x12, 0x34, 0x56, 0x78});       // TID
+  put_at(b, 16, {0x00, 0x17});                                          // attribute ID SIDR_REQ
+  put_at(b, 24 + 0, {0xDE, 0xAD, 0xBE, 0xEF});                          // RequestID
+  put_at(b, 24 + 4, {0xFF, 0xFF});                                      // PartitionKey
+  put_at(b, 24 + 8, {0x00, 0x00, 0x00, 0x00, 0x01, 0x11, 0x1D, 0x2F});  // ServiceID: UDP, 7471
+  // PrivateData at 16: rdma_cm's IP CM header (v0.0, IPv4, source port 0xC350, 12 zero bytes
+  // before each address), then the consumer's bytes.
+  put_at(b, 24 + 16, {0x00, 0x40, 0xC3, 0x50});
+  put_at(b, 24 + 16 + 16, {192, 0, 2, 1});
+  put_at(b, 24 + 16 + 32, {192, 0, 2, 2});
+  put_at(b, 24 + 16 + 36, {'u', 'd', 'a', 'd', 'd', 'y'});
+  b[255] = 0xA5;  // the last private data byte
+
+  Message m;
+  ASSERT_EQ(decode(b, &m), MadError::kOk);
+  EXPECT_EQ(m.tid, 0x0000000712345678u);
+  ASSERT_EQ(attr_id(m), AttrId::kSidrReq);
+  const SidrReq& r = std::get<SidrReq>(m.body);
+  EXPECT_EQ(r.request_id, 0xDEADBEEFu);
+  EXPECT_EQ(r.pkey, 0xFFFF);
+  EXPECT_EQ(r.service_id, service_id_for(7471, kPsUdp));
+  EXPECT_EQ(ip_protocol_of(r.service_id), kIpProtoUdp);
+  EXPECT_EQ(port_of(r.service_id), 7471);
+  CmaHdr h;
+  ASSERT_TRUE(
+      decode(std::span<const uint8_t, kCmaHdrSize>(r.private_data.data(), kCmaHdrSize), &h));
+  EXPECT_EQ(h.ip_version, 4);
+  EXPECT_EQ(h.src_port, 0xC350);
+  EXPECT_EQ(h.src, v4(192, 0, 2, 1));
+  EXPECT_EQ(h.dst, v4(192, 0, 2, 2));
+  EXPECT_EQ(
+      std::string(r.private_data.begin() + kCmaHdrSize, r.private_data.begin() + kCmaHdrSize + 6),
+      "udaddy");
+  EXPECT_EQ(r.private_data[kSidrReqPrivateData - 1], 0xA5);
+  EXPECT_EQ(kMaxSidrReqUserData, 180u);
+
+  // The builder, from host fields: the same bytes.
+  SidrReq w;
+  w.request_id = 0xDEADBEEF;
+  w.service_id = service_id_for(7471, kPsUdp);
+  encode(CmaHdr{kCmaVersion, 4, 0xC350, v4(192, 0, 2, 1), v4(192, 0, 2, 2)},
+         std::span<uint8_t, kCmaHdrSize>(w.private_data.data(), kCmaHdrSize));
+  const char user[] = "udaddy";
+  std::copy(user, user + 6, w.private_data.begin() + kCmaHdrSize);
+  w.private_data[kSidrReqPrivateData - 1] = 0xA5;
+  const auto again = encode(Message{0x0000000712345678u, 0, w});
+  EXPECT_TRUE(std::equal(again.begin(), again.end(), b.begin()));
+}
+
+// SIDR_REP (IBTA §12.11.2): every field at a distinctive value survives a round trip and sits at
+// its offset (QPN in the top 24 bits of the word at 8, as Linux's CM_SIDR_REP_QPN).
+TEST(CmMad, SidrRepRoundTripAndLayout) {
+  SidrRep r;
+  r.request_id = 0x01020304;
+  r.status = SidrStatus::kRejected;
+  r.info_length = 72;
+  r.qpn = 0xABCDEF;
+  r.service_id = service_id_for(0x1D2F, kPsUdp);
+  r.qkey = kRdmaUdpQkey;
+  r.info.fill(0x77);
+  for (size_t i = 0; i < r.private_data.size(); ++i) r.private_data[i] = static_cast<uint8_t>(i);
+  const Message m{9, 0, r};
+  const auto b = encode(m);
+  Message d;
+  ASSERT_EQ(decode(b, &d), MadError::kOk);
+  EXPECT_EQ(d, m);
+  EXPECT_EQ(b[16], 0x00);
+  EXPECT_EQ(b[17], 0x18);
+  const uint8_t* p = b.data() + kMadHdrSize;
+  EXPECT_EQ(p[0], 0x01);
+  EXPECT_EQ(p[3], 0x04);
+  EXPECT_EQ(p[4], 2);   // status
+  EXPECT_EQ(p[5], 72);  // additional information length
+  EXPECT_EQ(p[6], 0);
+  EXPECT_EQ(p[7], 0);
+  EXPECT_EQ(p[8], 0xAB);
+  EXPECT_EQ(p[9], 0xCD);
+  EXPECT_EQ(p[10], 0xEF);
+  EXPECT_EQ(p[11], 0x00);
+  EXPECT_EQ(p[16], 0x01);  // service ID: 00 00 00 00 01 11 1D 2F
+  EXPECT_EQ(p[17], 0x11);
+  EXPECT_EQ(p[19], 0x2F);
+  EXPECT_EQ(p[20], 0x01);  // Q_Key 0x01234567
+  EXPECT_EQ(p[23], 0x67);
+  EXPECT_EQ(p[24], 0x77);
+  EXPECT_EQ(p[95], 0x77);
+  EXPECT_EQ(p[96], 0);
+  EXPECT_EQ(p[231], 135);
+  // An unknown status value decodes as it is (the receiver treats it as a refusal).
+  auto odd = b;
+  odd[kMadHdrSize + 4] = 9;
+  ASSERT_EQ(decode(odd, &d), MadError::kOk);
+  EXPECT_EQ(static_cast<uint8_t>(std::get<SidrRep>(d.body).status), 9);
+}
+
 TEST(CmMad, MalformedMadsAreRejectedWithAReason) {
   auto good = encode(Message{1, 0, Rtu{}});
   Message m;
@@ -371,7 +477,7 @@ TEST(CmMad, MalformedMadsAreRejectedWithAReason) {
   bad = good;
   bad[3] = 0x83;  // response bit
   EXPECT_EQ(decode(bad, &m), MadError::kMethod);
-  for (uint16_t a : {0x0001, 0x0017, 0x0018, 0x0019, 0x001A, 0x0000, 0xFFFF}) {
+  for (uint16_t a : {0x0001, 0x0019, 0x001A, 0x0000, 0x001B, 0xFFFF}) {
     bad = good;
     bad[16] = static_cast<uint8_t>(a >> 8);
     bad[17] = static_cast<uint8_t>(a);
