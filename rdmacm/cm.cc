@@ -65,8 +65,17 @@ ibv_context* device_for(const sockaddr* a, bool wildcard_ok) noexcept {
 
 void post_event(Id* id, rdma_cm_event_type type, int status, const void* pdata, size_t plen,
                 Id* listen_id, uint8_t resp_res, uint8_t init_depth) noexcept {
+  // Out of memory on the control thread: nothing better to do than not report.
+  if (Event* e = make_event(id, type, status, pdata, plen, listen_id, resp_res, init_depth))
+    push_event(listen_id ? listen_id : id, e);
+}
+
+void push_event(Id* id, Event* e) noexcept { id->ch->push(e); }
+
+Event* make_event(Id* id, rdma_cm_event_type type, int status, const void* pdata, size_t plen,
+                  Id* listen_id, uint8_t resp_res, uint8_t init_depth) noexcept {
   auto* e = new (std::nothrow) Event();
-  if (e == nullptr) return;  // out of memory on the control thread: nothing better to do
+  if (e == nullptr) return nullptr;
   e->ev.id = &id->id;
   e->ev.listen_id = listen_id ? &listen_id->id : nullptr;
   e->ev.event = type;
@@ -78,7 +87,7 @@ void post_event(Id* id, rdma_cm_event_type type, int status, const void* pdata, 
   e->ev.param.conn.responder_resources = resp_res;
   e->ev.param.conn.initiator_depth = init_depth;
   e->ev.param.conn.rnr_retry_count = 7;
-  (listen_id ? listen_id : id)->ch->push(e);
+  return e;
 }
 
 int complete(Id* id, rdma_cm_event_type want) noexcept {
@@ -242,8 +251,8 @@ const char* rdma_event_str(rdma_cm_event_type e) {
 int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
                    rdma_port_space ps) {
   if (id == nullptr) return fail(EINVAL);
-  // UDP / IPoIB port spaces need UD QPs, which urnic does not offer yet (issue 16 item 5).
-  if (ps != RDMA_PS_TCP && ps != RDMA_PS_IB) return fail(EOPNOTSUPP);
+  // IPoIB's port space needs multicast, which urnic does not offer.
+  if (ps != RDMA_PS_TCP && ps != RDMA_PS_IB && ps != RDMA_PS_UDP) return fail(EOPNOTSUPP);
   auto* i = new (std::nothrow) Id();
   if (i == nullptr) return fail(ENOMEM);
   if (channel == nullptr) {  // synchronous id: a channel of its own
@@ -258,7 +267,7 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
   i->id.channel = channel;
   i->id.context = context;
   i->id.ps = ps;
-  i->id.qp_type = IBV_QPT_RC;
+  i->id.qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
   (void)devices();  // open the devices now, as rdma_cm does at its first call
   *id = &i->id;
   return 0;

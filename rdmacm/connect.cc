@@ -126,7 +126,7 @@ void on_request(void* ctx, Connector* c) {
   child->id.context = parent->id.context;
   child->id.ps = parent->id.ps;
   child->id.port_num = 1;
-  child->id.qp_type = IBV_QPT_RC;
+  child->id.qp_type = c->is_datagram() ? IBV_QPT_UD : IBV_QPT_RC;
   child->state = IdState::kRequest;
   if (parent->sync) {
     // A synchronous listener's requests are synchronous ids too, each with its own channel.
@@ -221,10 +221,19 @@ int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
   }
   ibv_qp* qp = ibv_create_qp_ex(id->verbs, attr);
   if (qp == nullptr) return -1;
+  id->qp = qp;
+  // A UD QP needs no connection: rdma_cm moves it to RTS at once with its Q_Key.
+  if (attr->qp_type == IBV_QPT_UD) {
+    if (const int e = init_ud_qp(qp); e != 0) {
+      ibv_destroy_qp(qp);
+      id->qp = nullptr;
+      return fail(e);
+    }
+    return 0;
+  }
   // rdma_cm moves a new QP to INIT at once, so receives may be posted before the connection; the
   // urnic QP underneath is in INIT already.
   set_qp_state(qp, IBV_QPS_INIT);
-  id->qp = qp;
   return 0;
 }
 
@@ -253,6 +262,7 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* param) {
   if (id == nullptr) return fail(EINVAL);
   Id* i = id_of(id);
   if (i->state != IdState::kRouteResolved) return fail(EINVAL);
+  if (id->ps == RDMA_PS_UDP) return connect_datagram(i, param);
   // The Connector moves a QP it is given: a QP created outside the id (param->qp_num) is not
   // offered.
   if (id->qp == nullptr) return fail(EOPNOTSUPP);
@@ -295,7 +305,9 @@ int rdma_listen(rdma_cm_id* id, int) {
     lc->dev = c;
     Handle<Listener> l;
     Status s = create_listener(verbs::adapter_of(c), on_request, lc.get(), nullptr, nullptr, &l);
-    if (s == Status::kSuccess) s = l->listen(a, addr_len(a), nullptr, nullptr);
+    if (s == Status::kSuccess)
+      s = id->ps == RDMA_PS_UDP ? l->listen_datagram(a, addr_len(a), nullptr, nullptr)
+                                : l->listen(a, addr_len(a), nullptr, nullptr);
     if (s != Status::kSuccess) {
       verbs::close_sync(l);
       for (auto& h : i->listeners) verbs::close_sync(h);
@@ -341,6 +353,7 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* param) {
   if (id == nullptr) return fail(EINVAL);
   Id* i = id_of(id);
   if (i->state != IdState::kRequest || !i->conn) return fail(EINVAL);
+  if (i->conn->is_datagram()) return accept_datagram(i, param);
   if (id->qp == nullptr) return fail(EOPNOTSUPP);  // as rdma_connect
   const uint32_t ird = param ? param->responder_resources : 1;
   const uint32_t ord = param ? param->initiator_depth : 1;

@@ -95,6 +95,12 @@ socklen_t addr_len(const sockaddr* a) noexcept;
 void post_event(Id* id, rdma_cm_event_type type, int status, const void* pdata = nullptr,
                 size_t plen = 0, Id* listen_id = nullptr, uint8_t resp_res = 0,
                 uint8_t init_depth = 0) noexcept;
+// post_event in two steps, for events with more to fill in (RDMA_CM_EVENT_ESTABLISHED's UD
+// parameters): make_event builds it (null when out of memory), push_event queues it.
+Event* make_event(Id* id, rdma_cm_event_type type, int status, const void* pdata = nullptr,
+                  size_t plen = 0, Id* listen_id = nullptr, uint8_t resp_res = 0,
+                  uint8_t init_depth = 0) noexcept;
+void push_event(Id* id, Event* e) noexcept;
 // Synchronous ids (no channel): waits for the event the last call produced, returns 0 when it is
 // `want`, else -1 with errno.
 int complete(Id* id, rdma_cm_event_type want) noexcept;
@@ -104,5 +110,12 @@ void purge_events(Id* id) noexcept;
 
 // The verbs QP's state as the application sees it, after the connection manager moved it.
 void set_qp_state(ibv_qp* qp, ibv_qp_state s) noexcept;
+
+// ---- RDMA_PS_UDP ids (rdmacm/datagram.cc) -------------------------------------------------------
+// A new UD QP of an id: INIT with rdma_cm's Q_Key, RTR, RTS (librdmacm's order). 0 or an errno.
+int init_ud_qp(ibv_qp* qp);
+// rdma_connect / rdma_accept of a UD id: a SIDR request / reply (rdma_cm's return convention).
+int connect_datagram(Id* i, const rdma_conn_param* param);
+int accept_datagram(Id* i, const rdma_conn_param* param);
 
 }  // namespace urnic::rdmacm

@@ -219,6 +219,9 @@ for t in write read send atomic; do
 done
 cm_pair write_bw_rdma_cm_all "$row_re" 23 "" ib_write_bw -d urnic0 -R -a -n 20
 cm_pair send_bw_rdma_cm_q4 "$row_re" 1 "" ib_send_bw -d urnic0 -R -q 4 -n 500
+# UD over rdma_cm's UDP port space: the SIDR exchange gives the client the server's QPN and Q_Key.
+cm_pair send_bw_ud_rdma_cm "$row_re" 1 "" ib_send_bw -d urnic0 -c UD -R -n 1000
+cm_pair send_lat_ud_rdma_cm "$row_re" 1 "" ib_send_lat -d urnic0 -c UD -R -n 1000
 # rping -V verifies every ping's data on both sides; -v prints each, so 50 rows on the client.
 if [[ rping =~ $only ]]; then
   on_a rping -s -a 198.18.1.1 -V -C 50 >"$tmp/rping.srv" 2>&1 &
@@ -248,6 +251,24 @@ if [[ ucmatose =~ $only ]]; then
     grep -q '^return status 0$' "$f" || why="$why no 'return status 0' in ${f##*.}"
   done
   record ucmatose "$why" "$(grep -c 'completed' "$tmp/ucmatose.cli") lines; $(tail -1 "$tmp/ucmatose.cli")"
+fi
+
+# udaddy: UD ids (SIDR), 4 of them, 20 datagrams of 1000 bytes each way; the server answers to
+# the address handle it makes from each first datagram's GRH (ibv_create_ah_from_wc).
+if [[ udaddy =~ $only ]]; then
+  on_a udaddy -c 4 -C 20 -S 1000 >"$tmp/udaddy.srv" 2>&1 &
+  spid=$!
+  retry_client udaddy "$spid" "$refused_re" udaddy -s 198.18.1.1 -c 4 -C 20 -S 1000
+  wait "$spid"
+  src=$?
+  why=""
+  [ $crc -eq 0 ] || why=" client exit $crc"
+  [ $src -eq 0 ] || why="$why server exit $src"
+  for f in "$tmp/udaddy.cli" "$tmp/udaddy.srv"; do
+    grep -q '^return status 0$' "$f" || why="$why no 'return status 0' in ${f##*.}"
+    grep -q '^data transfers complete$' "$f" || why="$why no 'data transfers complete' in ${f##*.}"
+  done
+  record udaddy "$why" "$(tail -1 "$tmp/udaddy.cli")"
 fi
 
 echo "$passed passed, $failed failed"
