@@ -68,8 +68,11 @@ std::vector<std::string> eal_args(const EalOptions& o) {
     a.push_back(o.lcores);
   }
   if (!o.log_level.empty()) a.push_back("--log-level=" + o.log_level);
-  // No telemetry socket: nothing here reads it, and concurrent processes would contend for it.
-  a.push_back("--no-telemetry");
+  // The telemetry socket (control/telemetry.cc publishes the counters there) lives in the
+  // per-process runtime directory above, so concurrent processes do not contend for it. DPDK
+  // 22.11 says on stderr, at EAL's warning level, that it made no legacy socket (the old
+  // protocol, which nothing here uses): one line at start that only --no-telemetry avoids.
+  if (!o.telemetry) a.push_back("--no-telemetry");
   a.insert(a.end(), o.extra.begin(), o.extra.end());
   return a;
 }

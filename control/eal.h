@@ -28,6 +28,7 @@ struct EalOptions {
   std::vector<std::string> vdevs;      // --vdev <devargs> for each
   std::string lcores;                  // -l <list>; empty: EAL's default (all cores)
   std::string log_level = "*:warning";
+  bool telemetry = true;           // false: --no-telemetry
   std::vector<std::string> extra;  // appended verbatim
 };
 

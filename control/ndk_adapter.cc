@@ -313,6 +313,7 @@ bool AdapterImpl::poll() {
 
 void AdapterImpl::shutdown() {
   if (!ctl) return;
+  telemetry_remove(this);  // before anything its handlers read goes away
   {
     std::lock_guard lk(mu);
     shutting_down = true;
@@ -496,6 +497,7 @@ Status Adapter::open(const AdapterConfig& config, Engine& engine,
     // The control thread starts last: from here on it may run p->poll() at any time.
     p->ctl->control().add_poller([p] { return p->poll(); });
     p->ctl->control().start();
+    p->telemetry_id = detail::telemetry_add(p);  // its counters on the telemetry socket
     *out = std::move(a);
     return Status::kSuccess;
   });
@@ -596,6 +598,8 @@ Status Adapter::query_extension(const ExtensionId& id, Version version, void** i
   }
   return Status::kNotSupported;
 }
+
+uint64_t AdapterExtension::telemetry_id() const noexcept { return a_->telemetry_id; }
 
 LocalAddress AdapterExtension::local_address() const noexcept {
   LocalAddress l;

@@ -317,6 +317,7 @@ struct AdapterImpl {
   CmCounters cm_retired;  // agents already gone (under the adapter's entry lock, ndk_connector.cc)
   AdapterExtension ext;
   AdapterInfo info{};
+  uint64_t telemetry_id = 0;  // its id under /urnic/ on the telemetry socket (telemetry.cc)
   // Rung by the engine (dp::Cq / dp::Srq) when a notification is due.
   std::atomic<uint32_t> doorbell{0};
   std::atomic<std::thread::id> control_id{};
@@ -425,6 +426,13 @@ dp::Qp& dp_qp(Qp& q) noexcept;
 
 // AdapterConfig::congestion's ranges (adapter.h), also those of QpAttributes::congestion.
 bool valid_congestion(const CongestionConfig& c) noexcept;
+
+// ---- Telemetry (control/telemetry.cc) ---------------------------------------------------------
+
+// Publishes an open adapter's counters under /urnic/ (the commands are registered with the
+// first); returns its id there. telemetry_remove: before the adapter's shutdown goes on.
+uint64_t telemetry_add(AdapterImpl* a);
+void telemetry_remove(AdapterImpl* a) noexcept;
 
 // ---- Datagram QPs (control/ndk_datagram.cc, ndk_qp.cc) -----------------------------------------
 

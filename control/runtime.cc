@@ -65,6 +65,7 @@ ctl::EalOptions to_eal(const RuntimeConfig& c) {
   o.pci_allow = c.pci_allow;
   o.lcores = c.lcores;
   o.log_level = c.log_level;
+  o.telemetry = c.telemetry;
   o.extra = c.extra_args;
   return o;
 }

@@ -16,6 +16,9 @@
 // threads stay where EAL's main lcore put them) to CPU N, e.g. the engine's, which then yields
 // to it (--idle-yield) instead of interrupting another CPU.
 //
+// The last line measures the floor in the same run: a bare eventfd written from the engine's CPU
+// while the waiting thread blocks in poll(), no urnic code involved.
+//
 // Run: build/bench/bench_notify [samples per setting, default 2000] [--idle-yield=N]
 //                               [--consumer-cpu=N]
 //   --idle-yield=N: the engine yields the CPU after N idle steps (EngineConfig::idle_yield_after;
@@ -24,12 +27,15 @@
 #include <poll.h>
 #include <pthread.h>
 #include <rte_cycles.h>
+#include <rte_lcore.h>
 #include <sched.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -187,6 +193,47 @@ std::vector<double> measure(int n, int instance, const Setting& set, const Engin
   return out;
 }
 
+// The floor under every number above, in the same run: a bare eventfd written by a thread on
+// the engine's CPU `writer_cpu` while this thread (where the consumer runs) blocks on it in
+// poll(). No urnic code at all: what the kernel and the hypervisor charge for the wake-up.
+std::vector<double> raw_eventfd(int n, int writer_cpu, int consumer_cpu) {
+  std::vector<double> out;
+  const int efd = ::eventfd(0, EFD_CLOEXEC);
+  if (efd < 0) return out;
+  std::atomic<uint64_t> t0{0};
+  std::atomic<int> go{0};  // samples released to the writer
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    const PinnedTo pin(writer_cpu);
+    for (int done = 0; !stop.load(std::memory_order_acquire);) {
+      if (go.load(std::memory_order_acquire) == done) {
+        std::this_thread::yield();  // as the engine's lcore yields when idle
+        continue;
+      }
+      ++done;
+      t0.store(rte_rdtsc(), std::memory_order_release);
+      const uint64_t one = 1;
+      (void)!::write(efd, &one, sizeof one);
+    }
+  });
+  const PinnedTo pin(consumer_cpu);
+  const double tsc_us = static_cast<double>(rte_get_tsc_hz()) / 1e6;
+  for (int i = 0; i < n + 100; ++i) {
+    go.store(i + 1, std::memory_order_release);
+    pollfd p{efd, POLLIN, 0};
+    if (::poll(&p, 1, 10000) != 1) break;
+    const uint64_t t1 = rte_rdtsc();
+    uint64_t cnt = 0;
+    (void)!::read(efd, &cnt, sizeof cnt);
+    if (i >= 100)
+      out.push_back(static_cast<double>(t1 - t0.load(std::memory_order_acquire)) / tsc_us);
+  }
+  stop.store(true, std::memory_order_release);
+  writer.join();
+  ::close(efd);
+  return out;
+}
+
 }  // namespace
 }  // namespace urnic
 
@@ -237,5 +284,13 @@ int main(int argc, char** argv) {
                   gap == 0 ? "back to back" : "after 2 ms idle", st.p50, st.p90, st.p99, st.max, n);
     }
   }
+  // The floor: the same wake-up with nothing of urnic's, writer where the engine runs.
+  const std::vector<double> raw = raw_eventfd(
+      n, static_cast<int>(rte_lcore_to_cpu_id(static_cast<int>(worker_lcores().front()))),
+      consumer_cpu);
+  if (raw.size() != static_cast<size_t>(n)) return 1;
+  const Stats st = stats_of(raw);
+  std::printf("%-10s %-16s write-to-wakeup us p50 %7.2f p90 %7.2f p99 %7.2f max %8.2f (%d)\n",
+              "poll()", "bare eventfd", st.p50, st.p90, st.p99, st.max, n);
   return 0;
 }

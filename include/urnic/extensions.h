@@ -216,6 +216,9 @@ class AdapterExtension {
 
   // The adapter's MAC and IP addresses (its GIDs are these IPs). Any thread.
   LocalAddress local_address() const noexcept;
+  // The adapter's id on DPDK's telemetry socket: its counters are /urnic/adapter,<id>, its QPs'
+  // /urnic/qp,<id>,<qpn> (docs/api.md "Telemetry"; RuntimeConfig::telemetry). Any thread.
+  uint64_t telemetry_id() const noexcept;
   // The GID table (ibv_query_gid; a RoCEv2 GID is an IPv6 address, IPv4 ones IPv4-mapped):
   // index 0 the link-local fe80::/64 address made from the MAC (EUI-64), then the IPv4 address
   // if the adapter has one, then its IPv6 address if it has one. query_gid: kSuccess with *gid

@@ -51,6 +51,10 @@ struct RuntimeConfig {
   // every device bound to a DPDK driver.
   bool pci = false;
   std::vector<std::string> pci_allow;
+  // DPDK's telemetry socket, where every adapter's counters are published under /urnic/ for other
+  // processes (`dpdk-telemetry.py -f urnic<pid>`; docs/api.md "Telemetry"). false:
+  // [--no-telemetry].
+  bool telemetry = true;
   // Appended verbatim after the arguments above, e.g. {"--vdev=net_tap0,iface=t0"}.
   std::vector<std::string> extra_args;
 };

@@ -12,6 +12,8 @@
 //     (ucmatose): both ends recover and say so in their counters;
 //     congestion control: perftest's frames CE-marked, urnic-perf answers with CNPs rxe ignores.
 //     urnic-conform's scenarios against perftest's ib_write_bw server on rxe.
+//     stock tools on urnic's libibverbs / librdmacm (urnic-run) against the same tools on rxe,
+//     both roles: ib_write_bw, ib_read_lat, rping -V, ibv_ud_pingpong --chk, udaddy (SIDR).
 //   RxeInterop9000 (guest MTU 9000, path MTU 4096): ibv_rc_pingpong 1 B / 64 KiB both roles,
 //     rping with 8 KiB pings both roles.
 //
@@ -383,6 +385,45 @@ class RxeInteropVerbs : public RxeInterop {
     for (const Proc* p : {u.get(), g.get()})
       EXPECT_FALSE(p->has("data mismatch|failed|error")) << p->output();
   }
+  // ibv_ud_pingpong: urnic's datagram QPs against rxe's UD QPs (DETH, Q_Key, the GRH a receive
+  // carries), every received buffer checked (--chk).
+  void verbs_ud_pingpong(bool urnic_server, int iters) {
+    const std::string args = " -g 1 -s 512 -c -n " + std::to_string(iters);
+    std::unique_ptr<Proc> u, g;
+    if (urnic_server) {
+      u = on_urnic("ibv_ud_pingpong -d urnic0" + args);
+      ASSERT_TRUE(tcp_listening(18515)) << u->output();
+      g = guest_client("ibv_ud_pingpong" + args + " " + kHostIp);
+    } else {
+      g = guest("ibv_ud_pingpong" + args, 170);
+      u = on_urnic_client("ibv_ud_pingpong -d urnic0" + args + " " + kGuestIp);
+    }
+    finish(*u, *g);
+    for (const Proc* p : {u.get(), g.get()}) {
+      std::smatch m;
+      ASSERT_TRUE(p->has(R"(^(\d+) iters in [0-9.]+ seconds)", &m)) << p->output();
+      EXPECT_EQ(std::stoi(m[1]), iters);
+      EXPECT_FALSE(p->has("Failed|Couldn't|invalid")) << p->output();
+    }
+  }
+  // udaddy: rdma_cm UD ids, urnic's librdmacm against the kernel's rdma_cm (SIDR, IBTA §12.11),
+  // then datagrams both ways, the server answering through ibv_create_ah_from_wc.
+  void verbs_udaddy(bool urnic_server, int count) {
+    const std::string c = " -C " + std::to_string(count) + " -S 200";
+    std::unique_ptr<Proc> u, g;
+    if (urnic_server) {
+      u = on_urnic(std::string("udaddy -b ") + kUrnicIp + c);
+      g = guest_client(std::string("udaddy -s ") + kUrnicIp + c);
+    } else {
+      g = guest(std::string("udaddy -b ") + kGuestIp + c, 170);
+      u = on_urnic_client(std::string("udaddy -s ") + kGuestIp + c);
+    }
+    finish(*u, *g);
+    for (const Proc* p : {u.get(), g.get()}) {
+      EXPECT_TRUE(p->has("^data transfers complete")) << p->output();
+      EXPECT_TRUE(p->has("^return status 0")) << p->output();
+    }
+  }
 };
 
 using RxeInteropBase = RxeInteropVerbs;
@@ -409,6 +450,10 @@ TEST_F(RxeInterop1500, VerbsReadLatUrnicServer) { perftest("ib_read_lat", true, 
 TEST_F(RxeInterop1500, VerbsReadLatUrnicClient) { perftest("ib_read_lat", false, "-n 200"); }
 TEST_F(RxeInterop1500, VerbsRpingUrnicServer) { verbs_rping(true, 10); }
 TEST_F(RxeInterop1500, VerbsRpingUrnicClient) { verbs_rping(false, 10); }
+TEST_F(RxeInterop1500, VerbsUdPingpongUrnicServer) { verbs_ud_pingpong(true, 50); }
+TEST_F(RxeInterop1500, VerbsUdPingpongUrnicClient) { verbs_ud_pingpong(false, 50); }
+TEST_F(RxeInterop1500, VerbsUdaddyUrnicServer) { verbs_udaddy(true, 10); }
+TEST_F(RxeInterop1500, VerbsUdaddyUrnicClient) { verbs_udaddy(false, 10); }
 #endif
 
 // ---- ibv_rc_pingpong, path MTU 1024 ----
