@@ -42,6 +42,7 @@ AdapterInfo make_adapter_info() noexcept {
   // locally writable region may be a read target. Moderation is done by the control thread.
   i.adapter_flags = adapter_flag::kInOrderDmaSupported | adapter_flag::kRdmaReadSinkNotRequired |
                     adapter_flag::kCqInterruptModerationSupported |
+                    adapter_flag::kCqResizeSupported |
                     adapter_flag::kRdmaReadLocalInvalidateSupported;
   i.rdma_technology = RdmaTechnology::kRocev2;
   return i;

@@ -55,14 +55,47 @@ void Cq::arm(CqNotify type) noexcept {
   }
 }
 
-Status Cq::resize(uint32_t, RequestCompletion, void*) noexcept {
-  return detail::is_closing(impl()) ? Status::kInvalidDeviceState : Status::kNotSupported;
+Status Cq::resize(uint32_t depth, RequestCompletion completion, void* request_context) noexcept {
+  detail::CqImpl* c = impl();
+  detail::AdapterImpl* a = c->adapter;
+  if (detail::is_closing(c)) return Status::kInvalidDeviceState;
+  if (depth == 0 || depth > a->info.max_cq_depth) return Status::kInvalidParameter;
+  // A dead (overrun) CQ stays dead (ndkpi.md §3.3); a ring smaller than what waits in the CQ
+  // would hold fewer than the consumer has yet to take (verbs: EINVAL).
+  if (c->cq.overrun()) return Status::kInvalidDeviceState;
+  if (depth < c->cq.queued()) return Status::kInvalidParameter;
+  if (completion == nullptr && a->on_control_thread()) return Status::kInvalidDeviceState;
+  return detail::guarded([&] {
+    // A previous resize still switching, or its old ring not yet drained by the consumer.
+    if (!c->cq.prepare_resize(depth)) return Status::kDeviceBusy;
+    detail::SyncWait sync;
+    const RequestCompletion done =
+        completion != nullptr ? completion : &detail::SyncWait::on_request;
+    void* const done_ctx = completion != nullptr ? request_context : &sync;
+    auto op = std::make_unique<detail::EngineOp>();
+    op->msg.kind = dp::MailboxMsg::Kind::kResizeCq;
+    op->msg.ep = &a->ctl->endpoint();
+    op->msg.cq = &c->cq;
+    op->then = [a, c, depth, done, done_ctx](Status st) {
+      if (st == Status::kSuccess) c->depth.store(depth, std::memory_order_relaxed);
+      a->defer_locked([done, done_ctx, st] { done(done_ctx, st); });
+    };
+    {
+      std::lock_guard lk(a->mu);
+      if (c->life != detail::Life::kLive) return Status::kInvalidDeviceState;
+      a->enqueue_op_locked(std::move(op));
+    }
+    if (completion != nullptr) return Status::kPending;
+    a->wait(sync.done);
+    return sync.status;
+  });
 }
 
 Status Cq::control_interrupt_moderation(uint32_t interval_us, uint32_t count) noexcept {
   if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
-  constexpr uint32_t kMax = UINT32_MAX;                           // MAXULONG
-  const bool count_off = count == kMax || count > impl()->depth;  // interval only
+  constexpr uint32_t kMax = UINT32_MAX;  // MAXULONG
+  const bool count_off =
+      count == kMax || count > impl()->depth.load(std::memory_order_relaxed);  // interval only
   // ndkpi.md §3.4: "count only" with "interval only" is a contradiction.
   if (interval_us == kMax && count_off) return Status::kInvalidParameterMix;
   std::lock_guard lk(impl()->adapter->mu);

@@ -187,7 +187,7 @@ struct CqImpl final : ImplOf<CqImpl, Cq> {
 
   CqExtension ext_;
   dp::Cq cq;
-  const uint32_t depth;
+  std::atomic<uint32_t> depth;  // as created, then as the last resize made it
   const CqNotificationCallback notify_cb;
   void* const notify_ctx;
   std::atomic<bool> events_{true};

@@ -31,6 +31,14 @@
 // woke (one fetch_add on one word), so the control thread, which takes both at once, writes the
 // fd itself exactly for the firings that did not: one readable event per notification, never two.
 //
+// Resize (NdkResizeCq, ibv_resize_cq): no ring is copied or reallocated under its users. The
+// control side prepares a new ring (prepare_resize); the engine switches its writes to it
+// between two steps (switch_ring_lc, through the mailbox) and publishes the new ring with a
+// release store; the consumer, finding its ring empty and a newer ring published, moves on to it
+// (the acquire load makes every completion written to the old ring visible first, so none is
+// lost and the order holds). The old ring is freed by the next resize or with the CQ, once the
+// consumer has left it; the poll path frees nothing.
+//
 // Lost wake-up (the consumer polls 0, then arms, while the engine writes in between): the engine
 // stores its counters and then loads the arm; arm() stores the arm and then loads the counters;
 // a seq_cst fence on each side between the store and the load (Dekker) guarantees that at least
@@ -39,6 +47,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <span>
 
 #include "dataplane/ring.h"
@@ -57,7 +67,11 @@ class Cq {
   static constexpr uint32_t kArmSolicited = 2;
   static constexpr uint32_t kArmAny = 3;
 
-  explicit Cq(uint32_t depth) { ring_.init(round_up(depth)); }
+  explicit Cq(uint32_t depth)
+      : ring_(std::make_unique<Ring>(round_up(depth))),
+        prod_(ring_.get()),
+        cons_(ring_.get()),
+        published_(ring_.get()) {}
 
   // Engine side. Returns false (and marks the CQ overrun) when the ring is full.
   bool push(const ResultEx& r) noexcept {
@@ -65,7 +79,7 @@ class Cq {
       count_dropped();
       return false;
     }
-    if (!ring_.push(r)) [[unlikely]] {
+    if (!prod_->push(r)) [[unlikely]] {
       overrun_.store(true, std::memory_order_release);  // pairs with overrun()'s acquire
       count_dropped();
       ring_doorbell();
@@ -87,21 +101,58 @@ class Cq {
   }
 
   // Application side (one poller at a time, NDK rule): copies out up to out.size() results.
-  size_t poll(std::span<ResultEx> out) noexcept { return ring_.pop_burst(out); }
+  size_t poll(std::span<ResultEx> out) noexcept {
+    size_t n = cons_->pop_burst(out);
+    // Short: the engine may have moved to a resized ring (one load of a line written only then).
+    if (n != out.size() && moved()) [[unlikely]]
+      n += cons_->pop_burst(out.subspan(n));
+    return n;
+  }
   // The same into NDK_RESULT records (NdkGetCqResults), converted straight out of the ring
-  // slots: no intermediate buffer to construct, so an empty poll costs one load.
+  // slots: no intermediate buffer to construct, so an empty poll costs two loads.
   size_t poll(std::span<Result> out) noexcept {
     size_t n = 0;
-    for (; n < out.size(); ++n) {
-      const ResultEx* r = ring_.front();
-      if (r == nullptr) break;
-      out[n] = Result{r->status, r->bytes_transferred, r->qp_context, r->request_context};
-      ring_.pop();
+    while (n < out.size()) {
+      const ResultEx* r = cons_->front();
+      if (r == nullptr) {
+        if (!moved()) break;
+        continue;
+      }
+      out[n++] = Result{r->status, r->bytes_transferred, r->qp_context, r->request_context};
+      cons_->pop();
     }
     return n;
   }
   bool overrun() const noexcept { return overrun_.load(std::memory_order_acquire); }
-  size_t capacity() const noexcept { return ring_.capacity(); }
+  // The slots of the ring the engine writes now.
+  size_t capacity() const noexcept {
+    return published_.load(std::memory_order_acquire)->capacity();
+  }
+
+  // ---- Resize (see the file comment) ----------------------------------------------------------
+
+  // Control side, serialised with poll() by the consumer: completions it has not taken yet.
+  size_t queued() noexcept {
+    Ring* p = published_.load(std::memory_order_acquire);
+    return cons_->available() + (p != cons_ ? p->available() : 0);
+  }
+  // Prepares a ring of `depth` slots (rounded up to a power of two) for the engine to switch
+  // to. False when a previous resize is not finished (its switch is queued, or the consumer still
+  // drains the ring before it) or memory cannot be had. Frees a ring the consumer has left.
+  bool prepare_resize(uint32_t depth) noexcept {
+    if (next_ != nullptr || (old_ != nullptr && cons_ == old_.get())) return false;
+    old_.reset();
+    next_.reset(new (std::nothrow) Ring(round_up(depth)));
+    return next_ != nullptr && next_->capacity() != 0;
+  }
+  // Engine side (the mailbox's kResizeCq): writes go to the prepared ring from now on.
+  void switch_ring_lc() noexcept {
+    if (next_ == nullptr) return;
+    old_ = std::move(ring_);
+    ring_ = std::move(next_);
+    prod_ = ring_.get();
+    published_.store(prod_, std::memory_order_release);  // pairs with moved()'s acquire
+  }
   uint64_t produced() const noexcept { return produced_.load(std::memory_order_relaxed); }
   // Completions refused since the overrun (the one that found the ring full, and every later
   // one): they are lost, as on hardware.
@@ -148,10 +199,20 @@ class Cq {
   }
 
  private:
+  using Ring = SpscRing<ResultEx>;
   static size_t round_up(uint32_t n) noexcept {
     size_t c = 1;
     while (c < n) c <<= 1;
     return c;
+  }
+  // Consumer: whether the engine switched to a newer ring, and if so, with the current one
+  // drained, moves the consumer onto it. The acquire load makes every completion the engine
+  // wrote to the current ring before the switch visible, so "empty now" means "empty for good".
+  bool moved() noexcept {
+    Ring* p = published_.load(std::memory_order_acquire);
+    if (p == cons_ || !cons_->empty()) return false;
+    cons_ = p;
+    return true;
   }
   bool satisfied(uint32_t level) const noexcept {
     switch (level) {
@@ -213,7 +274,12 @@ class Cq {
   static constexpr int kWokenShift = 32;
   static constexpr uint64_t kFiredMask = (uint64_t{1} << kWokenShift) - 1;
 
-  SpscRing<ResultEx> ring_;
+  // The rings: the one the engine writes (owned by ring_), the one it wrote before a resize
+  // (old_, until the consumer has left it) and the one prepared for the next switch (next_).
+  std::unique_ptr<Ring> ring_, old_, next_;
+  Ring* prod_;                    // engine: where push() writes
+  Ring* cons_;                    // consumer: where poll() reads
+  std::atomic<Ring*> published_;  // the engine's ring, for the consumer to follow
   std::atomic<bool> overrun_{false};
   // Written by the engine only.
   alignas(kCacheLine) std::atomic<uint64_t> produced_{0};

@@ -92,6 +92,10 @@ void Engine::apply(MailboxMsg& m) noexcept {
         if (f != nullptr) f->clear();
       m.ep->set_faults(m.rx_fault, m.tx_fault);
       break;
+    case MailboxMsg::Kind::kResizeCq:
+      // Between two steps: no completion is half written (dataplane/cq.h, Resize).
+      m.cq->switch_ring_lc();
+      break;
     case MailboxMsg::Kind::kRemoveEndpoint:
       for (uint32_t i = 0; i < nep_; ++i) {
         if (eps_[i] == m.ep) {

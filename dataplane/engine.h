@@ -43,7 +43,8 @@ struct MailboxMsg {
     kDestroyQp,
     kFlushQp,
     kRemoveEndpoint,
-    kSetFaults
+    kSetFaults,
+    kResizeCq  // `cq` writes to the ring its prepare_resize() made from now on
   };
   Kind kind = Kind::kAddQp;
   Endpoint* ep = nullptr;
@@ -52,6 +53,7 @@ struct MailboxMsg {
   uint32_t mask = 0;
   FaultInjector* rx_fault = nullptr;
   FaultInjector* tx_fault = nullptr;
+  Cq* cq = nullptr;
   Status result = Status::kPending;
   std::atomic<bool> done{false};
 };

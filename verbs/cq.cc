@@ -188,7 +188,12 @@ int ibv_destroy_cq(ibv_cq* cq) {
 
 int ibv_resize_cq(ibv_cq* cq, int cqe) {
   if (cq == nullptr || cqe <= 0) return EINVAL;
-  return status_errno(cq_of(cq)->h->resize(static_cast<uint32_t>(cqe), nullptr, nullptr));
+  VCq* c = cq_of(cq);
+  std::lock_guard lock(c->lock);  // serialised with ibv_poll_cq (NdkResizeCq's rule)
+  const Status s = c->h->resize(static_cast<uint32_t>(cqe), nullptr, nullptr);
+  if (s != Status::kSuccess) return s == Status::kInvalidParameter ? EINVAL : status_errno(s);
+  cq->cqe = cqe;
+  return 0;
 }
 
 int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {

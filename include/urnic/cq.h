@@ -36,8 +36,15 @@ class Cq final : public detail::ObjectOf<detail::CqImpl> {
   // ignored (no notification).
   void arm(CqNotify type) noexcept;
 
-  // NdkResizeCq: not supported (the adapter does not set kCqResizeSupported): kNotSupported;
-  // kInvalidDeviceState once close() was requested (or the adapter's close tore the CQ down).
+  // NdkResizeCq (kCqResizeSupported): the CQ holds `depth` completions (1 .. max_cq_depth) from
+  // when the request completes; nothing queued is lost or reordered (the engine switches to a new
+  // ring between two steps, and the consumer takes the old ring's completions first). Serialised
+  // with get_results and arm by the consumer. kPending, then the completion with kSuccess; with
+  // a null completion, waits and returns the final status (not from a callback). Inline:
+  // kInvalidParameter (depth 0, above the maximum, or below the completions waiting in the
+  // CQ); kDeviceBusy (the previous resize's old ring still holds completions the consumer has
+  // not taken: take them, then retry); kInvalidDeviceState (an overrun CQ, close() requested,
+  // or a null completion inside a callback); kInsufficientResources (no memory for the ring).
   Status resize(uint32_t depth, RequestCompletion completion, void* request_context) noexcept;
 
   // NdkControlCqInterruptModeration: delay notifications by at most `interval_us` microseconds

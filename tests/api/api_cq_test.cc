@@ -429,7 +429,43 @@ TEST_F(ApiCq, InterruptModerationByCountAndByInterval) {
   acq->arm(CqNotify::kAny);
   ASSERT_EQ(write(ctx(5)), Status::kSuccess);
   ASSERT_TRUE(p.run_until([&] { return an.count() == 3; }));
-  EXPECT_EQ(acq->resize(128, nullptr, nullptr), Status::kNotSupported);
+  TearDownPair();
+}
+
+// NdkResizeCq (dataplane/cq.h, Resize): completions written before the switch are taken first,
+// then the new ring's, in order; a depth below what waits in the CQ is refused; a second resize
+// before the consumer left the old ring is busy; the new depth is the one enforced (overrun).
+TEST_F(ApiCq, ResizeKeepsEveryCompletionInOrderAndEnforcesTheNewDepth) {
+  ApiPair p("cq_resize");
+  SetUpPair(p, 16);
+  uintptr_t next = 0;
+  auto post_and_land = [&](uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(write(ctx(next++)), Status::kSuccess);
+    // Landed: the QP's send queue is empty again (every completion written).
+    ASSERT_TRUE(p.run_until(
+        [&] { return qa->query_extension<QpExtension>()->counters().completions_ok == next; }));
+  };
+  ASSERT_NO_FATAL_FAILURE(post_and_land(8));
+  EXPECT_EQ(acq->resize(4, nullptr, nullptr), Status::kInvalidParameter);  // 8 wait in it
+  EXPECT_EQ(acq->resize(0, nullptr, nullptr), Status::kInvalidParameter);
+  ASSERT_EQ(acq->resize(64, nullptr, nullptr), Status::kSuccess);
+  // The consumer has not left the old ring yet: a second resize must wait for that.
+  EXPECT_EQ(acq->resize(128, nullptr, nullptr), Status::kDeviceBusy);
+  // 8 old + 40 new: more than the old 16 slots could have held.
+  for (int k = 0; k < 5; ++k) ASSERT_NO_FATAL_FAILURE(post_and_land(8));
+  ASSERT_EQ(drain(*acq, &ares), 48u);
+  for (size_t i = 0; i < ares.size(); ++i) {
+    EXPECT_EQ(ares[i].request_context, ctx(i)) << i;
+    EXPECT_EQ(ares[i].status, Status::kSuccess) << i;
+  }
+  // Smaller again (the old ring is drained now), and the 8 slots are what holds: the ninth
+  // completion without a poll overruns the CQ (ndkpi.md §3.3).
+  ASSERT_EQ(acq->resize(8, nullptr, nullptr), Status::kSuccess);
+  ASSERT_NO_FATAL_FAILURE(post_and_land(8));
+  ASSERT_EQ(write(ctx(next++)), Status::kSuccess);
+  ASSERT_TRUE(p.run_until(
+      [&] { return qa->query_extension<QpExtension>()->counters().cq_overrun_errors == 1; }));
+  EXPECT_EQ(acq->resize(64, nullptr, nullptr), Status::kInvalidDeviceState);  // dead for good
   TearDownPair();
 }
 

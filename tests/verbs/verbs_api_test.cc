@@ -576,6 +576,10 @@ TEST_F(Verbs, DatagramsWithAddressHandles) {
     }
     EXPECT_EQ(0, std::memcmp(b.buf.data() + i * kSlot + 40, a.buf.data(), kLen)) << i;
   }
+  // ibv_resize_cq: the CQ keeps its completions and grows (cqe follows); 0 is EINVAL.
+  EXPECT_EQ(ibv_resize_cq(a.cq, 0), EINVAL);
+  ASSERT_EQ(ibv_resize_cq(a.cq, 8 * kDepth), 0);
+  EXPECT_EQ(a.cq->cqe, 8 * kDepth);
   // The reply's address from the first datagram's GRH: b's handle to a, a's GID as destination.
   ibv_wc first = got[0];
   ibv_ah_attr back{};
