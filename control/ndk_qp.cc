@@ -93,8 +93,10 @@ Status post(QpImpl* q, const dp::SendWqe& w) noexcept {
 // now so that the caller may reuse them on return (their tokens are ignored). Checks, in order:
 // a null list or a wrapping SGE (kInvalidParameter), too many SGEs (kDataOverrun), too many
 // bytes (kBufferOverflow; INLINE: kInvalidBufferSize). Totals are summed in 64 bits, so SGE
-// lengths whose 32-bit sum wraps are caught as well.
-Status fill_data(QpImpl* q, dp::SendWqe& w, std::span<const Sge> sgl, uint32_t max_sge) noexcept {
+// lengths whose 32-bit sum wraps are caught as well. Inlined into each post: with a second
+// caller (send_datagram) the compiler made it a call, 25 instructions per 64 B WRITE (bench/cost).
+[[gnu::always_inline]] inline Status fill_data(QpImpl* q, dp::SendWqe& w, std::span<const Sge> sgl,
+                                               uint32_t max_sge) noexcept {
   if (w.flags & op_flag::kInline) {
     if (null_list(sgl)) return Status::kInvalidParameter;
     uint64_t total = 0;
