@@ -241,38 +241,31 @@ if [[ rping =~ $only ]]; then
     why="$why error line: $(grep -hiE 'error|fail|invalid|mismatch' "$tmp/rping.cli" "$tmp/rping.srv" | head -1)"
   record rping "$why" "$(tail -1 "$tmp/rping.cli")"
 fi
-if [[ ucmatose =~ $only ]]; then
-  on_a ucmatose -c 4 -C 20 -S 4096 >"$tmp/ucmatose.srv" 2>&1 &
-  spid=$!
-  retry_client ucmatose "$spid" "" ucmatose -s 198.18.1.1 -c 4 -C 20 -S 4096
+# cmatose_pair NAME RETRY-REGEX TOOL ARGS...: one of librdmacm's example tools (ucmatose, udaddy)
+# with the server in A and the client in B (-s A's address, started again while RETRY-REGEX
+# matches its failure: retry_client); both must exit 0 and print "data transfers complete" and
+# "return status 0".
+cmatose_pair() {
+  local name=$1 retry_re=$2 tool=$3
+  shift 3
+  [[ $name =~ $only ]] || return 0
+  on_a "$tool" "$@" >"$tmp/$name.srv" 2>&1 &
+  local spid=$!
+  retry_client "$name" "$spid" "$retry_re" "$tool" -s 198.18.1.1 "$@"
   wait "$spid"
-  src=$?
-  why=""
+  local src=$? why="" f
   [ $crc -eq 0 ] || why=" client exit $crc"
   [ $src -eq 0 ] || why="$why server exit $src"
-  for f in "$tmp/ucmatose.cli" "$tmp/ucmatose.srv"; do
-    grep -q '^return status 0$' "$f" || why="$why no 'return status 0' in ${f##*.}"
-  done
-  record ucmatose "$why" "$(grep -c 'completed' "$tmp/ucmatose.cli") lines; $(tail -1 "$tmp/ucmatose.cli")"
-fi
-
-# udaddy: UD ids (SIDR), 4 of them, 20 datagrams of 1000 bytes each way; the server answers to
-# the address handle it makes from each first datagram's GRH (ibv_create_ah_from_wc).
-if [[ udaddy =~ $only ]]; then
-  on_a udaddy -c 4 -C 20 -S 1000 >"$tmp/udaddy.srv" 2>&1 &
-  spid=$!
-  retry_client udaddy "$spid" "$refused_re" udaddy -s 198.18.1.1 -c 4 -C 20 -S 1000
-  wait "$spid"
-  src=$?
-  why=""
-  [ $crc -eq 0 ] || why=" client exit $crc"
-  [ $src -eq 0 ] || why="$why server exit $src"
-  for f in "$tmp/udaddy.cli" "$tmp/udaddy.srv"; do
+  for f in "$tmp/$name.cli" "$tmp/$name.srv"; do
     grep -q '^return status 0$' "$f" || why="$why no 'return status 0' in ${f##*.}"
     grep -q '^data transfers complete$' "$f" || why="$why no 'data transfers complete' in ${f##*.}"
   done
-  record udaddy "$why" "$(tail -1 "$tmp/udaddy.cli")"
-fi
+  record "$name" "$why" "$(tail -1 "$tmp/$name.cli")"
+}
+cmatose_pair ucmatose "" ucmatose -c 4 -C 20 -S 4096
+# udaddy: UD ids (SIDR), 4 of them, 20 datagrams of 1000 bytes each way; the server answers to
+# the address handle it makes from each first datagram's GRH (ibv_create_ah_from_wc).
+cmatose_pair udaddy "$refused_re" udaddy -c 4 -C 20 -S 1000
 
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
