@@ -13,7 +13,10 @@ namespace urnic::dp {
 // consumer asked for an eventfd (a NIC's interrupt), so that a thread blocked in poll/epoll wakes
 // without waiting for the control thread's nap. It never blocks: the eventfd is non-blocking, and
 // EAGAIN means its counter is at its maximum, unread, hence readable already.
+thread_local uint32_t Cq::wakes_written_ = 0;
+
 bool Cq::wake(int fd) noexcept {
+  ++wakes_written_;
   const uint64_t one = 1;
   return ::write(fd, &one, sizeof(one)) == static_cast<ssize_t>(sizeof(one)) || errno == EAGAIN;
 }

@@ -261,6 +261,14 @@ class Cq {
   // One eventfd write (dataplane/cq.cc, out of line: the one syscall, on the rare path).
   // Whether the fd is readable now.
   static bool wake(int fd) noexcept;
+
+ public:
+  // Eventfd writes made by the calling thread so far (wrapping). The engine's loop compares it
+  // across steps: a thread it just woke may be waiting for this CPU (engine.cc, lcore_main).
+  static uint32_t wakes_written() noexcept { return wakes_written_; }
+
+ private:
+  static thread_local uint32_t wakes_written_;
   void count_dropped() noexcept {
     dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }

@@ -246,11 +246,18 @@ bool Engine::run_once(uint64_t now) noexcept {
 int Engine::lcore_main(void* arg) {
   auto* e = static_cast<Engine*>(arg);
   uint32_t idle = 0;
+  uint32_t wakes = Cq::wakes_written();
   while (!e->stop_.load(std::memory_order_relaxed)) {
     if (e->run_once()) {
       idle = 0;
-    } else if (e->cfg_.idle_yield_after != 0 && ++idle >= e->cfg_.idle_yield_after) {
-      // Shared-core mode only (config): give the CPU to application threads when idle.
+    } else if (e->cfg_.idle_yield_after != 0 &&
+               (++idle >= e->cfg_.idle_yield_after || wakes != Cq::wakes_written())) {
+      // Shared-core mode only (config): give the CPU to application threads when idle. At the
+      // first idle step after a CQ's eventfd was written, not after idle_yield_after of them:
+      // a consumer woken on this CPU runs only when the loop yields, and 256 idle steps were
+      // ~7 us of its send-to-wakeup latency (bench_notify, waiter on the engine's CPU; issue 16
+      // item 3). Only idle steps look at it: no cost on a busy step.
+      wakes = Cq::wakes_written();
       std::this_thread::yield();
       idle = 0;
     } else {

@@ -12,13 +12,14 @@
 //
 // Where the waiting thread sleeps matters as much as who wakes it: woken from another CPU, an
 // idle CPU needs an inter-processor interrupt, and under a hypervisor a halted vCPU's wake-up
-// alone can cost 15-20 us. --consumer-cpu=N pins the waiting thread (after set-up: the control
+// alone can cost 10-20 us. --consumer-cpu=N pins the waiting thread (after set-up: the control
 // threads stay where EAL's main lcore put them) to CPU N, e.g. the engine's, which then yields
-// to it (--idle-yield) instead of interrupting another CPU.
+// to it (--idle-yield; at once after it wrote a CQ's eventfd) instead of interrupting another CPU.
 //
-// The last line measures the floor in the same run: a bare eventfd written from the engine's CPU
-// while the waiting thread blocks in poll(), no urnic code involved.
-//
+// The last two lines measure the floor in the same run: a bare eventfd written from the engine's
+// CPU while the waiting thread blocks in poll(), no urnic code involved; written at once, and
+// 20 us after the sample starts (the waiter asleep, its CPU idle, as when a SEND wakes it).
+
 // Run: build/bench/bench_notify [samples per setting, default 2000] [--idle-yield=N]
 //                               [--consumer-cpu=N]
 //   --idle-yield=N: the engine yields the CPU after N idle steps (EngineConfig::idle_yield_after;
@@ -28,6 +29,7 @@
 #include <pthread.h>
 #include <rte_cycles.h>
 #include <rte_lcore.h>
+#include <rte_pause.h>
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -196,13 +198,18 @@ std::vector<double> measure(int n, int instance, const Setting& set, const Engin
 // The floor under every number above, in the same run: a bare eventfd written by a thread on
 // the engine's CPU `writer_cpu` while this thread (where the consumer runs) blocks on it in
 // poll(). No urnic code at all: what the kernel and the hypervisor charge for the wake-up.
-std::vector<double> raw_eventfd(int n, int writer_cpu, int consumer_cpu) {
+// The writer waits `delay_us` after the sample is released before it writes: with 0 the write
+// usually lands while the waiter is still on its way into poll() (no sleeping CPU to wake), which
+// is not what a SEND sees - its completion comes ~1.5 us later, when the waiter has gone to sleep
+// and, on another CPU, that CPU has gone idle. Each sample runs from the write to the wake-up.
+std::vector<double> raw_eventfd(int n, int writer_cpu, int consumer_cpu, int delay_us) {
   std::vector<double> out;
   const int efd = ::eventfd(0, EFD_CLOEXEC);
   if (efd < 0) return out;
   std::atomic<uint64_t> t0{0};
   std::atomic<int> go{0};  // samples released to the writer
   std::atomic<bool> stop{false};
+  const uint64_t delay_cycles = rte_get_tsc_hz() / 1000000 * static_cast<uint64_t>(delay_us);
   std::thread writer([&] {
     const PinnedTo pin(writer_cpu);
     for (int done = 0; !stop.load(std::memory_order_acquire);) {
@@ -211,6 +218,8 @@ std::vector<double> raw_eventfd(int n, int writer_cpu, int consumer_cpu) {
         continue;
       }
       ++done;
+      const uint64_t until = rte_rdtsc() + delay_cycles;
+      while (rte_rdtsc() < until) rte_pause();
       t0.store(rte_rdtsc(), std::memory_order_release);
       const uint64_t one = 1;
       (void)!::write(efd, &one, sizeof one);
@@ -284,13 +293,17 @@ int main(int argc, char** argv) {
                   gap == 0 ? "back to back" : "after 2 ms idle", st.p50, st.p90, st.p99, st.max, n);
     }
   }
-  // The floor: the same wake-up with nothing of urnic's, writer where the engine runs.
-  const std::vector<double> raw = raw_eventfd(
-      n, static_cast<int>(rte_lcore_to_cpu_id(static_cast<int>(worker_lcores().front()))),
-      consumer_cpu);
-  if (raw.size() != static_cast<size_t>(n)) return 1;
-  const Stats st = stats_of(raw);
-  std::printf("%-10s %-16s write-to-wakeup us p50 %7.2f p90 %7.2f p99 %7.2f max %8.2f (%d)\n",
-              "poll()", "bare eventfd", st.p50, st.p90, st.p99, st.max, n);
+  // The floor: the same wake-up with nothing of urnic's, writer where the engine runs; written
+  // at once, and 20 us later (the waiter asleep, as when a SEND's completion wakes it).
+  const int writer_cpu =
+      static_cast<int>(rte_lcore_to_cpu_id(static_cast<int>(worker_lcores().front())));
+  for (const int delay_us : {0, 20}) {
+    const std::vector<double> raw = raw_eventfd(n, writer_cpu, consumer_cpu, delay_us);
+    if (raw.size() != static_cast<size_t>(n)) return 1;
+    const Stats st = stats_of(raw);
+    std::printf("%-10s %-16s write-to-wakeup us p50 %7.2f p90 %7.2f p99 %7.2f max %8.2f (%d)\n",
+                "poll()", delay_us == 0 ? "bare eventfd" : "bare, waiter asleep", st.p50, st.p90,
+                st.p99, st.max, n);
+  }
   return 0;
 }
