@@ -459,8 +459,6 @@ bool valid_congestion(const CongestionConfig& c) noexcept {
 Status Adapter::open(const AdapterConfig& config, Engine& engine,
                      std::unique_ptr<Adapter>* out) noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
-  // ctl::Adapter attaches its endpoint directly, which needs the engine stopped.
-  if (engine.running()) return Status::kInvalidParameter;
   const uint32_t mtu = config.cm.path_mtu;
   if ((mtu != 0 && (mtu < 256 || mtu > 4096 || (mtu & (mtu - 1)) != 0)) ||
       config.cm.response_timeout > 31 || config.cm.timewait_ms == 0 ||
@@ -628,9 +626,6 @@ Status AdapterExtension::query_gid(uint32_t index, std::array<uint8_t, 16>* gid)
 }
 
 Status AdapterExtension::set_faults(const FaultConfig& tx, const FaultConfig& rx) noexcept {
-  // A manual engine is stepped by the application's thread: the control thread must not apply
-  // mailbox messages on it concurrently.
-  if (a_->on_control_thread() && !a_->eng->self_driven()) return Status::kInvalidDeviceState;
   return detail::guarded([&] { return a_->ctl->set_faults(tx, rx); });
 }
 

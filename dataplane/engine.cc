@@ -21,19 +21,22 @@ Engine::Engine(const EngineConfig& cfg)
 
 Engine::~Engine() { stop(); }
 
-void Engine::add_endpoint(Endpoint* ep) {
-  if (nep_ < kMaxEndpoints) eps_[nep_++] = ep;
+Status Engine::add_endpoint(Endpoint* ep) noexcept {
+  MailboxMsg m;
+  m.kind = MailboxMsg::Kind::kAddEndpoint;
+  m.ep = ep;
+  return call(m);
 }
 
 Status Engine::call(MailboxMsg& m) noexcept {
   m.done.store(false, std::memory_order_relaxed);
   if (!running()) {
-    // No lcore runs this engine: the caller owns it, so apply in this thread. With a shared
-    // drive other threads step it too: apply under the step flag, as a step of its own.
-    const bool shared = cfg_.shared_drive;
-    while (shared && driving_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
+    // No lcore runs this engine: apply in this thread, between two steps of whichever thread
+    // drives it (run_once() holds the step flag for the length of a step). So the control
+    // thread's requests work with an engine one application thread drives with run_once().
+    while (driving_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
     apply(m);
-    if (shared) driving_.store(false, std::memory_order_release);
+    driving_.store(false, std::memory_order_release);
     return m.result;
   }
   while (!mailbox_.push(&m)) std::this_thread::yield();
@@ -95,6 +98,13 @@ void Engine::apply(MailboxMsg& m) noexcept {
     case MailboxMsg::Kind::kResizeCq:
       // Between two steps: no completion is half written (dataplane/cq.h, Resize).
       m.cq->switch_ring_lc();
+      break;
+    case MailboxMsg::Kind::kAddEndpoint:
+      if (nep_ == kMaxEndpoints) {
+        st = Status::kInsufficientResources;
+        break;
+      }
+      eps_[nep_++] = m.ep;
       break;
     case MailboxMsg::Kind::kRemoveEndpoint:
       for (uint32_t i = 0; i < nep_; ++i) {
@@ -222,24 +232,31 @@ bool Engine::phase_tx_flush(Endpoint& ep) noexcept {
   return sent != 0;
 }
 
-bool Engine::run_once() noexcept {
-  if (!cfg_.shared_drive) return run_once(rte_get_tsc_cycles());
-  // Shared drive (EngineConfig::shared_drive): the step's state is handed from thread to thread
-  // through this flag, whose acquire / release orders every access of one step before the next.
+bool Engine::run_once() noexcept { return run_once(rte_get_tsc_cycles()); }
+
+bool Engine::run_once(uint64_t now) noexcept {
+  // A step driven by application threads (not launched) takes the step flag, whose acquire /
+  // release orders every access of one step before the next: with shared drive several threads
+  // step the engine; in every case the control thread may apply a mailbox message between two
+  // steps (call(): the connection manager's QP transitions, issue 14 item 6). The launched
+  // loop steps without it (lcore_main): call() never applies inline while it runs.
   if (driving_.exchange(true, std::memory_order_acquire)) return false;
-  const bool busy = run_once(rte_get_tsc_cycles());
+  const bool busy = step(now);
   driving_.store(false, std::memory_order_release);
   return busy;
 }
 
-bool Engine::run_once(uint64_t now) noexcept {
+bool Engine::step(uint64_t now) noexcept {
   bool busy = phase_mailbox();
   rx_backlog_ = false;
   for (uint32_t i = 0; i < nep_; ++i) busy |= phase_rx(*eps_[i], now);
   busy |= phase_timers(now);
   busy |= phase_tx_build(now);
   for (uint32_t i = 0; i < nep_; ++i) busy |= phase_tx_flush(*eps_[i]);
-  for (uint32_t i = 0; i < nep_; ++i) ++eps_[i]->counters().steps;
+  for (uint32_t i = 0; i < nep_; ++i) {
+    ++eps_[i]->counters().steps;
+    eps_[i]->counters().busy_steps += busy ? 1 : 0;
+  }
   return busy;
 }
 
@@ -248,7 +265,7 @@ int Engine::lcore_main(void* arg) {
   uint32_t idle = 0;
   uint32_t wakes = Cq::wakes_written();
   while (!e->stop_.load(std::memory_order_relaxed)) {
-    if (e->run_once()) {
+    if (e->step(rte_get_tsc_cycles())) {
       idle = 0;
     } else if (e->cfg_.idle_yield_after != 0 &&
                (++idle >= e->cfg_.idle_yield_after || wakes != Cq::wakes_written())) {

@@ -44,7 +44,8 @@ struct MailboxMsg {
     kFlushQp,
     kRemoveEndpoint,
     kSetFaults,
-    kResizeCq  // `cq` writes to the ring its prepare_resize() made from now on
+    kResizeCq,    // `cq` writes to the ring its prepare_resize() made from now on
+    kAddEndpoint  // the engine serves `ep` from now on
   };
   Kind kind = Kind::kAddQp;
   Endpoint* ep = nullptr;
@@ -68,18 +69,22 @@ class Engine {
   explicit Engine(const EngineConfig& cfg = {});
   ~Engine();
 
-  // Control side, before launch() only.
-  void add_endpoint(Endpoint* ep);
+  // Control side: the engine serves `ep` from its next step (through the mailbox, so while it
+  // runs too: adapters open while their engine runs, issue 14 item 6). kInsufficientResources
+  // when it serves kMaxEndpoints already.
+  Status add_endpoint(Endpoint* ep) noexcept;
 
-  // Control side: applies `m` on the engine's lcore and waits for it (or applies it inline when
-  // the engine is not running on an lcore: then the caller is the engine's only thread).
+  // Control side: applies `m` on the engine's lcore and waits for it, or, when the engine is not
+  // launched, applies it in the calling thread between two steps of the thread(s) driving it.
   Status call(MailboxMsg& m) noexcept;
   // Control side, non-blocking: queues `m` (which the caller keeps alive until m.done reads
   // true with acquire, then reads m.result). The engine applies it at the top of its next step,
   // whether it runs on an lcore or is driven with run_once(). False when the mailbox is full.
   bool submit(MailboxMsg& m) noexcept;
 
-  // One loop step. Only the engine's owner thread calls it. Returns whether any work was done.
+  // One loop step, while the engine is not launched. Returns whether any work was done; false
+  // at once, without a step, while another thread is inside one (shared drive) or applies a
+  // control message (call()).
   bool run_once() noexcept;
   // The same step at TSC `now` instead of the current TSC: tests drive the timers (ACK timeout,
   // RNR wait) with a synthetic clock, so timer paths are deterministic. `now` must never go
@@ -98,9 +103,6 @@ class Engine {
   // Stops the loop and waits for the lcore to return. Idempotent.
   void stop();
   bool running() const noexcept { return running_.load(std::memory_order_acquire); }
-  // Whether steps run without the caller's help: a launched loop, or a shared drive
-  // (EngineConfig::shared_drive: other threads drive it, and a waiting thread may step it too).
-  bool self_driven() const noexcept { return running() || cfg_.shared_drive; }
 
   const EngineConfig& config() const noexcept { return cfg_; }
   uint32_t endpoints() const noexcept { return nep_; }
@@ -110,6 +112,7 @@ class Engine {
 
  private:
   static int lcore_main(void* arg);
+  bool step(uint64_t now) noexcept;  // the phases; run_once() and the launched loop call it
   bool phase_mailbox() noexcept;
   bool phase_rx(Endpoint& ep, uint64_t now) noexcept;
   bool phase_timers(uint64_t now) noexcept;
@@ -118,7 +121,7 @@ class Engine {
   void apply(MailboxMsg& m) noexcept;
 
   EngineConfig cfg_;
-  std::atomic<bool> driving_{false};  // shared drive: a thread is inside run_once()
+  std::atomic<bool> driving_{false};  // a thread is inside run_once() or call()'s apply
   static constexpr uint32_t kMaxEndpoints = 8;
   std::array<Endpoint*, kMaxEndpoints> eps_{};
   uint32_t nep_ = 0;

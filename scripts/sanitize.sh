@@ -5,7 +5,8 @@
 #     any report aborts the test that caused it; LeakSanitizer runs at every test process's exit.
 #  2. build-tsan, -DURNIC_SANITIZE=thread: the ring and multi-threaded tests (test_ring,
 #     test_mr_table, test_cq_wake, RcMore.EngineOnLcoreWithConcurrentPostAndPoll in test_rc_ops,
-#     the API stress and CQ notification tests, the CM between two adapters).
+#     the API stress and CQ notification tests, the CM between two adapters, the CM with an
+#     engine one application thread drives).
 # Runs both, then exits non-zero if any build, test or sanitizer failed. Like the normal CI job, a
 # failing test is run once more (timing-sensitive tests on a loaded 2-core machine), but a
 # sanitizer report fails the run even when the retry passed: the logs are scanned for reports. Suppression files
@@ -66,9 +67,12 @@ tsan_tests+='|/SpscRingStress\.|^RcMore\.EngineOnLcoreWithConcurrentPostAndPoll$
 # The public API with application threads, the engine on lcore 1 and the control thread
 # delivering callbacks, and the CM with two control threads and the engine on an lcore.
 tsan_tests+='|^ApiStress\.|^ApiCq\.|^CmPair\.'
+# The CM's control threads applying QP transitions between the steps of an application thread
+# that drives the engine with run_once() (issue 14 item 6).
+tsan_tests+='|^CmNdkManual\.'
 if step cmake -S . -B build-tsan -G Ninja -DURNIC_SANITIZE=thread -DURNIC_BUILD_BENCH=OFF &&
   step cmake --build build-tsan --target test_ring test_mr_table test_cq_wake test_rc_ops \
-    test_api_stress test_api_cq test_cm_loopback; then
+    test_api_stress test_api_cq test_cm_loopback test_cm_ndk; then
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1$tsan_supp" \
     step run_logged tsan ctest --test-dir build-tsan --output-on-failure -j"$jobs" \
     -R "$tsan_tests" --repeat until-pass:2

@@ -384,7 +384,6 @@ Status Connector::connect(Qp& qp, const sockaddr* src, uint32_t src_length, cons
     return Status::kInvalidParameter;
   if (private_data_length > detail::kMaxCallerData) return Status::kInvalidBufferSize;
   if (Status s = detail::check_src(a, src, src_length, dgid); s != Status::kSuccess) return s;
-  if (!a->eng->self_driven()) return Status::kInvalidDeviceState;
   return c_->request(completion, request_context, q, [&](ctl::CmCompletion done) {
     return c_->cm->connect(c_->conn, &q->qp, dgid, dport, {inbound_read_limit, outbound_read_limit},
                            {static_cast<const uint8_t*>(private_data), private_data_length},
@@ -395,8 +394,6 @@ Status Connector::connect(Qp& qp, const sockaddr* src, uint32_t src_length, cons
 Status Connector::complete_connect(DisconnectEventCallback disconnect_event,
                                    void* disconnect_context, RequestCompletion, void*) noexcept {
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
-  detail::AdapterImpl* a = c_->adapter;
-  if (!a->eng->self_driven()) return Status::kInvalidDeviceState;
   return detail::guarded([&] {
     c_->on_disconnect(disconnect_event, disconnect_context);
     return c_->cm->complete_connect(*c_->conn, [c = c_] { c->peer_disconnected(); });
@@ -413,7 +410,6 @@ Status Connector::accept(Qp& qp, uint32_t inbound_read_limit, uint32_t outbound_
   if (q->adapter != a || (private_data == nullptr && private_data_length != 0))
     return Status::kInvalidParameter;
   if (private_data_length > detail::kMaxCalleeData) return Status::kInvalidBufferSize;
-  if (!a->eng->self_driven()) return Status::kInvalidDeviceState;
   return c_->request(completion, request_context, q, [&](ctl::CmCompletion done) {
     c_->on_disconnect(disconnect_event, disconnect_context);
     return c_->cm->accept(
@@ -433,7 +429,6 @@ Status Connector::reject(const void* private_data, uint32_t private_data_length)
   });
 }
 
-// SIDR needs no QP transition, so no launched engine either (unlike connect / accept).
 Status Connector::resolve_datagram(const sockaddr* src, uint32_t src_length, const sockaddr* dst,
                                    uint32_t dst_length, const void* private_data,
                                    uint32_t private_data_length, RequestCompletion completion,
@@ -506,7 +501,6 @@ Status Connector::get_peer_address(sockaddr* address, uint32_t* length) noexcept
 
 Status Connector::disconnect(RequestCompletion completion, void* request_context) noexcept {
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
-  if (!c_->adapter->eng->self_driven()) return Status::kInvalidDeviceState;
   return c_->request(completion, request_context, nullptr, [&](ctl::CmCompletion done) {
     return c_->cm->disconnect(*c_->conn, std::move(done));
   });

@@ -108,10 +108,10 @@ struct AdapterImpl;
 
 class Adapter {
  public:
-  // Opens the port `config.port_id` and attaches it to `engine`, which must not be launched yet
-  // (launch it afterwards; objects may be created either way). Returns kSuccess with *out set;
-  // kInvalidParameter for a bad configuration (a field out of its range) or port id, or a
-  // launched engine;
+  // Opens the port `config.port_id` and attaches it to `engine`, launched or not (launch it
+  // whenever; objects may be created either way; an engine serves up to 8 adapters at once).
+  // Returns kSuccess with *out set; kInvalidParameter for a bad configuration (a field out of
+  // its range) or port id; kInsufficientResources when the engine serves 8 adapters already;
   // kDeviceBusy (with an error logged) when another adapter of this process has the port open;
   // kDeviceNotReady when the driver refuses the port; kInsufficientResources when memory or
   // mempools cannot be had. Control side; blocks briefly.

@@ -25,9 +25,10 @@
 // kInvalidBufferSize). Read limits are clamped to the adapter's and the peer's (ndkpi.md §5.3).
 // Datagram requests carry up to kMaxDatagramRequestData bytes, their answers (accept_datagram,
 // reject) up to kMaxDatagramReplyData.
-// The adapter's engine must run on its own lcore (Engine::launch) or be driven by other threads
-// (EngineConfig::shared_drive): the connection manager applies QP transitions synchronously from
-// the control thread; otherwise the requests below return kInvalidDeviceState.
+// The adapter's engine may run on its own lcore (Engine::launch) or be driven with run_once(),
+// by one application thread or several (EngineConfig::shared_drive): the connection manager
+// applies its QP transitions from the control thread, between two of the driving thread's steps.
+// Driven, it makes progress only while the application keeps calling run_once().
 #pragma once
 
 #include <sys/socket.h>
@@ -91,13 +92,13 @@ class Connector final : public Object {
   // kInvalidBufferSize.
   Status reject(const void* private_data, uint32_t private_data_length) noexcept;
   // SIDR_REQ for rdma_cm's UDP port space (service ID 0x0000000001110000 + dst's port): asks the
-  // peer's datagram listener for its UD QP. `src` and `dst` as for connect(); no QP and no
-  // launched engine needed. kPending, then the completion with kSuccess (the peer answered with
-  // a QPN and Q_Key: get_datagram_peer, get_connection_data), kConnectionRefused (no datagram
-  // listener, or rejected; retryable), kIoTimeout (no answer after the CM's retries; retryable),
-  // kHostUnreachable, or kCancelled (connector closed). Inline: kInvalidParameter,
-  // kInvalidBufferSize (more than kMaxDatagramRequestData), kInvalidAddress,
-  // kConnectionActive (the connector was used before), kInvalidDeviceState (closing).
+  // peer's datagram listener for its UD QP. `src` and `dst` as for connect(); no QP needed.
+  // kPending, then the completion with kSuccess (the peer answered with a QPN and Q_Key:
+  // get_datagram_peer, get_connection_data), kConnectionRefused (no datagram listener, or rejected;
+  // retryable), kIoTimeout (no answer after the CM's retries; retryable), kHostUnreachable, or
+  // kCancelled (connector closed). Inline: kInvalidParameter, kInvalidBufferSize (more than
+  // kMaxDatagramRequestData), kInvalidAddress, kConnectionActive (the connector was used before),
+  // kInvalidDeviceState (closing).
   Status resolve_datagram(const sockaddr* src, uint32_t src_length, const sockaddr* dst,
                           uint32_t dst_length, const void* private_data,
                           uint32_t private_data_length, RequestCompletion completion,

@@ -4,8 +4,9 @@
 // application thread calling run_once() (tests, benchmarks, single-threaded programs).
 //
 // Threading: construct, launch and stop from one control-side thread. run_once() only from one
-// thread at a time and only while the engine is not launched. The engine must outlive every
-// adapter attached to it.
+// thread at a time (any thread with shared_drive) and only while the engine is not launched.
+// Adapters may be opened on it and closed whether it runs or not; it must outlive every adapter
+// attached to it.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +38,9 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // One loop step (mailbox, RX, timers, TX). Returns whether it did any work. Only while not
-  // launched, from the thread that drives the engine (any thread with shared_drive).
+  // launched, from the thread that drives the engine (any thread with shared_drive). Returns
+  // false without a step while an adapter's control thread applies a request between two
+  // steps (a connection manager's QP transition): call it again.
   bool run_once() noexcept;
   // Runs the loop on DPDK lcore `lcore`, a worker lcore EAL was given (worker_lcores(),
   // urnic/runtime.h). False if the lcore is not available or the engine runs already.

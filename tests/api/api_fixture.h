@@ -97,7 +97,13 @@ class ApiPair : public AdapterPair<Side> {
   // `name` must be unique in the process (it names the rings).
   explicit ApiPair(const std::string& name, const EngineConfig& ec = {}, uint32_t cq_depth = 4096)
       : AdapterPair(name, ec) {
+    make_pd_cq(cq_depth);
+  }
+  // On another pair's engine, which may be running (AdapterPair's second constructor).
+  ApiPair(const std::string& name, Engine& engine) : AdapterPair(name, engine) { make_pd_cq(4096); }
+  void make_pd_cq(uint32_t cq_depth) {
     for (Side* s : {&a, &b}) {
+      if (!s->adapter) continue;  // open failed (said by AdapterPair)
       EXPECT_EQ(s->adapter->create_pd(nullptr, nullptr, &s->pd), Status::kSuccess);
       EXPECT_EQ(s->adapter->create_cq(cq_depth, nullptr, nullptr, nullptr, nullptr, &s->cq),
                 Status::kSuccess);

@@ -139,24 +139,13 @@ class AdapterPair {
   // adapters' AdapterConfig::adaptive_retransmit.
   explicit AdapterPair(const std::string& name, const EngineConfig& ec = {}, uint32_t mbufs = 8191,
                        bool adaptive_retransmit = false)
-      : engine_(ec) {
-    EXPECT_EQ(create_ring_port_pair(name, 1, &port_a, &port_b), Status::kSuccess);
-    const uint16_t pa = port_a, pb = port_b;
-    AdapterConfig ca, cb;
-    ca.port_id = pa;
-    cb.port_id = pb;
-    ca.mbufs = cb.mbufs = mbufs;
-    ca.ipv4 = 0xC0000201;  // 192.0.2.1
-    cb.ipv4 = 0xC0000202;
-    ca.ipv6 = std::array<uint8_t, 16>{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-    cb.ipv6 = std::array<uint8_t, 16>{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
-    ca.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 1};
-    cb.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 2};
-    ca.key_seed = 0x1234;
-    cb.key_seed = 0x5678;
-    ca.adaptive_retransmit = cb.adaptive_retransmit = adaptive_retransmit;
-    EXPECT_EQ(Adapter::open(ca, engine_, &a.adapter), Status::kSuccess);
-    EXPECT_EQ(Adapter::open(cb, engine_, &b.adapter), Status::kSuccess);
+      : own_(std::make_unique<Engine>(ec)), engine_(*own_) {
+    open(name, mbufs, adaptive_retransmit);
+  }
+  // A pair on another pair's engine, which may be running (adapters open and close while their
+  // engine runs, issue 14 item 6) and must outlive this pair.
+  AdapterPair(const std::string& name, Engine& engine) : engine_(engine) {
+    open(name, 8191, false);
   }
   // The deriving fixture closes its objects first; the adapters' close waits for any close
   // still pending, then the engine stops.
@@ -167,7 +156,7 @@ class AdapterPair {
       if (s->adapter) (void)set_faults(*s, {}, {});
     a.adapter.reset();
     b.adapter.reset();
-    engine_.stop();
+    if (own_) engine_.stop();
   }
   AdapterPair(const AdapterPair&) = delete;
   AdapterPair& operator=(const AdapterPair&) = delete;
@@ -198,6 +187,26 @@ class AdapterPair {
 
   Engine& engine() { return engine_; }
 
+  void open(const std::string& name, uint32_t mbufs, bool adaptive_retransmit) {
+    EXPECT_EQ(create_ring_port_pair(name, 1, &port_a, &port_b), Status::kSuccess);
+    const uint16_t pa = port_a, pb = port_b;
+    AdapterConfig ca, cb;
+    ca.port_id = pa;
+    cb.port_id = pb;
+    ca.mbufs = cb.mbufs = mbufs;
+    ca.ipv4 = 0xC0000201;  // 192.0.2.1
+    cb.ipv4 = 0xC0000202;
+    ca.ipv6 = std::array<uint8_t, 16>{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    cb.ipv6 = std::array<uint8_t, 16>{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+    ca.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 1};
+    cb.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 2};
+    ca.key_seed = 0x1234;
+    cb.key_seed = 0x5678;
+    ca.adaptive_retransmit = cb.adaptive_retransmit = adaptive_retransmit;
+    EXPECT_EQ(Adapter::open(ca, engine_, &a.adapter), Status::kSuccess);
+    EXPECT_EQ(Adapter::open(cb, engine_, &b.adapter), Status::kSuccess);
+  }
+
   // Fault injection on side `s`'s transmit and receive paths (AdapterExtension::set_faults).
   static Status set_faults(Side& s, const FaultConfig& tx, const FaultConfig& rx) {
     return s.adapter->template query_extension<AdapterExtension>()->set_faults(tx, rx);
@@ -208,7 +217,8 @@ class AdapterPair {
     return c;
   }
 
-  Engine engine_;                   // declared first: destroyed after the sides' adapters
+  std::unique_ptr<Engine> own_;     // declared first: destroyed after the sides' adapters
+  Engine& engine_;                  // *own_, or another pair's
   uint16_t port_a = 0, port_b = 0;  // the ring pair's ethdev ports
   Side a, b;
 };

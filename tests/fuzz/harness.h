@@ -233,7 +233,7 @@ class AdapterWorld {
         scq_(256),
         rcq_(256) {
     ep_ = std::make_unique<dp::Endpoint>(nullptr, 0, pool_, &mrs_, 16);
-    engine_.add_endpoint(ep_.get());
+    (void)engine_.add_endpoint(ep_.get());
     tick_ms_ = dp::tsc_from_ns(1'000'000);
     // A pattern that differs from byte to byte (it repeats every page). memcpy / memcmp keep the
     // harness's own loops out of the coverage feedback and fast.

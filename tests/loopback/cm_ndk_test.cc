@@ -3,7 +3,7 @@
 // listen / connect / accept / complete_connect with private data and read limits, SEND and WRITE
 // checked byte for byte, disconnect with the peer's disconnect event, the QP as the connector's
 // antecedent, reject, no listener, paused listener, addresses, a close that cancels a pending
-// connect, and the engine-not-launched refusal.
+// connect, and the same with one application thread driving the engine (run_once).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -281,17 +281,63 @@ TEST_F(CmNdk, RejectNoListenerPauseAndCancel) {
   EXPECT_EQ(order.close_at, 1);
 }
 
-TEST(CmNdkManual, NeedsTheEngineOnAnLcore) {
+// Issue 14 item 6: the connection manager with an engine that one application thread drives
+// with run_once() (before, connect / accept / disconnect returned kInvalidDeviceState unless the
+// engine ran on an lcore). The control threads apply the QP transitions between two of this
+// thread's steps; every wait below drives the engine (AdapterPair::run_until).
+TEST(CmNdkManual, ConnectAcceptDataAndDisconnectWithOneThreadDrivingTheEngine) {
   eal_up_once();
   ApiPair p("cmndkm");
-  ASSERT_EQ(p.a.pd->create_qp(*p.a.cq, *p.a.cq, nullptr, 8, 8, 1, 1, 0, nullptr, nullptr, &p.a.qp),
+  for (Side* s : {&p.a, &p.b})
+    ASSERT_EQ(s->pd->create_qp(*s->cq, *s->cq, s, 64, 64, 4, 4, 64, nullptr, nullptr, &s->qp),
+              Status::kSuccess);
+  Passive pas;
+  pas.p = &p;
+  Handle<Listener> l;
+  ASSERT_EQ(create_listener(*p.b.adapter, &Passive::on_connect, &pas, nullptr, nullptr, &l),
             Status::kSuccess);
+  ASSERT_EQ(l->listen(sa(v4(0, 18516)), sizeof(sockaddr_in), nullptr, nullptr), Status::kSuccess);
+  std::vector<uint8_t> src(3000), dst(3000, 0), win(3000, 0);
+  fill(src, 9);
+  auto ms = p.a.reg(src.data(), src.size(), 0);
+  auto md = p.b.reg(dst.data(), dst.size(), mr_flag::kAllowLocalWrite);
+  auto mw = p.b.reg(win.data(), win.size(), mr_flag::kAllowRemoteWrite);
+  const Sge rb{addr(dst.data()), 3000, md->get_local_token()};
+  ASSERT_EQ(p.b.qp->receive(ctx(2), {&rb, 1}), Status::kSuccess);
+
   Handle<Connector> c;
   ASSERT_EQ(create_connector(*p.a.adapter, nullptr, nullptr, &c), Status::kSuccess);
-  const auto dst = v4(0xC0000202, 1);
-  EXPECT_EQ(c->connect(*p.a.qp, nullptr, 0, sa(dst), sizeof(dst), 1, 1, nullptr, 0,
-                       &Completion::on_request, nullptr),
-            Status::kInvalidDeviceState);
+  Completion connected;
+  const auto dst_addr = v4(0xC0000202, 18516);
+  ASSERT_EQ(c->connect(*p.a.qp, nullptr, 0, sa(dst_addr), sizeof(dst_addr), 1, 1, nullptr, 0,
+                       &Completion::on_request, &connected),
+            Status::kPending);
+  ASSERT_TRUE(p.run_until([&] { return connected.count() == 1; }));
+  ASSERT_EQ(connected.status, Status::kSuccess);
+  ASSERT_EQ(c->complete_connect(nullptr, nullptr, nullptr, nullptr), Status::kSuccess);
+  ASSERT_TRUE(p.run_until([&] { return pas.accepted.count() == 1; }));
+  ASSERT_EQ(pas.accepted.status, Status::kSuccess);
+  Handle<Connector> b_conn(pas.conn.load());
+  ASSERT_TRUE(b_conn);
+
+  const Sge sa_{addr(src.data()), 3000, ms->get_local_token()};
+  ASSERT_EQ(p.a.qp->write(ctx(3), {&sa_, 1}, addr(win.data()), mw->get_remote_token(), 0),
+            Status::kSuccess);
+  ASSERT_EQ(p.a.qp->send(ctx(4), {&sa_, 1}, 0), Status::kSuccess);
+  ASSERT_TRUE(p.wait_done(2, 1));
+  ASSERT_EQ(p.a.done.size(), 2u);
+  ASSERT_EQ(p.b.done.size(), 1u);
+  for (const auto& r : p.a.done) EXPECT_EQ(r.status, Status::kSuccess);
+  EXPECT_EQ(p.b.done[0].status, Status::kSuccess);
+  EXPECT_EQ(p.b.done[0].bytes_transferred, 3000u);
+  EXPECT_EQ(win, src);
+  EXPECT_EQ(dst, src);
+
+  Completion disc;
+  ASSERT_EQ(c->disconnect(&Completion::on_request, &disc), Status::kPending);
+  ASSERT_TRUE(p.run_until([&] { return disc.count() == 1 && pas.disconnects.load() == 1; }));
+  EXPECT_EQ(disc.status, Status::kSuccess);
+  EXPECT_EQ(b_conn->disconnect(nullptr, nullptr), Status::kSuccess);
 }
 
 }  // namespace

@@ -122,7 +122,7 @@ class RcProtocol : public ::testing::Test {
                                    dp::access::kAll, &key_),
               Status::kSuccess);
     ep_ = std::make_unique<dp::Endpoint>(nullptr, 0, g_pool, &mrs_, 64);
-    engine_.add_endpoint(ep_.get());
+    (void)engine_.add_endpoint(ep_.get());
   }
 
   void TearDown() override {
