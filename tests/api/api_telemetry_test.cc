@@ -96,6 +96,11 @@ TEST_F(ApiTelemetry, AnotherProcessReadsTheCountersOfTheTrafficSent) {
   EXPECT_EQ(field(ad, "rx_packets", "port"), static_cast<int64_t>(c.port.rx_packets)) << ad;
   EXPECT_EQ(field(ad, "tx_packets", "qps"), kWrites + kSends) << ad;
   EXPECT_EQ(field(ad, "rx_drops_total", "port"), 0) << ad;
+  // Steps that did work are counted (issue 14 item 7: busy_steps stayed 0): at least the
+  // steps that sent the WRITEs and SENDs, and never more than all steps.
+  EXPECT_GE(c.port.busy_steps, 1u);
+  EXPECT_LE(c.port.busy_steps, c.port.steps);
+  EXPECT_GE(field(ad, "busy_steps", "port"), static_cast<int64_t>(c.port.busy_steps)) << ad;
   EXPECT_NE(ad.find(R"("cm": {)"), std::string::npos) << ad;
 
   // Bad parameters: no answer, no crash (telemetry prints null).
