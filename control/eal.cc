@@ -16,6 +16,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "dataplane/log.h"
 #include "dataplane/wire/icrc.h"
 
 namespace urnic::ctl {
@@ -24,21 +25,32 @@ namespace {
 std::mutex g_eal_mu;  // control path only: serialises bring-up
 bool g_eal_up = false;
 
-// DPDK's log lines go to stderr as before, minus one: DPDK 22.11's telemetry warns at every start
-// that it made no socket for its legacy protocol, which nothing here uses. Every log line is
-// written and flushed whole (rte_vlog), so each write is one line.
+// DPDK's log lines (and urnic's, dataplane/log.h) go to stderr as before, minus one: DPDK
+// 22.11's telemetry warns at every start that it made no socket for its legacy protocol, which
+// nothing here uses. Every log line is written and flushed whole (rte_vlog), so each write is one
+// line. The stream calls log_write with its lock held, which also guards the tap.
+FILE* g_log_stream = nullptr;
+LogTap g_log_tap = nullptr;
+void* g_log_tap_ctx = nullptr;
+
 ssize_t log_write(void*, const char* buf, size_t size) {
   static constexpr char kLegacy[] = "TELEMETRY: No legacy callbacks";
   if (size >= sizeof kLegacy - 1 && std::memcmp(buf, kLegacy, sizeof kLegacy - 1) == 0)
     return static_cast<ssize_t>(size);
+  if (g_log_tap != nullptr) g_log_tap(g_log_tap_ctx, buf, size);
   return static_cast<ssize_t>(std::fwrite(buf, 1, size, stderr));
 }
 
 void install_log_stream() {
+  // The stream's buffer is static: stdio would otherwise allocate one at the first line, which
+  // may be an engine lcore's (a QP entering ERR), where nothing may allocate. rte_vlog flushes
+  // every line, so one line's worth (plus room) is all it holds.
+  static char buffer[4096];
   cookie_io_functions_t io{};
   io.write = log_write;
   if (FILE* f = ::fopencookie(nullptr, "w", io)) {
-    std::setvbuf(f, nullptr, _IOLBF, 0);
+    std::setvbuf(f, buffer, _IOLBF, sizeof buffer);
+    g_log_stream = f;
     rte_openlog_stream(f);
   }
 }
@@ -106,6 +118,9 @@ Status eal_init(const EalOptions& opts) {
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
   install_log_stream();
+  // Before EAL parses its options: --log-level=urnic.*:debug then applies to urnic's types in
+  // the order given, as to DPDK's own (a type registered later takes the first matching option).
+  dp::log_register();
   const int rc = rte_eal_init(static_cast<int>(args.size()), argv.data());
   if (rc < 0) {
     // EALREADY: somebody else in this process brought EAL up; join it.
@@ -121,6 +136,15 @@ Status eal_init(const EalOptions& opts) {
 }
 
 bool eal_running() noexcept { return g_eal_up; }
+
+void set_log_tap(LogTap tap, void* ctx) noexcept {
+  std::lock_guard lock(g_eal_mu);
+  if (g_log_stream == nullptr) return;
+  ::flockfile(g_log_stream);  // the lock log_write runs under
+  g_log_tap = tap;
+  g_log_tap_ctx = ctx;
+  ::funlockfile(g_log_stream);
+}
 
 Status probe_vdev(std::string_view devargs, uint16_t* port_id) {
   const std::string args(devargs);

@@ -5,6 +5,7 @@
 // adapters it creates) can each ask for it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -39,6 +40,14 @@ std::vector<std::string> eal_args(const EalOptions& opts);
 // arguments, kInsufficientResources if it cannot get memory.
 Status eal_init(const EalOptions& opts);
 bool eal_running() noexcept;
+
+// DPDK's log lines (EAL's and urnic's own, dataplane/log.h) go to stderr through a stream
+// eal_init() installs. While a tap is set, each line (with its newline, not NUL-terminated) also
+// goes to it, on the thread that logged it, an engine lcore's included: a tap must be quick and
+// must not log. Tests read what was logged this way. nullptr removes it; a no-op when EAL was
+// not brought up by eal_init().
+using LogTap = void (*)(void* ctx, const char* line, size_t len);
+void set_log_tap(LogTap tap, void* ctx) noexcept;
 
 // True when /proc/mounts has a hugetlbfs mount and /proc/meminfo reports free hugepages.
 bool hugepages_available();

@@ -544,27 +544,28 @@ Status Adapter::create_cq(uint32_t depth, CqNotificationCallback notification,
                           Handle<Cq>* out) noexcept {
   if (out == nullptr || depth == 0 || depth > impl_->info.max_cq_depth)
     return Status::kInvalidParameter;
-  return detail::guarded([&] {
-    std::lock_guard lk(impl_->mu);
-    if (impl_->shutting_down) return Status::kInvalidDeviceState;
-    auto* c = new detail::CqImpl(impl_, depth, notification, notification_context);
-    impl_->adopt_locked(c, {});
-    impl_->cqs.push_back(c);
-    *out = Handle<Cq>(&c->pub_);
-    return Status::kSuccess;
-  });
+  return detail::log_create("CQ creation", detail::guarded([&] {
+                              std::lock_guard lk(impl_->mu);
+                              if (impl_->shutting_down) return Status::kInvalidDeviceState;
+                              auto* c = new detail::CqImpl(impl_, depth, notification,
+                                                           notification_context);
+                              impl_->adopt_locked(c, {});
+                              impl_->cqs.push_back(c);
+                              *out = Handle<Cq>(&c->pub_);
+                              return Status::kSuccess;
+                            }));
 }
 
 Status Adapter::create_pd(CreateCompletion, void*, Handle<Pd>* out) noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
-  return detail::guarded([&] {
-    std::lock_guard lk(impl_->mu);
-    if (impl_->shutting_down) return Status::kInvalidDeviceState;
-    auto* p = new detail::PdImpl(impl_);
-    impl_->adopt_locked(p, {});
-    *out = Handle<Pd>(&p->pub_);
-    return Status::kSuccess;
-  });
+  return detail::log_create("PD creation", detail::guarded([&] {
+                              std::lock_guard lk(impl_->mu);
+                              if (impl_->shutting_down) return Status::kInvalidDeviceState;
+                              auto* p = new detail::PdImpl(impl_);
+                              impl_->adopt_locked(p, {});
+                              *out = Handle<Pd>(&p->pub_);
+                              return Status::kSuccess;
+                            }));
 }
 
 Status Adapter::build_lam(const void* address, size_t length, std::span<uint64_t> pages,

@@ -44,6 +44,7 @@
 #include "control/adapter.h"
 #include "dataplane/cq.h"
 #include "dataplane/engine.h"
+#include "dataplane/log.h"
 #include "dataplane/qp.h"
 #include "dataplane/srq.h"
 #include "urnic/adapter.h"
@@ -95,6 +96,12 @@ CmCounters cm_counters(AdapterImpl* a);
 // QueryExtension's version rule: same major, a minor up to the implemented one.
 inline bool version_ok(Version asked, Version have) noexcept {
   return asked.major == have.major && asked.minor <= have.minor;
+}
+
+// An object creation (`what`: "QP creation", ...) that failed, logged on urnic.ctl: a resource or
+// device failure at NOTICE, a refused argument or state at DEBUG (dp::log_failure). Returns `s`.
+inline Status log_create(const char* what, Status s) noexcept {
+  return dp::log_failure(dp::LogType::kCtl, s, what);
 }
 
 // Lifecycle (guarded by AdapterImpl::mu).

@@ -83,33 +83,35 @@ Status SrqImpl::teardown_locked() {
 Status Pd::create_mr(bool fast_register, CreateCompletion, void*, Handle<Mr>* out) noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
   if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
-  return detail::guarded([&] {
-    auto mr = std::make_unique<detail::MrImpl>(impl()->adapter, impl(), fast_register);
-    std::lock_guard lk(impl()->adapter->mu);
-    if (Status s = detail::adopt_child(impl(), mr.get()); s != Status::kSuccess) return s;
-    *out = Handle<Mr>(&mr.release()->pub_);
-    return Status::kSuccess;
-  });
+  return detail::log_create(
+      "MR creation", detail::guarded([&] {
+        auto mr = std::make_unique<detail::MrImpl>(impl()->adapter, impl(), fast_register);
+        std::lock_guard lk(impl()->adapter->mu);
+        if (Status s = detail::adopt_child(impl(), mr.get()); s != Status::kSuccess) return s;
+        *out = Handle<Mr>(&mr.release()->pub_);
+        return Status::kSuccess;
+      }));
 }
 
 Status Pd::create_mw(CreateCompletion, void*, Handle<Mw>* out) noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
   if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
-  return detail::guarded([&] {
-    auto mw = std::make_unique<detail::MwImpl>(impl()->adapter, impl());
-    std::lock_guard lk(impl()->adapter->mu);
-    uint32_t key = 0;
-    if (Status s = impl()->adapter->ctl->mrs().alloc_window(impl()->pd, &key);
-        s != Status::kSuccess)
-      return s;
-    mw->key.store(key, std::memory_order_relaxed);
-    if (Status s = detail::adopt_child(impl(), mw.get()); s != Status::kSuccess) {
-      (void)impl()->adapter->ctl->mrs().deregister(key);
-      return s;
-    }
-    *out = Handle<Mw>(&mw.release()->pub_);
-    return Status::kSuccess;
-  });
+  return detail::log_create(
+      "MW creation", detail::guarded([&] {
+        auto mw = std::make_unique<detail::MwImpl>(impl()->adapter, impl());
+        std::lock_guard lk(impl()->adapter->mu);
+        uint32_t key = 0;
+        if (Status s = impl()->adapter->ctl->mrs().alloc_window(impl()->pd, &key);
+            s != Status::kSuccess)
+          return s;
+        mw->key.store(key, std::memory_order_relaxed);
+        if (Status s = detail::adopt_child(impl(), mw.get()); s != Status::kSuccess) {
+          (void)impl()->adapter->ctl->mrs().deregister(key);
+          return s;
+        }
+        *out = Handle<Mw>(&mw.release()->pub_);
+        return Status::kSuccess;
+      }));
 }
 
 Status Pd::create_srq(uint32_t depth, uint32_t max_receive_request_sge, uint32_t notify_threshold,
@@ -120,19 +122,20 @@ Status Pd::create_srq(uint32_t depth, uint32_t max_receive_request_sge, uint32_t
       max_receive_request_sge > info.max_receive_request_sge)
     return Status::kInvalidParameter;
   if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
-  return detail::guarded([&] {
-    auto srq =
-        std::make_unique<detail::SrqImpl>(impl()->adapter, impl(), depth, max_receive_request_sge,
-                                          notification, notification_context);
-    // Armed at creation, checked only as receives are consumed (an empty new SRQ is not "below
-    // the threshold" until the consumer has posted to it).
-    if (notify_threshold != 0) srq->srq.arm_limit(notify_threshold, false);
-    std::lock_guard lk(impl()->adapter->mu);
-    if (Status s = detail::adopt_child(impl(), srq.get()); s != Status::kSuccess) return s;
-    impl()->adapter->srqs.push_back(srq.get());
-    *out = Handle<Srq>(&srq.release()->pub_);
-    return Status::kSuccess;
-  });
+  return detail::log_create(
+      "SRQ creation", detail::guarded([&] {
+        auto srq = std::make_unique<detail::SrqImpl>(impl()->adapter, impl(), depth,
+                                                     max_receive_request_sge, notification,
+                                                     notification_context);
+        // Armed at creation, checked only as receives are consumed (an empty new SRQ is not "below
+        // the threshold" until the consumer has posted to it).
+        if (notify_threshold != 0) srq->srq.arm_limit(notify_threshold, false);
+        std::lock_guard lk(impl()->adapter->mu);
+        if (Status s = detail::adopt_child(impl(), srq.get()); s != Status::kSuccess) return s;
+        impl()->adapter->srqs.push_back(srq.get());
+        *out = Handle<Srq>(&srq.release()->pub_);
+        return Status::kSuccess;
+      }));
 }
 
 Status Pd::get_privileged_memory_region_token(uint32_t* token) noexcept {
@@ -173,7 +176,7 @@ Status Mr::register_mr(const void* address, size_t length, uint32_t flags, Reque
   const uint32_t acc = dp::access_from_mr_flags(flags);
   if (Status s = impl()->adapter->ctl->mrs().register_region(impl()->pd->pd, va, length, acc, &key);
       s != Status::kSuccess)
-    return s;
+    return detail::log_create("MR registration", s);
   impl()->base.store(va, std::memory_order_relaxed);
   impl()->length.store(length, std::memory_order_relaxed);
   impl()->access.store(acc, std::memory_order_relaxed);
@@ -214,7 +217,8 @@ Status Mr::initialize_fast_register_mr(uint32_t adapter_page_count, bool remote_
     if (Status s = impl()->adapter->ctl->mrs().alloc_fast_register(
             impl()->pd->pd, adapter_page_count, remote_access, &key);
         s != Status::kSuccess)
-      return s == Status::kNoMemory ? Status::kInsufficientResources : s;
+      return detail::log_create("fast-register MR initialisation",
+                                s == Status::kNoMemory ? Status::kInsufficientResources : s);
     impl()->max_pages.store(adapter_page_count, std::memory_order_relaxed);
     impl()->remote_ok.store(remote_access, std::memory_order_relaxed);
     impl()->key.store(key, std::memory_order_relaxed);

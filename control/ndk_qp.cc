@@ -166,6 +166,7 @@ Status post_atomic(QpImpl* q, WrOpcode op, void* ctx, const Sge& result, uint64_
 
 // A create that failed after the QP was registered (mu held): undo and report.
 void fail_create_locked(QpImpl* q, Status st, CreateCompletion done, void* ctx) {
+  (void)log_create("QP creation", st);  // the engine refused it: the status says why
   AdapterImpl* a = q->adapter;
   std::erase(a->objects, static_cast<ObjectImpl*>(q));
   for (ObjectImpl* o : q->antecedents) --o->successors;
@@ -290,8 +291,8 @@ Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_contex
     a->enqueue_op_locked(std::move(add));
     return Status::kPending;
   });
-  if (st != Status::kPending || cb != nullptr) return st;
-  a->wait(sync.done);
+  if (st != Status::kPending || cb != nullptr) return log_create("QP creation", st);
+  a->wait(sync.done);  // a failure was logged by fail_create_locked
   if (sync.status == Status::kSuccess) *out = Handle<Qp>(static_cast<Qp*>(sync.object));
   return sync.status;
 }

@@ -75,7 +75,7 @@ uint32_t datagram_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget) noexcept {
     if (wc != WcStatus::kSuccess) {
       // A failed work request moves the QP to the error state (IBTA §10.8.3.3; UD's send queue
       // error state is not kept apart from ERR here).
-      qp_to_error_lc(ep, qp);
+      qp_to_error_lc(ep, qp, {"datagram send failed", wc, -1, false});
       return built;
     }
     ++built;

@@ -19,9 +19,20 @@ namespace urnic::dp {
 
 // Applies a validated modify on the lcore (the single writer of QP state).
 Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& attr, uint32_t mask) noexcept;
+// Why a QP enters ERR, for the one log line the transition writes (urnic.dp): what happened,
+// the completion status that caused it and, for a NAK sent or received, its AETH syndrome.
+// `requested`: the consumer or the CM asked for ERR (modify, flush), logged at DEBUG; anything
+// else is an error of the connection, logged at INFO.
+struct ErrCause {
+  const char* what = "flush requested";  // a string literal
+  WcStatus wc = WcStatus::kWrFlushErr;
+  int16_t syndrome = -1;  // -1: no NAK involved
+  bool requested = true;
+};
 // Moves the QP to ERR: every outstanding and queued WQE completes with WR_FLUSH_ERR (in posting
 // order, send queue then receive queue), and the rings are drained (IBTA §10.3.1 error state).
-void qp_to_error_lc(Endpoint& ep, Qp& qp) noexcept;
+// The transition (not a repeat in ERR) logs `why`. The default is the engine's NdkFlush.
+void qp_to_error_lc(Endpoint& ep, Qp& qp, const ErrCause& why = {}) noexcept;
 // True when a CQ this QP completes into has overrun: the CQ and every QP attached to it are
 // dead (ndkpi.md §3.3). Two loads of a flag written once; the engine checks it for each received
 // packet and each QP step, so a QP stops at once, not only when it next completes something.

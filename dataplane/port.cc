@@ -2,11 +2,11 @@
 
 #include <rte_errno.h>
 
-#include <rte_log.h>
-
 #include <bitset>
 #include <cstdio>
 #include <mutex>
+
+#include "dataplane/log.h"
 
 namespace urnic::dp {
 namespace {
@@ -30,65 +30,82 @@ void release(uint16_t port_id) {
 
 }  // namespace
 
+// A port that exists but cannot be opened is worth a line at ERR: the adapter on it fails to open,
+// and the status alone does not say which ethdev step refused (an operator's configuration,
+// mostly).
 Status Port::open(const PortConfig& cfg) {
   if (open_) return Status::kInvalidDeviceState;
-  if (!rte_eth_dev_is_valid_port(cfg.port_id) || cfg.queues == 0) return Status::kInvalidParameter;
+  if (!rte_eth_dev_is_valid_port(cfg.port_id) || cfg.queues == 0) {
+    log_line(LogType::kCtl, RTE_LOG_DEBUG, "port %u: no such ethdev port, or no queues asked for",
+             cfg.port_id);
+    return Status::kInvalidParameter;
+  }
+  const auto fail = [&](Status s, const char* step, int rc) {
+    log_line(LogType::kCtl, RTE_LOG_ERR, "port %u: %s failed (%s): %s", cfg.port_id, step,
+             rte_strerror(rc < 0 ? -rc : rc), status_name(s));
+    close();
+    return s;
+  };
   if (!claim(cfg.port_id)) {
-    RTE_LOG(ERR, USER1, "urnic: port %u is already open by another adapter of this process\n",
-            cfg.port_id);
+    log_line(LogType::kCtl, RTE_LOG_ERR,
+             "port %u is already open by another adapter of this process", cfg.port_id);
     return Status::kDeviceBusy;
   }
   claimed_ = true;
   cfg_ = cfg;
 
   rte_eth_dev_info info{};
-  if (rte_eth_dev_info_get(cfg.port_id, &info) != 0) {
-    close();
-    return Status::kDeviceNotReady;
-  }
-  if (cfg.queues > info.max_rx_queues || cfg.queues > info.max_tx_queues) {
-    close();
-    return Status::kInsufficientResources;
-  }
+  if (int rc = rte_eth_dev_info_get(cfg.port_id, &info); rc != 0)
+    return fail(Status::kDeviceNotReady, "rte_eth_dev_info_get", rc);
+  if (cfg.queues > info.max_rx_queues || cfg.queues > info.max_tx_queues)
+    return fail(Status::kInsufficientResources, "queue count", EINVAL);
 
   char name[RTE_MEMPOOL_NAMESIZE];
   std::snprintf(name, sizeof(name), "urnic_p%u", cfg.port_id);
   const int socket = rte_eth_dev_socket_id(cfg.port_id);
   pool_ = rte_pktmbuf_pool_create(name, cfg.mbufs, cfg.mbuf_cache, 0, kMbufDataRoom,
                                   socket < 0 ? static_cast<int>(SOCKET_ID_ANY) : socket);
-  if (pool_ == nullptr) {
-    close();
-    return Status::kInsufficientResources;
-  }
+  if (pool_ == nullptr)
+    return fail(Status::kInsufficientResources, "rte_pktmbuf_pool_create", rte_errno);
 
   rte_eth_conf conf{};
-  if (rte_eth_dev_configure(cfg.port_id, cfg.queues, cfg.queues, &conf) != 0) {
-    close();
-    return Status::kDeviceNotReady;
-  }
+  if (int rc = rte_eth_dev_configure(cfg.port_id, cfg.queues, cfg.queues, &conf); rc != 0)
+    return fail(Status::kDeviceNotReady, "rte_eth_dev_configure", rc);
   configured_ = true;
   uint16_t rxd = cfg.rx_desc, txd = cfg.tx_desc;
   rte_eth_dev_adjust_nb_rx_tx_desc(cfg.port_id, &rxd, &txd);
   for (uint16_t q = 0; q < cfg.queues; ++q) {
-    if (rte_eth_rx_queue_setup(cfg.port_id, q, rxd, socket, nullptr, pool_) != 0 ||
-        rte_eth_tx_queue_setup(cfg.port_id, q, txd, socket, nullptr) != 0) {
-      close();
-      return Status::kDeviceNotReady;
-    }
+    if (int rc = rte_eth_rx_queue_setup(cfg.port_id, q, rxd, socket, nullptr, pool_); rc != 0)
+      return fail(Status::kDeviceNotReady, "rte_eth_rx_queue_setup", rc);
+    if (int rc = rte_eth_tx_queue_setup(cfg.port_id, q, txd, socket, nullptr); rc != 0)
+      return fail(Status::kDeviceNotReady, "rte_eth_tx_queue_setup", rc);
   }
   // MTU is best effort: virtual devices (net_ring) have no MTU to set.
   if (cfg.mtu != 0) (void)rte_eth_dev_set_mtu(cfg.port_id, cfg.mtu);
-  if (rte_eth_dev_start(cfg.port_id) != 0) {
-    close();
-    return Status::kDeviceNotReady;
-  }
+  if (int rc = rte_eth_dev_start(cfg.port_id); rc != 0)
+    return fail(Status::kDeviceNotReady, "rte_eth_dev_start", rc);
   open_ = true;
   kick_.attach(cfg.port_id, cfg.queues);
   if (cfg.promiscuous) (void)rte_eth_promiscuous_enable(cfg.port_id);
   rte_ether_addr addr{};
   if (rte_eth_macaddr_get(cfg.port_id, &addr) == 0)
     for (size_t i = 0; i < mac_.size(); ++i) mac_[i] = addr.addr_bytes[i];
+  log_up(info, rxd, txd);
   return Status::kSuccess;
+}
+
+void Port::log_up(const rte_eth_dev_info& info, uint16_t rxd, uint16_t txd) const {
+  uint16_t mtu = 0;
+  (void)rte_eth_dev_get_mtu(cfg_.port_id, &mtu);
+  rte_eth_link link{};
+  (void)rte_eth_link_get_nowait(cfg_.port_id, &link);
+  char link_text[RTE_ETH_LINK_MAX_STR_LEN];
+  (void)rte_eth_link_to_str(link_text, sizeof link_text, &link);
+  log_line(LogType::kCtl, RTE_LOG_INFO,
+           "port %u up: driver %s, MAC %02x:%02x:%02x:%02x:%02x:%02x, MTU %u, %u RX/TX queues of "
+           "%u/%u descriptors, %u mbufs, %s",
+           cfg_.port_id, info.driver_name != nullptr ? info.driver_name : "?", mac_[0], mac_[1],
+           mac_[2], mac_[3], mac_[4], mac_[5], mtu, cfg_.queues, rxd, txd, cfg_.mbufs, link_text);
 }
 
 void Port::close() noexcept {

@@ -50,6 +50,7 @@ class Port {
   // kInsufficientResources when the mempool cannot be created, and kDeviceNotReady when the
   // driver refuses the configuration.
   Status open(const PortConfig& cfg);
+  uint16_t port_id() const noexcept { return cfg_.port_id; }
   // Stops and closes the port (a virtual device is released with it) and frees its mempool.
   // Idempotent.
   void close() noexcept;
@@ -79,6 +80,9 @@ class Port {
   Stats stats() const noexcept;
 
  private:
+  // The bring-up line at INFO (urnic.dp): driver, MAC, MTU, queues, link.
+  void log_up(const rte_eth_dev_info& info, uint16_t rxd, uint16_t txd) const;
+
   PortConfig cfg_{};
   rte_mempool* pool_ = nullptr;
   wire::MacAddr mac_{};

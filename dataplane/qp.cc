@@ -19,6 +19,19 @@ const char* to_string(QpState s) noexcept {
   return i < kNames.size() ? kNames[i] : "?";
 }
 
+const char* to_string(WcStatus s) noexcept {
+  static constexpr std::array<const char*, 22> kNames = {
+      "SUCCESS",          "LOC_LEN_ERR",       "LOC_QP_OP_ERR",     "LOC_EEC_OP_ERR",
+      "LOC_PROT_ERR",     "WR_FLUSH_ERR",      "MW_BIND_ERR",       "BAD_RESP_ERR",
+      "LOC_ACCESS_ERR",   "REM_INV_REQ_ERR",   "REM_ACCESS_ERR",    "REM_OP_ERR",
+      "RETRY_EXC_ERR",    "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR",  "REM_INV_RD_REQ_ERR",
+      "REM_ABORT_ERR",    "INV_EECN_ERR",      "INV_EEC_STATE_ERR", "FATAL_ERR",
+      "RESP_TIMEOUT_ERR", "GENERAL_ERR"};
+  static_assert(kNames.size() == static_cast<size_t>(WcStatus::kGeneralErr) + 1);
+  const auto i = static_cast<size_t>(s);
+  return i < kNames.size() ? kNames[i] : "?";
+}
+
 void QpCounters::add(const QpCounters& o) noexcept {
   tx_packets += o.tx_packets;
   tx_bytes += o.tx_bytes;

@@ -9,6 +9,8 @@
 #include "dataplane/congestion.h"
 #include "dataplane/cq.h"
 #include "dataplane/internal.h"
+#include "dataplane/log.h"
+#include "dataplane/port.h"
 #include "dataplane/reorder.h"
 #include "dataplane/srq.h"
 #include "dataplane/wire/crc32.h"
@@ -148,7 +150,53 @@ uint32_t qp_retire_lc(Endpoint&, Qp& qp) noexcept {
   return n;
 }
 
-void qp_to_error_lc(Endpoint& ep, Qp& qp) noexcept {
+namespace {
+
+// The AETH syndrome's meaning (IBTA §9.7.5.2.8, table 44), for the log line.
+const char* syndrome_name(int16_t syndrome) noexcept {
+  const auto syn = static_cast<uint8_t>(syndrome);
+  if ((syn & wire::aeth::kTypeMask) == wire::aeth::kRnrNak) return "RNR NAK";
+  if ((syn & wire::aeth::kTypeMask) != wire::aeth::kNak) return "ACK";
+  switch (syn & wire::aeth::kValueMask) {
+    case wire::aeth::kNakPsnSeqError:
+      return "NAK PSN sequence error";
+    case wire::aeth::kNakInvalidRequest:
+      return "NAK invalid request";
+    case wire::aeth::kNakRemoteAccessError:
+      return "NAK remote access error";
+    case wire::aeth::kNakRemoteOperationalError:
+      return "NAK remote operational error";
+    case wire::aeth::kNakInvalidRdRequest:
+      return "NAK invalid RD request";
+    default:
+      return "NAK reserved code";
+  }
+}
+
+// The one line a QP's transition to ERR writes, on the engine lcore. Allowed there because it is
+// rare (once per QP life, on a path that already flushes every WQE) and cheap when off (one level
+// check, and urnic.dp is below INFO by default): when on, rte_log formats into a stack buffer and
+// writes to DPDK's log stream, whose buffer is static (control/eal.cc), so nothing allocates; the
+// stream's lock and the write(2) to stderr are the cost.
+[[gnu::cold, gnu::noinline]] void log_error_transition(const Endpoint& ep, const Qp& qp,
+                                                       QpState from, const ErrCause& why) noexcept {
+  const uint32_t level = why.requested ? RTE_LOG_DEBUG : RTE_LOG_INFO;
+  // Engines in protocol tests run without a port.
+  const int port = ep.port() != nullptr ? ep.port()->port_id() : -1;
+  if (why.syndrome < 0)
+    log_line(LogType::kDp, level, "QP 0x%06x %s -> ERR on port %d: %s, %s", qp.qpn(),
+             to_string(from), port, why.what, to_string(why.wc));
+  else
+    log_line(LogType::kDp, level, "QP 0x%06x %s -> ERR on port %d: %s, %s, syndrome 0x%02x (%s)",
+             qp.qpn(), to_string(from), port, why.what, to_string(why.wc),
+             static_cast<unsigned>(why.syndrome), syndrome_name(why.syndrome));
+}
+
+}  // namespace
+
+void qp_to_error_lc(Endpoint& ep, Qp& qp, const ErrCause& why) noexcept {
+  if (lc(qp).state != QpState::kErr) [[unlikely]]
+    log_error_transition(ep, qp, lc(qp).state, why);
   lc(qp).state = QpState::kErr;
   lc(qp).public_state_.store(QpState::kErr, std::memory_order_release);
   auto& r = lc(qp).req;
@@ -181,7 +229,7 @@ void qp_to_error_lc(Endpoint& ep, Qp& qp) noexcept {
 
 void qp_cq_overrun_error_lc(Endpoint& ep, Qp& qp) noexcept {
   ++lc(qp).counters.cq_overrun_errors;
-  qp_to_error_lc(ep, qp);
+  qp_to_error_lc(ep, qp, {"completion queue overrun", WcStatus::kWrFlushErr, -1, false});
 }
 
 Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexcept {
@@ -192,7 +240,7 @@ Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexce
     return Status::kInsufficientResources;
   const QpState next = (mask & qp_attr::kState) ? a.state : lc(qp).state;
   if (next == QpState::kErr) {
-    qp_to_error_lc(ep, qp);
+    qp_to_error_lc(ep, qp, {"modified to ERR", WcStatus::kWrFlushErr, -1, true});
     return Status::kSuccess;
   }
   if (next == QpState::kReset) {

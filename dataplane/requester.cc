@@ -244,7 +244,7 @@ Resend resend_one_lc(Endpoint& ep, Qp& qp, Psn p, uint64_t now) noexcept {
     hit->done = true;
     hit->wc = err;
     qp_retire_lc(ep, qp);
-    qp_to_error_lc(ep, qp);
+    qp_to_error_lc(ep, qp, {"work request failed on resend", err, -1, false});
     return Resend::kStop;
   }
   cc_sent(qp, lc(qp).counters.tx_bytes - bytes_before, now);
@@ -487,7 +487,7 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
         if (s.wc != WcStatus::kSuccess) {
           // A failed work request moves the QP to the error state (IBTA §10.8.3.3).
           qp_retire_lc(ep, qp);
-          qp_to_error_lc(ep, qp);
+          qp_to_error_lc(ep, qp, {"local work request failed", s.wc, -1, false});
           return built;
         }
         continue;
@@ -522,7 +522,7 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
       s.done = true;
       s.wc = err;
       qp_retire_lc(ep, qp);
-      qp_to_error_lc(ep, qp);
+      qp_to_error_lc(ep, qp, {"work request failed", err, -1, false});
       return built;
     }
     ++built;
@@ -596,7 +596,7 @@ bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
       }
     }
     qp_retire_lc(ep, qp);
-    qp_to_error_lc(ep, qp);
+    qp_to_error_lc(ep, qp, {"ACK timeout retries exhausted", WcStatus::kRetryExcErr, -1, false});
     return true;
   }
   --r.retry_left;

@@ -105,7 +105,7 @@ void fatal_nak_now_lc(Endpoint& ep, Qp& qp, Psn psn, uint8_t code) noexcept {
   if (code < 4) ++lc(qp).counters.naks_sent[code];
   const auto syndrome = static_cast<uint8_t>(aeth::kNak | code);
   if (ep.tx_space() != 0 && send_ack_frame(ep, qp, psn, syndrome, lc(qp).resp.msn)) {
-    qp_to_error_lc(ep, qp);
+    qp_to_error_lc(ep, qp, {"NAK sent", WcStatus::kWrFlushErr, syndrome, false});
     return;
   }
   auto& s = lc(qp).resp;
@@ -782,7 +782,7 @@ uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
       ++built;
       if (is_fatal_nak(j)) {
         // Every earlier response is out: the deferred half of fatal_nak_lc.
-        qp_to_error_lc(ep, qp);
+        qp_to_error_lc(ep, qp, {"NAK sent", WcStatus::kWrFlushErr, j.syndrome, false});
         return built;
       }
     }

@@ -3,13 +3,14 @@
 #include <dirent.h>
 #include <linux/if_packet.h>
 #include <rte_ethdev.h>
-#include <rte_log.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+
+#include "dataplane/log.h"
 
 namespace urnic::dp {
 namespace {
@@ -57,10 +58,10 @@ void TxKick::attach(uint16_t port_id, uint16_t queues) {
   // first, so ascending order is queue order as long as the count is exactly right.
   std::sort(found.begin(), found.end());
   if (found.size() != queues) {
-    RTE_LOG(WARNING, USER1,
-            "urnic: port %u (net_af_packet): found %zu ring sockets for %u queues; TX frames the "
-            "kernel parks after a drop wait for the next burst\n",
-            port_id, found.size(), queues);
+    log_line(LogType::kCtl, RTE_LOG_WARNING,
+             "port %u (net_af_packet): found %zu ring sockets for %u queues; TX frames the "
+             "kernel parks after a drop wait for the next burst",
+             port_id, found.size(), queues);
     return;
   }
   fds_ = std::move(found);

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string_view>
 
+#include "dataplane/log.h"
 #include "verbs/internal.h"
 
 namespace urnic::verbs {
@@ -264,7 +265,7 @@ int Runtime::bring_up_locked() noexcept {
       s = open_pci_port(cfg_.pci, &d->port);
     }
     if (s != Status::kSuccess) {
-      std::fprintf(stderr, "urnic verbs: port of %s: %s\n", d->dev.name, last_error());
+      dp::log_line(dp::LogType::kVerbs, RTE_LOG_ERR, "port of %s: %s", d->dev.name, last_error());
       return ENODEV;
     }
     if (port_mtu(d->port, &d->port_mtu) != Status::kSuccess) d->port_mtu = 1500;
@@ -282,8 +283,8 @@ int Runtime::bring_up_locked() noexcept {
     ac.max_qps = cfg_.max_qps;
     const Status s = Adapter::open(ac, *engine_, &d->adapter);
     if (s != Status::kSuccess) {
-      std::fprintf(stderr, "urnic verbs: opening %s failed (status 0x%08x)\n", d->dev.name,
-                   static_cast<unsigned>(s));
+      dp::log_line(dp::LogType::kVerbs, RTE_LOG_ERR, "opening %s failed: %s (0x%08x)", d->dev.name,
+                   dp::status_name(s), static_cast<unsigned>(s));
       tear_down_locked();
       return status_errno(s);
     }

@@ -126,7 +126,7 @@ Status Core::complete_connect(Conn& c, CmDisconnectEvent on_disconnect) {
   cm::Rtu rtu{c.local_id, c.remote_id, {}};
   send(c, Message{c.tid, 0, rtu}, false);
   c.on_disconnect = std::move(on_disconnect);
-  c.state = CmState::kEstablished;
+  enter(c, CmState::kEstablished);
   c.timer = Timer::kNone;
   return Status::kSuccess;
 }
@@ -173,7 +173,7 @@ Status Core::accept(Conn& c, dp::Qp* qp, const ReadLimits& lim, std::span<const 
   arm_retransmit(c);
   c.done = std::move(done);
   c.on_disconnect = std::move(on_disconnect);
-  c.state = CmState::kRepSent;
+  enter(c, CmState::kRepSent);
   return Status::kPending;
 }
 
@@ -219,7 +219,7 @@ Status Core::disconnect(Conn& c, CmCompletion done) {
   send(c, Message{new_tid(), 0, dreq}, true);
   arm_retransmit(c);
   c.done = std::move(done);
-  c.state = CmState::kDreqSent;
+  enter(c, CmState::kDreqSent);
   return Status::kPending;
 }
 
@@ -266,7 +266,7 @@ void Core::close(Conn& c) {
         c.local_disconnect = true;
         send(c, Message{new_tid(), 0, dreq}, true);
         arm_retransmit(c);
-        c.state = CmState::kDreqSent;
+        enter(c, CmState::kDreqSent);
         break;
       }
       default:

@@ -121,7 +121,7 @@ void Core::handle_req(const MadIn& in, const Message& m) {
   }
   auto c = std::make_shared<Conn>();
   c->used = true;
-  c->state = CmState::kReqRcvd;
+  enter(*c, CmState::kReqRcvd);
   c->local_id = new_comm_id();
   c->remote_id = req.local_comm_id;
   c->remote_guid = req.local_ca_guid;
@@ -208,7 +208,7 @@ void Core::handle_sidr_req(const MadIn& in, const Message& m) {
   auto c = std::make_shared<Conn>();
   c->used = true;
   c->datagram = true;
-  c->state = CmState::kSidrReqRcvd;
+  enter(*c, CmState::kSidrReqRcvd);
   c->local_id = new_comm_id();
   c->remote_id = req.request_id;
   c->tid = m.tid;
@@ -349,7 +349,7 @@ void Core::send_req(Conn& c) {
   if (c.sr_offered) cm::put_sr_mark(req.private_data);
   send(c, Message{c.tid, 0, req}, true);
   arm_retransmit(c);
-  c.state = CmState::kReqSent;
+  enter(c, CmState::kReqSent);
 }
 
 // SIDR_REQ as rdma_cm's cma_resolve_ib_udp builds it: the RDMA_PS_UDP service ID of the port, the
@@ -363,7 +363,7 @@ void Core::send_sidr_req(Conn& c) {
   std::copy(c.own_pdata.begin(), c.own_pdata.end(), req.private_data.begin() + cm::kCmaHdrSize);
   send(c, Message{c.tid, 0, req}, true);
   arm_retransmit(c);
-  c.state = CmState::kSidrReqSent;
+  enter(c, CmState::kSidrReqSent);
 }
 
 bool Core::poll() {

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "control/cm/cma.h"
+#include "dataplane/log.h"
 #include "urnic/config.h"
 
 namespace urnic::ctl::cm_detail {
@@ -52,6 +53,8 @@ CmState Core::step(Conn& c, const Input& in) {
 }
 
 void Core::enter(Conn& c, CmState s) {
+  dp::log_line(dp::LogType::kCm, RTE_LOG_DEBUG, "connection 0x%08x (QP 0x%06x): %s -> %s",
+               c.local_id, c.local_qpn, to_string(c.state), to_string(s));
   c.state = s;
   if (s == CmState::kTimewait) {
     c.timer = Timer::kTimewait;
@@ -185,7 +188,7 @@ CmState Core::on_established(Conn& c, const Input& in) {
       // The peer disconnects: DREP at once (the NDK consumer has no DREP call), then TIMEWAIT.
       // The QP is not flushed here (ndkpi.md §5.5); the consumer's disconnect() does that.
       const uint64_t tid = in.msg->tid;
-      c.state = CmState::kDreqRcvd;
+      enter(c, CmState::kDreqRcvd);
       cm::Drep drep{c.local_id, c.remote_id, {}};
       send(c, Message{tid, 0, drep}, false);
       notify_disconnect(c);
@@ -220,6 +223,9 @@ CmState Core::on_dreq_sent(Conn& c, const Input& in) {
       return CmState::kTimewait;
     case Input::Kind::kTimeout:
       ++counters_.timeouts;
+      dp::log_line(dp::LogType::kCm, RTE_LOG_INFO,
+                   "connection 0x%08x (QP 0x%06x): no DREP to our DREQ after every retry",
+                   c.local_id, c.local_qpn);
       flush_qp(c);
       complete(c, Status::kIoTimeout);
       return CmState::kTimewait;
@@ -276,6 +282,8 @@ CmState Core::on_sidr_req_sent(Conn& c, const Input& in) {
     }
     case Input::Kind::kTimeout:  // every retry unanswered (Linux: IB_CM_SIDR_REQ_ERROR)
       ++counters_.timeouts;
+      dp::log_line(dp::LogType::kCm, RTE_LOG_INFO,
+                   "SIDR request 0x%08x: no SIDR_REP after every retry", c.local_id);
       complete(c, Status::kIoTimeout);
       return CmState::kIdle;
     default:
@@ -296,6 +304,10 @@ CmState Core::on_sidr_req_rcvd(Conn& c, const Input& in) {
 // (NdkGetConnectionData), whose request fails. Returns the reason.
 RejReason Core::rejected(Conn& c, const Input& in) {
   const auto& rej = std::get<cm::Rej>(in.msg->body);
+  dp::log_line(dp::LogType::kCm, RTE_LOG_INFO,
+               "connection 0x%08x (QP 0x%06x) rejected by the peer in %s: %s (%u)", c.local_id,
+               c.local_qpn, to_string(c.state), to_string(rej.reason),
+               static_cast<unsigned>(rej.reason));
   c.reject_reason = static_cast<uint16_t>(rej.reason);
   c.peer_pdata.assign(rej.private_data.begin(), rej.private_data.end());
   c.have_peer_data = true;
@@ -332,6 +344,9 @@ CmState Core::ask_more_time(Conn& c, MsgResponse what, CmState mra_sent) {
 // Our REQ / REP (`what`) went unanswered through every retry: REJ "timeout" (IBTA §12.9.6).
 CmState Core::timed_out(Conn& c, MsgResponse what) {
   ++counters_.timeouts;
+  dp::log_line(dp::LogType::kCm, RTE_LOG_INFO,
+               "connection 0x%08x (QP 0x%06x): no answer to our %s after every retry", c.local_id,
+               c.local_qpn, what == MsgResponse::kReq ? "REQ" : "REP");
   send_timeout_rej(c, what);
   c.reject_reason = static_cast<uint16_t>(RejReason::kTimeout);
   complete(c, Status::kIoTimeout);

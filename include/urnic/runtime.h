@@ -43,8 +43,9 @@ struct RuntimeConfig {
   // lcore (the thread that calls runtime_init); the others are workers, on which engines are
   // launched (worker_lcores()).
   std::string lcores;
-  // DPDK log level [--log-level], e.g. "*:warning", "*:debug", "pmd.net.ring:info"; empty: EAL's
-  // default.
+  // DPDK log level [--log-level], e.g. "*:warning", "*:debug", "pmd.net.ring:info",
+  // "urnic.*:debug" (urnic's own types: urnic.dp, urnic.cm, urnic.ctl, urnic.verbs; README
+  // "Logging"); empty: EAL's default. A further --log-level in extra_args wins over this one.
   std::string log_level = "*:warning";
   // Let EAL scan the PCI bus (needed by open_pci_port). false: [--no-pci], no PCI device is
   // touched. `pci_allow` limits the scan to these devices [-a BDF each] and implies pci; empty:

@@ -93,6 +93,8 @@ enum class WcStatus : uint32_t {
   kRespTimeoutErr = 20,
   kGeneralErr = 21,
 };
+// The verbs name without its IBV_WC_ prefix ("REM_ACCESS_ERR"), for logs and tools.
+const char* to_string(WcStatus s) noexcept;
 
 // NDK_RESULT: one completion. `bytes_transferred` is meaningful only for receives.
 struct Result {
