@@ -16,6 +16,7 @@
 #include <rte_telemetry.h>
 
 #include <array>
+#include <cctype>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -112,14 +113,6 @@ constexpr std::array<Field<FaultCounters>, 8> kFaultFields = {{
     {"delayed", &FaultCounters::delayed},
 }};
 
-// The verbs names of the completion statuses (ibv_wc_status_str's, in snake case), by value.
-constexpr std::array<const char*, static_cast<size_t>(WcStatus::kGeneralErr) + 1> kWcNames = {
-    "success",          "loc_len_err",       "loc_qp_op_err",     "loc_eec_op_err",
-    "loc_prot_err",     "wr_flush_err",      "mw_bind_err",       "bad_resp_err",
-    "loc_access_err",   "rem_inv_req_err",   "rem_access_err",    "rem_op_err",
-    "retry_exc_err",    "rnr_retry_exc_err", "loc_rdd_viol_err",  "rem_inv_rd_req_err",
-    "rem_abort_err",    "inv_eecn_err",      "inv_eec_state_err", "fatal_err",
-    "resp_timeout_err", "general_err"};
 // NAK codes (IBTA §9.7.5.2.3, table 44), the index of QpCounters::naks_*.
 constexpr std::array<const char*, 4> kNakNames = {"seq_err", "invalid_request", "remote_access",
                                                   "remote_op"};
@@ -149,9 +142,12 @@ void add_qp_fields(rte_tel_data* d, const QpCounters& c) {
     rte_tel_data_add_dict_u64(d, (std::string("naks_received_") + kNakNames[i]).c_str(),
                               c.naks_received[i]);
   }
-  for (size_t i = 0; i < kWcNames.size(); ++i)
-    rte_tel_data_add_dict_u64(d, (std::string("completions_") + kWcNames[i]).c_str(),
-                              c.completions_by_status[i]);
+  // The verbs names of the statuses (to_string(WcStatus)) in snake case, as ibv_wc_status_str's.
+  for (size_t i = 0; i <= static_cast<size_t>(WcStatus::kGeneralErr); ++i) {
+    std::string key = std::string("completions_") + to_string(static_cast<WcStatus>(i));
+    for (char& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    rte_tel_data_add_dict_u64(d, key.c_str(), c.completions_by_status[i]);
+  }
 }
 
 void add_port_fields(rte_tel_data* d, const PortCounters& c) {
