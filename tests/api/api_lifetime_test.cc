@@ -90,6 +90,28 @@ TEST_F(ApiLifetime, AdaptersOpenAndCloseWhileTheirEngineRuns) {
   write_through(first, 7, 4);
 }
 
+// An engine serves up to 8 adapters: a ninth is refused with kInsufficientResources (it used to
+// be taken and never served), and opens once another has closed.
+TEST_F(ApiLifetime, AnEngineServesEightAdaptersAndRefusesANinth) {
+  ApiPair p0("lt_max0");
+  ApiPair p1("lt_max1", p0.engine());
+  ApiPair p2("lt_max2", p0.engine());
+  auto p3 = std::make_unique<ApiPair>("lt_max3", p0.engine());
+  ASSERT_TRUE(p3->a.adapter && p3->b.adapter);
+  uint16_t pa = 0, pb = 0;
+  ASSERT_EQ(create_ring_port_pair("lt_max4", 1, &pa, &pb), Status::kSuccess);
+  AdapterConfig c;
+  c.port_id = pa;
+  c.ipv4 = 0xC0000209;
+  std::unique_ptr<Adapter> ninth;
+  EXPECT_EQ(Adapter::open(c, p0.engine(), &ninth), Status::kInsufficientResources);
+  EXPECT_FALSE(ninth);
+  p3.reset();  // two adapters close
+  ASSERT_EQ(Adapter::open(c, p0.engine(), &ninth), Status::kSuccess);
+  p0.connect();
+  write_through(p0, 8, 1);  // the first adapters still served
+}
+
 TEST_F(ApiLifetime, PendingCreateCompletesExactlyOnceOnTheControlThread) {
   ApiPair p("life_create");
   Completion c;
