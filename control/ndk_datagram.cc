@@ -19,20 +19,26 @@ uint32_t largest_path_mtu(AdapterImpl* a) noexcept {
   return 1024;
 }
 
+Status NeighbourWait::poll(wire::MacAddr* mac) {
+  if (auto m = a_->ctl->control().lookup(gid_)) {
+    *mac = *m;
+    return Status::kSuccess;
+  }
+  if (!asked_) {
+    a_->ctl->control().request(gid_);
+    asked_ = true;
+  }
+  return Clock::now() > deadline_ ? Status::kHostUnreachable : Status::kPending;
+}
+
 namespace {
 
-// ARP / neighbour discovery for `gid`, up to 2 s (as a QP's address vector). The control thread
-// takes the answer; the engine that carries it is driven from here when nobody else drives it
-// (AdapterImpl::wait's rule).
+// The control thread takes the answer; the engine that carries it is driven from here when
+// nobody else drives it (AdapterImpl::wait's rule).
 Status resolve(AdapterImpl* a, const ctl::Gid& gid, wire::MacAddr* mac) {
-  const auto deadline = Clock::now() + std::chrono::seconds(2);
-  a->ctl->control().request(gid);
+  NeighbourWait w(a, gid);
   for (;;) {
-    if (auto m = a->ctl->control().lookup(gid)) {
-      *mac = *m;
-      return Status::kSuccess;
-    }
-    if (Clock::now() > deadline) return Status::kHostUnreachable;
+    if (const Status s = w.poll(mac); s != Status::kPending) return s;
     if (!a->eng->running()) {
       a->eng->run_once();
     } else {

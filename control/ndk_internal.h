@@ -455,6 +455,23 @@ bool make_net_headers(ctl::Adapter& a, const AddressVector& av, wire::NetHeaders
 // 9000 -> 4096), or the configured AdapterConfig::cm.path_mtu.
 uint32_t largest_path_mtu(AdapterImpl* a) noexcept;
 
+// One neighbour resolution (ARP / IPv6 ND) of `gid` by the adapter's control thread, with the
+// 2 s a QP's address vector gets: a QP's modify (its prepare step) and an address handle's
+// creation wait through it. poll(): kSuccess with *mac set, kPending (asked, no answer yet), or
+// kHostUnreachable once the 2 s have passed.
+class NeighbourWait {
+ public:
+  NeighbourWait(AdapterImpl* a, const ctl::Gid& gid)
+      : a_(a), gid_(gid), deadline_(Clock::now() + std::chrono::seconds(2)) {}
+  Status poll(wire::MacAddr* mac);
+
+ private:
+  AdapterImpl* a_;
+  ctl::Gid gid_;
+  Clock::time_point deadline_;
+  bool asked_ = false;
+};
+
 // AddressHandle's private parts (datagram.h): the adapter and the frame headers.
 struct AddressHandleAccess {
   static const AdapterImpl* adapter(const AddressHandle& h) noexcept {

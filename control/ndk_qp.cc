@@ -352,17 +352,8 @@ Status qp_modify(QpImpl* q, const dp::QpAttr& attr, uint32_t mask, RequestComple
     if ((mask & dp::qp_attr::kAv) != 0 && attr.av.dst_mac == wire::MacAddr{}) {
       // Resolve the peer's MAC first (ARP / neighbour discovery on the control thread).
       const ctl::Gid gid = attr.av.ipv6 ? attr.av.dst_ip6 : ctl::gid_from_ipv4(attr.av.dst_ip4);
-      const auto deadline = Clock::now() + std::chrono::seconds(2);
-      op->prepare = [a, gid, deadline, asked = false](dp::MailboxMsg& m) mutable {
-        if (auto mac = a->ctl->control().lookup(gid)) {
-          m.attr.av.dst_mac = *mac;
-          return Status::kSuccess;
-        }
-        if (!asked) {
-          a->ctl->control().request(gid);
-          asked = true;
-        }
-        return Clock::now() > deadline ? Status::kHostUnreachable : Status::kPending;
+      op->prepare = [w = NeighbourWait(a, gid)](dp::MailboxMsg& m) mutable {
+        return w.poll(&m.attr.av.dst_mac);
       };
     }
     op->then = [a, done, ctx](Status st) {
