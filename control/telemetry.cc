@@ -123,15 +123,21 @@ void add_fields(rte_tel_data* d, const T& c, const std::array<Field<T>, N>& fiel
     if (f.member != nullptr) rte_tel_data_add_dict_u64(d, f.name, c.*f.member);
 }
 
-// A dict of `c`'s fields as the value `name` of `d` (one level of nesting, as telemetry allows).
-template <class T, size_t N>
-void add_group(rte_tel_data* d, const char* name, const T& c,
-               const std::array<Field<T>, N>& fields) {
+// A dict that `fill` fills, as the value `name` of `d` (one level of nesting, as telemetry
+// allows).
+template <class Fill>
+void add_group(rte_tel_data* d, const char* name, Fill fill) {
   rte_tel_data* g = rte_tel_data_alloc();
   if (g == nullptr) return;
   rte_tel_data_start_dict(g);
-  add_fields(g, c, fields);
+  fill(g);
   if (rte_tel_data_add_dict_container(d, name, g, 0) != 0) rte_tel_data_free(g);
+}
+// The same with `c`'s fields.
+template <class T, size_t N>
+void add_group(rte_tel_data* d, const char* name, const T& c,
+               const std::array<Field<T>, N>& fields) {
+  add_group(d, name, [&](rte_tel_data* g) { add_fields(g, c, fields); });
 }
 
 void add_qp_fields(rte_tel_data* d, const QpCounters& c) {
@@ -196,18 +202,8 @@ int adapter_info(const char*, const char* params, rte_tel_data* d) {
   if (a->pub->query_counters(&c) != Status::kSuccess) return -EIO;
   rte_tel_data_start_dict(d);
   rte_tel_data_add_dict_u64(d, "port_id", a->ctl->port().id());
-  rte_tel_data* port = rte_tel_data_alloc();
-  if (port != nullptr) {
-    rte_tel_data_start_dict(port);
-    add_port_fields(port, c.port);
-    if (rte_tel_data_add_dict_container(d, "port", port, 0) != 0) rte_tel_data_free(port);
-  }
-  rte_tel_data* qps = rte_tel_data_alloc();
-  if (qps != nullptr) {
-    rte_tel_data_start_dict(qps);
-    add_qp_fields(qps, c.qps);
-    if (rte_tel_data_add_dict_container(d, "qps", qps, 0) != 0) rte_tel_data_free(qps);
-  }
+  add_group(d, "port", [&](rte_tel_data* g) { add_port_fields(g, c.port); });
+  add_group(d, "qps", [&](rte_tel_data* g) { add_qp_fields(g, c.qps); });
   add_group(d, "cm", c.cm, kCmFields);
   add_group(d, "tx_faults", c.tx_faults, kFaultFields);
   add_group(d, "rx_faults", c.rx_faults, kFaultFields);
