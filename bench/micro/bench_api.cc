@@ -87,11 +87,7 @@ void BM_WritePostPoll(benchmark::State& state) {
   const auto batch = static_cast<uint32_t>(state.range(0));
   const bool defer = state.range(1) != 0;
   const bool lcore = state.range(2) != 0;
-  RuntimeConfig rc;
-  rc.program = "bench_api";
-  rc.memory = RuntimeConfig::Memory::kNoHuge;
-  rc.lcores = "0-1";
-  if (runtime_init(rc) != Status::kSuccess) {
+  if (!bench_runtime_init("bench_api")) {
     state.SkipWithError("EAL");
     return;
   }

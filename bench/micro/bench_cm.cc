@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "ring_adapters.h"
 #include "urnic/urnic.h"
 
 namespace urnic {
@@ -277,14 +278,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: bench_cm [connections, 20 .. 60000] [--window=W, 1 .. N]\n");
     return 2;
   }
-  RuntimeConfig rc;
-  rc.program = "bench_cm";
-  rc.memory = RuntimeConfig::Memory::kNoHuge;
-  rc.lcores = "0-1";
-  if (runtime_init(rc) != Status::kSuccess) {
-    std::fprintf(stderr, "bench_cm: EAL: %s\n", last_error());
-    return 1;
-  }
+  if (!bench_runtime_init("bench_cm")) return 1;
   EngineConfig ec;
   ec.idle_yield_after = 256;  // 2-core machines: the control threads need the CPU too
   ec.max_qps = static_cast<uint32_t>(2 * n + 16);

@@ -267,14 +267,7 @@ int main(int argc, char** argv) {
                  "[--consumer-cpu=N]\n");
     return 2;
   }
-  RuntimeConfig rc;
-  rc.program = "bench_notify";
-  rc.memory = RuntimeConfig::Memory::kNoHuge;
-  rc.lcores = "0-1";
-  if (runtime_init(rc) != Status::kSuccess) {
-    std::fprintf(stderr, "bench_notify: EAL: %s\n", last_error());
-    return 1;
-  }
+  if (!bench_runtime_init("bench_notify")) return 1;
   if (worker_lcores().empty()) {
     std::fprintf(stderr, "bench_notify: no worker lcore for the engine\n");
     return 1;

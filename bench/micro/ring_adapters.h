@@ -4,12 +4,25 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 
 #include "urnic/urnic.h"
 
 namespace urnic {
+
+// EAL for a micro-benchmark: no hugepages, lcores 0 and 1 (the engine goes on 1); false (and a
+// line on stderr naming `program`) when EAL cannot come up.
+inline bool bench_runtime_init(const char* program) {
+  RuntimeConfig rc;
+  rc.program = program;
+  rc.memory = RuntimeConfig::Memory::kNoHuge;
+  rc.lcores = "0-1";
+  if (runtime_init(rc) == Status::kSuccess) return true;
+  std::fprintf(stderr, "%s: EAL: %s\n", program, last_error());
+  return false;
+}
 
 // Opens A (192.0.2.1, 02:00:00:00:00:01) and B (192.0.2.2, 02:00:00:00:00:02) on `engine` over
 // a new net_ring pair named `name` (unique in the process), each port with `mbufs` mbufs.
