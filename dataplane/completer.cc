@@ -79,6 +79,17 @@ SendSlot* first_pending_lc(Qp& qp) noexcept {
   return nullptr;
 }
 
+// `what` and `syndrome` say why, for the log line of the ERR transition (ErrCause).
+void fail_lc(Endpoint& ep, Qp& qp, SendSlot* s, WcStatus wc, const char* what,
+             int16_t syndrome = -1) noexcept {
+  if (s != nullptr) {
+    s->done = true;
+    s->wc = wc;
+  }
+  qp_retire_lc(ep, qp);
+  qp_to_error_lc(ep, qp, {what, wc, syndrome, false});
+}
+
 WcStatus nak_status(uint8_t code) noexcept {
   switch (code) {
     case wire::aeth::kNakInvalidRequest:
@@ -125,8 +136,8 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint32_t msn, uint
     if (!ok_before) return;  // an implied NAK already rewound further back
     SendSlot* s = first_pending_lc(qp);
     if (r.rnr_left == 0) {
-      qp_fail_lc(ep, qp, s, WcStatus::kRnrRetryExcErr, "RNR NAK retries exhausted",
-                 static_cast<int16_t>(wire::aeth::kRnrNak | value));
+      fail_lc(ep, qp, s, WcStatus::kRnrRetryExcErr, "RNR NAK retries exhausted",
+              static_cast<int16_t>(wire::aeth::kRnrNak | value));
       return;
     }
     if (lc(qp).attr.rnr_retry != 7) --r.rnr_left;  // 7 = retry forever (IBTA §9.7.5.2.8)
@@ -152,8 +163,8 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint32_t msn, uint
     // Go-back-N from the responder's expected PSN, counted against retry_cnt (rocev2.md §3.6).
     if (!progressed) {
       if (r.retry_left == 0) {
-        qp_fail_lc(ep, qp, first_pending_lc(qp), WcStatus::kRetryExcErr,
-                   "PSN sequence error NAK retries exhausted");
+        fail_lc(ep, qp, first_pending_lc(qp), WcStatus::kRetryExcErr,
+                "PSN sequence error NAK retries exhausted");
         return;
       }
       --r.retry_left;
@@ -166,8 +177,8 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint32_t msn, uint
   }
   // Invalid request, remote access, remote operational: the WQE holding PSN p fails and the QP
   // enters ERR (IBTA §9.9.3; rocev2.md §3.7).
-  qp_fail_lc(ep, qp, first_pending_lc(qp), nak_status(value), "NAK received",
-             static_cast<int16_t>(wire::aeth::kNak | value));
+  fail_lc(ep, qp, first_pending_lc(qp), nak_status(value), "NAK received",
+          static_cast<int16_t>(wire::aeth::kNak | value));
 }
 
 // The opening shared by READ responses and ATOMIC ACKs. A response acknowledges every request
@@ -256,7 +267,7 @@ void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p
       return;
     }
     // A READ response for a SEND/WRITE: the responder is broken (rocev2.md §3.6).
-    qp_fail_lc(ep, qp, s, WcStatus::kBadRespErr, "READ response for a SEND or WRITE");
+    fail_lc(ep, qp, s, WcStatus::kBadRespErr, "READ response for a SEND or WRITE");
     return;
   }
   const Psn expected = s->first_psn + static_cast<int32_t>(s->resp_pkts);
@@ -278,14 +289,14 @@ void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p
   const uint32_t off = k * mtu;
   const uint32_t want = s->wqe.length - off < mtu ? s->wqe.length - off : mtu;
   if (f.l.payload_len != want) {
-    qp_fail_lc(ep, qp, s, WcStatus::kBadRespErr, "READ response of the wrong length");
+    fail_lc(ep, qp, s, WcStatus::kBadRespErr, "READ response of the wrong length");
     return;
   }
   // The local buffers of a READ must allow local write (IBTA §10.6.3.1).
   const WcStatus w = scatter_lc(ep.mrs(), qp.config().pd, s->wqe.sge, s->wqe.num_sge, off,
                                 f.payload().data(), want, access::kLocalWrite);
   if (w != WcStatus::kSuccess) {
-    qp_fail_lc(ep, qp, s, WcStatus::kLocProtErr, "READ response into a buffer without local write");
+    fail_lc(ep, qp, s, WcStatus::kLocProtErr, "READ response into a buffer without local write");
     return;
   }
   r.gap_retry = false;
@@ -324,7 +335,7 @@ void on_atomic_ack_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p, u
       }
       return;
     }
-    qp_fail_lc(ep, qp, s, WcStatus::kBadRespErr, "ATOMIC ACK for a request that is not atomic");
+    fail_lc(ep, qp, s, WcStatus::kBadRespErr, "ATOMIC ACK for a request that is not atomic");
     return;
   }
   r.gap_retry = false;
@@ -339,7 +350,7 @@ void on_atomic_ack_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p, u
   const Psn before = r.una;
   r.una = p + 1;
   if (s->wc != WcStatus::kSuccess) {
-    qp_fail_lc(ep, qp, nullptr, s->wc, "ATOMIC result into a buffer without local write");
+    fail_lc(ep, qp, nullptr, s->wc, "ATOMIC result into a buffer without local write");
     return;
   }
   apply_sr_ack_lc(qp);

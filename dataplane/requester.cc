@@ -241,7 +241,10 @@ Resend resend_one_lc(Endpoint& ep, Qp& qp, Psn p, uint64_t now) noexcept {
   WcStatus err = WcStatus::kSuccess;
   if (!build_packet_lc(ep, qp, *hit, k, &err, true, single)) return Resend::kStop;
   if (err != WcStatus::kSuccess) {
-    qp_fail_lc(ep, qp, hit, err, "work request failed on resend");
+    hit->done = true;
+    hit->wc = err;
+    qp_retire_lc(ep, qp);
+    qp_to_error_lc(ep, qp, {"work request failed on resend", err, -1, false});
     return Resend::kStop;
   }
   cc_sent(qp, lc(qp).counters.tx_bytes - bytes_before, now);
@@ -483,7 +486,8 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
         ++r.cur;
         if (s.wc != WcStatus::kSuccess) {
           // A failed work request moves the QP to the error state (IBTA §10.8.3.3).
-          qp_fail_lc(ep, qp, &s, s.wc, "local work request failed");
+          qp_retire_lc(ep, qp);
+          qp_to_error_lc(ep, qp, {"local work request failed", s.wc, -1, false});
           return built;
         }
         continue;
@@ -515,7 +519,10 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
     WcStatus err = WcStatus::kSuccess;
     if (!build_packet_lc(ep, qp, s, r.cur_pkt, &err)) break;  // mempool empty: next step
     if (err != WcStatus::kSuccess) {
-      qp_fail_lc(ep, qp, &s, err, "work request failed");
+      s.done = true;
+      s.wc = err;
+      qp_retire_lc(ep, qp);
+      qp_to_error_lc(ep, qp, {"work request failed", err, -1, false});
       return built;
     }
     ++built;
@@ -580,12 +587,16 @@ bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
   if (r.retry_left == 0) {
     // Transport retries exhausted (IBTA §9.7.6.1.3): the oldest outstanding WQE fails
     // with RETRY_EXC_ERR, the QP enters ERR and everything else flushes.
-    SendSlot* oldest = nullptr;
-    for (uint64_t i = r.head; i != r.tail && oldest == nullptr; ++i) {
+    for (uint64_t i = r.head; i != r.tail; ++i) {
       SendSlot& s = r.at(i);
-      if (!s.done && s.started) oldest = &s;
+      if (!s.done && s.started) {
+        s.done = true;
+        s.wc = WcStatus::kRetryExcErr;
+        break;
+      }
     }
-    qp_fail_lc(ep, qp, oldest, WcStatus::kRetryExcErr, "ACK timeout retries exhausted");
+    qp_retire_lc(ep, qp);
+    qp_to_error_lc(ep, qp, {"ACK timeout retries exhausted", WcStatus::kRetryExcErr, -1, false});
     return true;
   }
   --r.retry_left;
