@@ -300,6 +300,7 @@ void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p
     return;
   }
   r.gap_retry = false;
+  if (k == 0 && !s->resent) requester_rtt_sample_lc(qp, s->sent_tsc, now);
   ++s->resp_pkts;
   const Psn before = r.una;
   r.una = p + 1;
@@ -339,6 +340,7 @@ void on_atomic_ack_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p, u
     return;
   }
   r.gap_retry = false;
+  if (!s->resent) requester_rtt_sample_lc(qp, s->sent_tsc, now);
   const uint64_t orig = f.atomic_ack().orig.get();
   // The original value lands in the local 8-byte buffer in host order (verbs semantics).
   const WcStatus w =

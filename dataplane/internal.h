@@ -106,6 +106,11 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
 void requester_rewind_lc(Qp& qp, wire::Psn psn) noexcept;
 // Selective repeat: takes a round-trip sample when the progress passed the packet being timed.
 void requester_rtt_lc(Qp& qp, uint64_t now) noexcept;
+// One round-trip sample (TSC ticks) into the estimator: a READ's first response or an atomic's,
+// timed from its request's send when it went out once (Karn). Each such response is one, so a
+// deep pipeline of them keeps the estimate current where the one-at-a-time sample below
+// (rtt_psn) is mostly cancelled by the resends around it.
+void requester_rtt_sample_lc(Qp& qp, uint64_t sent, uint64_t now) noexcept;
 // Recomputes the cached timer intervals (the local ACK timeout and the probe's wait, in TSC
 // ticks) after what they derive from changed: the timeout attribute, the smoothed round trip,
 // the probe backoff. Keeps the conversions off the per-response path.

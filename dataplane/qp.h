@@ -85,7 +85,9 @@ struct SendSlot {
   bool started = false;    // PSNs assigned (or, for local operations, executed)
   bool done = false;       // ready to retire (completion may still be silent)
   WcStatus wc = WcStatus::kSuccess;
-  uint32_t inv_key = 0;  // READ with local invalidate: key to invalidate on success
+  uint32_t inv_key = 0;   // READ with local invalidate: key to invalidate on success
+  bool resent = false;    // went out more than once (Karn: no round-trip sample from it)
+  uint64_t sent_tsc = 0;  // when it last went out (its first packet, or a resend)
 };
 
 // Responder work that produces frames in PSN order: READ responses, ATOMIC ACKs, NAKs and the
@@ -243,9 +245,12 @@ struct QpLc {
     std::unique_ptr<uint32_t[]> sr_resent;
     ReorderBuf held;  // selective repeat: responses ahead of the one expected next
     // Selective repeat: the smoothed round trip (TSC ticks; 0: none measured yet), from one new
-    // packet at a time to the progress past it (RFC 6298's estimator, Karn's rule), for the probe.
+    // packet at a time to the progress past it, and from each READ / atomic response (RFC 6298's
+    // estimator, Karn's rule), for the probe and the timer.
     uint64_t srtt = 0;
+    uint64_t ack_wait = 0;  // the local ACK timer's wait: ack_ticks, or longer (ack_wait_lc)
     uint64_t rtt_tsc = 0;
+    uint64_t sample_tsc = 0;  // when the last sample was taken
     wire::Psn rtt_psn;
     bool rtt_pending = false;
     // Selective repeat: an ACK that an incomplete READ / atomic stopped (ack_through_lc), applied

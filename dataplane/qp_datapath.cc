@@ -79,7 +79,8 @@ void reset_requester(Endpoint& ep, Qp& qp) noexcept {
   auto& r = lc(qp).req;
   reorder_clear_lc(ep, r.held);
   r.sr_ack_valid = false;
-  r.srtt = 0;
+  r.srtt = r.sample_tsc = 0;
+  r.ack_wait = r.ack_ticks;
   r.rtt_pending = false;
   r.head = r.cur = r.tail = 0;
   r.cur_pkt = 0;

@@ -1119,12 +1119,14 @@ void RcScripted::peer_stops_answering(bool adaptive) {
   const QpCounters& ca = p->a.qp->live_counters();
   EXPECT_EQ(ca.timeouts, kRetry + 1u);
   // Plain: every retry resends the WRITE's packets and the SEND. Adaptive: the first retry too,
-  // then four packets per retry; and probes, the oldest packet alone, every T/32 after each send
-  // or timeout (no round trip measured): 31 in a wait of T (the last may meet the timer in the
-  // same step: then the timer wins), up to 127 in the longest backed-off wait of 4T.
+  // then four packets per retry; and probes, the oldest packet alone, T/32 after each send or
+  // timeout (no round trip measured), each unanswered one doubling the next wait: at 1, 3, 7,
+  // 15, 31 T/32, so 5 in a wait of T (the last may meet the timer in the same step: then the
+  // timer wins), 6 in the backed-off [T, 2T] and 7 in [2T, 4T]. The waits are T, T, [T, 2T],
+  // [2T, 4T].
   if (adaptive) {
-    EXPECT_GE(ca.sr_probes, 30u * (kRetry + 1));
-    EXPECT_LE(ca.sr_probes, 31u + 31u + 63u + 127u);
+    EXPECT_GE(ca.sr_probes, 4u * (kRetry + 1));
+    EXPECT_LE(ca.sr_probes, 5u + 5u + 6u + 7u);
   } else {
     EXPECT_EQ(ca.sr_probes, 0u);
   }

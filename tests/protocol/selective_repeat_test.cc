@@ -278,10 +278,16 @@ TEST_F(SelectiveRepeat, TheTimeoutStillGoesBackAndCountsRetries) {
   EXPECT_EQ(requester_tx(), 2u);
   take_tx();
   const uint64_t t = dp::tsc_from_ns(dp::ack_timeout_ns(14));
-  for (uint32_t i = 1; i < 32; ++i) {  // probes up to the timeout (no round trip measured: T/32)
-    EXPECT_TRUE(timers(kT0 + t * i / 32 + 1));
+  // Probes up to the timeout. No round trip measured: the first after T/32, and each unanswered
+  // one doubles the next wait (Karn's backoff), so at 1, 3, 7, 15 and 31 T/32, none between.
+  for (const uint32_t i : {1u, 3u, 7u, 15u, 31u}) {
+    if (i > 1) {
+      EXPECT_FALSE(timers(kT0 + t * (i - 1) / 32 + 1)) << i;
+    }
+    EXPECT_TRUE(timers(kT0 + t * i / 32 + 1)) << i;
     requester_tx(kT0 + t * i / 32 + 1);
   }
+  EXPECT_EQ(qp_->counters().sr_probes, 5u);
   take_tx();
   EXPECT_EQ(qp_->state(), QpState::kRts);
   EXPECT_TRUE(timers(kT0 + t + 1));
