@@ -79,17 +79,6 @@ SendSlot* first_pending_lc(Qp& qp) noexcept {
   return nullptr;
 }
 
-// `what` and `syndrome` say why, for the log line of the ERR transition (ErrCause).
-void fail_lc(Endpoint& ep, Qp& qp, SendSlot* s, WcStatus wc, const char* what,
-             int16_t syndrome = -1) noexcept {
-  if (s != nullptr) {
-    s->done = true;
-    s->wc = wc;
-  }
-  qp_retire_lc(ep, qp);
-  qp_to_error_lc(ep, qp, {what, wc, syndrome, false});
-}
-
 WcStatus nak_status(uint8_t code) noexcept {
   switch (code) {
     case wire::aeth::kNakInvalidRequest:
@@ -136,8 +125,8 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint32_t msn, uint
     if (!ok_before) return;  // an implied NAK already rewound further back
     SendSlot* s = first_pending_lc(qp);
     if (r.rnr_left == 0) {
-      fail_lc(ep, qp, s, WcStatus::kRnrRetryExcErr, "RNR NAK retries exhausted",
-              static_cast<int16_t>(wire::aeth::kRnrNak | value));
+      qp_fail_lc(ep, qp, s, WcStatus::kRnrRetryExcErr, "RNR NAK retries exhausted",
+                 static_cast<int16_t>(wire::aeth::kRnrNak | value));
       return;
     }
     if (lc(qp).attr.rnr_retry != 7) --r.rnr_left;  // 7 = retry forever (IBTA §9.7.5.2.8)
@@ -163,8 +152,8 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint32_t msn, uint
     // Go-back-N from the responder's expected PSN, counted against retry_cnt (rocev2.md §3.6).
     if (!progressed) {
       if (r.retry_left == 0) {
-        fail_lc(ep, qp, first_pending_lc(qp), WcStatus::kRetryExcErr,
-                "PSN sequence error NAK retries exhausted");
+        qp_fail_lc(ep, qp, first_pending_lc(qp), WcStatus::kRetryExcErr,
+                   "PSN sequence error NAK retries exhausted");
         return;
       }
       --r.retry_left;
@@ -177,8 +166,8 @@ void on_ack_lc(Endpoint& ep, Qp& qp, Psn p, uint8_t syndrome, uint32_t msn, uint
   }
   // Invalid request, remote access, remote operational: the WQE holding PSN p fails and the QP
   // enters ERR (IBTA §9.9.3; rocev2.md §3.7).
-  fail_lc(ep, qp, first_pending_lc(qp), nak_status(value), "NAK received",
-          static_cast<int16_t>(wire::aeth::kNak | value));
+  qp_fail_lc(ep, qp, first_pending_lc(qp), nak_status(value), "NAK received",
+             static_cast<int16_t>(wire::aeth::kNak | value));
 }
 
 // The opening shared by READ responses and ATOMIC ACKs. A response acknowledges every request
@@ -267,7 +256,7 @@ void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p
       return;
     }
     // A READ response for a SEND/WRITE: the responder is broken (rocev2.md §3.6).
-    fail_lc(ep, qp, s, WcStatus::kBadRespErr, "READ response for a SEND or WRITE");
+    qp_fail_lc(ep, qp, s, WcStatus::kBadRespErr, "READ response for a SEND or WRITE");
     return;
   }
   const Psn expected = s->first_psn + static_cast<int32_t>(s->resp_pkts);
@@ -289,14 +278,14 @@ void on_read_response_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p
   const uint32_t off = k * mtu;
   const uint32_t want = s->wqe.length - off < mtu ? s->wqe.length - off : mtu;
   if (f.l.payload_len != want) {
-    fail_lc(ep, qp, s, WcStatus::kBadRespErr, "READ response of the wrong length");
+    qp_fail_lc(ep, qp, s, WcStatus::kBadRespErr, "READ response of the wrong length");
     return;
   }
   // The local buffers of a READ must allow local write (IBTA §10.6.3.1).
   const WcStatus w = scatter_lc(ep.mrs(), qp.config().pd, s->wqe.sge, s->wqe.num_sge, off,
                                 f.payload().data(), want, access::kLocalWrite);
   if (w != WcStatus::kSuccess) {
-    fail_lc(ep, qp, s, WcStatus::kLocProtErr, "READ response into a buffer without local write");
+    qp_fail_lc(ep, qp, s, WcStatus::kLocProtErr, "READ response into a buffer without local write");
     return;
   }
   r.gap_retry = false;
@@ -336,7 +325,7 @@ void on_atomic_ack_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p, u
       }
       return;
     }
-    fail_lc(ep, qp, s, WcStatus::kBadRespErr, "ATOMIC ACK for a request that is not atomic");
+    qp_fail_lc(ep, qp, s, WcStatus::kBadRespErr, "ATOMIC ACK for a request that is not atomic");
     return;
   }
   r.gap_retry = false;
@@ -352,7 +341,7 @@ void on_atomic_ack_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f, Psn p, u
   const Psn before = r.una;
   r.una = p + 1;
   if (s->wc != WcStatus::kSuccess) {
-    fail_lc(ep, qp, nullptr, s->wc, "ATOMIC result into a buffer without local write");
+    qp_fail_lc(ep, qp, nullptr, s->wc, "ATOMIC result into a buffer without local write");
     return;
   }
   apply_sr_ack_lc(qp);

@@ -176,6 +176,9 @@ class Cq {
   // arm already fired). Used by the cancel extension.
   uint32_t disarm() noexcept { return arm_.exchange(kArmNone, std::memory_order_acq_rel); }
   uint32_t armed() const noexcept { return arm_.load(std::memory_order_relaxed); }
+  // Eventfd writes made by the calling thread so far (wrapping). The engine's loop compares it
+  // across steps: a thread it just woke may be waiting for this CPU (engine.cc, lcore_main).
+  static uint32_t wakes_written() noexcept { return wakes_written_; }
   // Arms fired since the last take, and how many of those made the wake fd readable already.
   struct Firings {
     uint32_t fired = 0;
@@ -261,13 +264,7 @@ class Cq {
   // One eventfd write (dataplane/cq.cc, out of line: the one syscall, on the rare path).
   // Whether the fd is readable now.
   static bool wake(int fd) noexcept;
-
- public:
-  // Eventfd writes made by the calling thread so far (wrapping). The engine's loop compares it
-  // across steps: a thread it just woke may be waiting for this CPU (engine.cc, lcore_main).
-  static uint32_t wakes_written() noexcept { return wakes_written_; }
-
- private:
+  // Eventfd writes made by this thread (wake() counts them; wakes_written() reads them).
   static thread_local uint32_t wakes_written_;
   void count_dropped() noexcept {
     dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);

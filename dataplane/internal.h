@@ -33,6 +33,11 @@ struct ErrCause {
 // order, send queue then receive queue), and the rings are drained (IBTA §10.3.1 error state).
 // The transition (not a repeat in ERR) logs `why`. The default is the engine's NdkFlush.
 void qp_to_error_lc(Endpoint& ep, Qp& qp, const ErrCause& why = {}) noexcept;
+// A failed send queue request (IBTA §9.9.3, §10.8.3.3): slot `s` (when not null) is done with
+// `wc`, the done slots retire with their completions, and the QP enters ERR, its log line
+// saying `what` (and the NAK `syndrome`, -1 for none).
+void qp_fail_lc(Endpoint& ep, Qp& qp, SendSlot* s, WcStatus wc, const char* what,
+                int16_t syndrome = -1) noexcept;
 // True when a CQ this QP completes into has overrun: the CQ and every QP attached to it are
 // dead (ndkpi.md §3.3). Two loads of a flag written once; the engine checks it for each received
 // packet and each QP step, so a QP stops at once, not only when it next completes something.

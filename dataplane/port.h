@@ -80,7 +80,7 @@ class Port {
   Stats stats() const noexcept;
 
  private:
-  // The bring-up line at INFO (urnic.dp): driver, MAC, MTU, queues, link.
+  // The bring-up line at INFO (urnic.ctl): driver, MAC, MTU, queues, link.
   void log_up(const rte_eth_dev_info& info, uint16_t rxd, uint16_t txd) const;
 
   PortConfig cfg_{};

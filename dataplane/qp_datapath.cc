@@ -228,6 +228,16 @@ void qp_to_error_lc(Endpoint& ep, Qp& qp, const ErrCause& why) noexcept {
   reset_responder(ep, qp);
 }
 
+void qp_fail_lc(Endpoint& ep, Qp& qp, SendSlot* s, WcStatus wc, const char* what,
+                int16_t syndrome) noexcept {
+  if (s != nullptr) {
+    s->done = true;
+    s->wc = wc;
+  }
+  qp_retire_lc(ep, qp);
+  qp_to_error_lc(ep, qp, {what, wc, syndrome, false});
+}
+
 void qp_cq_overrun_error_lc(Endpoint& ep, Qp& qp) noexcept {
   ++lc(qp).counters.cq_overrun_errors;
   qp_to_error_lc(ep, qp, {"completion queue overrun", WcStatus::kWrFlushErr, -1, false});

@@ -241,10 +241,7 @@ Resend resend_one_lc(Endpoint& ep, Qp& qp, Psn p, uint64_t now) noexcept {
   WcStatus err = WcStatus::kSuccess;
   if (!build_packet_lc(ep, qp, *hit, k, &err, true, single)) return Resend::kStop;
   if (err != WcStatus::kSuccess) {
-    hit->done = true;
-    hit->wc = err;
-    qp_retire_lc(ep, qp);
-    qp_to_error_lc(ep, qp, {"work request failed on resend", err, -1, false});
+    qp_fail_lc(ep, qp, hit, err, "work request failed on resend");
     return Resend::kStop;
   }
   cc_sent(qp, lc(qp).counters.tx_bytes - bytes_before, now);
@@ -517,8 +514,7 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
         ++r.cur;
         if (s.wc != WcStatus::kSuccess) {
           // A failed work request moves the QP to the error state (IBTA §10.8.3.3).
-          qp_retire_lc(ep, qp);
-          qp_to_error_lc(ep, qp, {"local work request failed", s.wc, -1, false});
+          qp_fail_lc(ep, qp, &s, s.wc, "local work request failed");
           return built;
         }
         continue;
@@ -552,10 +548,7 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
     WcStatus err = WcStatus::kSuccess;
     if (!build_packet_lc(ep, qp, s, r.cur_pkt, &err)) break;  // mempool empty: next step
     if (err != WcStatus::kSuccess) {
-      s.done = true;
-      s.wc = err;
-      qp_retire_lc(ep, qp);
-      qp_to_error_lc(ep, qp, {"work request failed", err, -1, false});
+      qp_fail_lc(ep, qp, &s, err, "work request failed");
       return built;
     }
     ++built;
@@ -651,16 +644,12 @@ bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
   if (r.retry_left == 0) {
     // Transport retries exhausted (IBTA §9.7.6.1.3): the oldest outstanding WQE fails
     // with RETRY_EXC_ERR, the QP enters ERR and everything else flushes.
-    for (uint64_t i = r.head; i != r.tail; ++i) {
+    SendSlot* oldest = nullptr;
+    for (uint64_t i = r.head; i != r.tail && oldest == nullptr; ++i) {
       SendSlot& s = r.at(i);
-      if (!s.done && s.started) {
-        s.done = true;
-        s.wc = WcStatus::kRetryExcErr;
-        break;
-      }
+      if (!s.done && s.started) oldest = &s;
     }
-    qp_retire_lc(ep, qp);
-    qp_to_error_lc(ep, qp, {"ACK timeout retries exhausted", WcStatus::kRetryExcErr, -1, false});
+    qp_fail_lc(ep, qp, oldest, WcStatus::kRetryExcErr, "ACK timeout retries exhausted");
     return true;
   }
   --r.retry_left;
