@@ -95,8 +95,9 @@ struct LocalBuffer {
 class ApiPair : public AdapterPair<Side> {
  public:
   // `name` must be unique in the process (it names the rings).
-  explicit ApiPair(const std::string& name, const EngineConfig& ec = {}, uint32_t cq_depth = 4096)
-      : AdapterPair(name, ec) {
+  explicit ApiPair(const std::string& name, const EngineConfig& ec = {}, uint32_t cq_depth = 4096,
+                   uint32_t max_qps = AdapterConfig{}.max_qps)
+      : AdapterPair(name, ec, 8191, false, max_qps) {
     make_pd_cq(cq_depth);
   }
   // On another pair's engine, which may be running (AdapterPair's second constructor).

@@ -138,9 +138,9 @@ class AdapterPair {
   // `name` must be unique in the process (it names the rings). `adaptive_retransmit`: the
   // adapters' AdapterConfig::adaptive_retransmit.
   explicit AdapterPair(const std::string& name, const EngineConfig& ec = {}, uint32_t mbufs = 8191,
-                       bool adaptive_retransmit = false)
+                       bool adaptive_retransmit = false, uint32_t max_qps = AdapterConfig{}.max_qps)
       : own_(std::make_unique<Engine>(ec)), engine_(*own_) {
-    open(name, mbufs, adaptive_retransmit);
+    open(name, mbufs, adaptive_retransmit, max_qps);
   }
   // A pair on another pair's engine, which may be running (adapters open and close while their
   // engine runs, issue 14 item 6) and must outlive this pair.
@@ -187,13 +187,15 @@ class AdapterPair {
 
   Engine& engine() { return engine_; }
 
-  void open(const std::string& name, uint32_t mbufs, bool adaptive_retransmit) {
+  void open(const std::string& name, uint32_t mbufs, bool adaptive_retransmit,
+            uint32_t max_qps = AdapterConfig{}.max_qps) {
     EXPECT_EQ(create_ring_port_pair(name, 1, &port_a, &port_b), Status::kSuccess);
     const uint16_t pa = port_a, pb = port_b;
     AdapterConfig ca, cb;
     ca.port_id = pa;
     cb.port_id = pb;
     ca.mbufs = cb.mbufs = mbufs;
+    ca.max_qps = cb.max_qps = max_qps;
     ca.ipv4 = 0xC0000201;  // 192.0.2.1
     cb.ipv4 = 0xC0000202;
     ca.ipv6 = std::array<uint8_t, 16>{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
