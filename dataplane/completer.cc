@@ -68,17 +68,6 @@ bool acceptable_lc(const Qp& qp, Psn p) noexcept {
   return Psn::diff(p, lc(qp).req.una) >= -1 && Psn::before(p, lc(qp).req.max_sent);
 }
 
-// The first slot not yet done, or nullptr.
-SendSlot* first_pending_lc(Qp& qp) noexcept {
-  auto& r = lc(qp).req;
-  for (uint64_t i = r.head; i != r.tail; ++i) {
-    SendSlot& s = r.at(i);
-    if (!s.started) return nullptr;
-    if (!s.done) return &s;
-  }
-  return nullptr;
-}
-
 WcStatus nak_status(uint8_t code) noexcept {
   switch (code) {
     case wire::aeth::kNakInvalidRequest:

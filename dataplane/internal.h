@@ -33,6 +33,18 @@ struct ErrCause {
 // order, send queue then receive queue), and the rings are drained (IBTA §10.3.1 error state).
 // The transition (not a repeat in ERR) logs `why`. The default is the engine's NdkFlush.
 void qp_to_error_lc(Endpoint& ep, Qp& qp, const ErrCause& why = {}) noexcept;
+// The oldest send slot started and not yet done (the oldest request still waiting for its ACK
+// or response), or nullptr.
+// Inline: the completer asks for it on every response.
+inline SendSlot* first_pending_lc(Qp& qp) noexcept {
+  auto& r = lc(qp).req;
+  for (uint64_t i = r.head; i != r.tail; ++i) {
+    SendSlot& s = r.at(i);
+    if (!s.started) return nullptr;
+    if (!s.done) return &s;
+  }
+  return nullptr;
+}
 // A failed send queue request (IBTA §9.9.3, §10.8.3.3): slot `s` (when not null) is done with
 // `wc`, the done slots retire with their completions, and the QP enters ERR, its log line
 // saying `what` (and the NAK `syndrome`, -1 for none).

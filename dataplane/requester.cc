@@ -586,20 +586,6 @@ uint32_t requester_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
   return built;
 }
 
-namespace {
-// When the oldest message still waiting for its ACK or response last went out (its first
-// packet, or a resend); 0 when none waits.
-uint64_t oldest_sent_lc(Qp& qp) noexcept {
-  auto& r = lc(qp).req;
-  for (uint64_t i = r.head; i != r.tail; ++i) {
-    const SendSlot& s = r.at(i);
-    if (!s.started) break;
-    if (!s.done) return s.sent_tsc;
-  }
-  return 0;
-}
-}  // namespace
-
 bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
   auto& r = lc(qp).req;
   if (r.rnr_deadline != 0 && now >= r.rnr_deadline) {
@@ -618,8 +604,9 @@ bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
       // after the last progress only raced its own response (64 QPs of 128 atomics through
       // urnic-hop, no loss: 550 000 stale probes for 409 600 atomics). Checked here, when the
       // probe is due, rather than per ACK.
-      const uint64_t due =
-          std::min(oldest_sent_lc(qp) + 2 * r.srtt, r.ack_deadline - r.ack_wait / 2);
+      const SendSlot* oldest = first_pending_lc(qp);
+      const uint64_t sent = oldest != nullptr ? oldest->sent_tsc : 0;
+      const uint64_t due = std::min(sent + 2 * r.srtt, r.ack_deadline - r.ack_wait / 2);
       if (due > now) {
         r.probe_deadline = due;
         return false;
@@ -644,12 +631,8 @@ bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
   if (r.retry_left == 0) {
     // Transport retries exhausted (IBTA §9.7.6.1.3): the oldest outstanding WQE fails
     // with RETRY_EXC_ERR, the QP enters ERR and everything else flushes.
-    SendSlot* oldest = nullptr;
-    for (uint64_t i = r.head; i != r.tail && oldest == nullptr; ++i) {
-      SendSlot& s = r.at(i);
-      if (!s.done && s.started) oldest = &s;
-    }
-    qp_fail_lc(ep, qp, oldest, WcStatus::kRetryExcErr, "ACK timeout retries exhausted");
+    qp_fail_lc(ep, qp, first_pending_lc(qp), WcStatus::kRetryExcErr,
+               "ACK timeout retries exhausted");
     return true;
   }
   --r.retry_left;
