@@ -123,10 +123,22 @@ void ControlPlane::loop() {
     if (poll_once()) {
       nap = std::chrono::microseconds(50);
     } else {
-      std::this_thread::sleep_for(nap);
-      nap = std::min(nap * 2, std::chrono::microseconds(1000));
+      std::unique_lock lk(nap_mu_);
+      if (nap_cv_.wait_for(lk, nap, [this] { return woken_; }))
+        nap = std::chrono::microseconds(50);
+      else
+        nap = std::min(nap * 2, std::chrono::microseconds(1000));
+      woken_ = false;
     }
   }
+}
+
+void ControlPlane::wake() {
+  {
+    std::lock_guard lk(nap_mu_);
+    woken_ = true;
+  }
+  nap_cv_.notify_one();
 }
 
 bool ControlPlane::poll_once() {

@@ -134,6 +134,9 @@ class ControlPlane : public dp::ControlSink {
   // whether it did anything. Added before start() or from the control thread.
   // Returns an id for remove_poller().
   uint64_t add_poller(std::function<bool()> p);
+  // Any thread: the control thread has work (an engine operation was queued), so it stops its
+  // nap now rather than after up to 1 ms. Control path only: it may take a lock and a syscall.
+  void wake();
   // Removes a poller (an object that installed one, e.g. a CM agent, goes away before the
   // adapter). An iteration already under way on the control thread may still call it once.
   void remove_poller(uint64_t id);
@@ -166,6 +169,9 @@ class ControlPlane : public dp::ControlSink {
   std::thread thread_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::mutex nap_mu_;  // the nap's wait and wake() (not mu_: wake() may run under other locks)
+  std::condition_variable nap_cv_;
+  bool woken_ = false;  // under nap_mu_
   struct Neighbour {
     wire::MacAddr mac{};
     bool resolved = false;

@@ -299,7 +299,8 @@ struct AdapterImpl {
   static void release(AdapterImpl* a) noexcept;
 
   // ---- Engine operations and callbacks (mu held) ---------------------------------------------
-  void enqueue_op_locked(std::unique_ptr<EngineOp> op) { ops.push_back(std::move(op)); }
+  // Queues `op` for the control thread and wakes it (ndk_adapter.cc).
+  void enqueue_op_locked(std::unique_ptr<EngineOp> op);
   void defer_locked(std::function<void()> fn) { deferred.push_back(std::move(fn)); }
   // The control thread's work (a ControlPlane poller). Returns whether it did anything.
   bool poll();

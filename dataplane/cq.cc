@@ -14,6 +14,7 @@ namespace urnic::dp {
 // without waiting for the control thread's nap. It never blocks: the eventfd is non-blocking, and
 // EAGAIN means its counter is at its maximum, unread, hence readable already.
 thread_local uint32_t Cq::wakes_written_ = 0;
+std::atomic<uint32_t> Cq::overruns_{0};
 
 bool Cq::wake(int fd) noexcept {
   ++wakes_written_;

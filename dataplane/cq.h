@@ -9,7 +9,8 @@
 // is marked overrun; it and its QPs are dead (the notification status becomes
 // STATUS_BUFFER_OVERFLOW). A consumer that sizes the CQ for its queues never sees this. The
 // engine moves every QP completing into an overrun CQ to ERR at its next packet or step
-// (qp_cq_overrun, internal.h); completions refused from then on are counted in dropped().
+// (qp_cq_overrun, internal.h; an idle one is found through overruns()); completions refused
+// from then on are counted in dropped().
 //
 // Arming (NdkArmCq, ndkpi.md §3.4). The arm is one atomic level: 0 none, then ERRORS < SOLICITED
 // < ANY, so NDK's merge table (ANY + x = ANY, ERRORS + SOLICITED = SOLICITED, ...) is max().
@@ -81,6 +82,7 @@ class Cq {
     }
     if (!prod_->push(r)) [[unlikely]] {
       overrun_.store(true, std::memory_order_release);  // pairs with overrun()'s acquire
+      overruns_.fetch_add(1, std::memory_order_relaxed);
       count_dropped();
       ring_doorbell();
       return false;
@@ -179,6 +181,9 @@ class Cq {
   // Eventfd writes made by the calling thread so far (wrapping). The engine's loop compares it
   // across steps: a thread it just woke may be waiting for this CPU (engine.cc, lcore_main).
   static uint32_t wakes_written() noexcept { return wakes_written_; }
+  // CQs that overran so far, in this process. An engine compares it across steps: when it
+  // moves, the QPs of the CQ that overran go to ERR, idle ones too (Engine::phase_tx_build).
+  static uint32_t overruns() noexcept { return overruns_.load(std::memory_order_relaxed); }
   // Arms fired since the last take, and how many of those made the wake fd readable already.
   struct Firings {
     uint32_t fired = 0;
@@ -266,6 +271,7 @@ class Cq {
   static bool wake(int fd) noexcept;
   // Eventfd writes made by this thread (wake() counts them; wakes_written() reads them).
   static thread_local uint32_t wakes_written_;
+  static std::atomic<uint32_t> overruns_;
   void count_dropped() noexcept {
     dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }

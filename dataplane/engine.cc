@@ -14,10 +14,25 @@
 
 namespace urnic::dp {
 
+namespace {
+// The doorbell ring's size: a power of two of at least twice the QPs (a QP is queued at most
+// twice between two drains: phase_tx_build), and room for the entries of QPs already gone that
+// a push in progress still hides (one per posting thread).
+size_t doorbell_cells(uint32_t max_qps) noexcept {
+  size_t n = 64;
+  while (n < 2 * size_t{max_qps} + 256) n <<= 1;
+  return n;
+}
+}  // namespace
+
 Engine::Engine(const EngineConfig& cfg)
     : cfg_(cfg),
-      active_(std::make_unique<Qp*[]>(cfg.max_qps)),
-      active_ep_(std::make_unique<Endpoint*[]>(cfg.max_qps)) {}
+      doorbell_(doorbell_cells(cfg.max_qps)),
+      slots_(std::make_unique<Qp*[]>(cfg.max_qps)),
+      free_slots_(std::make_unique<uint32_t[]>(cfg.max_qps)),
+      overruns_seen_(Cq::overruns()) {
+  for (uint32_t i = 0; i < cfg.max_qps; ++i) free_slots_[nfree_++] = cfg.max_qps - 1 - i;
+}
 
 Engine::~Engine() { stop(); }
 
@@ -28,8 +43,20 @@ Status Engine::add_endpoint(Endpoint* ep) noexcept {
   return call(m);
 }
 
+namespace {
+// Control side, before a message goes to the engine: what it needs allocated (the engine never
+// allocates). False when memory cannot be had.
+bool prepare(MailboxMsg& m) noexcept {
+  if (m.kind != MailboxMsg::Kind::kModifyQp || !(m.mask & qp_attr::kMaxDestRdAtomic) ||
+      m.attr.max_dest_rd_atomic == 0 || m.attr.max_dest_rd_atomic > kMaxRdAtomicLimit)
+    return true;  // nothing to allocate, or out of range (validate_modify rejects it)
+  return m.resp.make(m.attr.max_dest_rd_atomic);
+}
+}  // namespace
+
 Status Engine::call(MailboxMsg& m) noexcept {
   m.done.store(false, std::memory_order_relaxed);
+  if (!prepare(m)) return Status::kInsufficientResources;
   if (!running()) {
     // No lcore runs this engine: apply in this thread, between two steps of whichever thread
     // drives it (run_once() holds the step flag for the length of a step). So the control
@@ -48,6 +75,12 @@ Status Engine::call(MailboxMsg& m) noexcept {
 
 bool Engine::submit(MailboxMsg& m) noexcept {
   m.done.store(false, std::memory_order_relaxed);
+  if (!prepare(m)) {
+    // Answered here: the submitter reads the result once `done` is true, as for the engine's.
+    m.result = Status::kInsufficientResources;
+    m.done.store(true, std::memory_order_release);
+    return true;
+  }
   // The push publishes the message (release in MpscPtrRing::push); the engine's apply() ends
   // with the release store of `done` that the submitter's acquire load pairs with.
   return mailbox_.push(&m);
@@ -57,31 +90,34 @@ void Engine::apply(MailboxMsg& m) noexcept {
   Status st = Status::kSuccess;
   switch (m.kind) {
     case MailboxMsg::Kind::kAddQp:
-      if (m.qp->qpn() >= m.ep->max_qps() || m.ep->qp(m.qp->qpn()) != nullptr ||
-          nactive_ == cfg_.max_qps) {
+      if (m.qp->qpn() >= m.ep->max_qps() || m.ep->qp(m.qp->qpn()) != nullptr || nfree_ == 0) {
         st = Status::kInsufficientResources;
         break;
       }
       m.ep->set_qp_lc(m.qp->qpn(), m.qp);
-      active_[nactive_] = m.qp;
-      active_ep_[nactive_] = m.ep;
+      lc(*m.qp).ep = m.ep;
+      lc(*m.qp).db_.ring = &doorbell_;
+      lc(*m.qp).db_.slot = &slots_[free_slots_[--nfree_]];
+      *lc(*m.qp).db_.slot = m.qp;
       ++nactive_;
       break;
     case MailboxMsg::Kind::kModifyQp:
-      st = qp_modify_lc(*m.ep, *m.qp, m.attr, m.mask);
+      st = qp_modify_lc(*m.ep, *m.qp, m.attr, m.mask, &m.resp);
       break;
     case MailboxMsg::Kind::kFlushQp:
       // NdkFlush: cancel every pending request (ndkpi.md §2.2); the QP is unusable after.
       qp_to_error_lc(*m.ep, *m.qp);
       break;
     case MailboxMsg::Kind::kDestroyQp:
-      for (uint32_t i = 0; i < nactive_; ++i) {
-        if (active_[i] == m.qp) {
-          active_[i] = active_[nactive_ - 1];
-          active_ep_[i] = active_ep_[nactive_ - 1];
-          --nactive_;
-          break;
-        }
+      // Off the lists, and its slot emptied: a doorbell entry that still names the slot finds
+      // nothing (QpLc::Doorbell), so nothing refers to the QP once the control side frees it.
+      ready_.remove(*m.qp);
+      timed_.remove(*m.qp);
+      if (lc(*m.qp).ep != nullptr) {
+        lc(*m.qp).ep = nullptr;
+        *lc(*m.qp).db_.slot = nullptr;
+        free_slots_[nfree_++] = static_cast<uint32_t>(lc(*m.qp).db_.slot - slots_.get());
+        --nactive_;
       }
       m.ep->set_qp_lc(m.qp->qpn(), nullptr);
       // Frames it held go back to their pools from this lcore.
@@ -107,6 +143,9 @@ void Engine::apply(MailboxMsg& m) noexcept {
       eps_[nep_++] = m.ep;
       break;
     case MailboxMsg::Kind::kRemoveEndpoint:
+      // No QP of it should be left (each was destroyed through the mailbox); should one be, it
+      // leaves the lists before its memory can go.
+      unlink_endpoint_lc(*m.ep);
       for (uint32_t i = 0; i < nep_; ++i) {
         if (eps_[i] == m.ep) {
           for (uint32_t j = i + 1; j < nep_; ++j) eps_[j - 1] = eps_[j];
@@ -116,8 +155,36 @@ void Engine::apply(MailboxMsg& m) noexcept {
       }
       break;
   }
+  // Whatever the message did to a QP (added, modified, flushed) may give it work to do.
+  if (st == Status::kSuccess && m.qp != nullptr && m.kind != MailboxMsg::Kind::kDestroyQp &&
+      lc(*m.qp).ep != nullptr)
+    ready_.push_back(*m.qp);
   m.result = st;
   m.done.store(true, std::memory_order_release);  // pairs with call()'s acquire
+}
+
+void Engine::unlink_endpoint_lc(Endpoint& ep) noexcept {
+  auto of_ep = [&ep](Qp& q) { return lc(q).ep == &ep; };
+  ready_.remove_if(of_ep);
+  timed_.remove_if(of_ep);
+}
+
+void Engine::ready_overrun_lc() noexcept {
+  // A CQ overran (somewhere in the process): every QP completing into it dies before it does
+  // anything more (ndkpi.md §3.3), the idle ones too, so each of them gets a turn. Once per
+  // overrun, over the QP tables: the rare path, not a per-step cost.
+  for (uint32_t i = 0; i < nep_; ++i) {
+    for (uint32_t qpn = 0; qpn < eps_[i]->max_qps(); ++qpn) {
+      Qp* q = eps_[i]->qp(qpn);
+      if (q != nullptr && lc(*q).state != QpState::kErr && qp_cq_overrun(*q)) ready_.push_back(*q);
+    }
+  }
+}
+
+void Engine::drain_doorbells_lc() noexcept {
+  // The doorbell flag stays set while the QP is on the ready list: posts then ring nothing.
+  while (Qp** slot = doorbell_.pop())
+    if (*slot != nullptr) ready_.push_back(**slot);
 }
 
 bool Engine::phase_mailbox() noexcept {
@@ -143,10 +210,14 @@ bool Engine::phase_timers(uint64_t now) noexcept {
   last_step_tsc_ = now;
   const bool stalled = gap > tsc_from_ns(kStallNs);
   bool any = false;
-  for (uint32_t i = 0; i < nactive_; ++i) {
-    Qp& qp = *active_[i];
-    if (lc(qp).req.ack_deadline == 0 && lc(qp).req.rnr_deadline == 0) [[likely]]
+  Qp* next = nullptr;
+  for (Qp* q = timed_.front(); q != nullptr; q = next) {
+    next = TimerList::next(*q);
+    Qp& qp = *q;
+    if (lc(qp).req.ack_deadline == 0 && lc(qp).req.rnr_deadline == 0) {
+      timed_.remove(qp);
       continue;
+    }
     if (stalled) [[unlikely]] {
       if (lc(qp).req.ack_deadline != 0) lc(qp).req.ack_deadline += gap;
       if (lc(qp).req.rnr_deadline != 0) lc(qp).req.rnr_deadline += gap;
@@ -154,8 +225,38 @@ bool Engine::phase_timers(uint64_t now) noexcept {
       continue;
     }
     if (rx_backlog_) continue;
-    any |= requester_timers_lc(*active_ep_[i], qp, now);
+    if (requester_timers_lc(*lc(qp).ep, qp, now)) {
+      any = true;
+      ready_.push_back(qp);  // it resends, or it failed and flushes
+    }
   }
+  return any;
+}
+
+// One QP's turn in the tx phase. Returns whether it did any work.
+bool Engine::visit_lc(Qp& qp, uint64_t now) noexcept {
+  Endpoint& ep = *lc(qp).ep;
+  // A CQ of this QP overran (maybe through another QP): the QP is dead before it sends
+  // anything more (ndkpi.md §3.3). RESET processes nothing, so it is left alone.
+  if (lc(qp).state != QpState::kErr && lc(qp).state != QpState::kReset && qp_cq_overrun(qp))
+      [[unlikely]]
+    qp_cq_overrun_error_lc(ep, qp);
+  if (lc(qp).state == QpState::kErr) [[unlikely]] {
+    // Work posted to a QP in ERR completes with a flush status (IBTA §10.3.1).
+    if (!lc(qp).sq.empty() || !lc(qp).rq.empty()) {
+      qp_to_error_lc(ep, qp);
+      return true;
+    }
+    return false;
+  }
+  // Responder output first (READ responses, ACKs): it completes the peer's work and frees
+  // its window, so a loopback pair drains before it fills.
+  if (qp.config().ud) [[unlikely]]
+    return ep.tx_space() != 0 && datagram_tx_lc(ep, qp, ep.tx_space()) != 0;
+  bool any = false;
+  if (ep.tx_space() != 0) any |= responder_tx_lc(ep, qp, ep.tx_space(), now) != 0;
+  if (ep.tx_space() != 0) any |= requester_tx_lc(ep, qp, ep.tx_space(), now) != 0;
+  any |= qp_retire_lc(ep, qp) != 0;
   return any;
 }
 
@@ -165,31 +266,28 @@ bool Engine::phase_tx_build(uint64_t now) noexcept {
     if (eps_[i]->control_tx_pending()) [[unlikely]]
       any |= eps_[i]->drain_control_tx_lc() != 0;
   }
-  for (uint32_t i = 0; i < nactive_; ++i) {
-    Qp& qp = *active_[i];
-    Endpoint& ep = *active_ep_[i];
-    // A CQ of this QP overran (maybe through another QP): the QP is dead before it sends
-    // anything more (ndkpi.md §3.3). RESET processes nothing, so it is left alone.
-    if (lc(qp).state != QpState::kErr && lc(qp).state != QpState::kReset && qp_cq_overrun(qp))
-        [[unlikely]]
-      qp_cq_overrun_error_lc(ep, qp);
-    if (lc(qp).state == QpState::kErr) [[unlikely]] {
-      // Work posted to a QP in ERR completes with a flush status (IBTA §10.3.1).
-      if (!lc(qp).sq.empty() || !lc(qp).rq.empty()) {
-        qp_to_error_lc(ep, qp);
-        any = true;
-      }
+  drain_doorbells_lc();
+  if (const uint32_t o = Cq::overruns(); o != overruns_seen_) [[unlikely]] {
+    overruns_seen_ = o;
+    ready_overrun_lc();
+  }
+  // Each QP that was ready when the phase began gets one turn, in order; one with work left
+  // goes to the back, so QPs share a full TX buffer round-robin.
+  for (uint32_t n = ready_.size(); n != 0; --n) {
+    Qp& qp = *ready_.pop_front();
+    const bool did = visit_lc(qp, now);
+    any |= did;
+    if (lc(qp).req.ack_deadline != 0 || lc(qp).req.rnr_deadline != 0) timed_.push_back(qp);
+    if (did || qp_tx_pending_lc(qp)) {
+      ready_.push_back(qp);
       continue;
     }
-    // Responder output first (READ responses, ACKs): it completes the peer's work and frees
-    // its window, so a loopback pair drains before it fills.
-    if (qp.config().ud) [[unlikely]] {
-      if (ep.tx_space() != 0) any |= datagram_tx_lc(ep, qp, ep.tx_space()) != 0;
-      continue;
-    }
-    if (ep.tx_space() != 0) any |= responder_tx_lc(ep, qp, ep.tx_space(), now) != 0;
-    if (ep.tx_space() != 0) any |= requester_tx_lc(ep, qp, ep.tx_space(), now) != 0;
-    any |= qp_retire_lc(ep, qp) != 0;
+    // Idle: clear the doorbell, then look at the rings once more. A post that published before
+    // the clear is seen here; one after it finds the flag clear and rings (Qp::ring_doorbell).
+    // So the QP can be queued again before the next drain, at most once more: the ring holds
+    // twice the QPs.
+    lc(qp).db_.rung.store(false, std::memory_order_seq_cst);
+    if (qp_posted_work_lc(qp)) ready_.push_back(qp);
   }
   return any;
 }

@@ -7,8 +7,9 @@
 //   2. rx        rx burst, parse + ICRC + QP lookup, then dispatch on the opcode table: requests
 //                to the responder, responses to the completer (3. runs inline per packet);
 //   4. timers    local ACK timeouts and RNR waits of the QPs with armed timers;
-//   5. tx build  responder output (READ responses, ACKs, NAKs) first, then requesters segment
-//                their send queues, within the free space of the TX buffer;
+//   5. tx build  for each QP on the ready list (dataplane/sched.h): responder output (READ
+//                responses, ACKs, NAKs) first, then the requester segments its send queue,
+//                within the free space of the TX buffer;
 //   6. tx flush  one rte_eth_tx_burst per endpoint; what did not fit waits for the next step.
 // Responder output goes before new requests so that a loopback pair drains rather than fills.
 //
@@ -27,6 +28,7 @@
 #include "dataplane/endpoint.h"
 #include "dataplane/mailbox.h"
 #include "dataplane/qp.h"
+#include "dataplane/sched.h"
 #include "urnic/config.h"
 #include "urnic/engine.h"
 
@@ -55,6 +57,9 @@ struct MailboxMsg {
   FaultInjector* rx_fault = nullptr;
   FaultInjector* tx_fault = nullptr;
   Cq* cq = nullptr;
+  // kModifyQp setting max_dest_rd_atomic: the responder's arrays for it, made by call() / submit()
+  // on the control side; the old ones come back in it and are freed with the message.
+  RespArrays resp;
   Status result = Status::kPending;
   std::atomic<bool> done{false};
 };
@@ -125,10 +130,23 @@ class Engine {
   static constexpr uint32_t kMaxEndpoints = 8;
   std::array<Endpoint*, kMaxEndpoints> eps_{};
   uint32_t nep_ = 0;
-  // QPs owned by this engine, for the timer and tx phases.
-  std::unique_ptr<Qp*[]> active_;
-  std::unique_ptr<Endpoint*[]> active_ep_;
+  // QPs owned by this engine (dataplane/sched.h): how many, those with work (the tx phase walks
+  // only these), those with a timer armed (the timer phase), and the doorbells of posts to idle
+  // ones (twice the QPs: never full).
   uint32_t nactive_ = 0;
+  ReadyList ready_;
+  TimerList timed_;
+  MpscPtrRing<Qp*> doorbell_;
+  // The QPs' slots (QpLc::Doorbell::slot): a QP's entry from kAddQp to kDestroyQp, and the free
+  // ones (a stack).
+  std::unique_ptr<Qp*[]> slots_;
+  std::unique_ptr<uint32_t[]> free_slots_;
+  uint32_t nfree_ = 0;
+  void drain_doorbells_lc() noexcept;
+  void ready_overrun_lc() noexcept;
+  uint32_t overruns_seen_ = 0;  // Cq::overruns() when last looked at
+  void unlink_endpoint_lc(Endpoint& ep) noexcept;
+  bool visit_lc(Qp& qp, uint64_t now) noexcept;
   MpscPtrRing<MailboxMsg> mailbox_{64};
   uint64_t last_step_tsc_ = 0;  // TSC of the previous timer phase (stall detection)
   bool rx_backlog_ = false;     // an RX burst this step came back full

@@ -17,8 +17,11 @@ namespace urnic::dp {
 
 // ---- qp_datapath.cc: state, completions, frames ---------------------------------------------
 
-// Applies a validated modify on the lcore (the single writer of QP state).
-Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& attr, uint32_t mask) noexcept;
+// Applies a validated modify on the lcore (the single writer of QP state). `grow`: larger
+// responder arrays for a modify that sets max_dest_rd_atomic (kInsufficientResources without
+// them when the QP's are too small); the old ones are handed back in it.
+Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& attr, uint32_t mask,
+                    RespArrays* grow = nullptr) noexcept;
 // Why a QP enters ERR, for the one log line the transition writes (urnic.dp): what happened,
 // the completion status that caused it and, for a NAK sent or received, its AETH syndrome.
 // `requested`: the consumer or the CM asked for ERR (modify, flush), logged at DEBUG; anything

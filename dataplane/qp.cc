@@ -236,14 +236,22 @@ Qp::Qp(const QpConfig& cfg) : cfg_(cfg) {
   lc_.rq.init(cfg.rq_depth);
   lc_.req.slots = std::make_unique<SendSlot[]>(cfg.sq_depth);
   lc_.req.mask = cfg.sq_depth - 1;
-  // Responder resources and output jobs are sized here, on the control side, for the largest
-  // max_dest_rd_atomic a modify may set (128), so the engine never allocates.
-  lc_.resp.res = std::make_unique<RespResource[]>(kMaxRdAtomicLimit);
-  lc_.resp.res_count = 1;
-  lc_.resp.jobs = std::make_unique<RespJob[]>(kRespJobs);
-  lc_.resp.jobs_mask = kRespJobs - 1;
+  // Responder resources and output jobs for the default max_dest_rd_atomic (1); a modify that
+  // sets a larger one brings larger arrays (RespArrays), so an idle QP costs what it asked for.
+  lc_.resp.res_cap = lc_.resp.res_count = resp_resources_for(1);
+  lc_.resp.res = std::make_unique<RespResource[]>(lc_.resp.res_cap);
+  lc_.resp.jobs = std::make_unique<RespJob[]>(resp_jobs_for(lc_.resp.res_cap));
+  lc_.resp.jobs_mask = resp_jobs_for(lc_.resp.res_cap) - 1;
   lc_.attr.cc = cfg.cc;
   cc_reset_lc(*this);
+}
+
+bool RespArrays::make(uint32_t max_dest_rd_atomic) noexcept {
+  nres = resp_resources_for(max_dest_rd_atomic);
+  njobs = resp_jobs_for(nres);
+  res.reset(new (std::nothrow) RespResource[nres]());
+  jobs.reset(new (std::nothrow) RespJob[njobs]());
+  return res != nullptr && jobs != nullptr;
 }
 
 bool Qp::prepare_selective_repeat() noexcept {
@@ -270,7 +278,7 @@ Status Qp::post_send(const SendWqe& wqe) noexcept {
   // to the engine first (ndkpi.md §7.3: "when any initiator post returns failure, first hand
   // every previously deferred WR to the hardware").
   auto fail = [this](Status s) {
-    lc_.sq.publish();
+    publish_deferred();
     return s;
   };
   const QpState st = public_state();
@@ -310,7 +318,7 @@ Status Qp::post_send(const SendWqe& wqe) noexcept {
   copy_send_wqe(*slot, wqe);
   lc_.sq.stage_commit();
   ++lc_.posted_.sq;
-  if (!(wqe.flags & op_flag::kDefer)) lc_.sq.publish();
+  if (!(wqe.flags & op_flag::kDefer)) publish_deferred();
   return Status::kSuccess;
 }
 
@@ -332,6 +340,9 @@ Status Qp::post_recv(const RecvWqe& wqe) noexcept {
     return Status::kNoMoreEntries;
   if (!lc_.rq.push(wqe)) return Status::kNoMoreEntries;
   ++lc_.posted_.rq;
+  // The engine needs to see receives only in ERR, where it flushes them; but a poster cannot
+  // know the engine's state without a race, so every receive rings (once per idle period).
+  ring_doorbell();
   return Status::kSuccess;
 }
 

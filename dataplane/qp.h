@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "dataplane/dcqcn.h"
+#include "dataplane/mailbox.h"
 #include "dataplane/ring.h"
 #include "dataplane/wire/frame.h"
 #include "dataplane/wire/psn.h"
@@ -26,7 +27,9 @@ struct rte_mbuf;
 namespace urnic::dp {
 
 class Cq;
+class Endpoint;
 class MrTable;
+class Qp;
 class Srq;
 
 // The QP states and the modify masks are the public ones (urnic/types.h): one definition.
@@ -119,6 +122,32 @@ struct RespResource {
   uint64_t orig = 0;  // an ATOMIC's original value, returned again for a duplicate
 };
 
+// The responder's arrays for a given max_dest_rd_atomic: resources a power of two >= it (rxe
+// does the same), and room for the jobs they can queue: one READ response or ATOMIC ACK per
+// resource, at most one ACK between two of those (ACKs coalesce), a NAK and an RNR NAK. A peer
+// that exceeds its limit finds the queue full and retransmits (RespState::kDropQueueFull).
+constexpr uint32_t resp_resources_for(uint32_t max_dest_rd_atomic) noexcept {
+  uint32_t n = 1;
+  while (n < max_dest_rd_atomic) n <<= 1;
+  return n;
+}
+constexpr uint32_t resp_jobs_for(uint32_t resources) noexcept {
+  uint32_t n = 8;
+  while (n < 2 * resources + 4) n <<= 1;
+  return n;
+}
+
+// Responder arrays made on the control side for a modify that sets max_dest_rd_atomic (the
+// engine never allocates): the engine swaps them in if the QP's are too small, and the message
+// then carries the old ones back to be freed by the control side (Engine::call / submit).
+struct RespArrays {
+  std::unique_ptr<RespResource[]> res;
+  std::unique_ptr<RespJob[]> jobs;
+  uint32_t nres = 0, njobs = 0;
+  // Allocates the arrays for `max_dest_rd_atomic`. False when memory cannot be had.
+  bool make(uint32_t max_dest_rd_atomic) noexcept;
+};
+
 struct QpConfig {
   uint32_t qpn = 0;
   uint32_t pd = 0;
@@ -163,8 +192,6 @@ inline constexpr uint32_t kMaxMessageLength = 1u << 31;
 inline constexpr uint32_t kMaxQueueDepth = 32768;
 // Largest max_rd_atomic / max_dest_rd_atomic accepted (validate_modify).
 inline constexpr uint32_t kMaxRdAtomicLimit = 128;
-// Responder output queue: each READ / ATOMIC / NAK is one job, ACKs coalesce into the last.
-inline constexpr uint32_t kRespJobs = 512;
 // Selective repeat: the responder holds frames up to this many PSNs ahead of ePSN, and a QP
 // with selective repeat keeps at most this many PSNs outstanding.
 inline constexpr uint32_t kReorderSlots = 256;
@@ -178,6 +205,13 @@ struct ReorderBuf {
   std::unique_ptr<uint32_t[]> psn;
   uint32_t count = 0;
   wire::Psn high;  // the highest PSN seen ahead (the holes below it were reported)
+};
+
+// A QP's place on one of its engine's lists (dataplane/sched.h).
+struct QpLink {
+  Qp* prev = nullptr;
+  Qp* next = nullptr;
+  bool linked = false;
 };
 
 // A QP's state, private to dp::Qp: the posting side's rings and counts, and the engine-owned
@@ -197,8 +231,24 @@ struct QpLc {
   alignas(kCacheLine) std::atomic<uint64_t> sq_retired_{0};  // engine only writes
   std::atomic<uint64_t> rq_retired_{0};                      // engine only writes (no SRQ)
 
+  // The doorbell (dataplane/sched.h): `rung` is set by the first post that finds it clear, which
+  // then queues the QP's slot in its engine's table on the engine's doorbell ring; the engine
+  // clears it when a visit finds the QP idle. `ring` and `slot` are set when the engine adds
+  // the QP, before any post can reach it. The ring names the slot, not the QP: an entry may
+  // become visible after the QP is gone (a bounded MPSC ring shows an entry only once every
+  // push before it finished), and then finds the slot empty, or another QP in it.
+  struct alignas(kCacheLine) Doorbell {
+    std::atomic<bool> rung{false};
+    MpscPtrRing<Qp*>* ring = nullptr;
+    Qp** slot = nullptr;
+  };
+  Doorbell db_;
+
   // ---- engine-owned: only the owning engine's lcore reads and writes these ---------------------
   QpState state = QpState::kReset;
+  Endpoint* ep = nullptr;  // the adapter's endpoint it is served through (set when added)
+  QpLink ready_link;       // on the engine's ready list / timer list (dataplane/sched.h)
+  QpLink timer_link;
   QpAttr attr;
   QpCounters counters;
 
@@ -274,6 +324,7 @@ struct QpLc {
     uint32_t write_left = 0;
     uint32_t write_len = 0;  // RETH DMA length of the current WRITE
     std::unique_ptr<RespResource[]> res;
+    uint32_t res_cap = 0;    // entries in `res` (resp_resources_for its max_dest_rd_atomic)
     uint32_t res_count = 0;  // power of two >= max_dest_rd_atomic
     uint32_t res_next = 0;
     std::unique_ptr<RespJob[]> jobs;
@@ -314,7 +365,10 @@ class Qp {
   Status post_recv(const RecvWqe& wqe) noexcept;
   // Hands every deferred (staged, unpublished) send WQE to the engine: what a post that fails
   // before reaching post_send owes (ndkpi.md §7.3). Send poster only.
-  void publish_deferred() noexcept { lc_.sq.publish(); }
+  void publish_deferred() noexcept {
+    lc_.sq.publish();
+    ring_doorbell();
+  }
   // State visible to posters (written by the engine / control after each transition).
   QpState public_state() const noexcept {
     return lc_.public_state_.load(std::memory_order_acquire);
@@ -331,6 +385,16 @@ class Qp {
   const SpscRing<RecvWqe>& recv_ring() const noexcept { return lc_.rq; }
 
  private:
+  // After a publish: tells the engine this QP has posted work, unless the doorbell is rung
+  // already (the engine has not yet looked, or keeps the QP on its ready list). The exchange is
+  // a full barrier between the publish and the read of the flag; the engine clears the flag and
+  // then looks at the rings again, so one of the two sees the other (dataplane/sched.h).
+  void ring_doorbell() noexcept {
+    if (lc_.db_.rung.exchange(true, std::memory_order_seq_cst)) return;
+    // Never full: the ring holds twice the engine's QPs and more, and a QP is queued at most
+    // twice between two drains (Engine::phase_tx_build).
+    if (lc_.db_.ring != nullptr) (void)lc_.db_.ring->push(lc_.db_.slot);
+  }
   // The dataplane's stages (dataplane/ only; scripts/check-style.sh rejects lc() elsewhere).
   friend QpLc& lc(Qp& qp) noexcept;
   friend const QpLc& lc(const Qp& qp) noexcept;

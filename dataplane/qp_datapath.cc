@@ -243,13 +243,47 @@ void qp_cq_overrun_error_lc(Endpoint& ep, Qp& qp) noexcept {
   qp_to_error_lc(ep, qp, {"completion queue overrun", WcStatus::kWrFlushErr, -1, false});
 }
 
-Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexcept {
+namespace {
+
+// Whether the responder's arrays hold what `max_dest_rd_atomic` needs.
+bool resp_arrays_fit(const Qp& qp, uint32_t max_dest_rd_atomic) noexcept {
+  const uint32_t n = resp_resources_for(max_dest_rd_atomic);
+  return n <= lc(qp).resp.res_cap && resp_jobs_for(n) <= lc(qp).resp.jobs_mask + 1;
+}
+
+// Moves the responder's saved requests and queued jobs into the larger arrays `g` and hands the
+// old ones back in `g` (freed by the control side with the message). Between two steps, so no
+// job is half sent; in SQD the saved requests still answer duplicates (IBTA §9.7.5.1.1).
+void install_resp_arrays_lc(Qp& qp, RespArrays& g) noexcept {
+  auto& s = lc(qp).resp;
+  for (uint32_t i = 0; i < s.res_cap && i < g.nres; ++i) g.res[i] = s.res[i];
+  for (uint64_t i = s.jobs_head; i != s.jobs_tail; ++i)
+    g.jobs[i & (g.njobs - 1)] = s.jobs[i & s.jobs_mask];
+  std::swap(s.res, g.res);
+  std::swap(s.jobs, g.jobs);
+  const uint32_t old_res = s.res_cap, old_jobs = s.jobs_mask + 1;
+  s.res_cap = g.nres;
+  s.jobs_mask = g.njobs - 1;
+  g.nres = old_res;
+  g.njobs = old_jobs;
+}
+
+}  // namespace
+
+Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask,
+                    RespArrays* grow) noexcept {
   const Status v = validate_modify(lc(qp).state, a, mask, qp.config().ud);
   if (v != Status::kSuccess) return v;
   // Selective repeat needs its buffers, allocated on the control side (Qp::prepare_...).
   if ((mask & qp_attr::kSelectiveRepeat) && a.selective_repeat && !qp.selective_repeat_ready())
     return Status::kInsufficientResources;
   const QpState next = (mask & qp_attr::kState) ? a.state : lc(qp).state;
+  // So do more responder resources (RespArrays, made by Engine::call / submit).
+  const bool grow_resp = (mask & qp_attr::kMaxDestRdAtomic) != 0 && next != QpState::kReset &&
+                         next != QpState::kErr && !resp_arrays_fit(qp, a.max_dest_rd_atomic);
+  if (grow_resp && (grow == nullptr || grow->nres < resp_resources_for(a.max_dest_rd_atomic) ||
+                    grow->njobs < resp_jobs_for(resp_resources_for(a.max_dest_rd_atomic))))
+    return Status::kInsufficientResources;
   if (next == QpState::kErr) {
     qp_to_error_lc(ep, qp, {"modified to ERR", WcStatus::kWrFlushErr, -1, true});
     return Status::kSuccess;
@@ -297,10 +331,9 @@ Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask) noexce
   if (mask & kMaxDestRdAtomic) {
     lc(qp).attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
     // Responder resources: a power of two >= the attribute (rxe does the same), within the
-    // array sized at creation.
-    uint32_t n = 1;
-    while (n < a.max_dest_rd_atomic) n <<= 1;
-    lc(qp).resp.res_count = n;
+    // arrays, grown first if need be.
+    if (grow_resp) install_resp_arrays_lc(qp, *grow);
+    lc(qp).resp.res_count = resp_resources_for(a.max_dest_rd_atomic);
     lc(qp).resp.res_next = 0;
   }
   if (mask & kMinRnrTimer) lc(qp).attr.min_rnr_timer = a.min_rnr_timer;

@@ -220,8 +220,8 @@ RespState check_qp_state(const Qp& qp) noexcept {
     return RespState::kDropBadState;
   // Entering ERR once the NAK is out (fatal_nak_lc).
   if (fatal_nak_queued(qp)) return RespState::kDropBadState;
-  // Cannot answer now: drop, the requester retransmits. The queue is a fixed array sized at
-  // creation (kRespJobs), so a flood costs no memory.
+  // Cannot answer now: drop, the requester retransmits. The queue is a fixed array sized from
+  // max_dest_rd_atomic (resp_jobs_for) before the engine sees it, so a flood costs no memory.
   if (jobs_full(qp)) [[unlikely]]
     return RespState::kDropQueueFull;
   return RespState::kChkPsn;

@@ -140,6 +140,9 @@ void Engine::deliver_lc(Endpoint& ep, rte_mbuf* m, uint64_t now) noexcept {
   }
   ++lc(*qp).counters.rx_packets;
   lc(*qp).counters.rx_bytes += f.l.frame_len();
+  // Whatever the frame does (an ACK frees the window, a request owes a response), the QP gets
+  // a turn in this step's tx phase (dataplane/sched.h).
+  ready_.push_back(*qp);
   if (f.mask & wire::op::kCnp) [[unlikely]] {
     // A CNP (A17.9.3) is for the reaction point only: no PSN, no ACK, no state change.
     cc_on_cnp_lc(*qp, now);
@@ -152,13 +155,14 @@ void Engine::deliver_lc(Endpoint& ep, rte_mbuf* m, uint64_t now) noexcept {
   // than execute a request whose completion could not be reported.
   if (lc(*qp).state != QpState::kErr && qp_cq_overrun(*qp)) [[unlikely]]
     qp_cq_overrun_error_lc(ep, *qp);
-  // IBTA §9.6: the opcode says which stage owns the packet.
-  if (f.mask & wire::op::kReq) {
-    if (responder_rx_lc(ep, *qp, f, m, now)) return;  // held for later (selective repeat)
-  } else {
-    if (completer_rx_lc(ep, *qp, f, m, now)) return;
-  }
-  rte_pktmbuf_free(m);
+  // IBTA §9.6: the opcode says which stage owns the packet. True: held for later (selective
+  // repeat).
+  const bool held = (f.mask & wire::op::kReq) ? responder_rx_lc(ep, *qp, f, m, now)
+                                              : completer_rx_lc(ep, *qp, f, m, now);
+  // An ACK re-arms the local ACK timer, an RNR NAK starts a wait: the timer phase looks at
+  // this QP from the next step (dataplane/sched.h).
+  if (lc(*qp).req.ack_deadline != 0 || lc(*qp).req.rnr_deadline != 0) timed_.push_back(*qp);
+  if (!held) rte_pktmbuf_free(m);
 }
 
 }  // namespace urnic::dp

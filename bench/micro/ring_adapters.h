@@ -27,13 +27,15 @@ inline bool bench_runtime_init(const char* program) {
 // Opens A (192.0.2.1, 02:00:00:00:00:01) and B (192.0.2.2, 02:00:00:00:00:02) on `engine` over
 // a new net_ring pair named `name` (unique in the process), each port with `mbufs` mbufs.
 inline bool open_ring_adapters(const std::string& name, uint32_t mbufs, Engine& engine,
-                               std::unique_ptr<Adapter>* a, std::unique_ptr<Adapter>* b) {
+                               std::unique_ptr<Adapter>* a, std::unique_ptr<Adapter>* b,
+                               uint32_t max_qps = AdapterConfig{}.max_qps) {
   uint16_t pa = 0, pb = 0;
   if (create_ring_port_pair(name, 1, &pa, &pb) != Status::kSuccess) return false;
   AdapterConfig ca, cb;
   ca.port_id = pa;
   cb.port_id = pb;
   ca.mbufs = cb.mbufs = mbufs;
+  ca.max_qps = cb.max_qps = max_qps;
   ca.ipv4 = 0xC0000201;
   cb.ipv4 = 0xC0000202;
   ca.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 1};

@@ -466,10 +466,12 @@ TEST_F(RawQp, DuplicatesInterleavedWithRetriesDoNotMultiplyNaks) {
 
 TEST_F(RawQp, RequestFloodBeyondTheOutputQueueIsDroppedAndCounted) {
   // 20 000 READ requests (8 bytes each, consecutive PSNs) before the responder sends anything:
-  // the first kRespJobs are accepted and queued, the rest find the fixed-size output queue full
-  // and are dropped (counted; a requester retransmits them). Then exactly kRespJobs READ
-  // responses go out, in PSN order, with the right bytes.
+  // as many as the output queue holds (sized from max_dest_rd_atomic: dp::resp_jobs_for) are
+  // accepted and queued, the rest find it full and are dropped (counted; a requester retransmits
+  // them). Then exactly that many READ responses go out, in PSN order, with the right bytes.
   bring_up(kRawQpOptions);
+  const uint32_t kJobs = qp_->responder().jobs_mask + 1;
+  ASSERT_EQ(kJobs, dp::resp_jobs_for(dp::resp_resources_for(qp_->attr().max_dest_rd_atomic)));
   const uint64_t heap0 = heap_in_use(), news0 = news();
   for (uint32_t i = 0; i < kFloodFrames; ++i)
     receive(reth(opc::kReadRequest, rq(static_cast<int32_t>(i)), addr(kReadSrcOff + (i % 64) * 8),
@@ -477,10 +479,10 @@ TEST_F(RawQp, RequestFloodBeyondTheOutputQueueIsDroppedAndCounted) {
   EXPECT_EQ(news(), news0) << "the RX path allocated";
   EXPECT_EQ(heap_in_use(), heap0);
   const auto& c = qp_->counters();
-  EXPECT_EQ(queued_jobs(), dp::kRespJobs);
-  EXPECT_EQ(c.resp_queue_full, kFloodFrames - dp::kRespJobs);
+  EXPECT_EQ(queued_jobs(), kJobs);
+  EXPECT_EQ(c.resp_queue_full, kFloodFrames - kJobs);
   EXPECT_EQ(c.rx_packets, kFloodFrames);
-  EXPECT_EQ(qp_->responder().epsn, Psn(rq(static_cast<int32_t>(dp::kRespJobs))));
+  EXPECT_EQ(qp_->responder().epsn, Psn(rq(static_cast<int32_t>(kJobs))));
   uint32_t n = 0;
   while (responder_tx() != 0) {
     for (const TxFrame& t : take_tx()) {
@@ -491,7 +493,7 @@ TEST_F(RawQp, RequestFloodBeyondTheOutputQueueIsDroppedAndCounted) {
       ++n;
     }
   }
-  EXPECT_EQ(n, dp::kRespJobs);
+  EXPECT_EQ(n, kJobs);
   EXPECT_EQ(queued_jobs(), 0u);
   EXPECT_EQ(qp_->state(), QpState::kRts);
 }
