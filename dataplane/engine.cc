@@ -115,6 +115,9 @@ void Engine::apply(MailboxMsg& m) noexcept {
       timed_.remove(*m.qp);
       if (lc(*m.qp).ep != nullptr) {
         lc(*m.qp).ep = nullptr;
+        // Rung for good: a post to the inert handle (it may outlive the adapter and the engine,
+        // ndkpi.md §7.4) touches nothing of the engine's.
+        lc(*m.qp).db_.rung.store(true, std::memory_order_relaxed);
         *lc(*m.qp).db_.slot = nullptr;
         free_slots_[nfree_++] = static_cast<uint32_t>(lc(*m.qp).db_.slot - slots_.get());
         --nactive_;
@@ -209,7 +212,11 @@ bool Engine::phase_timers(uint64_t now) noexcept {
   const uint64_t gap = last_step_tsc_ != 0 ? now - last_step_tsc_ : 0;
   last_step_tsc_ = now;
   const bool stalled = gap > tsc_from_ns(kStallNs);
+  // Nothing due yet, and nothing to shift: the list is not walked (dataplane/sched.h).
+  if (!stalled && (rx_backlog_ || now < timers_due_)) [[likely]]
+    return false;
   bool any = false;
+  uint64_t due = UINT64_MAX;
   Qp* next = nullptr;
   for (Qp* q = timed_.front(); q != nullptr; q = next) {
     next = TimerList::next(*q);
@@ -222,14 +229,14 @@ bool Engine::phase_timers(uint64_t now) noexcept {
       if (lc(qp).req.ack_deadline != 0) lc(qp).req.ack_deadline += gap;
       if (lc(qp).req.rnr_deadline != 0) lc(qp).req.rnr_deadline += gap;
       if (lc(qp).req.probe_deadline != 0) lc(qp).req.probe_deadline += gap;
-      continue;
-    }
-    if (rx_backlog_) continue;
-    if (requester_timers_lc(*lc(qp).ep, qp, now)) {
+    } else if (requester_timers_lc(*lc(qp).ep, qp, now)) {
       any = true;
       ready_.push_back(qp);  // it resends, or it failed and flushes
     }
+    if (lc(qp).req.ack_deadline != 0 || lc(qp).req.rnr_deadline != 0)
+      due = std::min(due, qp_next_deadline_lc(qp));
   }
+  timers_due_ = due;
   return any;
 }
 
@@ -277,7 +284,7 @@ bool Engine::phase_tx_build(uint64_t now) noexcept {
     Qp& qp = *ready_.pop_front();
     const bool did = visit_lc(qp, now);
     any |= did;
-    if (lc(qp).req.ack_deadline != 0 || lc(qp).req.rnr_deadline != 0) timed_.push_back(qp);
+    watch_timers_lc(qp);
     if (did || qp_tx_pending_lc(qp)) {
       ready_.push_back(qp);
       continue;

@@ -20,6 +20,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -143,6 +144,15 @@ class Engine {
   std::unique_ptr<uint32_t[]> free_slots_;
   uint32_t nfree_ = 0;
   void drain_doorbells_lc() noexcept;
+  // After a visit or a frame: `qp` joins the timer list if it has a timer armed, and the
+  // earliest deadline moves up to its own.
+  void watch_timers_lc(Qp& qp) noexcept {
+    if ((lc(qp).req.ack_deadline | lc(qp).req.rnr_deadline) == 0) return;
+    timed_.push_back(qp);
+    const uint64_t d = qp_next_deadline_lc(qp);
+    if (d < timers_due_) timers_due_ = d;
+  }
+  uint64_t timers_due_ = UINT64_MAX;  // no deadline on the timer list is earlier (TSC)
   void ready_overrun_lc() noexcept;
   uint32_t overruns_seen_ = 0;  // Cq::overruns() when last looked at
   void unlink_endpoint_lc(Endpoint& ep) noexcept;

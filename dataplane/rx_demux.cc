@@ -161,7 +161,7 @@ void Engine::deliver_lc(Endpoint& ep, rte_mbuf* m, uint64_t now) noexcept {
                                               : completer_rx_lc(ep, *qp, f, m, now);
   // An ACK re-arms the local ACK timer, an RNR NAK starts a wait: the timer phase looks at
   // this QP from the next step (dataplane/sched.h).
-  if (lc(*qp).req.ack_deadline != 0 || lc(*qp).req.rnr_deadline != 0) timed_.push_back(*qp);
+  watch_timers_lc(*qp);
   if (!held) rte_pktmbuf_free(m);
 }
 

@@ -11,13 +11,16 @@
 //   - a timer that fired (Engine::phase_timers);
 //   - a control message for it (Engine::apply: added, modified, flushed).
 // The timer list holds the QPs with a local ACK timer or an RNR wait armed; a QP joins it after
-// a visit that left one armed (every place that arms one runs inside a visit or an event that
-// leads to one) and leaves it when the timer phase finds both off.
+// a visit or a frame that left one armed (every place that arms one runs inside a visit or an
+// event that leads to one) and leaves it when the timer phase finds both off. The engine keeps
+// the earliest deadline on the list and walks it only once that has come: busy QPs, whose
+// timers are armed all the time, cost the timer phase nothing per step either.
 //
 // Both are intrusive doubly linked lists through links in the QP's engine-owned state: O(1) to
 // add, remove and rotate, no allocation, and a destroyed QP is unlinked in O(1).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "dataplane/qp.h"
@@ -85,6 +88,16 @@ class QpList {
 
 using ReadyList = QpList<&QpLc::ready_link>;
 using TimerList = QpList<&QpLc::timer_link>;
+
+// The earliest of `qp`'s armed deadlines (local ACK timer, RNR wait, probe), TSC; UINT64_MAX
+// when none is armed. Engine owner only.
+inline uint64_t qp_next_deadline_lc(const Qp& qp) noexcept {
+  const auto& r = lc(qp).req;
+  // An unarmed deadline (0) minus one is the largest value, so it never wins the minimum:
+  // branch-free, as this runs per frame and per visit.
+  const uint64_t d = std::min({r.ack_deadline - 1, r.rnr_deadline - 1, r.probe_deadline - 1});
+  return d == UINT64_MAX ? UINT64_MAX : d + 1;
+}
 
 // Whether a visit may still find something to send for `qp` without a new event: responder
 // output queued, or requester work not yet sent (new or resent, or held back by the pacer, the

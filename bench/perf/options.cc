@@ -112,7 +112,7 @@ void print_usage(const char* prog) {
       "  -a, --all               all sizes from 2 B to 8 MiB (powers of two)\n"
       "  -n, --iters=N           iterations (default 5000 for BW, 1000 for latency)\n"
       "  -D, --duration=SEC      run for SEC seconds instead of -n (fractions allowed)\n"
-      "  -q, --qp=N              number of QPs (BW tests)\n"
+      "  -q, --qp=N              number of QPs (BW tests), 1..65536\n"
       "  -t, --tx-depth=N        send queue depth (default 128 for BW)\n"
       "  -r, --rx-depth=N        receive queue depth (default 512, send tests)\n"
       "  -Q, --cq-mod=N          signal one send in N (default 100)\n"
@@ -432,7 +432,7 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
         return false;
       }
     } else if (key == "-q" || key == "--qp") {
-      if (!num(&v, 1, 64)) return false;
+      if (!num(&v, 1, kMaxPerfQps)) return false;
       o->qps = static_cast<uint32_t>(v);
     } else if (key == "-t" || key == "--tx-depth") {
       if (!num(&v, 1, 16384)) return false;

@@ -57,6 +57,10 @@ inline constexpr uint32_t kCacheLine = 64;
 inline constexpr uint32_t kLatMeasureTail = 2;  // LAT_MEASURE_TAIL: largest samples dropped
 inline constexpr double kDefaultDuration = 5;   // DEF_DURATION: --run_infinitely's interval
 
+// -q's bound: the engine looks only at QPs with work (dataplane/sched.h), so idle or waiting
+// QPs cost it nothing per step; each QP still holds its queues (-t, -r) and its buffer.
+inline constexpr uint32_t kMaxPerfQps = 65536;
+
 struct Options {
   Test test;
   uint64_t size = 0;  // 0: the test's default

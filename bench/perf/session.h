@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -34,13 +35,14 @@ bool parse_mac(const std::string& s, std::array<uint8_t, 6>* m);
 class Env {
  public:
   ~Env() {
-    engine_.stop();
+    if (engine_) engine_->stop();
     b_.reset();
     a_.reset();
   }
 
   bool open_loopback(const Options& o) {
     if (!runtime(o)) return false;
+    make_engine(o, 2);
     uint16_t pa = 0, pb = 0;
     if (create_ring_port_pair("perf", 1, &pa, &pb) != Status::kSuccess)
       return error(std::string("cannot create the net_ring pair: ") + last_error());
@@ -53,14 +55,15 @@ class Env {
     cb.ipv6 = std::array<uint8_t, 16>{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
     ca.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 1};
     cb.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 2};
+    ca.max_qps = cb.max_qps = adapter_qps(o);
     ca.adaptive_retransmit = cb.adaptive_retransmit = o.adaptive_retransmit;
     ca.broken_rules = cb.broken_rules = o.broken_rules;
     ca.congestion = cb.congestion = o.congestion();
     ca.tx_faults = o.inject_tx;  // the client's adapter
     ca.rx_faults = o.inject_rx;
-    if (Status s = Adapter::open(ca, engine_, &a_); s != Status::kSuccess)
+    if (Status s = Adapter::open(ca, *engine_, &a_); s != Status::kSuccess)
       return error("cannot open adapter A: " + std::string(to_string(s)));
-    if (Status s = Adapter::open(cb, engine_, &b_); s != Status::kSuccess)
+    if (Status s = Adapter::open(cb, *engine_, &b_); s != Status::kSuccess)
       return error("cannot open adapter B: " + std::string(to_string(s)));
     mtu_ = 4096;  // net_ring has no MTU
     device_ = "urnic0";
@@ -69,6 +72,7 @@ class Env {
 
   bool open_port(const Options& o) {
     if (!runtime(o)) return false;
+    make_engine(o, 1);
     uint16_t port = 0;
     std::string name;
     if (!o.vdevs.empty()) {
@@ -86,6 +90,7 @@ class Env {
     }
     AdapterConfig c;
     c.port_id = port;
+    c.max_qps = adapter_qps(o);
     if (!o.ip.empty()) {
       in_addr a{};
       if (::inet_pton(AF_INET, o.ip.c_str(), &a) != 1) return error("bad --ip " + o.ip);
@@ -107,7 +112,7 @@ class Env {
     c.congestion = o.congestion();
     c.tx_faults = o.inject_tx;
     c.rx_faults = o.inject_rx;
-    if (Status s = Adapter::open(c, engine_, &a_); s != Status::kSuccess)
+    if (Status s = Adapter::open(c, *engine_, &a_); s != Status::kSuccess)
       return error("cannot open port " + name + ": " + std::string(to_string(s)));
     uint32_t eth_mtu = 1500;
     if (port_mtu(port, &eth_mtu) != Status::kSuccess)
@@ -144,7 +149,7 @@ class Env {
     const auto workers = worker_lcores();
     bool manual = true;
     if (!workers.empty()) {
-      if (!engine_.launch(workers.front()))
+      if (!engine_->launch(workers.front()))
         return error("cannot launch the engine on lcore " + std::to_string(workers.front()));
       manual = false;
     }
@@ -153,7 +158,7 @@ class Env {
       if (manual) return error("-e needs the engine on its own lcore (--lcores with two)");
       events_ = std::make_unique<EventWaiter>();
     }
-    driver_ = std::make_unique<Driver>(engine_, manual, o.idle_yield, events_.get());
+    driver_ = std::make_unique<Driver>(*engine_, manual, o.idle_yield, events_.get());
     return true;
   }
 
@@ -162,10 +167,21 @@ class Env {
     return false;
   }
 
+  // QP numbers an adapter needs for -q (0 and 1 are reserved, IBTA §10.2.4), at least the
+  // default; and an engine that owns `adapters` of them.
+  static uint32_t adapter_qps(const Options& o) {
+    return std::max(AdapterConfig{}.max_qps, o.qps + 2);
+  }
+  void make_engine(const Options& o, uint32_t adapters) {
+    EngineConfig ec;
+    ec.max_qps = std::max(ec.max_qps, adapters * adapter_qps(o));
+    engine_ = std::make_unique<Engine>(ec);
+  }
+
   // First, so destroyed last: the CQs' notification callbacks point at it until the adapters
   // are gone.
   std::unique_ptr<EventWaiter> events_;
-  Engine engine_;
+  std::unique_ptr<Engine> engine_;  // sized for -q (make_engine)
   std::unique_ptr<Adapter> a_, b_;
   std::unique_ptr<Driver> driver_;
   uint32_t mtu_ = 1024;

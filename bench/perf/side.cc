@@ -59,7 +59,19 @@ Status QpRes::post(const Request& r) noexcept {
 bool Side::create(Test test, uint32_t nqps, uint32_t sq_depth, uint32_t rq_depth,
                   const Geometry& geo, const std::array<uint8_t, 16>& gid, std::string* err) {
   geo_ = geo;
-  const uint32_t scq_depth = nqps * sq_depth + 64, rcq_depth = nqps * rq_depth + 64;
+  // One CQ per direction holds every QP's queue: -q and -t / -r multiply.
+  const uint64_t scq_need = uint64_t{nqps} * sq_depth + 64,
+                 rcq_need = uint64_t{nqps} * rq_depth + 64;
+  const uint32_t max_cq = adapter_.adapter_info().max_cq_depth;
+  if (scq_need > max_cq || rcq_need > max_cq) {
+    *err = std::to_string(nqps) + " QPs with queues of " + std::to_string(sq_depth) + " / " +
+           std::to_string(rq_depth) + " need a CQ of " +
+           std::to_string(std::max(scq_need, rcq_need)) + " entries; the adapter's largest is " +
+           std::to_string(max_cq) + ": lower -q, -t or -r";
+    return false;
+  }
+  const auto scq_depth = static_cast<uint32_t>(scq_need),
+             rcq_depth = static_cast<uint32_t>(rcq_need);
   if (Status s = adapter_.create_pd(nullptr, nullptr, &pd_); s != Status::kSuccess) {
     *err = what("cannot create the PD", s);
     return false;

@@ -180,6 +180,27 @@ for sig in INT TERM; do
   fi
   rm -f "$log"
 done
+# Many QPs (issue 14 item 4): every one of 1 024 QPs busy, every WRITE completed and each QP's
+# last one checked; beyond 65 536 refused; a CQ that -q and -t would make too deep is named.
+out=$(timeout 120 "$perf" write_bw -q 1024 -t 4 -s 64 -n 16 --no-progress 2>&1)
+if ! grep -q 'Number of qps   : 1024' <<<"$out" || ! grep -q 'urnic: 16384 completions, 0 with errors' <<<"$out" ||
+  ! grep -q 'last WRITE of each QP verified' <<<"$out" || ! grep -q 'result: PASS' <<<"$out"; then
+  echo "FAIL: write_bw -q 1024:"
+  grep -E 'Number of qps|completions|data:|result' <<<"$out"
+  fails=$((fails + 1))
+fi
+out=$("$perf" write_bw -q 65537 --no-progress 2>&1)
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "bad value '65537' for -q (1..65536)" <<<"$out"; then
+  echo "FAIL: -q 65537 gave exit $rc: $out"
+  fails=$((fails + 1))
+fi
+out=$(timeout 60 "$perf" write_bw -q 65536 -t 4096 --no-progress 2>&1)
+rc=$?
+if [ $rc -eq 0 ] || ! grep -q "need a CQ of .* lower -q, -t or -r" <<<"$out"; then
+  echo "FAIL: -q 65536 -t 4096 gave exit $rc: $(tail -2 <<<"$out")"
+  fails=$((fails + 1))
+fi
 # --cpu_util: the column, and a percentage in it.
 out=$(timeout 60 "$perf" write_bw -s 4096 -D 0.5 --cpu_util --no-progress 2>&1)
 cpu=$(grep -E '^ 4096 +[0-9]+ ' <<<"$out" | awk '{print $NF}')
