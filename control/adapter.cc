@@ -38,31 +38,59 @@ Status make_qp_config(const QpInit& init, uint32_t qpn, dp::QpConfig* out) noexc
   *out = c;
   return Status::kSuccess;
 }
-Status Adapter::open(const AdapterConfig& cfg, dp::Engine* engine, std::unique_ptr<Adapter>* out) {
-  if (engine == nullptr || cfg.max_qps < 3 || cfg.max_qps > (1u << 24))
+std::vector<std::unique_ptr<dp::FaultInjector>> Adapter::make_faults(const FaultConfig& c,
+                                                                     uint32_t engines) {
+  std::vector<std::unique_ptr<dp::FaultInjector>> v(engines);
+  if (!c.active()) return v;
+  for (uint32_t i = 0; i < engines; ++i) {
+    FaultConfig ci = c;
+    ci.seed = c.seed + i;  // each queue its own pattern, the same for a given seed
+    v[i] = std::make_unique<dp::FaultInjector>(ci);
+  }
+  return v;
+}
+
+Status Adapter::open(const AdapterConfig& cfg, std::span<dp::Engine* const> engines,
+                     std::unique_ptr<Adapter>* out) {
+  if (engines.empty() || engines.size() > dp::Steering::kMaxEngines || cfg.max_qps < 3 ||
+      cfg.max_qps > (1u << 24))
     return Status::kInvalidParameter;
+  for (dp::Engine* e : engines)
+    if (e == nullptr) return Status::kInvalidParameter;
   if (!kTesting && (cfg.tx_faults.active() || cfg.rx_faults.active()))
     return Status::kNotSupported;  // the injector is compiled out (URNIC_TESTING=OFF)
+  const auto n = static_cast<uint32_t>(engines.size());
   std::unique_ptr<Adapter> a(new Adapter(cfg));
   dp::PortConfig pc = cfg.port;
   pc.port_id = cfg.port_id;
+  pc.queues = static_cast<uint16_t>(n);
   if (Status s = a->port_.open(pc); s != Status::kSuccess) return s;
   a->mac_ = cfg.mac ? *cfg.mac : a->port_.mac();
   const uint64_t seed = cfg.key_seed != 0 ? cfg.key_seed : rte_get_tsc_cycles() | 1;
   a->mrs_ = std::make_unique<dp::MrTable>(cfg.max_mrs, seed);
-  a->ep_ =
-      std::make_unique<dp::Endpoint>(&a->port_, 0, a->port_.pool(), a->mrs_.get(), cfg.max_qps);
-  a->engine_ = engine;
+  if (n > 1) a->steering_ = std::make_unique<dp::Steering>(n, cfg.max_qps);
+  a->tx_fault_ = make_faults(cfg.tx_faults, n);
+  a->rx_fault_ = make_faults(cfg.rx_faults, n);
+  for (uint32_t i = 0; i < n; ++i) {
+    auto ep = std::make_unique<dp::Endpoint>(&a->port_, static_cast<uint16_t>(i),
+                                             a->port_.pool(static_cast<uint16_t>(i)), a->mrs_.get(),
+                                             cfg.max_qps);
+    ep->set_steering(a->steering_.get());
+    ep->set_faults(a->rx_fault_[i].get(), a->tx_fault_[i].get());
+    a->eps_.push_back(std::move(ep));
+  }
   a->qpn_held_ = std::make_unique<std::atomic<bool>[]>(cfg.max_qps);
   for (uint32_t q = 2; q < cfg.max_qps; ++q) a->free_qpns_.push(q);
+  // ARP, ND and QP1 go through engine 0's queue (the others hand such frames to it).
   a->control_ =
-      std::make_unique<ControlPlane>(LocalAddresses{a->mac_, cfg.ipv4, cfg.ipv6}, *a->ep_);
-  a->ep_->set_control_sink(a->control_.get());
-  if (cfg.tx_faults.active()) a->tx_fault_ = std::make_unique<dp::FaultInjector>(cfg.tx_faults);
-  if (cfg.rx_faults.active()) a->rx_fault_ = std::make_unique<dp::FaultInjector>(cfg.rx_faults);
-  a->ep_->set_faults(a->rx_fault_.get(), a->tx_fault_.get());
-  // Through the engine's mailbox: it may be running (issue 14 item 6).
-  if (Status s = engine->add_endpoint(a->ep_.get()); s != Status::kSuccess) return s;
+      std::make_unique<ControlPlane>(LocalAddresses{a->mac_, cfg.ipv4, cfg.ipv6}, *a->eps_[0]);
+  a->eps_[0]->set_control_sink(a->control_.get());
+  // Through each engine's mailbox: it may be running (issue 14 item 6). On a failure the
+  // destructor removes the endpoints added so far.
+  for (uint32_t i = 0; i < n; ++i) {
+    if (Status s = engines[i]->add_endpoint(a->eps_[i].get()); s != Status::kSuccess) return s;
+    a->engines_.push_back(engines[i]);
+  }
   if (cfg.start_control) a->control_->start();
   *out = std::move(a);
   return Status::kSuccess;
@@ -70,44 +98,59 @@ Status Adapter::open(const AdapterConfig& cfg, dp::Engine* engine, std::unique_p
 
 Adapter::~Adapter() {
   if (control_) control_->stop();
-  // The engine stops serving the endpoint (a no-op when the public adapter's close did so
+  // Each engine stops serving its endpoint (a no-op when the public adapter's close did so
   // already): an adapter opened on it added it, whether it runs or not.
-  if (engine_ != nullptr && ep_) {
+  for (size_t i = 0; i < engines_.size(); ++i) {
     dp::MailboxMsg m;
     m.kind = dp::MailboxMsg::Kind::kRemoveEndpoint;
-    m.ep = ep_.get();
-    (void)engine_->call(m);
+    m.ep = eps_[i].get();
+    (void)engines_[i]->call(m);
   }
   // Every QP was destroyed by the objects that own them (control/ndk_qp.cc) before this.
-  if (ep_) {
-    ep_->tx_drop_all();
-    ep_->set_faults(nullptr, nullptr);
-    if (tx_fault_) tx_fault_->clear();
-    if (rx_fault_) rx_fault_->clear();
+  for (size_t i = 0; i < eps_.size(); ++i) {
+    eps_[i]->tx_drop_all();
+    eps_[i]->set_faults(nullptr, nullptr);
+    if (tx_fault_[i]) tx_fault_[i]->clear();
+    if (rx_fault_[i]) rx_fault_[i]->clear();
   }
+  // Frames still in the hand-off rings go back to the pools before the port frees them.
+  steering_.reset();
+}
+
+dp::EngineCounters Adapter::endpoint_counters() {
+  dp::EngineCounters c = eps_[0]->counters();
+  for (size_t i = 1; i < eps_.size(); ++i) c.add(eps_[i]->counters());
+  return c;
 }
 
 FaultCounters Adapter::tx_fault_counters() const noexcept {
-  return tx_fault_ ? tx_fault_->counters() : FaultCounters{};
+  FaultCounters c;
+  for (const auto& f : tx_fault_)
+    if (f) c.add(f->counters());
+  return c;
 }
 
 FaultCounters Adapter::rx_fault_counters() const noexcept {
-  return rx_fault_ ? rx_fault_->counters() : FaultCounters{};
+  FaultCounters c;
+  for (const auto& f : rx_fault_)
+    if (f) c.add(f->counters());
+  return c;
 }
 
 Status Adapter::set_faults(const FaultConfig& tx, const FaultConfig& rx) {
   if (!kTesting && (tx.active() || rx.active())) return Status::kNotSupported;
-  std::unique_ptr<dp::FaultInjector> t, r;
-  if (tx.active()) t = std::make_unique<dp::FaultInjector>(tx);
-  if (rx.active()) r = std::make_unique<dp::FaultInjector>(rx);
-  dp::MailboxMsg m;
-  m.kind = dp::MailboxMsg::Kind::kSetFaults;
-  m.ep = ep_.get();
-  m.rx_fault = r.get();
-  m.tx_fault = t.get();
-  if (Status s = engine_->call(m); s != Status::kSuccess) return s;
-  tx_fault_ = std::move(t);  // the old injectors are no longer used by the engine
-  rx_fault_ = std::move(r);
+  auto t = make_faults(tx, engines());
+  auto r = make_faults(rx, engines());
+  for (uint32_t i = 0; i < engines(); ++i) {
+    dp::MailboxMsg m;
+    m.kind = dp::MailboxMsg::Kind::kSetFaults;
+    m.ep = eps_[i].get();
+    m.rx_fault = r[i].get();
+    m.tx_fault = t[i].get();
+    if (Status s = engines_[i]->call(m); s != Status::kSuccess) return s;
+    tx_fault_[i] = std::move(t[i]);  // the old injectors are no longer used by the engine
+    rx_fault_[i] = std::move(r[i]);
+  }
   return Status::kSuccess;
 }
 
@@ -123,27 +166,30 @@ uint32_t Adapter::alloc_qpn() {
 void Adapter::free_qpn(uint32_t qpn) {
   if (qpn < 2 || qpn >= cfg_.max_qps) return;
   // Only the holder's free returns the number: a second free finds it not held.
-  if (qpn_held_[qpn].exchange(false, std::memory_order_relaxed)) free_qpns_.push(qpn);
+  if (qpn_held_[qpn].exchange(false, std::memory_order_relaxed)) {
+    if (steering_) steering_->set_owner(qpn, dp::Steering::kNoOwner);
+    free_qpns_.push(qpn);
+  }
 }
 
 Status Adapter::modify_qp(dp::Qp* qp, const dp::QpAttr& attr, uint32_t mask) {
   if (qp == nullptr) return Status::kInvalidParameter;
   dp::MailboxMsg m;
   m.kind = dp::MailboxMsg::Kind::kModifyQp;
-  m.ep = ep_.get();
+  m.ep = eps_[qp->config().engine].get();
   m.qp = qp;
   m.attr = attr;
   m.mask = mask;
-  return engine_->call(m);
+  return engines_[qp->config().engine]->call(m);
 }
 
 Status Adapter::flush_qp(dp::Qp* qp) {
   if (qp == nullptr) return Status::kInvalidParameter;
   dp::MailboxMsg m;
   m.kind = dp::MailboxMsg::Kind::kFlushQp;
-  m.ep = ep_.get();
+  m.ep = eps_[qp->config().engine].get();
   m.qp = qp;
-  return engine_->call(m);
+  return engines_[qp->config().engine]->call(m);
 }
 
 }  // namespace urnic::ctl

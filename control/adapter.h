@@ -1,8 +1,9 @@
-// The internal side of one adapter (architecture.md §6): its port and mempool, its memory region
-// table, its endpoint on the engine, the QP number allocator and the control plane. It is the one
-// internal layer under the public NDK-style objects (control/ndk_*.cc): every PD, CQ, QP, SRQ, MR
-// and MW is created there, through the public API, and uses this adapter's tables. It owns no QPs
-// itself (docs/design.md, "One object model").
+// The internal side of one adapter (architecture.md §6): its port and mempools, its memory region
+// table, its endpoint on each of its engines (one port queue each; dataplane/steering.h for how
+// frames reach the engine of their QP), the QP number allocator and the control plane. It is the
+// one internal layer under the public NDK-style objects (control/ndk_*.cc): every PD, CQ, QP, SRQ,
+// MR and MW is created there, through the public API, and uses this adapter's tables. It owns no
+// QPs itself (docs/design.md, "One object model").
 //
 // Threading: control side only. The QPN allocator is safe from any thread; the rest is set up at
 // open and read afterwards.
@@ -14,6 +15,7 @@
 #include <memory>
 
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "control/control_plane.h"
@@ -24,6 +26,7 @@
 #include "dataplane/port.h"
 #include "dataplane/qp.h"
 #include "dataplane/srq.h"
+#include "dataplane/steering.h"
 #include "urnic/status.h"
 
 namespace urnic::ctl {
@@ -65,9 +68,15 @@ Status make_qp_config(const QpInit& init, uint32_t qpn, dp::QpConfig* out) noexc
 
 class Adapter {
  public:
-  // Opens the port and attaches the adapter's endpoint to `engine`, which must not be running
-  // yet. kInvalidParameter / kDeviceNotReady / kInsufficientResources from the port.
-  static Status open(const AdapterConfig& cfg, dp::Engine* engine, std::unique_ptr<Adapter>* out);
+  // Opens the port with one queue pair per engine and attaches endpoint i (queue i) to
+  // engines[i] (1 .. dp::Steering::kMaxEngines of them; the same engine may serve several
+  // queues). kInvalidParameter for no engine or too many; kDeviceNotReady /
+  // kInsufficientResources from the port.
+  static Status open(const AdapterConfig& cfg, std::span<dp::Engine* const> engines,
+                     std::unique_ptr<Adapter>* out);
+  static Status open(const AdapterConfig& cfg, dp::Engine* engine, std::unique_ptr<Adapter>* out) {
+    return open(cfg, std::span<dp::Engine* const>(&engine, 1), out);
+  }
   ~Adapter();
   Adapter(const Adapter&) = delete;
   Adapter& operator=(const Adapter&) = delete;
@@ -75,9 +84,15 @@ class Adapter {
   const wire::MacAddr& mac() const noexcept { return mac_; }
   uint32_t ipv4() const noexcept { return cfg_.ipv4; }
   const std::optional<wire::Ipv6Addr>& ipv6() const noexcept { return cfg_.ipv6; }
-  dp::Endpoint& endpoint() noexcept { return *ep_; }
+  // Engine i of the adapter and its endpoint (port queue i); engine 0's endpoint carries the
+  // control plane's frames.
+  uint32_t engines() const noexcept { return static_cast<uint32_t>(eps_.size()); }
+  dp::Endpoint& endpoint(uint32_t i = 0) noexcept { return *eps_[i]; }
+  dp::Engine& engine(uint32_t i = 0) noexcept { return *engines_[i]; }
   dp::MrTable& mrs() noexcept { return *mrs_; }
-  dp::Engine& engine() noexcept { return *engine_; }
+  // Null with one engine. set_owner() before a QP's kAddQp on engine i, cleared after its
+  // kDestroyQp.
+  dp::Steering* steering() noexcept { return steering_.get(); }
   dp::Port& port() noexcept { return port_; }
   // The control plane: neighbours (ARP / ND), GIDs, QP1 management datagrams.
   ControlPlane& control() noexcept { return *control_; }
@@ -92,6 +107,12 @@ class Adapter {
   // not held does nothing.
   uint32_t alloc_qpn();
   void free_qpn(uint32_t qpn);
+  // A held QP number's QP will run on engine `engine`: frames for it that another engine's queue
+  // receives are handed to that one (dataplane/steering.h). Before its kAddQp; free_qpn()
+  // forgets it.
+  void place_qpn(uint32_t qpn, uint32_t engine) noexcept {
+    if (steering_) steering_->set_owner(qpn, static_cast<uint8_t>(engine));
+  }
 
   // Applies a transition on the engine (IBTA §10.3.1 table; see dp::validate_modify) and waits
   // for it: for the connection manager, which runs on the control thread of a launched engine.
@@ -99,9 +120,11 @@ class Adapter {
   // NdkFlush: every pending request completes with STATUS_CANCELLED; the QP enters ERR.
   Status flush_qp(dp::Qp* qp);
 
-  // The engine's per-endpoint counters for this adapter (packets, drops by reason), and the
-  // fault injectors' (zero when none is installed).
-  const dp::EngineCounters& endpoint_counters() { return ep_->counters(); }
+  // The engines' per-endpoint counters for this adapter (packets, drops by reason): engine i's,
+  // and their sum; and the fault injectors' (zero when none is installed), summed over the
+  // engines.
+  const dp::EngineCounters& endpoint_counters(uint32_t i) { return eps_[i]->counters(); }
+  dp::EngineCounters endpoint_counters();
   FaultCounters tx_fault_counters() const noexcept;
   // Replaces the fault injectors (an inactive config removes one) on the engine, between two
   // bursts; the old injectors' counters are gone with them. kNotSupported in a build without
@@ -115,10 +138,15 @@ class Adapter {
   dp::Port port_;
   wire::MacAddr mac_{};
   std::unique_ptr<dp::MrTable> mrs_;
-  std::unique_ptr<dp::Endpoint> ep_;
+  std::vector<std::unique_ptr<dp::Endpoint>> eps_;
+  std::vector<dp::Engine*> engines_;
+  std::unique_ptr<dp::Steering> steering_;
   std::unique_ptr<ControlPlane> control_;
-  std::unique_ptr<dp::FaultInjector> tx_fault_, rx_fault_;
-  dp::Engine* engine_ = nullptr;
+  // Per engine (null: none installed).
+  std::vector<std::unique_ptr<dp::FaultInjector>> tx_fault_, rx_fault_;
+  // Makes one injector per engine for `c` (none when inactive): the seeds differ per engine.
+  static std::vector<std::unique_ptr<dp::FaultInjector>> make_faults(const FaultConfig& c,
+                                                                     uint32_t engines);
   tbb::concurrent_queue<uint32_t> free_qpns_;      // the QPN allocator's FIFO
   std::unique_ptr<std::atomic<bool>[]> qpn_held_;  // by QPN: handed out, not yet freed
   std::atomic<uint32_t> next_pd_{1};

@@ -70,14 +70,38 @@ void AdapterImpl::enqueue_op_locked(std::unique_ptr<EngineOp> op) {
   if (ctl) ctl->control().wake();
 }
 
+bool AdapterImpl::step_engines(bool* manual) {
+  bool did = false;
+  *manual = false;
+  for (dp::Engine* e : engs) {
+    if (e->running()) continue;
+    *manual = true;
+    did |= e->run_once();
+  }
+  return did;
+}
+
+int AdapterImpl::place_locked(uint64_t affinity) const noexcept {
+  int best = -1;
+  for (size_t i = 0; i < engs.size(); ++i) {
+    if (affinity != 0 && (affinity >> i & 1) == 0) continue;
+    if (best < 0 || placed[i] < placed[static_cast<size_t>(best)]) best = static_cast<int>(i);
+  }
+  return best;
+}
+
 void AdapterImpl::wait(const std::atomic<bool>& done) {
   // Acquire pairs with the completion's release store.
   while (!done.load(std::memory_order_acquire)) {
-    if (!eng->running()) {
-      // Manual mode: this thread drives the engine. A step that did work may have applied the
-      // request: the control thread, which completes it, looks now rather than after its nap.
-      if (eng->run_once() && ctl) ctl->control().wake();
+    // Manual mode: this thread drives the engines no lcore runs. A step that did work may have
+    // applied the request: the control thread, which completes it, looks now rather than after
+    // its nap.
+    bool manual = false;
+    if (step_engines(&manual)) {
+      if (ctl) ctl->control().wake();
     } else {
+      // Launched engines, or other threads stepping them (each engine of an adapter over
+      // several may have its own): nothing for this thread to do but let them run.
       std::this_thread::yield();
     }
   }
@@ -195,7 +219,7 @@ bool AdapterImpl::pump_ops_locked() {
         continue;
       }
     }
-    if (!eng->submit(op->msg)) break;
+    if (!engs[op->engine]->submit(op->msg)) break;
     op->submitted = true;
     any = true;
   }
@@ -232,7 +256,8 @@ void AdapterImpl::report_overrun_locked(CqImpl* c, bool woken) {
     if (q == nullptr || (q->rcq != c && q->scq != c) || o->life != Life::kLive) continue;
     auto op = std::make_unique<EngineOp>();
     op->msg.kind = dp::MailboxMsg::Kind::kFlushQp;
-    op->msg.ep = &ctl->endpoint();
+    op->engine = q->qp.config().engine;
+    op->msg.ep = &ctl->endpoint(op->engine);
     op->msg.qp = &q->qp;
     enqueue_op_locked(std::move(op));
   }
@@ -345,22 +370,21 @@ void AdapterImpl::shutdown() {
       }
       if (objects.empty() && ops.empty() && deferred.empty()) break;
     }
-    if (!eng->running()) {
-      eng->run_once();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    bool manual = false;
+    (void)step_engines(&manual);
+    if (!manual) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   // Joins the control thread: a callback still running (a close completion) returns first.
   ctl->control().stop();
-  dp::MailboxMsg m;
-  m.kind = dp::MailboxMsg::Kind::kRemoveEndpoint;
-  m.ep = &ctl->endpoint();
-  (void)eng->call(m);
+  for (size_t i = 0; i < engs.size(); ++i) {
+    dp::MailboxMsg m;
+    m.kind = dp::MailboxMsg::Kind::kRemoveEndpoint;
+    m.ep = &ctl->endpoint(static_cast<uint32_t>(i));
+    (void)engs[i]->call(m);
+  }
   ctl.reset();
-  // Nothing below the core may be used from here on: the engine may go, and so may the port.
-  engine = nullptr;
-  eng = nullptr;
+  // Nothing below the core may be used from here on: the engines may go, and so may the port.
+  engs.clear();
 }
 
 void AdapterImpl::release(AdapterImpl* a) noexcept {
@@ -467,7 +491,16 @@ bool valid_congestion(const CongestionConfig& c) noexcept {
 
 Status Adapter::open(const AdapterConfig& config, Engine& engine,
                      std::unique_ptr<Adapter>* out) noexcept {
-  if (out == nullptr) return Status::kInvalidParameter;
+  Engine* const one[] = {&engine};
+  return open(config, one, out);
+}
+
+Status Adapter::open(const AdapterConfig& config, std::span<Engine* const> engines,
+                     std::unique_ptr<Adapter>* out) noexcept {
+  if (out == nullptr || engines.empty() || engines.size() > kMaxEngines)
+    return Status::kInvalidParameter;
+  for (Engine* e : engines)
+    if (e == nullptr) return Status::kInvalidParameter;
   const uint32_t mtu = config.cm.path_mtu;
   if ((mtu != 0 && (mtu < 256 || mtu > 4096 || (mtu & (mtu - 1)) != 0)) ||
       config.cm.response_timeout > 31 || config.cm.timewait_ms == 0 ||
@@ -490,10 +523,11 @@ Status Adapter::open(const AdapterConfig& config, Engine& engine,
     c.tx_faults = config.tx_faults;
     c.rx_faults = config.rx_faults;
     c.start_control = false;  // the poller goes in first
-    if (Status s = ctl::Adapter::open(c, &engine.impl().dp, &impl->ctl); s != Status::kSuccess)
-      return s;
-    impl->engine = &engine;
-    impl->eng = &engine.impl().dp;
+    std::vector<dp::Engine*> dps;
+    for (Engine* e : engines) dps.push_back(&e->impl().dp);
+    if (Status s = ctl::Adapter::open(c, dps, &impl->ctl); s != Status::kSuccess) return s;
+    impl->engs = dps;
+    impl->placed.assign(dps.size(), 0);
     impl->info = detail::make_adapter_info();
     impl->cm_settings = config.cm;
     impl->adaptive_retransmit = config.adaptive_retransmit;
@@ -540,6 +574,7 @@ Status Adapter::query_counters(AdapterCounters* out) const noexcept {
           c.qps.add(static_cast<const detail::QpImpl*>(o)->qp.counters());
     }
     c.port = impl_->ctl->endpoint_counters();
+    c.engines = impl_->ctl->engines();
     c.tx_faults = impl_->ctl->tx_fault_counters();
     c.rx_faults = impl_->ctl->rx_fault_counters();
     c.cm = detail::cm_counters(impl_);
@@ -548,16 +583,36 @@ Status Adapter::query_counters(AdapterCounters* out) const noexcept {
   });
 }
 
+uint32_t Adapter::engines() const noexcept { return static_cast<uint32_t>(impl_->placed.size()); }
+
+Status Adapter::query_engine_counters(uint32_t engine, PortCounters* out) const noexcept {
+  if (out == nullptr || engine >= engines()) return Status::kInvalidParameter;
+  std::lock_guard lk(impl_->mu);
+  if (impl_->shutting_down) return Status::kInvalidDeviceState;
+  *out = impl_->ctl->endpoint_counters(engine);
+  return Status::kSuccess;
+}
+
 Status Adapter::create_cq(uint32_t depth, CqNotificationCallback notification,
-                          void* notification_context, CreateCompletion, void*,
+                          void* notification_context, CreateCompletion completion,
+                          void* request_context, Handle<Cq>* out) noexcept {
+  return create_cq(depth, notification, notification_context, 0, completion, request_context, out);
+}
+
+Status Adapter::create_cq(uint32_t depth, CqNotificationCallback notification,
+                          void* notification_context, uint64_t affinity, CreateCompletion, void*,
                           Handle<Cq>* out) noexcept {
   if (out == nullptr || depth == 0 || depth > impl_->info.max_cq_depth)
     return Status::kInvalidParameter;
   return detail::log_create("CQ creation", detail::guarded([&] {
                               std::lock_guard lk(impl_->mu);
                               if (impl_->shutting_down) return Status::kInvalidDeviceState;
+                              const int e = impl_->place_locked(affinity);
+                              if (e < 0) return Status::kInvalidParameter;
                               auto* c = new detail::CqImpl(impl_, depth, notification,
                                                            notification_context);
+                              c->engine = static_cast<uint8_t>(e);
+                              ++impl_->placed[c->engine];
                               impl_->adopt_locked(c, {});
                               impl_->cqs.push_back(c);
                               *out = Handle<Cq>(&c->pub_);

@@ -20,6 +20,7 @@ Status CqImpl::teardown_locked() {
   // No QP completes into it any more (they were its successors); no callback can follow once it
   // leaves the notification list.
   std::erase(adapter->cqs, this);
+  if (engine < adapter->placed.size()) --adapter->placed[engine];
   return Status::kSuccess;
 }
 
@@ -74,7 +75,8 @@ Status Cq::resize(uint32_t depth, RequestCompletion completion, void* request_co
     void* const done_ctx = completion != nullptr ? request_context : &sync;
     auto op = std::make_unique<detail::EngineOp>();
     op->msg.kind = dp::MailboxMsg::Kind::kResizeCq;
-    op->msg.ep = &a->ctl->endpoint();
+    op->engine = c->engine;
+    op->msg.ep = &a->ctl->endpoint(c->engine);
     op->msg.cq = &c->cq;
     op->then = [a, c, depth, done, done_ctx](Status st) {
       if (st == Status::kSuccess) c->depth.store(depth, std::memory_order_relaxed);
@@ -104,6 +106,8 @@ Status Cq::control_interrupt_moderation(uint32_t interval_us, uint32_t count) no
   impl()->publish_wake_fd_locked();  // a moderated fd is written when the moderation lets go
   return Status::kSuccess;
 }
+
+uint32_t CqExtension::engine() const noexcept { return cq_->engine; }
 
 int CqExtension::notification_fd() noexcept {
   int fd = cq_->event_fd.load(std::memory_order_acquire);

@@ -39,11 +39,9 @@ Status resolve(AdapterImpl* a, const ctl::Gid& gid, wire::MacAddr* mac) {
   NeighbourWait w(a, gid);
   for (;;) {
     if (const Status s = w.poll(mac); s != Status::kPending) return s;
-    if (!a->eng->running()) {
-      a->eng->run_once();
-    } else {
-      std::this_thread::yield();
-    }
+    bool manual = false;
+    (void)a->step_engines(&manual);
+    if (!manual) std::this_thread::yield();
   }
 }
 

@@ -169,6 +169,7 @@ struct ImplOf : ObjectImpl {
 // A mailbox message for the engine, submitted by the control thread in queue order.
 struct EngineOp {
   dp::MailboxMsg msg;
+  uint8_t engine = 0;  // which of the adapter's engines applies it (msg.ep is its endpoint)
   bool submitted = false;
   // Optional, before submitting: kSuccess when the message is ready, kPending to be asked again
   // on the next iteration, anything else to fail the op without submitting it.
@@ -208,6 +209,7 @@ struct CqImpl final : ImplOf<CqImpl, Cq> {
   Clock::time_point mod_deadline{};
   uint64_t mod_base = 0;
   bool overrun_reported = false;
+  uint8_t engine = 0;  // the adapter's engine its QPs run on (set at creation, under mu)
 };
 
 struct PdImpl final : ImplOf<PdImpl, Pd> {
@@ -255,6 +257,7 @@ struct SrqImpl final : ImplOf<SrqImpl, Srq> {
 
   PdImpl* const pd;
   dp::Srq srq;
+  uint8_t engine = 0;  // the adapter's engine that takes its receives (set at creation, under mu)
   const SrqNotificationCallback notify_cb;
   void* const notify_ctx;
   std::atomic<bool> events_{true};
@@ -311,10 +314,17 @@ struct AdapterImpl {
   // launched. Callers refuse synchronous requests on the control thread first (it would wait
   // for itself).
   void wait(const std::atomic<bool>& done);
+  // One step of each of the adapter's engines that no lcore runs (they are driven by whoever
+  // waits); returns whether one did work, and sets *manual when there was one.
+  bool step_engines(bool* manual);
+  // The engine for a new CQ or SRQ asked for with `affinity` (bit i: engine i; 0: any): of the
+  // engines allowed, the one with the fewest CQs and SRQs placed, so that QPs spread evenly.
+  // -1 when the mask names none of the adapter's engines. mu held.
+  int place_locked(uint64_t affinity) const noexcept;
 
   Adapter* pub = nullptr;
-  Engine* engine = nullptr;
-  dp::Engine* eng = nullptr;
+  std::vector<dp::Engine*> engs;  // engine i serves the adapter's port queue i
+  std::vector<uint32_t> placed;   // live CQs and SRQs per engine (under mu)
   std::unique_ptr<ctl::Adapter> ctl;
   AdapterConfig::Cm cm_settings;    // for the CM agent (control/cm/ndk_connector.cc)
   bool adaptive_retransmit = true;  // AdapterConfig::adaptive_retransmit, for new QPs

@@ -71,6 +71,7 @@ Status SrqImpl::teardown_locked() {
   // Its QPs (successors) are gone: no engine takes from it any more. Receives still posted are
   // dropped without completions (they have no QP, hence no CQ, to complete on).
   std::erase(adapter->srqs, this);
+  if (engine < adapter->placed.size()) --adapter->placed[engine];
   return Status::kSuccess;
 }
 
@@ -116,7 +117,15 @@ Status Pd::create_mw(CreateCompletion, void*, Handle<Mw>* out) noexcept {
 
 Status Pd::create_srq(uint32_t depth, uint32_t max_receive_request_sge, uint32_t notify_threshold,
                       SrqNotificationCallback notification, void* notification_context,
-                      CreateCompletion, void*, Handle<Srq>* out) noexcept {
+                      CreateCompletion completion, void* request_context,
+                      Handle<Srq>* out) noexcept {
+  return create_srq(depth, max_receive_request_sge, notify_threshold, notification,
+                    notification_context, 0, completion, request_context, out);
+}
+
+Status Pd::create_srq(uint32_t depth, uint32_t max_receive_request_sge, uint32_t notify_threshold,
+                      SrqNotificationCallback notification, void* notification_context,
+                      uint64_t affinity, CreateCompletion, void*, Handle<Srq>* out) noexcept {
   const AdapterInfo& info = impl()->adapter->info;
   if (out == nullptr || depth == 0 || depth > info.max_srq_depth ||
       max_receive_request_sge > info.max_receive_request_sge)
@@ -130,9 +139,14 @@ Status Pd::create_srq(uint32_t depth, uint32_t max_receive_request_sge, uint32_t
         // Armed at creation, checked only as receives are consumed (an empty new SRQ is not "below
         // the threshold" until the consumer has posted to it).
         if (notify_threshold != 0) srq->srq.arm_limit(notify_threshold, false);
-        std::lock_guard lk(impl()->adapter->mu);
+        detail::AdapterImpl* a = impl()->adapter;
+        std::lock_guard lk(a->mu);
+        const int e = a->shutting_down ? 0 : a->place_locked(affinity);
+        if (e < 0) return Status::kInvalidParameter;
         if (Status s = detail::adopt_child(impl(), srq.get()); s != Status::kSuccess) return s;
-        impl()->adapter->srqs.push_back(srq.get());
+        srq->engine = static_cast<uint8_t>(e);
+        ++a->placed[srq->engine];
+        a->srqs.push_back(srq.get());
         *out = Handle<Srq>(&srq.release()->pub_);
         return Status::kSuccess;
       }));

@@ -180,7 +180,8 @@ void fail_create_locked(QpImpl* q, Status st, CreateCompletion done, void* ctx) 
 std::unique_ptr<EngineOp> make_op(QpImpl* q, dp::MailboxMsg::Kind kind) {
   auto op = std::make_unique<EngineOp>();
   op->msg.kind = kind;
-  op->msg.ep = &q->adapter->ctl->endpoint();
+  op->engine = q->qp.config().engine;
+  op->msg.ep = &q->adapter->ctl->endpoint(op->engine);
   op->msg.qp = &q->qp;
   return op;
 }
@@ -193,12 +194,14 @@ Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_contex
                  const uint32_t* ud_qkey) noexcept {
   AdapterImpl* a = pd->adapter;
   const AdapterInfo& info = a->info;
-  // A CQ has one producer engine and an SRQ one consumer engine, the QP's: every object of an
-  // adapter lives on the adapter's engine, so the CQs must be this adapter's and the SRQ this
-  // PD's (which also keeps receives in one protection domain).
-  if (r->adapter != a || s->adapter != a || (srq != nullptr && srq->pd != pd) ||
-      (srq != nullptr && srq->adapter->eng != a->eng))
+  // The CQs must be this adapter's and the SRQ this PD's (which also keeps receives in one
+  // protection domain).
+  if (r->adapter != a || s->adapter != a || (srq != nullptr && srq->pd != pd))
     return Status::kInvalidParameter;
+  // A CQ has one producer engine and an SRQ one consumer engine: the QP runs on its CQs'
+  // engine (NdkCreateCq's affinity placed them), which its SRQ's must be too.
+  if (r->engine != s->engine || (srq != nullptr && srq->engine != s->engine))
+    return Status::kInvalidParameterMix;
   if (sq_depth == 0 || sq_depth > info.max_initiator_queue_depth ||
       max_ssge > info.max_initiator_request_sge || inline_size > info.max_inline_data_size)
     return Status::kInvalidParameter;
@@ -238,6 +241,8 @@ Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_contex
     const uint32_t qpn = a->ctl->alloc_qpn();
     if (qpn == 0) return Status::kInsufficientResources;
     c.qpn = qpn;
+    c.engine = s->engine;
+    a->ctl->place_qpn(qpn, c.engine);  // frames for it reach its engine (dataplane/steering.h)
     std::unique_ptr<QpImpl> q;
     try {
       q = std::make_unique<QpImpl>(a, pd, r, s, srq, c);

@@ -7,7 +7,7 @@ namespace urnic {
 
 const char* to_string(RxDrop r) noexcept {
   static constexpr std::array<const char*, static_cast<size_t>(RxDrop::kCount)> kNames = {
-      "malformed", "bad_icrc", "no_qp", "bad_address", "unsupported", "not_roce"};
+      "malformed", "bad_icrc", "no_qp", "bad_address", "unsupported", "not_roce", "handoff_full"};
   const auto i = static_cast<size_t>(r);
   return i < kNames.size() ? kNames[i] : "?";
 }

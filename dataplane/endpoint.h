@@ -20,6 +20,7 @@ namespace urnic::dp {
 
 class Port;
 class MrTable;
+class Steering;
 
 // Why the engine dropped a received frame (house style rule 22), and the per-port-queue
 // counters: the public RxDrop and PortCounters (urnic/counters.h), one definition.
@@ -48,6 +49,10 @@ class Endpoint {
   uint32_t max_qps() const noexcept { return max_qps_; }
   Qp* qp(uint32_t qpn) const noexcept { return qpn < max_qps_ ? qps_[qpn] : nullptr; }
   void set_control_sink(ControlSink* s) noexcept { control_ = s; }
+  // An adapter over several engines: the adapter's steering (queue() is this endpoint's engine
+  // index in it); null with one engine. Set before the endpoint is added to its engine.
+  void set_steering(Steering* s) noexcept { steering_ = s; }
+  Steering* steering() const noexcept { return steering_; }
   ControlSink* control_sink() const noexcept { return control_; }
   // Frames the control plane transmits (ARP, ND, QP1 MADs): any thread may push, the engine
   // moves them into its TX buffer. False when full (the caller frees the mbuf).
@@ -111,6 +116,7 @@ class Endpoint {
   uint32_t max_qps_;
   std::unique_ptr<Qp*[]> qps_;
   ControlSink* control_ = nullptr;
+  Steering* steering_ = nullptr;
   MpscPtrRing<rte_mbuf> control_tx_{1024};
   FaultInjector* rx_fault_ = nullptr;
   FaultInjector* tx_fault_ = nullptr;

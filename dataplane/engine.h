@@ -121,6 +121,9 @@ class Engine {
   bool step(uint64_t now) noexcept;  // the phases; run_once() and the launched loop call it
   bool phase_mailbox() noexcept;
   bool phase_rx(Endpoint& ep, uint64_t now) noexcept;
+  // deliver_lc's body; `steer` false for a frame another engine handed over (never again).
+  void deliver_frame_lc(Endpoint& ep, rte_mbuf* m, uint64_t now, bool steer) noexcept;
+  bool drain_handoffs_lc(Endpoint& ep, uint64_t now) noexcept;
   bool phase_timers(uint64_t now) noexcept;
   bool phase_tx_build(uint64_t now) noexcept;
   bool phase_tx_flush(Endpoint& ep) noexcept;

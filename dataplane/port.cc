@@ -2,6 +2,7 @@
 
 #include <rte_errno.h>
 
+#include <algorithm>
 #include <bitset>
 #include <cstdio>
 #include <mutex>
@@ -35,7 +36,7 @@ void release(uint16_t port_id) {
 // mostly).
 Status Port::open(const PortConfig& cfg) {
   if (open_) return Status::kInvalidDeviceState;
-  if (!rte_eth_dev_is_valid_port(cfg.port_id) || cfg.queues == 0) {
+  if (!rte_eth_dev_is_valid_port(cfg.port_id) || cfg.queues == 0 || cfg.queues > kMaxQueues) {
     log_line(LogType::kCtl, RTE_LOG_DEBUG, "port %u: no such ethdev port, or no queues asked for",
              cfg.port_id);
     return Status::kInvalidParameter;
@@ -60,22 +61,39 @@ Status Port::open(const PortConfig& cfg) {
   if (cfg.queues > info.max_rx_queues || cfg.queues > info.max_tx_queues)
     return fail(Status::kInsufficientResources, "queue count", EINVAL);
 
-  char name[RTE_MEMPOOL_NAMESIZE];
-  std::snprintf(name, sizeof(name), "urnic_p%u", cfg.port_id);
   const int socket = rte_eth_dev_socket_id(cfg.port_id);
-  pool_ = rte_pktmbuf_pool_create(name, cfg.mbufs, cfg.mbuf_cache, 0, kMbufDataRoom,
-                                  socket < 0 ? static_cast<int>(SOCKET_ID_ANY) : socket);
-  if (pool_ == nullptr)
-    return fail(Status::kInsufficientResources, "rte_pktmbuf_pool_create", rte_errno);
+  const uint32_t per_queue =
+      cfg.queues == 1 ? cfg.mbufs : std::max<uint32_t>((cfg.mbufs + 1) / cfg.queues - 1, 2047);
+  for (uint16_t q = 0; q < cfg.queues; ++q) {
+    char name[RTE_MEMPOOL_NAMESIZE];
+    // Queue 0's keeps the one-queue name (tools and tests look it up).
+    if (q == 0)
+      std::snprintf(name, sizeof(name), "urnic_p%u", cfg.port_id);
+    else
+      std::snprintf(name, sizeof(name), "urnic_p%u_q%u", cfg.port_id, q);
+    pools_[q] = rte_pktmbuf_pool_create(name, per_queue, cfg.mbuf_cache, 0, kMbufDataRoom,
+                                        socket < 0 ? static_cast<int>(SOCKET_ID_ANY) : socket);
+    if (pools_[q] == nullptr)
+      return fail(Status::kInsufficientResources, "rte_pktmbuf_pool_create", rte_errno);
+  }
 
   rte_eth_conf conf{};
+  // Several queues: RSS over the UDP ports and addresses where the port offers it, so that the
+  // queues share the load (our QPs pick distinct UDP source ports, and so do rxe's and
+  // ConnectX's); frames that land on another engine's queue are handed over (steering.h).
+  constexpr uint64_t kUdpRss = RTE_ETH_RSS_NONFRAG_IPV4_UDP | RTE_ETH_RSS_NONFRAG_IPV6_UDP;
+  rss_ = cfg.queues > 1 && (info.flow_type_rss_offloads & kUdpRss) != 0;
+  if (rss_) {
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    conf.rx_adv_conf.rss_conf.rss_hf = info.flow_type_rss_offloads & kUdpRss;
+  }
   if (int rc = rte_eth_dev_configure(cfg.port_id, cfg.queues, cfg.queues, &conf); rc != 0)
     return fail(Status::kDeviceNotReady, "rte_eth_dev_configure", rc);
   configured_ = true;
   uint16_t rxd = cfg.rx_desc, txd = cfg.tx_desc;
   rte_eth_dev_adjust_nb_rx_tx_desc(cfg.port_id, &rxd, &txd);
   for (uint16_t q = 0; q < cfg.queues; ++q) {
-    if (int rc = rte_eth_rx_queue_setup(cfg.port_id, q, rxd, socket, nullptr, pool_); rc != 0)
+    if (int rc = rte_eth_rx_queue_setup(cfg.port_id, q, rxd, socket, nullptr, pools_[q]); rc != 0)
       return fail(Status::kDeviceNotReady, "rte_eth_rx_queue_setup", rc);
     if (int rc = rte_eth_tx_queue_setup(cfg.port_id, q, txd, socket, nullptr); rc != 0)
       return fail(Status::kDeviceNotReady, "rte_eth_tx_queue_setup", rc);
@@ -103,9 +121,13 @@ void Port::log_up(const rte_eth_dev_info& info, uint16_t rxd, uint16_t txd) cons
   (void)rte_eth_link_to_str(link_text, sizeof link_text, &link);
   log_line(LogType::kCtl, RTE_LOG_INFO,
            "port %u up: driver %s, MAC %02x:%02x:%02x:%02x:%02x:%02x, MTU %u, %u RX/TX queues of "
-           "%u/%u descriptors, %u mbufs, %s",
+           "%u/%u descriptors%s, %u mbufs, %s",
            cfg_.port_id, info.driver_name != nullptr ? info.driver_name : "?", mac_[0], mac_[1],
-           mac_[2], mac_[3], mac_[4], mac_[5], mtu, cfg_.queues, rxd, txd, cfg_.mbufs, link_text);
+           mac_[2], mac_[3], mac_[4], mac_[5], mtu, cfg_.queues, rxd, txd,
+           cfg_.queues == 1 ? ""
+           : rss_           ? " (RSS on UDP, software hand-off)"
+                            : " (software hand-off)",
+           cfg_.mbufs, link_text);
 }
 
 void Port::close() noexcept {
@@ -116,9 +138,9 @@ void Port::close() noexcept {
   // mempool their descriptors point into is freed.
   if (configured_) (void)rte_eth_dev_close(cfg_.port_id);
   configured_ = false;
-  if (pool_ != nullptr) {
-    rte_mempool_free(pool_);
-    pool_ = nullptr;
+  for (rte_mempool*& p : pools_) {
+    if (p != nullptr) rte_mempool_free(p);
+    p = nullptr;
   }
   if (claimed_) release(cfg_.port_id);
   claimed_ = false;

@@ -1,6 +1,7 @@
 // An ethdev port as the dataplane sees it: one RX/TX queue pair per engine, one mempool per
-// port, burst RX/TX (house style rule 15). Setup is in port.cc and runs on the control side;
-// the burst calls below are the per-packet path and are inline so that they cost what
+// queue pair (so that engines never share a pool's ring: threads without an lcore have no
+// mempool cache), burst RX/TX (house style rule 15). Setup is in port.cc and runs on the control
+// side; the burst calls below are the per-packet path and are inline so that they cost what
 // rte_eth_rx_burst / rte_eth_tx_burst cost.
 //
 // Works with any ethdev: net_ring (back-to-back loopback in one process), net_tap and
@@ -11,6 +12,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -30,8 +32,9 @@ struct PortConfig {
   uint16_t queues = 1;  // one RX and one TX queue per engine
   uint16_t rx_desc = 1024;
   uint16_t tx_desc = 1024;
-  // Per-port pool: enough for every RX descriptor, every TX descriptor in flight, and the
-  // frames engines hold for retransmission, with headroom for the per-lcore caches.
+  // Per-port mbufs: enough for every RX descriptor, every TX descriptor in flight, and the
+  // frames engines hold for retransmission, with headroom for the per-lcore caches. Split
+  // evenly over the queues' pools (at least 2047 each).
   uint32_t mbufs = 16383;  // 2^n - 1 is the optimum size for rte_mempool
   uint32_t mbuf_cache = 256;
   uint16_t mtu = 0;  // 0: leave the driver's default; else rte_eth_dev_set_mtu (best effort)
@@ -58,7 +61,11 @@ class Port {
   bool is_open() const noexcept { return open_; }
   uint16_t id() const noexcept { return cfg_.port_id; }
   uint16_t queues() const noexcept { return cfg_.queues; }
-  rte_mempool* pool() const noexcept { return pool_; }
+  // Whether the port spreads received frames over its queues by RSS (several queues only).
+  bool rss() const noexcept { return rss_; }
+  // The pool of queue `q`'s receive descriptors, from which its engine allocates what it sends.
+  rte_mempool* pool(uint16_t q = 0) const noexcept { return q < kMaxQueues ? pools_[q] : nullptr; }
+  static constexpr uint16_t kMaxQueues = 16;
   const wire::MacAddr& mac() const noexcept { return mac_; }
 
   // Per-packet path: callable only by the engine that owns queue `q`.
@@ -84,11 +91,13 @@ class Port {
   void log_up(const rte_eth_dev_info& info, uint16_t rxd, uint16_t txd) const;
 
   PortConfig cfg_{};
-  rte_mempool* pool_ = nullptr;
+  std::array<rte_mempool*, kMaxQueues> pools_{};
   wire::MacAddr mac_{};
   bool configured_ = false;
   bool open_ = false;
-  bool claimed_ = false;  // this Port holds the process-wide claim on its port id
+  bool claimed_ = false;
+  bool rss_ = false;  // several queues, spread by the port's RSS  // this Port holds the
+                      // process-wide claim on its port id
   TxKick kick_;
 };
 

@@ -183,6 +183,9 @@ struct QpConfig {
   // tracking, no responder; `ud_mtu` is the largest datagram payload.
   bool ud = false;
   uint32_t ud_mtu = 1024;
+  // Which of its adapter's engines owns the QP (ctl::Adapter::engine): where the control side
+  // sends its mailbox messages. 0 with one engine.
+  uint8_t engine = 0;
 };
 
 // Longest message (IBTA §9.4: DMA lengths above 2^31 are invalid requests), and so the longest

@@ -10,6 +10,7 @@
 #include "dataplane/engine.h"
 #include "dataplane/internal.h"
 #include "dataplane/port.h"
+#include "dataplane/steering.h"
 #include "dataplane/wire/icrc.h"
 
 namespace urnic::dp {
@@ -32,7 +33,48 @@ bool addresses_match(const Qp& qp, const wire::ParsedFrame& f) noexcept {
   return f.ipv4().src.get() == av.dst_ip4 && f.ipv4().dst.get() == av.src_ip4;
 }
 
+// An adapter over several engines (dataplane/steering.h): a frame this endpoint's queue received
+// for a QP that another engine owns goes to that engine's inbound ring, staged until the end of
+// the burst. `to` is the owning engine's index. True when the frame was taken (handed off, or
+// dropped because the ring was full).
+bool hand_off(Endpoint& ep, rte_mbuf* m, uint32_t to) noexcept {
+  if (!ep.steering()->ring(ep.queue(), to).stage(m)) {
+    drop(ep, m, RxDrop::kHandoffFull);
+    return true;
+  }
+  ++ep.counters().handoffs_out;
+  return true;
+}
+
+// Frames for the control plane (ARP, ND, QP1): its sink, which only engine 0's endpoint has; the
+// other engines of the adapter hand them to engine 0. `why` when nobody takes them.
+void to_control(Endpoint& ep, rte_mbuf* m, RxDrop why) noexcept {
+  if (ep.control_sink() != nullptr) {
+    if (ep.control_sink()->take(m)) return;
+  } else if (ep.steering() != nullptr && ep.queue() != 0) {
+    (void)hand_off(ep, m, 0);
+    return;
+  }
+  drop(ep, m, why);
+}
+
 }  // namespace
+
+// Frames other engines of the adapter received for this endpoint's QPs: delivered as if this
+// queue had received them (they were counted as received where they arrived).
+bool Engine::drain_handoffs_lc(Endpoint& ep, uint64_t now) noexcept {
+  Steering& st = *ep.steering();
+  bool any = false;
+  for (uint32_t from = 0; from < st.engines(); ++from) {
+    if (from == ep.queue()) continue;
+    rte_mbuf* burst[64];
+    const size_t n = st.ring(from, ep.queue()).pop_burst(burst);
+    ep.counters().handoffs_in += n;
+    for (size_t i = 0; i < n; ++i) deliver_frame_lc(ep, burst[i], now, false);
+    any |= n != 0;
+  }
+  return any;
+}
 
 bool Engine::phase_rx(Endpoint& ep, uint64_t now) noexcept {
   if (ep.port() == nullptr) return false;
@@ -65,7 +107,11 @@ bool Engine::phase_rx(Endpoint& ep, uint64_t now) noexcept {
       drop(ep, m, RxDrop::kMalformed);
       continue;
     }
-    deliver_lc(ep, m, now);
+    deliver_frame_lc(ep, m, now, true);
+  }
+  if (ep.steering() != nullptr) {
+    ep.steering()->publish_from(ep.queue());
+    n |= drain_handoffs_lc(ep, now) ? 1 : 0;
   }
   // A full burst means more may be waiting: timers hold off this step (phase_timers).
   if (received == (cfg_.rx_burst > 64 ? 64 : cfg_.rx_burst)) rx_backlog_ = true;
@@ -78,8 +124,7 @@ bool Engine::phase_rx(Endpoint& ep, uint64_t now) noexcept {
 void Engine::deliver_datagram_lc(Endpoint& ep, const wire::ParsedFrame& f, rte_mbuf* m) noexcept {
   const uint32_t dqpn = wire::Bth::DestQp::get(f.bth());
   if (dqpn == kGsiQpn) {
-    if (ep.control_sink() != nullptr && ep.control_sink()->take(m)) return;
-    drop(ep, m, RxDrop::kUnsupported);
+    to_control(ep, m, RxDrop::kUnsupported);
     return;
   }
   Qp* qp = ep.qp(dqpn);
@@ -96,6 +141,10 @@ void Engine::deliver_datagram_lc(Endpoint& ep, const wire::ParsedFrame& f, rte_m
 }
 
 void Engine::deliver_lc(Endpoint& ep, rte_mbuf* m, uint64_t now) noexcept {
+  deliver_frame_lc(ep, m, now, true);
+}
+
+void Engine::deliver_frame_lc(Endpoint& ep, rte_mbuf* m, uint64_t now, bool steer) noexcept {
   uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
   wire::ParsedFrame f;
   const wire::ParseError pe = wire::parse(data, rte_pktmbuf_data_len(m), f);
@@ -103,13 +152,18 @@ void Engine::deliver_lc(Endpoint& ep, rte_mbuf* m, uint64_t now) noexcept {
     if (pe == wire::ParseError::kNotIp || pe == wire::ParseError::kNotUdp ||
         pe == wire::ParseError::kWrongUdpPort) {
       // Not RoCEv2: ARP / ND / other traffic for the control plane.
-      if (ep.control_sink() != nullptr && ep.control_sink()->take(m)) return;
-      drop(ep, m, RxDrop::kNotRoce);
+      to_control(ep, m, RxDrop::kNotRoce);
       return;
     }
     ++ep.counters().parse_errors[static_cast<size_t>(pe)];
     drop(ep, m, RxDrop::kMalformed);
     return;
+  }
+  const uint32_t dqpn = wire::Bth::DestQp::get(f.bth());
+  if (steer && ep.steering() != nullptr && ep.qp(dqpn) == nullptr && dqpn != kGsiQpn) {
+    // Another engine's QP, maybe: it checks the ICRC (the frame is handed over as received).
+    const uint8_t owner = ep.steering()->owner(dqpn);
+    if (owner != Steering::kNoOwner && owner != ep.queue() && hand_off(ep, m, owner)) return;
   }
   if (!wire::icrc_check(data, f.l)) [[unlikely]] {
     ++ep.counters().parse_errors[static_cast<size_t>(wire::ParseError::kBadIcrc)];
@@ -124,7 +178,7 @@ void Engine::deliver_lc(Endpoint& ep, rte_mbuf* m, uint64_t now) noexcept {
     drop(ep, m, RxDrop::kUnsupported);  // UC is not handled
     return;
   }
-  Qp* qp = ep.qp(wire::Bth::DestQp::get(f.bth()));
+  Qp* qp = ep.qp(dqpn);
   if (qp == nullptr) [[unlikely]] {
     drop(ep, m, RxDrop::kNoQp);
     return;

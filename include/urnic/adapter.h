@@ -108,6 +108,9 @@ struct AdapterImpl;
 
 class Adapter {
  public:
+  // Engines one adapter may spread over (Adapter::open with several).
+  static constexpr uint32_t kMaxEngines = 8;
+
   // Opens the port `config.port_id` and attaches it to `engine`, launched or not (launch it
   // whenever; objects may be created either way; an engine serves up to 8 adapters at once).
   // Returns kSuccess with *out set; kInvalidParameter for a bad configuration (a field out of
@@ -117,6 +120,20 @@ class Adapter {
   // mempools cannot be had. Control side; blocks briefly.
   static Status open(const AdapterConfig& config, Engine& engine,
                      std::unique_ptr<Adapter>* out) noexcept;
+  // The same over several engines (issue 14: one port served by many cores): the port gets one
+  // RX/TX queue pair per engine, engines[i] polling queue i (1 .. kMaxEngines of them, else
+  // kInvalidParameter; the driver must offer that many queues, else kInsufficientResources).
+  // Each QP runs on one engine for its whole life, the engine of its CQs, chosen when the CQ is
+  // created (create_cq's affinity); frames a queue receives for another engine's QP are handed
+  // to that engine (counted in PortCounters::handoffs_out / handoffs_in), as are ARP, neighbour
+  // discovery and QP1 frames to engine 0, whose queue carries the control plane's. Where the
+  // port offers RSS on UDP it spreads frames over the queues; each QP sends from its own UDP
+  // source port so that a peer's RSS spreads our QPs too. The engines may be launched or driven
+  // with run_once(), each by its own thread.
+  static Status open(const AdapterConfig& config, std::span<Engine* const> engines,
+                     std::unique_ptr<Adapter>* out) noexcept;
+  // How many engines the adapter spreads over.
+  uint32_t engines() const noexcept;
   // Blocking close (see the file comment). When the engine is not launched, the calling thread
   // runs engine steps while it waits. Objects still open outlive it, inert, until closed.
   ~Adapter();
@@ -133,6 +150,9 @@ class Adapter {
   // port queue's packets and drops by reason, and the fault injectors'. kInvalidParameter for a
   // null `out`. Any thread; never pends.
   Status query_counters(AdapterCounters* out) const noexcept;
+  // Engine `engine`'s share of AdapterCounters::port (its port queue): kInvalidParameter for a
+  // null `out` or an engine the adapter does not have; kInvalidDeviceState once it is closing.
+  Status query_engine_counters(uint32_t engine, PortCounters* out) const noexcept;
 
   // NdkCreateCq: a CQ of `depth` entries (1 .. max_cq_depth, else kInvalidParameter).
   // `notification` (may be null) is called with `notification_context` when an arm is
@@ -141,6 +161,14 @@ class Adapter {
   // thread.
   Status create_cq(uint32_t depth, CqNotificationCallback notification, void* notification_context,
                    CreateCompletion completion, void* request_context, Handle<Cq>* out) noexcept;
+  // NdkCreateCq with its affinity: the engines the CQ may live on, bit i for the adapter's
+  // engine i (0: any). The CQ goes to the allowed engine with the fewest CQs and SRQs, so that
+  // the default spreads QPs evenly; every QP completing into it runs there
+  // (CqExtension::engine says which). kInvalidParameter when the mask names none of the
+  // adapter's engines; otherwise as above.
+  Status create_cq(uint32_t depth, CqNotificationCallback notification, void* notification_context,
+                   uint64_t affinity, CreateCompletion completion, void* request_context,
+                   Handle<Cq>* out) noexcept;
   // NdkCreatePd. kSuccess with *out set; kInsufficientResources; kInvalidDeviceState while the
   // adapter is closing. Never pends. Any thread.
   Status create_pd(CreateCompletion completion, void* request_context, Handle<Pd>* out) noexcept;

@@ -80,6 +80,7 @@ enum class RxDrop : uint8_t {
   kBadAddress,   // IP addresses do not match the QP's address vector
   kUnsupported,  // UC, a UD datagram for an RC QP, and UD to QP1 without a control plane
   kNotRoce,      // not IP/UDP 4791 (ARP, other traffic) and no control ring to take it
+  kHandoffFull,  // for a QP of another engine of the adapter, whose hand-off ring was full
   kCount,
 };
 const char* to_string(RxDrop r) noexcept;
@@ -98,11 +99,31 @@ struct PortCounters {
   // net_af_packet: extra kicks of the TX ring after a kernel drop parked frames in it (idle steps
   // only; dataplane/tx_kick.h). 0 on every other driver.
   uint64_t tx_kicks = 0;
+  // An adapter over several engines (Adapter::open with engines): frames this port queue
+  // received for a QP of another engine and handed to it, and frames other engines' queues
+  // received for this engine's QPs (dataplane/steering.h). 0 with one engine.
+  uint64_t handoffs_out = 0, handoffs_in = 0;
 
   uint64_t rx_drops_total() const noexcept {
     uint64_t t = 0;
     for (uint64_t d : rx_drops) t += d;
     return t;
+  }
+  // Adds another queue's counters (an adapter over several engines sums its queues').
+  void add(const PortCounters& o) noexcept {
+    steps += o.steps;
+    busy_steps += o.busy_steps;
+    rx_packets += o.rx_packets;
+    rx_bytes += o.rx_bytes;
+    tx_packets += o.tx_packets;
+    tx_bytes += o.tx_bytes;
+    for (size_t i = 0; i < std::size(rx_drops); ++i) rx_drops[i] += o.rx_drops[i];
+    for (size_t i = 0; i < kParseErrorCount; ++i) parse_errors[i] += o.parse_errors[i];
+    mbuf_alloc_failures += o.mbuf_alloc_failures;
+    tx_ring_full += o.tx_ring_full;
+    tx_kicks += o.tx_kicks;
+    handoffs_out += o.handoffs_out;
+    handoffs_in += o.handoffs_in;
   }
 };
 
@@ -200,7 +221,9 @@ struct CmCounters {
 
 struct AdapterCounters {
   QpCounters qps;  // the sum over the adapter's live QPs
-  PortCounters port;
+  PortCounters
+      port;  // the sum over its port queues, one per engine (Adapter::query_engine_counters)
+  uint32_t engines = 1;
   FaultCounters tx_faults, rx_faults;
   CmCounters cm;
 };

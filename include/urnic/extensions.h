@@ -172,7 +172,7 @@ class QpConnectExtension {
 class CqExtension {
  public:
   static constexpr ExtensionId kId{0x75726E6963435145ull, 0x0000000000000001ull};  // "urnicCQE"
-  static constexpr Version kVersion{1, 0};
+  static constexpr Version kVersion{1, 1};
 
   // Cancels the pending arm, if any: its notification callback is then called once with
   // kCancelled (from the control thread) instead of firing later. Returns true if an arm was
@@ -193,6 +193,9 @@ class CqExtension {
   // Non-blocking and close-on-exec; created on the first call, owned by the CQ and closed with
   // it. -1 (errno set) if it cannot be created. Any thread.
   int notification_fd() noexcept;
+  // The index of the adapter's engine this CQ lives on (Adapter::create_cq's affinity; 0 with
+  // one engine): the engine every QP completing into it runs on. Since version 1.1. Any thread.
+  uint32_t engine() const noexcept;
 
  private:
   friend struct detail::CqImpl;

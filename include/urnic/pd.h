@@ -37,11 +37,19 @@ class Pd final : public detail::ObjectOf<detail::PdImpl> {
   Status create_srq(uint32_t depth, uint32_t max_receive_request_sge, uint32_t notify_threshold,
                     SrqNotificationCallback notification, void* notification_context,
                     CreateCompletion completion, void* request_context, Handle<Srq>* out) noexcept;
+  // NdkCreateSrq with its affinity (Adapter::create_cq's rule): the SRQ lives on one engine, and
+  // only QPs of that engine may take receives from it.
+  Status create_srq(uint32_t depth, uint32_t max_receive_request_sge, uint32_t notify_threshold,
+                    SrqNotificationCallback notification, void* notification_context,
+                    uint64_t affinity, CreateCompletion completion, void* request_context,
+                    Handle<Srq>* out) noexcept;
   // NdkCreateQp: a queue pair completing receives into `receive_cq` and initiator requests into
   // `initiator_cq` (may be the same CQ; both of this adapter). `qp_context` comes back in every
   // completion. Depths 1 .. max_*_queue_depth, SGEs .. max_*_request_sge, inline data ..
   // max_inline_data_size: any value above the adapter's limits (or a zero depth, or a CQ of
-  // another adapter) is kInvalidParameter, inline. Otherwise kPending (completion on the control
+  // another adapter) is kInvalidParameter, inline; CQs (or, with an SRQ, a CQ and the SRQ) on
+  // different engines of the adapter (Adapter::create_cq's affinity) are kInvalidParameterMix,
+  // inline. Otherwise kPending (completion on the control
   // thread with the QP, or kInsufficientResources when no QP number or engine slot is free);
   // with a null completion the final status, *out set on kSuccess. The new QP is in INIT
   // (ibverbs terms): receives may be posted at once; it is connected by a Connector or by the
@@ -51,7 +59,7 @@ class Pd final : public detail::ObjectOf<detail::PdImpl> {
                    uint32_t max_initiator_request_sge, uint32_t inline_data_size,
                    CreateCompletion completion, void* request_context, Handle<Qp>* out) noexcept;
   // NdkCreateQpWithSrq: as create_qp, receives taken from `srq` (of this PD; every QP sharing
-  // it runs on the adapter's engine). The QP's receive queue is the SRQ: Qp::receive fails.
+  // it runs on the SRQ's engine). The QP's receive queue is the SRQ: Qp::receive fails.
   Status create_qp_with_srq(Cq& receive_cq, Cq& initiator_cq, Srq& srq, void* qp_context,
                             uint32_t initiator_queue_depth, uint32_t max_initiator_request_sge,
                             uint32_t inline_data_size, CreateCompletion completion,

@@ -1,0 +1,291 @@
+// Scaling over engines (issue 14 items 1, 2): the 64 B RDMA WRITE message rate of two adapters
+// spread over 1 or 2 engines, and the cost of a software hand-off between engines.
+//
+// Scaling. Adapters A and B over the same E engines, wired back to back over an E-queue net_ring
+// pair (A's queue i sends to B's queue i). The QP pairs are split evenly over the engines, both
+// ends of a pair on the same engine (their CQs' affinity), so no frame changes engine. Engine i
+// is driven by thread i, which also posts to and polls its own QPs (each thread is an lcore
+// running the application and its engine: no shared application thread). Each QP keeps its send
+// queue full of 64 B WRITEs, one in 64 signaled, as perftest's write_bw does; the rate is the
+// completed messages of all threads over the same wall-clock window. The machine has 2 cores:
+// E = 2 is as far as it can show.
+//
+// Hand-off. One thread drives both engines of a 2-engine pair of adapters, with one QP pair
+// either on one engine ("same": no frame changes engine) or split ("cross": A's QP on engine 0,
+// B's on engine 1, so every frame, requests and ACKs, arrives on the other engine's queue and is
+// handed over). One thread does all the work either way, so the difference in time per message,
+// divided by the hand-offs per message (the adapters' counters), is what a hand-off costs.
+//
+// Run: build/bench/bench_engines [--seconds=S] [--qps=N,...]   (default 2 s; 2 and 64 QP pairs)
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ring_adapters.h"
+#include "urnic/urnic.h"
+
+namespace urnic {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint32_t kSignalEvery = 64;
+constexpr uint32_t kMsg = 64;
+
+struct Flow {
+  Handle<Qp> qa, qb;
+  uint64_t posted = 0;
+};
+
+// Adapters A and B over `n` engines, a PD, an MR each, and per engine one CQ on each side.
+struct World {
+  std::vector<std::unique_ptr<Engine>> engines;
+  std::unique_ptr<Adapter> a, b;
+  Handle<Pd> pda, pdb;
+  Handle<Mr> mra, mrb;
+  std::vector<Handle<Cq>> cqa, cqb;  // per engine
+  std::vector<uint8_t> src, dst;
+  std::vector<Flow> flows;
+  std::vector<std::vector<Flow*>> of_engine;  // the flows each thread drives (A's engine)
+
+  ~World() {
+    flows.clear();
+    cqa.clear();
+    cqb.clear();
+    mra.reset();
+    mrb.reset();
+    pda.reset();
+    pdb.reset();
+    a.reset();
+    b.reset();
+  }
+
+  bool open(const std::string& name, uint32_t n, uint32_t pairs) {
+    const uint32_t max_qps = pairs + 8;
+    for (uint32_t i = 0; i < n; ++i)
+      engines.push_back(std::make_unique<Engine>(EngineConfig{.max_qps = 2 * max_qps}));
+    uint16_t pa = 0, pb = 0;
+    if (create_ring_port_pair(name, static_cast<uint16_t>(n), &pa, &pb) != Status::kSuccess)
+      return false;
+    AdapterConfig ca, cb;
+    ca.port_id = pa;
+    cb.port_id = pb;
+    ca.max_qps = cb.max_qps = max_qps;
+    ca.ipv4 = 0xC0000201;
+    cb.ipv4 = 0xC0000202;
+    ca.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 1};
+    cb.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 2};
+    std::vector<Engine*> es;
+    for (auto& e : engines) es.push_back(e.get());
+    if (Adapter::open(ca, es, &a) != Status::kSuccess ||
+        Adapter::open(cb, es, &b) != Status::kSuccess ||
+        a->create_pd(nullptr, nullptr, &pda) != Status::kSuccess ||
+        b->create_pd(nullptr, nullptr, &pdb) != Status::kSuccess)
+      return false;
+    src.assign(kMsg, 0x5A);
+    dst.assign(kMsg, 0);
+    if (pda->create_mr(false, nullptr, nullptr, &mra) != Status::kSuccess ||
+        mra->register_mr(src.data(), kMsg, 0, nullptr, nullptr) != Status::kSuccess ||
+        pdb->create_mr(false, nullptr, nullptr, &mrb) != Status::kSuccess ||
+        mrb->register_mr(dst.data(), kMsg, mr_flag::kAllowRemoteWrite, nullptr, nullptr) !=
+            Status::kSuccess)
+      return false;
+    cqa.resize(n);
+    cqb.resize(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      if (a->create_cq(32768, nullptr, nullptr, uint64_t{1} << i, nullptr, nullptr, &cqa[i]) !=
+              Status::kSuccess ||
+          b->create_cq(32768, nullptr, nullptr, uint64_t{1} << i, nullptr, nullptr, &cqb[i]) !=
+              Status::kSuccess)
+        return false;
+    }
+    of_engine.resize(n);
+    flows.resize(pairs);
+    return true;
+  }
+
+  // QP pair `f`: A's end on engine ea, B's on eb. Send queues of `depth`.
+  bool connect(Flow& f, uint32_t ea, uint32_t eb, uint32_t depth) {
+    if (pda->create_qp(*cqa[ea], *cqa[ea], nullptr, 1, depth, 1, 1, 0, nullptr, nullptr, &f.qa) !=
+            Status::kSuccess ||
+        pdb->create_qp(*cqb[eb], *cqb[eb], nullptr, 1, depth, 1, 1, 0, nullptr, nullptr, &f.qb) !=
+            Status::kSuccess ||
+        !connect_ring_qp(*f.qa, *f.qb, *b, 0, 0) || !connect_ring_qp(*f.qb, *f.qa, *a, 0, 0))
+      return false;
+    of_engine[ea].push_back(&f);
+    return true;
+  }
+
+  void fill(Flow& f) {
+    const Sge sge{reinterpret_cast<uint64_t>(src.data()), kMsg, mra->get_local_token()};
+    for (;;) {
+      const uint32_t flags =
+          op_flag::kDefer | ((f.posted + 1) % kSignalEvery == 0 ? 0 : op_flag::kSilentSuccess);
+      if (f.qa->write(nullptr, {&sge, 1}, reinterpret_cast<uint64_t>(dst.data()),
+                      mrb->get_remote_token(), flags) != Status::kSuccess)
+        break;
+      ++f.posted;
+    }
+  }
+
+  uint64_t handoffs() {
+    AdapterCounters x, y;
+    (void)a->query_counters(&x);
+    (void)b->query_counters(&y);
+    return x.port.handoffs_out + y.port.handoffs_out;
+  }
+};
+
+// Thread `i`'s loop: its flows' send queues kept full, its engine stepped (or, `all`, every
+// engine), its CQ on A reaped, until `stop`. Returns the messages completed.
+uint64_t drive(World& w, uint32_t i, const std::atomic<bool>& stop, bool all, bool* failed) {
+  ResultEx res[64];
+  uint64_t done = 0;
+  while (!stop.load(std::memory_order_relaxed)) {
+    for (Flow* f : w.of_engine[i]) w.fill(*f);
+    if (all) {
+      for (auto& e : w.engines) e->run_once();
+    } else {
+      w.engines[i]->run_once();
+    }
+    for (size_t n; (n = w.cqa[i]->get_results_ex(res)) != 0;) {
+      for (size_t k = 0; k < n; ++k) *failed |= res[k].status != Status::kSuccess;
+      done += n * kSignalEvery;
+    }
+  }
+  return done;
+}
+
+struct Run {
+  double mpps = 0;
+  double ns_per_msg = 0;
+  double handoffs_per_msg = 0;
+  bool ok = false;
+};
+
+// `pairs` QP pairs over `n` engines, one thread per engine, for `seconds`.
+Run scaling(uint32_t n, uint32_t pairs, double seconds, int id) {
+  World w;
+  Run r;
+  const uint32_t depth = pairs >= 4096 ? 16 : pairs >= 64 ? 64 : 1024;
+  if (!w.open("eng" + std::to_string(id), n, pairs)) return r;
+  for (uint32_t k = 0; k < pairs; ++k)
+    if (!w.connect(w.flows[k], k % n, k % n, depth)) return r;
+  std::atomic<bool> stop{false};
+  std::vector<uint64_t> done(n, 0);
+  bool failed = false;
+  std::vector<std::thread> ts;
+  const auto t0 = Clock::now();
+  for (uint32_t i = 0; i < n; ++i)
+    ts.emplace_back([&, i] {
+      bool f = false;
+      done[i] = drive(w, i, stop, false, &f);
+      if (f) failed = true;
+    });
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop.store(true);
+  for (auto& t : ts) t.join();
+  const double el = std::chrono::duration<double>(Clock::now() - t0).count();
+  uint64_t total = 0;
+  for (uint64_t d : done) total += d;
+  r.mpps = static_cast<double>(total) / el / 1e6;
+  r.ok = !failed && total != 0;
+  return r;
+}
+
+// One QP pair on two engines driven by one thread: both ends on engine 0, or split.
+Run handoff(bool cross, double seconds, int id) {
+  World w;
+  Run r;
+  if (!w.open("hand" + std::to_string(id), 2, 1) || !w.connect(w.flows[0], 0, cross ? 1 : 0, 1024))
+    return r;
+  std::atomic<bool> stop{false};
+  bool failed = false;
+  const uint64_t h0 = w.handoffs();
+  const auto t0 = Clock::now();
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    stop.store(true);
+  });
+  const uint64_t done = drive(w, 0, stop, true, &failed);
+  const double el = std::chrono::duration<double>(Clock::now() - t0).count();
+  t.join();
+  r.mpps = static_cast<double>(done) / el / 1e6;
+  r.ns_per_msg = el * 1e9 / static_cast<double>(done);
+  r.handoffs_per_msg = static_cast<double>(w.handoffs() - h0) / static_cast<double>(done);
+  r.ok = !failed && done != 0;
+  return r;
+}
+
+}  // namespace
+}  // namespace urnic
+
+int main(int argc, char** argv) {
+  using namespace urnic;
+  double seconds = 2;
+  std::vector<uint32_t> qps = {2, 64};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--seconds=", 10) == 0) {
+      seconds = std::strtod(argv[i] + 10, nullptr);
+    } else if (std::strncmp(argv[i], "--qps=", 6) == 0) {
+      qps.clear();
+      for (char* p = argv[i] + 6; *p != '\0';) {
+        qps.push_back(static_cast<uint32_t>(std::strtoul(p, &p, 10)));
+        if (*p == ',') ++p;
+      }
+    } else {
+      std::fprintf(stderr, "usage: bench_engines [--seconds=S] [--qps=N,...]\n");
+      return 2;
+    }
+  }
+  if (!(seconds > 0 && seconds <= 600)) {
+    std::fprintf(stderr, "bench_engines: --seconds must be in (0, 600]\n");
+    return 2;
+  }
+  RuntimeConfig rc;
+  rc.program = "bench_engines";
+  rc.lcores = "0";
+  rc.memory_mb = 1024;
+  if (runtime_init(rc) != Status::kSuccess) {
+    std::fprintf(stderr, "bench_engines: %s\n", last_error());
+    return 1;
+  }
+  int id = 0;
+  std::printf("64 B RDMA WRITE, SQ full, 1 in %u signaled, %.1f s per run\n", kSignalEvery,
+              seconds);
+  std::printf("%10s %12s %12s %8s\n", "QP pairs", "1 engine", "2 engines", "ratio");
+  for (uint32_t q : qps) {
+    if (q == 0 || q > 32768) {
+      std::fprintf(stderr, "bench_engines: --qps takes 1 .. 32768 pairs\n");
+      return 2;
+    }
+    const Run one = scaling(1, q, seconds, id++);
+    const Run two = scaling(2, q, seconds, id++);
+    if (!one.ok || !two.ok) {
+      std::fprintf(stderr, "bench_engines: the %u-pair run failed\n", q);
+      return 1;
+    }
+    std::printf("%10u %8.3f Mpps %8.3f Mpps %7.2fx\n", q, one.mpps, two.mpps, two.mpps / one.mpps);
+  }
+  const Run same = handoff(false, seconds, id++);
+  const Run cross = handoff(true, seconds, id++);
+  if (!same.ok || !cross.ok) {
+    std::fprintf(stderr, "bench_engines: the hand-off run failed\n");
+    return 1;
+  }
+  std::printf("hand-off, one thread driving both engines, one QP pair:\n");
+  std::printf("  same engine  %8.3f Mpps %8.1f ns/msg %6.3f hand-offs/msg\n", same.mpps,
+              same.ns_per_msg, same.handoffs_per_msg);
+  std::printf("  cross        %8.3f Mpps %8.1f ns/msg %6.3f hand-offs/msg\n", cross.mpps,
+              cross.ns_per_msg, cross.handoffs_per_msg);
+  if (cross.handoffs_per_msg > 0)
+    std::printf(
+        "  cost per hand-off: %.1f ns\n",
+        (cross.ns_per_msg - same.ns_per_msg) / (cross.handoffs_per_msg - same.handoffs_per_msg));
+  return 0;
+}
