@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "api_fixture.h"
+#include "urnic/connector.h"
+#include "urnic/listener.h"
 
 namespace urnic::test {
 namespace {
@@ -314,6 +316,93 @@ TEST_F(ApiEngines, PlacementFollowsCqAffinityAndRefusesAMixOfEngines) {
   EXPECT_EQ(p.a->query_engine_counters(0, nullptr), Status::kInvalidParameter);
   srq1.reset();
   for (auto& c : spread) c.reset();
+}
+
+// The connection manager with QPs off engine 0: its MADs travel on engine 0's queue (the other
+// engine hands them there), its QP transitions go to each QP's own engine. A's QP on engine 1,
+// B's on engine 0: a connection across engines, then data both ways.
+struct Accepting {
+  Qp* qp = nullptr;
+  std::atomic<Connector*> conn{nullptr};
+  Completion accepted;
+  static void on_connect(void* ctx, Connector* c) {
+    auto* self = static_cast<Accepting*>(ctx);
+    self->conn.store(c);
+    EXPECT_EQ(c->accept(*self->qp, 4, 4, nullptr, 0, nullptr, nullptr, &Completion::on_request,
+                        &self->accepted),
+              Status::kPending);
+  }
+};
+
+TEST_F(ApiEngines, ConnectionManagerConnectsQpsOnEitherEngine) {
+  EnginePair p("eng2cm");
+  ASSERT_TRUE(p.ok());
+  Handle<Cq> cqa, cqb;
+  ASSERT_EQ(p.a->create_cq(64, nullptr, nullptr, 2, nullptr, nullptr, &cqa), Status::kSuccess);
+  ASSERT_EQ(p.b->create_cq(64, nullptr, nullptr, 1, nullptr, nullptr, &cqb), Status::kSuccess);
+  Handle<Qp> qa, qb;
+  ASSERT_EQ(p.pda->create_qp(*cqa, *cqa, nullptr, 16, 16, 1, 1, 0, nullptr, nullptr, &qa),
+            Status::kSuccess);
+  ASSERT_EQ(p.pdb->create_qp(*cqb, *cqb, nullptr, 16, 16, 1, 1, 0, nullptr, nullptr, &qb),
+            Status::kSuccess);
+  std::vector<uint8_t> src(3000), dst(3000, 0);
+  fill(src, 7);
+  Handle<Mr> ms = reg(*p.pda, src.data(), src.size(), 0);
+  Handle<Mr> md = reg(*p.pdb, dst.data(), dst.size(), mr_flag::kAllowLocalWrite);
+  const Sge r{addr(dst.data()), 3000, md->get_local_token()};
+  ASSERT_EQ(qb->receive(ctx(1), {&r, 1}), Status::kSuccess);
+
+  Accepting acc;
+  acc.qp = qb.get();
+  Handle<Listener> l;
+  ASSERT_EQ(create_listener(*p.b, &Accepting::on_connect, &acc, nullptr, nullptr, &l),
+            Status::kSuccess);
+  ASSERT_EQ(l->listen(sa(v4(0, 18600)), sizeof(sockaddr_in), nullptr, nullptr), Status::kSuccess);
+  Handle<Connector> c;
+  ASSERT_EQ(create_connector(*p.a, nullptr, nullptr, &c), Status::kSuccess);
+  Completion connected;
+  const auto dst_addr = v4(0xC0000202, 18600);
+  ASSERT_EQ(c->connect(*qa, nullptr, 0, sa(dst_addr), sizeof(dst_addr), 4, 4, nullptr, 0,
+                       &Completion::on_request, &connected),
+            Status::kPending);
+  ASSERT_TRUE(eventually([&] { return connected.count() == 1; }));
+  ASSERT_EQ(connected.status, Status::kSuccess);
+  ASSERT_EQ(c->complete_connect(nullptr, nullptr, nullptr, nullptr), Status::kSuccess);
+  ASSERT_TRUE(eventually([&] { return acc.accepted.count() == 1; }));
+  ASSERT_EQ(acc.accepted.status, Status::kSuccess);
+  Handle<Connector> bc(acc.conn.load());
+
+  const Sge s{addr(src.data()), 3000, ms->get_local_token()};
+  ASSERT_EQ(qa->send(ctx(2), {&s, 1}, 0), Status::kSuccess);
+  std::vector<ResultEx> da, db;
+  ASSERT_TRUE(eventually([&] {
+    ResultEx x[4];
+    size_t n = cqa->get_results_ex(x);
+    da.insert(da.end(), x, x + n);
+    n = cqb->get_results_ex(x);
+    db.insert(db.end(), x, x + n);
+    return da.size() >= 1 && db.size() >= 1;
+  }));
+  ASSERT_EQ(da.size(), 1u);
+  ASSERT_EQ(db.size(), 1u);
+  EXPECT_EQ(da[0].status, Status::kSuccess);
+  EXPECT_EQ(db[0].status, Status::kSuccess);
+  EXPECT_EQ(db[0].bytes_transferred, 3000u);
+  EXPECT_EQ(dst, src);
+  // The data frames crossed engines: A's QP sends on A's queue 1, which is B's queue 1, whose
+  // engine hands them to engine 0.
+  EXPECT_GT(engine_counters(*p.b, 1).handoffs_out, 0u);
+  EXPECT_GT(engine_counters(*p.a, 0).handoffs_out, 0u);  // B's ACKs, from queue 0 to engine 1
+
+  Completion disc;
+  ASSERT_EQ(c->disconnect(&Completion::on_request, &disc), Status::kPending);
+  ASSERT_TRUE(eventually([&] { return disc.count() == 1; }));
+  EXPECT_EQ(disc.status, Status::kSuccess);
+  c.reset();
+  bc.reset();
+  l.reset();
+  qa.reset();
+  qb.reset();
 }
 
 }  // namespace
