@@ -224,8 +224,15 @@ int run_loopback(const Options& o) {
     std::fprintf(stderr, "urnic-perf: %s\n", env.error_text().c_str());
     return 1;
   }
-  std::printf(" urnic-perf loopback: engine %s\n",
-              env.engine_on_lcore() ? "on its own lcore" : "driven by this thread");
+  if (o.engines == 1) {
+    std::printf(" urnic-perf loopback: engine %s\n",
+                env.engine_on_lcore() ? "on its own lcore" : "driven by this thread");
+  } else {
+    std::printf(
+        " urnic-perf loopback: %u engines, %u on lcores of their own, %u driven by this "
+        "thread\n",
+        o.engines, env.engines_launched(), o.engines - env.engines_launched());
+  }
   if (!o.sweep) return run_loopback_test(env, o, o.test, o.sizes()) ? 0 : 1;
 
   // The sweep: every test over a few sizes, short runs (the README's main command).

@@ -145,6 +145,9 @@ void print_usage(const char* prog) {
       "      --port=PCI          a PCI NIC bound to a DPDK driver (EAL -a PCI)\n"
       "      --lcores=LIST       EAL lcores (default 0-1 when 2 CPUs exist: the engine runs on\n"
       "                          the second; with one lcore this thread drives the engine)\n"
+      "      --engines=N         spread each adapter over N engines (1..8, default 1): a port\n"
+      "                          queue each, -q's QPs dealt round-robin; engine i runs on the\n"
+      "                          i-th worker lcore, those beyond the workers on this thread\n"
       "      --memory=M          auto (default: hugepages when enough are free), huge (insist),\n"
       "                          nohuge\n"
       "      --ip=A.B.C.D        this adapter's IPv4 address (required on a real port)\n"
@@ -509,6 +512,9 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
       if (!value(&o->pci)) return false;
     } else if (key == "--lcores") {
       if (!value(&o->lcores)) return false;
+    } else if (key == "--engines") {
+      if (!num(&v, 1, kMaxPerfEngines)) return false;
+      o->engines = static_cast<uint32_t>(v);
     } else if (key == "--memory") {
       if (!value(&s)) return false;
       if (s != "auto" && s != "huge" && s != "nohuge") {

@@ -60,6 +60,8 @@ inline constexpr double kDefaultDuration = 5;   // DEF_DURATION: --run_infinitel
 // -q's bound: the engine looks only at QPs with work (dataplane/sched.h), so idle or waiting
 // QPs cost it nothing per step; each QP still holds its queues (-t, -r) and its buffer.
 inline constexpr uint32_t kMaxPerfQps = 65536;
+// --engines: Adapter::kMaxEngines (urnic/adapter.h).
+inline constexpr uint32_t kMaxPerfEngines = 8;
 
 struct Options {
   Test test;
@@ -68,6 +70,7 @@ struct Options {
   uint64_t iters = 0;                // 0: the test's default
   double duration = 0;               // -D seconds; 0: iteration mode
   uint32_t qps = 1;                  // -q
+  uint32_t engines = 1;              // --engines: each adapter over this many engines
   uint32_t tx_depth = 0;             // -t; 0: default
   uint32_t rx_depth = 0;             // -r; 0: default
   uint32_t cq_mod = 0;               // -Q; 0: default

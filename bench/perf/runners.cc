@@ -286,7 +286,7 @@ class BwSender final : public Runner {
 
   void poll() noexcept {
     std::span<ResultEx> r(cqe_);
-    const size_t n = poll_cq(side_.scq(), r);
+    const size_t n = poll_cqs(side_.scqs(), r);
     if (n == 0) return;
     const uint64_t now = rte_rdtsc();
     for (size_t k = 0; k < n; ++k) {
@@ -412,7 +412,7 @@ class BwReceiver final : public Runner {
 
   void poll() noexcept {
     std::span<ResultEx> r(cqe_);
-    const size_t n = poll_cq(side_.rcq(), r);
+    const size_t n = poll_cqs(side_.rcqs(), r);
     if (n == 0) {
       if (stopping_) ++idle_polls_;
       return;
@@ -597,7 +597,7 @@ class Lat final : public Runner {
 
   void wait_comp() noexcept {
     std::span<ResultEx> r(cqe_.data(), 4);
-    const size_t n = poll_cq(side_.scq(), r);
+    const size_t n = poll_cqs(side_.scqs(), r);
     if (n == 0) return;
     for (size_t k = 0; k < n; ++k)
       if (!check_completion(r[k])) return;
@@ -621,7 +621,7 @@ class Lat final : public Runner {
       got = b == static_cast<uint8_t>(rcnt_ + 1);
     } else {
       std::span<ResultEx> r(cqe_.data(), 4);
-      const size_t n = poll_cq(side_.rcq(), r);
+      const size_t n = poll_cqs(side_.rcqs(), r);
       for (size_t k = 0; k < n; ++k) {
         if (!check_completion(r[k])) return;
         if (r[k].bytes_transferred != cfg_.size) {
@@ -660,7 +660,7 @@ class Lat final : public Runner {
     std::span<ResultEx> r(cqe_.data(), 8);
     // Only the drain waits for these; elsewhere an arm would wake the thread for nothing.
     const size_t n =
-        phase_ == Phase::kDrain ? poll_cq(side_.scq(), r) : side_.scq().get_results_ex(r);
+        phase_ == Phase::kDrain ? poll_cqs(side_.scqs(), r) : take_cqs(side_.scqs(), r);
     for (size_t k = 0; k < n; ++k)
       if (!check_completion(r[k])) return;
     sends_done_ += n;
@@ -723,6 +723,24 @@ void Runner::record_event(uint64_t now) noexcept {
     }
   }
   if (events.size() < events.capacity()) events.emplace_back(now, messages);
+}
+
+size_t Runner::poll_cqs(std::span<Handle<Cq>> cqs, std::span<ResultEx> r) noexcept {
+  size_t n = 0;
+  for (Handle<Cq>& c : cqs) {
+    if (n == r.size()) break;
+    n += poll_cq(*c, r.subspan(n));
+  }
+  return n;
+}
+
+size_t Runner::take_cqs(std::span<Handle<Cq>> cqs, std::span<ResultEx> r) noexcept {
+  size_t n = 0;
+  for (Handle<Cq>& c : cqs) {
+    if (n == r.size()) break;
+    n += c->get_results_ex(r.subspan(n));
+  }
+  return n;
 }
 
 size_t Runner::poll_cq(Cq& cq, std::span<ResultEx> r) noexcept {

@@ -107,6 +107,9 @@ class Runner {
   // Polls `cq`; with -e an empty poll arms it (CqNotify::kAny) for run_all()'s sleep. Every
   // step() starts with begin_step().
   size_t poll_cq(Cq& cq, std::span<ResultEx> r) noexcept;
+  // Every CQ of the side in turn (one per engine) into `r`; take_cqs without arming.
+  size_t poll_cqs(std::span<Handle<Cq>> cqs, std::span<ResultEx> r) noexcept;
+  static size_t take_cqs(std::span<Handle<Cq>> cqs, std::span<ResultEx> r) noexcept;
   void begin_step() noexcept { armed_ = got_ = false; }
 
   Side& side_;

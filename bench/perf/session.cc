@@ -239,7 +239,12 @@ Totals totals_of(const std::vector<Adapter*>& adapters) {
     AdapterCounters c;
     if (a->query_counters(&c) != Status::kSuccess) continue;
     t.qps.add(c.qps);
-    t.ports.push_back(c.port);
+    // Each engine's port queue on its own line (--engines); one engine: the adapter's.
+    for (uint32_t e = 0; e < c.engines; ++e) {
+      PortCounters pc = c.port;
+      if (c.engines > 1 && a->query_engine_counters(e, &pc) != Status::kSuccess) continue;
+      t.ports.push_back(pc);
+    }
     t.tx_faults.add(c.tx_faults);
     t.rx_faults.add(c.rx_faults);
   }
@@ -285,9 +290,11 @@ void print_summary(const Outcome& out, uint64_t completions, const Totals& t, bo
       const uint64_t drops = e.rx_drops_total();
       std::printf(
           " endpoint: steps %llu busy %llu, rx %llu tx %llu pkts, rx drops %llu, "
-          "tx ring full %llu, tx kicks %llu, mbuf alloc failures %llu\n",
+          "tx ring full %llu, tx kicks %llu, mbuf alloc failures %llu, hand-offs out %llu in "
+          "%llu\n",
           u(e.steps), u(e.busy_steps), u(e.rx_packets), u(e.tx_packets), u(drops),
-          u(e.tx_ring_full), u(e.tx_kicks), u(e.mbuf_alloc_failures));
+          u(e.tx_ring_full), u(e.tx_kicks), u(e.mbuf_alloc_failures), u(e.handoffs_out),
+          u(e.handoffs_in));
     }
   }
   // One line per distinct note (an -a run checks every size).

@@ -35,16 +35,17 @@ bool parse_mac(const std::string& s, std::array<uint8_t, 6>* m);
 class Env {
  public:
   ~Env() {
-    if (engine_) engine_->stop();
+    for (auto& e : engines_) e->stop();
     b_.reset();
     a_.reset();
   }
 
   bool open_loopback(const Options& o) {
     if (!runtime(o)) return false;
-    make_engine(o, 2);
+    make_engines(o, 2);
     uint16_t pa = 0, pb = 0;
-    if (create_ring_port_pair("perf", 1, &pa, &pb) != Status::kSuccess)
+    if (create_ring_port_pair("perf", static_cast<uint16_t>(o.engines), &pa, &pb) !=
+        Status::kSuccess)
       return error(std::string("cannot create the net_ring pair: ") + last_error());
     AdapterConfig ca, cb;
     ca.port_id = pa;
@@ -61,9 +62,9 @@ class Env {
     ca.congestion = cb.congestion = o.congestion();
     ca.tx_faults = o.inject_tx;  // the client's adapter
     ca.rx_faults = o.inject_rx;
-    if (Status s = Adapter::open(ca, *engine_, &a_); s != Status::kSuccess)
+    if (Status s = Adapter::open(ca, engine_list(), &a_); s != Status::kSuccess)
       return error("cannot open adapter A: " + std::string(to_string(s)));
-    if (Status s = Adapter::open(cb, *engine_, &b_); s != Status::kSuccess)
+    if (Status s = Adapter::open(cb, engine_list(), &b_); s != Status::kSuccess)
       return error("cannot open adapter B: " + std::string(to_string(s)));
     mtu_ = 4096;  // net_ring has no MTU
     device_ = "urnic0";
@@ -72,13 +73,17 @@ class Env {
 
   bool open_port(const Options& o) {
     if (!runtime(o)) return false;
-    make_engine(o, 1);
+    make_engines(o, 1);
     uint16_t port = 0;
     std::string name;
     if (!o.vdevs.empty()) {
       // Every --vdev is probed; the first is the port.
       for (size_t i = o.vdevs.size(); i-- > 0;) {
-        const std::string& args = o.vdevs[i];  // open_vdev_port sizes af_packet's ring
+        std::string args = o.vdevs[i];  // open_vdev_port sizes af_packet's ring
+        // One queue pair per engine (af_packet spreads them with a fanout hash).
+        if (i == 0 && o.engines > 1 && args.rfind("net_af_packet", 0) == 0 &&
+            args.find("qpairs=") == std::string::npos)
+          args += ",qpairs=" + std::to_string(o.engines);
         if (open_vdev_port(args, &port) != Status::kSuccess)
           return error(std::string("cannot open --vdev: ") + last_error());
         name = args.substr(0, args.find(','));
@@ -112,8 +117,9 @@ class Env {
     c.congestion = o.congestion();
     c.tx_faults = o.inject_tx;
     c.rx_faults = o.inject_rx;
-    if (Status s = Adapter::open(c, *engine_, &a_); s != Status::kSuccess)
-      return error("cannot open port " + name + ": " + std::string(to_string(s)));
+    if (Status s = Adapter::open(c, engine_list(), &a_); s != Status::kSuccess)
+      return error("cannot open port " + name + " with " + std::to_string(o.engines) +
+                   " queue pair(s): " + std::string(to_string(s)));
     uint32_t eth_mtu = 1500;
     if (port_mtu(port, &eth_mtu) != Status::kSuccess)
       return error(std::string("cannot read the port's MTU: ") + last_error());
@@ -129,6 +135,8 @@ class Env {
   const std::string& device() const { return device_; }
   const std::string& error_text() const { return err_; }
   bool engine_on_lcore() const { return !driver_->manual(); }
+  // How many engines run on lcores of their own (the rest are driven by this thread).
+  uint32_t engines_launched() const { return launched_; }
 
  private:
   bool runtime(const Options& o) {
@@ -144,21 +152,30 @@ class Env {
     return true;
   }
 
-  // The engine runs on the first worker lcore; without one, this thread drives it.
+  // Engine i runs on worker lcore i; the engines beyond the workers (all of them, with one
+  // lcore) are driven by this thread.
   bool start(const Options& o) {
     const auto workers = worker_lcores();
-    bool manual = true;
-    if (!workers.empty()) {
-      if (!engine_->launch(workers.front()))
-        return error("cannot launch the engine on lcore " + std::to_string(workers.front()));
-      manual = false;
+    std::vector<Engine*> manual;
+    for (size_t i = 0; i < engines_.size(); ++i) {
+      if (i >= workers.size()) {
+        manual.push_back(engines_[i].get());
+        continue;
+      }
+      if (!engines_[i]->launch(workers[i]))
+        return error("cannot launch engine " + std::to_string(i) + " on lcore " +
+                     std::to_string(workers[i]));
+      ++launched_;
     }
     if (o.events) {
-      // A thread that drives the engine cannot sleep until the engine completes something.
-      if (manual) return error("-e needs the engine on its own lcore (--lcores with two)");
+      // A thread that drives an engine cannot sleep until the engine completes something.
+      if (!manual.empty())
+        return error("-e needs every engine on its own lcore: " + std::to_string(engines_.size()) +
+                     " engine(s), " + std::to_string(workers.size()) +
+                     " worker lcore(s) (--lcores)");
       events_ = std::make_unique<EventWaiter>();
     }
-    driver_ = std::make_unique<Driver>(*engine_, manual, o.idle_yield, events_.get());
+    driver_ = std::make_unique<Driver>(std::move(manual), o.idle_yield, events_.get());
     return true;
   }
 
@@ -172,16 +189,22 @@ class Env {
   static uint32_t adapter_qps(const Options& o) {
     return std::max(AdapterConfig{}.max_qps, o.qps + 2);
   }
-  void make_engine(const Options& o, uint32_t adapters) {
+  void make_engines(const Options& o, uint32_t adapters) {
     EngineConfig ec;
     ec.max_qps = std::max(ec.max_qps, adapters * adapter_qps(o));
-    engine_ = std::make_unique<Engine>(ec);
+    for (uint32_t i = 0; i < o.engines; ++i) engines_.push_back(std::make_unique<Engine>(ec));
+  }
+  std::vector<Engine*> engine_list() const {
+    std::vector<Engine*> v;
+    for (const auto& e : engines_) v.push_back(e.get());
+    return v;
   }
 
   // First, so destroyed last: the CQs' notification callbacks point at it until the adapters
   // are gone.
   std::unique_ptr<EventWaiter> events_;
-  std::unique_ptr<Engine> engine_;  // sized for -q (make_engine)
+  std::vector<std::unique_ptr<Engine>> engines_;  // --engines, sized for -q (make_engines)
+  uint32_t launched_ = 0;
   std::unique_ptr<Adapter> a_, b_;
   std::unique_ptr<Driver> driver_;
   uint32_t mtu_ = 1024;

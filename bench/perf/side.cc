@@ -32,7 +32,9 @@ std::string what(const char* step, Status s) {
 
 void Driver::poll() noexcept {
   if (!manual_) return;
-  if (engine_.run_once()) {
+  bool any = false;
+  for (Engine* e : engines_) any |= e->run_once();
+  if (any) {
     idle_ = 0;
   } else if (idle_yield_ != 0 && ++idle_ >= idle_yield_) {
     // Shared cores (CI): let the peer process run.
@@ -59,9 +61,11 @@ Status QpRes::post(const Request& r) noexcept {
 bool Side::create(Test test, uint32_t nqps, uint32_t sq_depth, uint32_t rq_depth,
                   const Geometry& geo, const std::array<uint8_t, 16>& gid, std::string* err) {
   geo_ = geo;
-  // One CQ per direction holds every QP's queue: -q and -t / -r multiply.
-  const uint64_t scq_need = uint64_t{nqps} * sq_depth + 64,
-                 rcq_need = uint64_t{nqps} * rq_depth + 64;
+  // One CQ per direction and engine holds the queues of that engine's QPs: -q / --engines and
+  // -t / -r multiply.
+  const uint32_t engines = adapter_.engines();
+  const uint64_t per_engine = (uint64_t{nqps} + engines - 1) / engines;
+  const uint64_t scq_need = per_engine * sq_depth + 64, rcq_need = per_engine * rq_depth + 64;
   const uint32_t max_cq = adapter_.adapter_info().max_cq_depth;
   if (scq_need > max_cq || rcq_need > max_cq) {
     *err = std::to_string(nqps) + " QPs with queues of " + std::to_string(sq_depth) + " / " +
@@ -79,15 +83,20 @@ bool Side::create(Test test, uint32_t nqps, uint32_t sq_depth, uint32_t rq_depth
   // -e: the CQs notify the waiter (events.h); otherwise nobody arms them.
   EventWaiter* ev = driver_.events();
   const CqNotificationCallback notify = ev != nullptr ? &EventWaiter::on_notify : nullptr;
-  if (Status s = adapter_.create_cq(scq_depth, notify, ev, nullptr, nullptr, &scq_);
-      s != Status::kSuccess) {
-    *err = what("cannot create the send CQ", s);
-    return false;
-  }
-  if (Status s = adapter_.create_cq(rcq_depth, notify, ev, nullptr, nullptr, &rcq_);
-      s != Status::kSuccess) {
-    *err = what("cannot create the receive CQ", s);
-    return false;
+  scq_.resize(engines);
+  rcq_.resize(engines);
+  for (uint32_t e = 0; e < engines; ++e) {
+    const uint64_t on = uint64_t{1} << e;  // NdkCreateCq's affinity: engine e
+    if (Status s = adapter_.create_cq(scq_depth, notify, ev, on, nullptr, nullptr, &scq_[e]);
+        s != Status::kSuccess) {
+      *err = what("cannot create the send CQ", s);
+      return false;
+    }
+    if (Status s = adapter_.create_cq(rcq_depth, notify, ev, on, nullptr, nullptr, &rcq_[e]);
+        s != Status::kSuccess) {
+      *err = what("cannot create the receive CQ", s);
+      return false;
+    }
   }
   mem_len_ = geo_.per_qp() * nqps;
   void* m = ::mmap(nullptr, mem_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -115,8 +124,8 @@ bool Side::create(Test test, uint32_t nqps, uint32_t sq_depth, uint32_t rq_depth
   const bool reads = test.verb == Verb::kRead || test.verb == Verb::kAtomic;
   for (uint32_t i = 0; i < nqps; ++i) {
     QpRes r;
-    if (Status s = pd_->create_qp(*rcq_, *scq_, nullptr, rq_depth, sq_depth, 1, 1,
-                                  opts_.inline_size, nullptr, nullptr, &r.qp);
+    if (Status s = pd_->create_qp(*rcq_[i % engines], *scq_[i % engines], nullptr, rq_depth,
+                                  sq_depth, 1, 1, opts_.inline_size, nullptr, nullptr, &r.qp);
         s != Status::kSuccess) {
       *err = "cannot create QP " + std::to_string(i) + ": " + std::string(to_string(s));
       return false;
@@ -205,8 +214,10 @@ void Side::destroy() {
   close_and_wait(mr_, d);
   if (mem_ != nullptr) ::munmap(mem_, mem_len_);
   mem_ = nullptr;
-  close_and_wait(scq_, d);
-  close_and_wait(rcq_, d);
+  for (auto& c : scq_) close_and_wait(c, d);
+  for (auto& c : rcq_) close_and_wait(c, d);
+  scq_.clear();
+  rcq_.clear();
   close_and_wait(pd_, d);
 }
 

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,12 @@ namespace urnic::perf {
 // wait of the benchmark calls poll().
 class Driver {
  public:
-  Driver(Engine& engine, bool manual, uint32_t idle_yield, EventWaiter* events = nullptr)
-      : engine_(engine), manual_(manual), idle_yield_(idle_yield), events_(events) {}
+  // `manual`: the engines no lcore runs, which this thread steps (none: poll() does nothing).
+  Driver(std::vector<Engine*> manual, uint32_t idle_yield, EventWaiter* events = nullptr)
+      : engines_(std::move(manual)),
+        manual_(!engines_.empty()),
+        idle_yield_(idle_yield),
+        events_(events) {}
   void poll() noexcept;
   bool manual() const noexcept { return manual_; }
   // -e: where the CQs' notifications go (null: the runners poll).
@@ -33,7 +38,7 @@ class Driver {
   }
 
  private:
-  Engine& engine_;
+  std::vector<Engine*> engines_;
   bool manual_;
   uint32_t idle_yield_;
   uint32_t idle_ = 0;
@@ -110,8 +115,10 @@ class Side {
 
   Adapter& adapter() { return adapter_; }
   const Geometry& geo() const { return geo_; }
-  Cq& scq() { return *scq_; }
-  Cq& rcq() { return *rcq_; }
+  // One send and one receive CQ per engine of the adapter (--engines): QP i completes into
+  // those of engine i % engines, where it runs.
+  std::span<Handle<Cq>> scqs() { return scq_; }
+  std::span<Handle<Cq>> rcqs() { return rcq_; }
   uint32_t key() const { return key_; }
   std::vector<QpRes>& qps() { return qps_; }
   QpRes& qp(size_t i) { return qps_[i]; }
@@ -122,7 +129,7 @@ class Side {
   SideOptions opts_;
   Geometry geo_;
   Handle<Pd> pd_;
-  Handle<Cq> scq_, rcq_;
+  std::vector<Handle<Cq>> scq_, rcq_;
   Handle<Mr> mr_;
   std::vector<QpRes> qps_;
   uint8_t* mem_ = nullptr;

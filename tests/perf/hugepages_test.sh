@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ctest perf_hugepages (issue 14 item 8): the data path on hugepages. urnic-perf in loopback with
 # --memory=huge (EAL --in-memory on 2 MiB pages; the run fails rather than fall back), the engine
-# on its own lcore, WRITE and READ with their data checks, then SEND across several QPs.
+# on its own lcore, WRITE and READ with their data checks, then SEND across several QPs, then
+# WRITEs over two engines per adapter.
 # Skipped (77) without a hugetlbfs mount with 256 free pages, unless URNIC_REQUIRE_HUGEPAGES=1
 # (CI reserves pages for it, .ci/run): then a missing page is a failure.
 #
@@ -18,7 +19,9 @@ if ! grep -q ' hugetlbfs ' /proc/mounts || [ "${free:-0}" -lt 256 ]; then
   exit 77
 fi
 fails=0
-for args in "write_bw -s 65536 -n 2000" "read_bw -s 4096 -n 5000" "send_bw -s 1024 -q 4 -n 5000"; do
+# The last: each adapter over two engines (one on the worker lcore, one on this thread).
+for args in "write_bw -s 65536 -n 2000" "read_bw -s 4096 -n 5000" "send_bw -s 1024 -q 4 -n 5000" \
+  "write_bw -s 4096 -q 4 -n 5000 --engines=2"; do
   # shellcheck disable=SC2086
   out=$(timeout 120 "$perf" $args --memory=huge --lcores=0-1 --no-progress 2>&1)
   rc=$?

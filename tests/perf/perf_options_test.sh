@@ -201,6 +201,22 @@ if [ $rc -eq 0 ] || ! grep -q "need a CQ of .* lower -q, -t or -r" <<<"$out"; th
   echo "FAIL: -q 65536 -t 4096 gave exit $rc: $(tail -2 <<<"$out")"
   fails=$((fails + 1))
 fi
+# --engines (issue 14 item 4): each adapter over two engines, -q's QPs dealt over them, every
+# completion counted, each QP's last WRITE checked, one endpoint line per engine; 9 refused.
+out=$(timeout 120 "$perf" write_bw -q 8 -s 64 -n 2000 --engines=2 --verbose --no-progress 2>&1)
+if ! grep -q 'loopback: 2 engines' <<<"$out" || ! grep -q 'urnic: 16000 completions, 0 with errors' <<<"$out" ||
+  [ "$(grep -c ' endpoint: ' <<<"$out")" -ne 4 ] || ! grep -q 'last WRITE of each QP verified' <<<"$out" ||
+  ! grep -q 'result: PASS' <<<"$out"; then
+  echo "FAIL: write_bw -q 8 --engines=2:"
+  grep -E 'loopback|completions|endpoint|data:|result' <<<"$out"
+  fails=$((fails + 1))
+fi
+out=$("$perf" write_bw --engines=9 --no-progress 2>&1)
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "bad value '9' for --engines (1..8)" <<<"$out"; then
+  echo "FAIL: --engines=9 gave exit $rc: $out"
+  fails=$((fails + 1))
+fi
 # --cpu_util: the column, and a percentage in it.
 out=$(timeout 60 "$perf" write_bw -s 4096 -D 0.5 --cpu_util --no-progress 2>&1)
 cpu=$(grep -E '^ 4096 +[0-9]+ ' <<<"$out" | awk '{print $NF}')
