@@ -4,9 +4,11 @@
 // file prefix, control/eal.cc):
 //
 //   /urnic/adapters             the ids of the open adapters
-//   /urnic/adapter,<id>         one adapter: "port" (what its engine counted on its port queue:
-//                               packets, bytes, steps, drops by reason, parse errors by kind),
-//                               "qps" (the sum over its QPs), "cm", "tx_faults", "rx_faults"
+//   /urnic/adapter,<id>         one adapter: "engines", "port" (what its engines counted on its
+//                               port queues: packets, bytes, steps, drops by reason, parse
+//                               errors by kind, hand-offs), "qps" (the sum over its QPs), "cm",
+//                               "tx_faults", "rx_faults"
+//   /urnic/engine,<id>,<i>      engine i's share of "port" (its queue)
 //   /urnic/qps,<id>             the QP numbers of an adapter
 //   /urnic/qp,<id>,<qpn>        one QP's counters (NAKs by syndrome, completions by status ...)
 //
@@ -74,7 +76,7 @@ constexpr std::array<Field<QpCounters>, 33> kQpFields = {{
     {"datagrams_no_receive", &QpCounters::datagrams_no_receive},
 }};
 
-constexpr std::array<Field<PortCounters>, 10> kPortFields = {{
+constexpr std::array<Field<PortCounters>, 12> kPortFields = {{
     {"steps", &PortCounters::steps},
     {"busy_steps", &PortCounters::busy_steps},
     {"rx_packets", &PortCounters::rx_packets},
@@ -84,6 +86,8 @@ constexpr std::array<Field<PortCounters>, 10> kPortFields = {{
     {"mbuf_alloc_failures", &PortCounters::mbuf_alloc_failures},
     {"tx_ring_full", &PortCounters::tx_ring_full},
     {"tx_kicks", &PortCounters::tx_kicks},
+    {"handoffs_out", &PortCounters::handoffs_out},
+    {"handoffs_in", &PortCounters::handoffs_in},
     {"rx_drops_total", nullptr},
 }};
 
@@ -202,11 +206,27 @@ int adapter_info(const char*, const char* params, rte_tel_data* d) {
   if (a->pub->query_counters(&c) != Status::kSuccess) return -EIO;
   rte_tel_data_start_dict(d);
   rte_tel_data_add_dict_u64(d, "port_id", a->ctl->port().id());
+  rte_tel_data_add_dict_u64(d, "engines", c.engines);
   add_group(d, "port", [&](rte_tel_data* g) { add_port_fields(g, c.port); });
   add_group(d, "qps", [&](rte_tel_data* g) { add_qp_fields(g, c.qps); });
   add_group(d, "cm", c.cm, kCmFields);
   add_group(d, "tx_faults", c.tx_faults, kFaultFields);
   add_group(d, "rx_faults", c.rx_faults, kFaultFields);
+  return 0;
+}
+
+int engine_info(const char*, const char* params, rte_tel_data* d) {
+  uint64_t id = 0, e = 0;
+  if (!parse_ids(params, &id, &e)) return -EINVAL;
+  std::lock_guard lk(g_mu);
+  AdapterImpl* a = adapter_locked(id);
+  if (a == nullptr) return -ENODEV;
+  PortCounters c;
+  if (e > UINT32_MAX ||
+      a->pub->query_engine_counters(static_cast<uint32_t>(e), &c) != Status::kSuccess)
+    return -ENOENT;
+  rte_tel_data_start_dict(d);
+  add_port_fields(d, c);
   return 0;
 }
 
@@ -255,6 +275,9 @@ void register_commands() {
                              "The ids of the open urnic adapters. No parameters");
   rte_telemetry_register_cmd("/urnic/adapter", adapter_info,
                              "An adapter's port, QP-sum, CM and fault counters. Parameters: id");
+  rte_telemetry_register_cmd("/urnic/engine", engine_info,
+                             "One engine's share of an adapter's port counters (its queue). "
+                             "Parameters: adapter id,engine index");
   rte_telemetry_register_cmd("/urnic/qps", list_qps,
                              "The QP numbers of an adapter. Parameters: adapter id");
   rte_telemetry_register_cmd("/urnic/qp", qp_info,

@@ -102,11 +102,17 @@ TEST_F(ApiTelemetry, AnotherProcessReadsTheCountersOfTheTrafficSent) {
   EXPECT_LE(c.port.busy_steps, c.port.steps);
   EXPECT_GE(field(ad, "busy_steps", "port"), static_cast<int64_t>(c.port.busy_steps)) << ad;
   EXPECT_NE(ad.find(R"("cm": {)"), std::string::npos) << ad;
+  // Its one engine's share is all of it (/urnic/engine,<id>,<i>; several: api_engines).
+  EXPECT_EQ(field(ad, "engines"), 1) << ad;
+  const std::string e0 = ask("/urnic/engine," + ida + ",0");
+  EXPECT_EQ(field(e0, "tx_packets"), static_cast<int64_t>(c.port.tx_packets)) << e0;
+  EXPECT_EQ(field(e0, "handoffs_in"), 0) << e0;
 
   // Bad parameters: no answer, no crash (telemetry prints null).
   for (const std::string& bad :
        std::vector<std::string>{"/urnic/qp,99,1", "/urnic/qp," + ida + ",999999", "/urnic/qp,x",
-                                "/urnic/adapter,", "/urnic/qps,12345678901234567890123"}) {
+                                "/urnic/adapter,", "/urnic/qps,12345678901234567890123",
+                                "/urnic/engine," + ida + ",1", "/urnic/engine," + ida}) {
     const std::string out = ask(bad);
     EXPECT_NE(out.find("null"), std::string::npos) << bad << ": " << out;
   }
