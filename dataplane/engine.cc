@@ -221,7 +221,7 @@ bool Engine::phase_timers(uint64_t now) noexcept {
   for (Qp* q = timed_.front(); q != nullptr; q = next) {
     next = TimerList::next(*q);
     Qp& qp = *q;
-    if (lc(qp).req.ack_deadline == 0 && lc(qp).req.rnr_deadline == 0) {
+    if (!qp_timer_armed_lc(qp)) {
       timed_.remove(qp);
       continue;
     }
@@ -233,8 +233,7 @@ bool Engine::phase_timers(uint64_t now) noexcept {
       any = true;
       ready_.push_back(qp);  // it resends, or it failed and flushes
     }
-    if (lc(qp).req.ack_deadline != 0 || lc(qp).req.rnr_deadline != 0)
-      due = std::min(due, qp_next_deadline_lc(qp));
+    if (qp_timer_armed_lc(qp)) due = std::min(due, qp_next_deadline_lc(qp));
   }
   timers_due_ = due;
   return any;
@@ -250,7 +249,7 @@ bool Engine::visit_lc(Qp& qp, uint64_t now) noexcept {
     qp_cq_overrun_error_lc(ep, qp);
   if (lc(qp).state == QpState::kErr) [[unlikely]] {
     // Work posted to a QP in ERR completes with a flush status (IBTA §10.3.1).
-    if (!lc(qp).sq.empty() || !lc(qp).rq.empty()) {
+    if (qp_posted_work_lc(qp)) {
       qp_to_error_lc(ep, qp);
       return true;
     }

@@ -150,7 +150,7 @@ class Engine {
   // After a visit or a frame: `qp` joins the timer list if it has a timer armed, and the
   // earliest deadline moves up to its own.
   void watch_timers_lc(Qp& qp) noexcept {
-    if ((lc(qp).req.ack_deadline | lc(qp).req.rnr_deadline) == 0) return;
+    if (!qp_timer_armed_lc(qp)) return;
     timed_.push_back(qp);
     const uint64_t d = qp_next_deadline_lc(qp);
     if (d < timers_due_) timers_due_ = d;

@@ -30,11 +30,9 @@ namespace urnic::dp {
 template <QpLink QpLc::*L>
 class QpList {
  public:
-  bool empty() const noexcept { return head_ == nullptr; }
   uint32_t size() const noexcept { return size_; }
   Qp* front() const noexcept { return head_; }
   static Qp* next(Qp& q) noexcept { return link(q).next; }
-  static bool linked(const Qp& q) noexcept { return (lc(q).*L).linked; }
 
   // Appends `q` unless it is on the list already (every event may add; adding twice is a no-op).
   void push_back(Qp& q) noexcept {
@@ -99,6 +97,20 @@ inline uint64_t qp_next_deadline_lc(const Qp& qp) noexcept {
   return d == UINT64_MAX ? UINT64_MAX : d + 1;
 }
 
+// Whether the posters left work that a visit would take: a send WQE, or in ERR any WQE (it is
+// flushed). Engine owner, after clearing the doorbell flag (Engine::phase_tx_build).
+inline bool qp_posted_work_lc(Qp& qp) noexcept {
+  QpLc& l = lc(qp);
+  if (l.state == QpState::kErr) return !l.sq.empty() || !l.rq.empty();
+  return l.state == QpState::kRts && !l.sq.empty();
+}
+
+// Whether `qp` has its local ACK timer or an RNR wait armed: it belongs on the timer list (the
+// probe deadline rides with the ACK timer). Engine owner only.
+inline bool qp_timer_armed_lc(const Qp& qp) noexcept {
+  return (lc(qp).req.ack_deadline | lc(qp).req.rnr_deadline) != 0;
+}
+
 // Whether a visit may still find something to send for `qp` without a new event: responder
 // output queued, or requester work not yet sent (new or resent, or held back by the pacer, the
 // window or the TX space). Such a QP stays on the ready list. Engine owner only.
@@ -112,15 +124,8 @@ inline bool qp_tx_pending_lc(Qp& qp) noexcept {
   if (r.cur != r.tail || r.sr_head != r.sr_tail || r.probe_una) return true;
   // SQD starts nothing new (IBTA §10.3.1): its queued WQEs wait for the modify back to RTS,
   // which is a control event.
-  return l.state == QpState::kRts && !lc(qp).sq.empty();
+  return qp_posted_work_lc(qp);
 }
 
-// Whether the posters left work that a visit would take: a send WQE, or in ERR any WQE (it is
-// flushed). Engine owner, after clearing the doorbell flag (Engine::phase_tx_build).
-inline bool qp_posted_work_lc(Qp& qp) noexcept {
-  QpLc& l = lc(qp);
-  if (l.state == QpState::kErr) return !l.sq.empty() || !l.rq.empty();
-  return l.state == QpState::kRts && !l.sq.empty();
-}
 
 }  // namespace urnic::dp
