@@ -160,7 +160,8 @@ void Engine::deliver_frame_lc(Endpoint& ep, rte_mbuf* m, uint64_t now, bool stee
     return;
   }
   const uint32_t dqpn = wire::Bth::DestQp::get(f.bth());
-  if (steer && ep.steering() != nullptr && ep.qp(dqpn) == nullptr && dqpn != kGsiQpn) {
+  Qp* qp = ep.qp(dqpn);
+  if (qp == nullptr && steer && ep.steering() != nullptr && dqpn != kGsiQpn) [[unlikely]] {
     // Another engine's QP, maybe: it checks the ICRC (the frame is handed over as received).
     const uint8_t owner = ep.steering()->owner(dqpn);
     if (owner != Steering::kNoOwner && owner != ep.queue() && hand_off(ep, m, owner)) return;
@@ -178,7 +179,6 @@ void Engine::deliver_frame_lc(Endpoint& ep, rte_mbuf* m, uint64_t now, bool stee
     drop(ep, m, RxDrop::kUnsupported);  // UC is not handled
     return;
   }
-  Qp* qp = ep.qp(dqpn);
   if (qp == nullptr) [[unlikely]] {
     drop(ep, m, RxDrop::kNoQp);
     return;
