@@ -69,6 +69,7 @@ Status Adapter::open(const AdapterConfig& cfg, std::span<dp::Engine* const> engi
   const uint64_t seed = cfg.key_seed != 0 ? cfg.key_seed : rte_get_tsc_cycles() | 1;
   a->mrs_ = std::make_unique<dp::MrTable>(cfg.max_mrs, seed);
   if (n > 1) a->steering_ = std::make_unique<dp::Steering>(n, cfg.max_qps);
+  if (a->port_.qpn_flow()) a->flows_ = std::make_unique<dp::Port::QpnRules[]>(cfg.max_qps);
   a->tx_fault_ = make_faults(cfg.tx_faults, n);
   a->rx_fault_ = make_faults(cfg.rx_faults, n);
   for (uint32_t i = 0; i < n; ++i) {
@@ -168,8 +169,15 @@ void Adapter::free_qpn(uint32_t qpn) {
   // Only the holder's free returns the number: a second free finds it not held.
   if (qpn_held_[qpn].exchange(false, std::memory_order_relaxed)) {
     if (steering_) steering_->set_owner(qpn, dp::Steering::kNoOwner);
+    if (flows_) port_.unsteer_qpn(flows_[qpn]);
     free_qpns_.push(qpn);
   }
+}
+
+void Adapter::place_qpn(uint32_t qpn, uint32_t engine) noexcept {
+  if (qpn >= cfg_.max_qps) return;
+  if (steering_) steering_->set_owner(qpn, static_cast<uint8_t>(engine));
+  if (flows_) flows_[qpn] = port_.steer_qpn(qpn, static_cast<uint16_t>(engine));
 }
 
 Status Adapter::modify_qp(dp::Qp* qp, const dp::QpAttr& attr, uint32_t mask) {

@@ -110,9 +110,9 @@ class Adapter {
   // A held QP number's QP will run on engine `engine`: frames for it that another engine's queue
   // receives are handed to that one (dataplane/steering.h). Before its kAddQp; free_qpn()
   // forgets it.
-  void place_qpn(uint32_t qpn, uint32_t engine) noexcept {
-    if (steering_) steering_->set_owner(qpn, static_cast<uint8_t>(engine));
-  }
+  // Where the port steers by destination QP (dp::Port::qpn_flow), its rules send the QP's frames
+  // to that engine's queue.
+  void place_qpn(uint32_t qpn, uint32_t engine) noexcept;
 
   // Applies a transition on the engine (IBTA §10.3.1 table; see dp::validate_modify) and waits
   // for it: for the connection manager, which runs on the control thread of a launched engine.
@@ -141,6 +141,8 @@ class Adapter {
   std::vector<std::unique_ptr<dp::Endpoint>> eps_;
   std::vector<dp::Engine*> engines_;
   std::unique_ptr<dp::Steering> steering_;
+  // By QPN, the port's rte_flow rules for the QP (only when port_.qpn_flow()).
+  std::unique_ptr<dp::Port::QpnRules[]> flows_;
   std::unique_ptr<ControlPlane> control_;
   // Per engine (null: none installed).
   std::vector<std::unique_ptr<dp::FaultInjector>> tx_fault_, rx_fault_;

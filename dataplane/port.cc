@@ -103,6 +103,7 @@ Status Port::open(const PortConfig& cfg) {
   if (int rc = rte_eth_dev_start(cfg.port_id); rc != 0)
     return fail(Status::kDeviceNotReady, "rte_eth_dev_start", rc);
   open_ = true;
+  if (cfg.queues > 1) qpn_flow_ = probe_qpn_flow();
   kick_.attach(cfg.port_id, cfg.queues);
   if (cfg.promiscuous) (void)rte_eth_promiscuous_enable(cfg.port_id);
   rte_ether_addr addr{};
@@ -132,6 +133,11 @@ void Port::log_up(const rte_eth_dev_info& info, uint16_t rxd, uint16_t txd) cons
 
 void Port::close() noexcept {
   kick_.detach();  // net_af_packet closes its sockets when the port stops
+  if (configured_ && qpn_flow_) {
+    rte_flow_error err{};
+    (void)rte_flow_flush(cfg_.port_id, &err);  // rules of QPs still placed
+  }
+  qpn_flow_ = false;
   if (open_) (void)rte_eth_dev_stop(cfg_.port_id);
   open_ = false;
   // Closing releases the queues (and, for a virtual device, the port itself) before the

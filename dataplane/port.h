@@ -9,6 +9,7 @@
 #pragma once
 
 #include <rte_ethdev.h>
+#include <rte_flow.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
@@ -63,6 +64,17 @@ class Port {
   uint16_t queues() const noexcept { return cfg_.queues; }
   // Whether the port spreads received frames over its queues by RSS (several queues only).
   bool rss() const noexcept { return rss_; }
+  // rte_flow steering by destination QP (qpn_flow.cc): whether the port took a rule sending one
+  // QP's RoCEv2 frames to one queue (asked at open, with several queues). Control side:
+  // steer_qpn() installs the rules for `qpn` (IPv4 and IPv6; none when the port has no such
+  // rules or refuses, and the software hand-off still delivers), unsteer_qpn() removes them.
+  bool qpn_flow() const noexcept { return qpn_flow_; }
+  struct QpnRules {
+    rte_flow* v4 = nullptr;
+    rte_flow* v6 = nullptr;
+  };
+  QpnRules steer_qpn(uint32_t qpn, uint16_t q) noexcept;
+  void unsteer_qpn(QpnRules& r) noexcept;
   // The pool of queue `q`'s receive descriptors, from which its engine allocates what it sends.
   rte_mempool* pool(uint16_t q = 0) const noexcept { return q < kMaxQueues ? pools_[q] : nullptr; }
   static constexpr uint16_t kMaxQueues = 16;
@@ -96,8 +108,10 @@ class Port {
   bool configured_ = false;
   bool open_ = false;
   bool claimed_ = false;
-  bool rss_ = false;  // several queues, spread by the port's RSS  // this Port holds the
-                      // process-wide claim on its port id
+  bool rss_ = false;               // several queues, spread by the port's RSS
+  bool qpn_flow_ = false;          // several queues, rte_flow rules by destination QP
+  bool probe_qpn_flow() noexcept;  // this Port holds the
+                                   // process-wide claim on its port id
   TxKick kick_;
 };
 

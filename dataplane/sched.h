@@ -127,5 +127,4 @@ inline bool qp_tx_pending_lc(Qp& qp) noexcept {
   return qp_posted_work_lc(qp);
 }
 
-
 }  // namespace urnic::dp

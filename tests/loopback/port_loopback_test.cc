@@ -45,6 +45,38 @@ TEST_F(PortLoopback, RingPairCarriesRoceFramesBothWays) {
   EXPECT_EQ(rte_mempool_in_use_count(pb.pool()), 0u);
 }
 
+// A port over several queues (one per engine, issue 14): a pool per queue, the mbufs split over
+// them, and the steering the port offers: net_ring has no RSS and takes no rte_flow rule by
+// destination QP (qpn_flow.cc), so frames stay on the queue they were sent to and the engines
+// hand them over (dataplane/steering.h).
+TEST_F(PortLoopback, TwoQueuePortHasAPoolPerQueueAndSoftwareSteering) {
+  uint16_t a = 0, b = 0;
+  ASSERT_EQ(ctl::create_ring_pair("lb2q", 2, &a, &b), Status::kSuccess);
+  dp::Port pa;
+  dp::PortConfig ca;
+  ca.port_id = a;
+  ca.queues = 2;
+  ca.mbufs = 8191;
+  ASSERT_EQ(pa.open(ca), Status::kSuccess);
+  ASSERT_NE(pa.pool(0), nullptr);
+  ASSERT_NE(pa.pool(1), nullptr);
+  EXPECT_NE(pa.pool(0), pa.pool(1));
+  EXPECT_EQ(pa.pool(0)->size, 4095u);
+  EXPECT_EQ(pa.pool(1)->size, 4095u);
+  EXPECT_EQ(pa.pool(2), nullptr);
+  EXPECT_FALSE(pa.rss());
+  EXPECT_FALSE(pa.qpn_flow());
+  dp::Port::QpnRules r = pa.steer_qpn(2, 1);
+  EXPECT_EQ(r.v4, nullptr);
+  EXPECT_EQ(r.v6, nullptr);
+  // More queues than the device has is refused with a reason, not a crash.
+  dp::Port pb;
+  dp::PortConfig cb;
+  cb.port_id = b;
+  cb.queues = 3;
+  EXPECT_EQ(pb.open(cb), Status::kInsufficientResources);
+}
+
 TEST_F(PortLoopback, EalInitIsIdempotentAndRejectsBadPort) {
   ctl::EalOptions o;
   EXPECT_EQ(ctl::eal_init(o), Status::kSuccess);
