@@ -72,21 +72,9 @@ struct World {
     const uint32_t max_qps = pairs + 8;
     for (uint32_t i = 0; i < n; ++i)
       engines.push_back(std::make_unique<Engine>(EngineConfig{.max_qps = 2 * max_qps}));
-    uint16_t pa = 0, pb = 0;
-    if (create_ring_port_pair(name, static_cast<uint16_t>(n), &pa, &pb) != Status::kSuccess)
-      return false;
-    AdapterConfig ca, cb;
-    ca.port_id = pa;
-    cb.port_id = pb;
-    ca.max_qps = cb.max_qps = max_qps;
-    ca.ipv4 = 0xC0000201;
-    cb.ipv4 = 0xC0000202;
-    ca.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 1};
-    cb.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 2};
     std::vector<Engine*> es;
     for (auto& e : engines) es.push_back(e.get());
-    if (Adapter::open(ca, es, &a) != Status::kSuccess ||
-        Adapter::open(cb, es, &b) != Status::kSuccess ||
+    if (!open_ring_adapters(name, AdapterConfig{}.mbufs, es, &a, &b, max_qps) ||
         a->create_pd(nullptr, nullptr, &pda) != Status::kSuccess ||
         b->create_pd(nullptr, nullptr, &pdb) != Status::kSuccess)
       return false;
@@ -100,10 +88,12 @@ struct World {
       return false;
     cqa.resize(n);
     cqb.resize(n);
+    // Room for one signaled WRITE outstanding per QP of the engine, and then some.
+    const uint32_t depth = pairs + 32768;
     for (uint32_t i = 0; i < n; ++i) {
-      if (a->create_cq(32768, nullptr, nullptr, uint64_t{1} << i, nullptr, nullptr, &cqa[i]) !=
+      if (a->create_cq(depth, nullptr, nullptr, uint64_t{1} << i, nullptr, nullptr, &cqa[i]) !=
               Status::kSuccess ||
-          b->create_cq(32768, nullptr, nullptr, uint64_t{1} << i, nullptr, nullptr, &cqb[i]) !=
+          b->create_cq(depth, nullptr, nullptr, uint64_t{1} << i, nullptr, nullptr, &cqb[i]) !=
               Status::kSuccess)
         return false;
     }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "urnic/urnic.h"
@@ -24,13 +25,17 @@ inline bool bench_runtime_init(const char* program) {
   return false;
 }
 
-// Opens A (192.0.2.1, 02:00:00:00:00:01) and B (192.0.2.2, 02:00:00:00:00:02) on `engine` over
-// a new net_ring pair named `name` (unique in the process), each port with `mbufs` mbufs.
-inline bool open_ring_adapters(const std::string& name, uint32_t mbufs, Engine& engine,
-                               std::unique_ptr<Adapter>* a, std::unique_ptr<Adapter>* b,
+// Opens A (192.0.2.1, 02:00:00:00:00:01) and B (192.0.2.2, 02:00:00:00:00:02), each over
+// `engines` (one net_ring queue pair per engine, A's queue i wired to B's queue i), over a new
+// net_ring pair named `name` (unique in the process), each port with `mbufs` mbufs.
+inline bool open_ring_adapters(const std::string& name, uint32_t mbufs,
+                               std::span<Engine* const> engines, std::unique_ptr<Adapter>* a,
+                               std::unique_ptr<Adapter>* b,
                                uint32_t max_qps = AdapterConfig{}.max_qps) {
   uint16_t pa = 0, pb = 0;
-  if (create_ring_port_pair(name, 1, &pa, &pb) != Status::kSuccess) return false;
+  if (create_ring_port_pair(name, static_cast<uint16_t>(engines.size()), &pa, &pb) !=
+      Status::kSuccess)
+    return false;
   AdapterConfig ca, cb;
   ca.port_id = pa;
   cb.port_id = pb;
@@ -40,8 +45,15 @@ inline bool open_ring_adapters(const std::string& name, uint32_t mbufs, Engine& 
   cb.ipv4 = 0xC0000202;
   ca.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 1};
   cb.mac = std::array<uint8_t, 6>{2, 0, 0, 0, 0, 2};
-  return Adapter::open(ca, engine, a) == Status::kSuccess &&
-         Adapter::open(cb, engine, b) == Status::kSuccess;
+  return Adapter::open(ca, engines, a) == Status::kSuccess &&
+         Adapter::open(cb, engines, b) == Status::kSuccess;
+}
+// The same on one engine.
+inline bool open_ring_adapters(const std::string& name, uint32_t mbufs, Engine& engine,
+                               std::unique_ptr<Adapter>* a, std::unique_ptr<Adapter>* b,
+                               uint32_t max_qps = AdapterConfig{}.max_qps) {
+  Engine* const one[] = {&engine};
+  return open_ring_adapters(name, mbufs, one, a, b, max_qps);
 }
 
 // Brings `q` to RTS towards `peer` on `peer_adapter` (the default path MTU, timeout and retry
