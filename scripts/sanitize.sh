@@ -70,9 +70,12 @@ tsan_tests+='|^ApiStress\.|^ApiCq\.|^CmPair\.'
 # The CM's control threads applying QP transitions between the steps of an application thread
 # that drives the engine with run_once() (issue 14 item 6).
 tsan_tests+='|^CmNdkManual\.'
+# One adapter over two engines, each stepped by its own thread, frames handed between them over
+# the steering rings, the test thread posting and polling (issue 14 items 1, 2).
+tsan_tests+='|^ApiEngines\.'
 if step cmake -S . -B build-tsan -G Ninja -DURNIC_SANITIZE=thread -DURNIC_BUILD_BENCH=OFF &&
   step cmake --build build-tsan --target test_ring test_mr_table test_cq_wake test_rc_ops \
-    test_api_stress test_api_cq test_cm_loopback test_cm_ndk; then
+    test_api_stress test_api_cq test_cm_loopback test_cm_ndk test_api_engines; then
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1$tsan_supp" \
     step run_logged tsan ctest --test-dir build-tsan --output-on-failure -j"$jobs" \
     -R "$tsan_tests" --repeat until-pass:2

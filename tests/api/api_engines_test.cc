@@ -53,8 +53,24 @@ struct EnginePair {
     pdb.reset();
     a.reset();
     b.reset();
+    stop_drivers();
+  }
+  void stop_drivers() {
     stop.store(true);
-    for (auto& t : drivers) t.join();
+    for (auto& t : drivers)
+      if (t.joinable()) t.join();
+  }
+  // Stops the driver threads and steps both engines from this thread until three rounds in a
+  // row find nothing to do: every frame delivered, nothing left in a hand-off ring, and the
+  // engines' counters still (they are plain fields the engine writes: read them only now). The
+  // adapters' synchronous calls step the engines themselves from here on (AdapterImpl::wait).
+  void quiesce() {
+    stop_drivers();
+    for (int idle = 0; idle < 3;) {
+      bool any = false;
+      for (auto& e : engines) any |= e->run_once();
+      idle = any ? 0 : idle + 1;
+    }
   }
   bool ok() const { return a && b && pda && pdb; }
 
@@ -196,6 +212,7 @@ void run_all_pairs(EnginePair& p, const FaultConfig& faults) {
   for (Flow& f : flows) ASSERT_NO_FATAL_FAILURE(post_flow(f));
   ASSERT_TRUE(wait_flows(flows));
   for (Flow& f : flows) check_flow(f);
+  p.quiesce();
 
   uint64_t cross_rx_a = 0, cross_rx_b = 0, retransmits = 0;
   for (Flow& f : flows) {
@@ -389,15 +406,16 @@ TEST_F(ApiEngines, ConnectionManagerConnectsQpsOnEitherEngine) {
   EXPECT_EQ(db[0].status, Status::kSuccess);
   EXPECT_EQ(db[0].bytes_transferred, 3000u);
   EXPECT_EQ(dst, src);
+  Completion disc;
+  ASSERT_EQ(c->disconnect(&Completion::on_request, &disc), Status::kPending);
+  ASSERT_TRUE(eventually([&] { return disc.count() == 1; }));
+  EXPECT_EQ(disc.status, Status::kSuccess);
+  p.quiesce();
   // The data frames crossed engines: A's QP sends on A's queue 1, which is B's queue 1, whose
   // engine hands them to engine 0.
   EXPECT_GT(engine_counters(*p.b, 1).handoffs_out, 0u);
   EXPECT_GT(engine_counters(*p.a, 0).handoffs_out, 0u);  // B's ACKs, from queue 0 to engine 1
 
-  Completion disc;
-  ASSERT_EQ(c->disconnect(&Completion::on_request, &disc), Status::kPending);
-  ASSERT_TRUE(eventually([&] { return disc.count() == 1; }));
-  EXPECT_EQ(disc.status, Status::kSuccess);
   c.reset();
   bc.reset();
   l.reset();
