@@ -278,7 +278,15 @@ bool Engine::phase_tx_build(uint64_t now) noexcept {
     ready_overrun_lc();
   }
   // Each QP that was ready when the phase began gets one turn, in order; one with work left
-  // goes to the back, so QPs share a full TX buffer round-robin.
+  // goes to the back, so QPs share a full TX buffer round-robin. While the port is the
+  // bottleneck (TX buffer full), a visit that could do nothing for want of space is wasted: after
+  // kMaxBlockedVisits of them the step ends its phase, and the QPs not yet visited keep their
+  // place at the front for the next step. So a step costs what its frames cost, not one visit per
+  // ready QP (with 16 384 QPs each waiting to send, the visits alone took a step ~1.5 ms for 64
+  // frames). Visits that did work (ACKs retired, an ERR QP flushed) never count: nothing waits
+  // behind an endless run of blocked ones.
+  constexpr uint32_t kMaxBlockedVisits = 64;
+  uint32_t blocked = 0;
   for (uint32_t n = ready_.size(); n != 0; --n) {
     Qp& qp = *ready_.pop_front();
     const bool did = visit_lc(qp, now);
@@ -286,6 +294,8 @@ bool Engine::phase_tx_build(uint64_t now) noexcept {
     watch_timers_lc(qp);
     if (did || qp_tx_pending_lc(qp)) {
       ready_.push_back(qp);
+      if (!did && lc(qp).ep->tx_space() == 0 && ++blocked == kMaxBlockedVisits) [[unlikely]]
+        break;
       continue;
     }
     // Idle: clear the doorbell, then look at the rings once more. A post that published before
