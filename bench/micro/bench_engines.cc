@@ -40,9 +40,12 @@ using Clock = std::chrono::steady_clock;
 constexpr uint32_t kSignalEvery = 64;
 constexpr uint32_t kMsg = 64;
 
+constexpr uint32_t kSlot = 4096;  // bytes of source and target per engine
+
 struct Flow {
   Handle<Qp> qa, qb;
   uint64_t posted = 0;
+  size_t slot = 0;  // offset of its engine's page in src / dst
 };
 
 // Adapters A and B over `n` engines, a PD, an MR each, and per engine one CQ on each side.
@@ -80,12 +83,14 @@ struct World {
         a->create_pd(nullptr, nullptr, &pda) != Status::kSuccess ||
         b->create_pd(nullptr, nullptr, &pdb) != Status::kSuccess)
       return false;
-    src.assign(kMsg, 0x5A);
-    dst.assign(kMsg, 0);
+    // A page of source and target per engine: two engines writing the same target line would
+    // bounce it between their cores on every WRITE, which no real spread of QPs does.
+    src.assign(size_t{kSlot} * n, 0x5A);
+    dst.assign(size_t{kSlot} * n, 0);
     if (pda->create_mr(false, nullptr, nullptr, &mra) != Status::kSuccess ||
-        mra->register_mr(src.data(), kMsg, 0, nullptr, nullptr) != Status::kSuccess ||
+        mra->register_mr(src.data(), src.size(), 0, nullptr, nullptr) != Status::kSuccess ||
         pdb->create_mr(false, nullptr, nullptr, &mrb) != Status::kSuccess ||
-        mrb->register_mr(dst.data(), kMsg, mr_flag::kAllowRemoteWrite, nullptr, nullptr) !=
+        mrb->register_mr(dst.data(), dst.size(), mr_flag::kAllowRemoteWrite, nullptr, nullptr) !=
             Status::kSuccess)
       return false;
     cqa.resize(n);
@@ -112,6 +117,7 @@ struct World {
             Status::kSuccess ||
         !connect_ring_qp(*f.qa, *f.qb, *b, 0, 0) || !connect_ring_qp(*f.qb, *f.qa, *a, 0, 0))
       return false;
+    f.slot = size_t{ea} * kSlot;
     of_engine[ea].push_back(&f);
     return true;
   }
@@ -121,17 +127,17 @@ struct World {
   // per message, not per QP (as perftest's with many QPs).
   bool each_signaled = false;
   bool post_one(Flow& f) {
-    const Sge sge{reinterpret_cast<uint64_t>(src.data()), kMsg, mra->get_local_token()};
-    return f.qa->write(&f, {&sge, 1}, reinterpret_cast<uint64_t>(dst.data()),
+    const Sge sge{reinterpret_cast<uint64_t>(&src[f.slot]), kMsg, mra->get_local_token()};
+    return f.qa->write(&f, {&sge, 1}, reinterpret_cast<uint64_t>(&dst[f.slot]),
                        mrb->get_remote_token(), 0) == Status::kSuccess;
   }
 
   void fill(Flow& f) {
-    const Sge sge{reinterpret_cast<uint64_t>(src.data()), kMsg, mra->get_local_token()};
+    const Sge sge{reinterpret_cast<uint64_t>(&src[f.slot]), kMsg, mra->get_local_token()};
     for (;;) {
       const uint32_t flags =
           op_flag::kDefer | ((f.posted + 1) % kSignalEvery == 0 ? 0 : op_flag::kSilentSuccess);
-      if (f.qa->write(nullptr, {&sge, 1}, reinterpret_cast<uint64_t>(dst.data()),
+      if (f.qa->write(nullptr, {&sge, 1}, reinterpret_cast<uint64_t>(&dst[f.slot]),
                       mrb->get_remote_token(), flags) != Status::kSuccess)
         break;
       ++f.posted;
@@ -311,7 +317,8 @@ int main(int argc, char** argv) {
   }
   int id = 0;
   std::printf(
-      "64 B RDMA WRITE, %.1f s per run; below 4096 pairs each QP's SQ kept full (1024 WRITEs,\n"
+      "64 B RDMA WRITE, best of 3 runs of %.1f s; below 4096 pairs each QP's SQ kept full (1024 "
+      "WRITEs,\n"
       "64 from 64 pairs on), 1 in %u signaled; from 4096 pairs one WRITE in flight per QP,\n"
       "each signaled and reposted on its completion\n",
       seconds, kSignalEvery);
@@ -322,8 +329,19 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_engines: --qps takes 1 .. 32768 pairs\n");
       return 2;
     }
-    const Run one = scaling(1, q, seconds, id++);
-    const Run two = scaling(2, q, seconds, id++);
+    // Best of three, 1 and 2 engines alternated: on a small shared machine noise only ever takes
+    // rate away, and both configurations get the same chances.
+    Run one, two;
+    for (int k = 0; k < 3; ++k) {
+      const Run x = scaling(1, q, seconds, id++);
+      const Run y = scaling(2, q, seconds, id++);
+      if (!x.ok || !y.ok) {
+        one.ok = two.ok = false;
+        break;
+      }
+      if (x.mpps > one.mpps) one = x;
+      if (y.mpps > two.mpps) two = y;
+    }
     if (!one.ok || !two.ok) {
       std::fprintf(stderr, "bench_engines: the %u-pair run failed\n", q);
       return 1;
