@@ -35,15 +35,13 @@ bool addresses_match(const Qp& qp, const wire::ParsedFrame& f) noexcept {
 
 // An adapter over several engines (dataplane/steering.h): a frame this endpoint's queue received
 // for a QP that another engine owns goes to that engine's inbound ring, staged until the end of
-// the burst. `to` is the owning engine's index. True when the frame was taken (handed off, or
-// dropped because the ring was full).
-bool hand_off(Endpoint& ep, rte_mbuf* m, uint32_t to) noexcept {
+// the burst (or, when the ring is full, dropped and counted). `to` is the owning engine's index.
+void hand_off(Endpoint& ep, rte_mbuf* m, uint32_t to) noexcept {
   if (!ep.steering()->ring(ep.queue(), to).stage(m)) {
     drop(ep, m, RxDrop::kHandoffFull);
-    return true;
+    return;
   }
   ++ep.counters().handoffs_out;
-  return true;
 }
 
 // Frames for the control plane (ARP, ND, QP1): its sink, which only engine 0's endpoint has; the
@@ -52,7 +50,7 @@ void to_control(Endpoint& ep, rte_mbuf* m, RxDrop why) noexcept {
   if (ep.control_sink() != nullptr) {
     if (ep.control_sink()->take(m)) return;
   } else if (ep.steering() != nullptr && ep.queue() != 0) {
-    (void)hand_off(ep, m, 0);
+    hand_off(ep, m, 0);
     return;
   }
   drop(ep, m, why);
@@ -164,7 +162,10 @@ void Engine::deliver_frame_lc(Endpoint& ep, rte_mbuf* m, uint64_t now, bool stee
   if (qp == nullptr && steer && ep.steering() != nullptr && dqpn != kGsiQpn) [[unlikely]] {
     // Another engine's QP, maybe: it checks the ICRC (the frame is handed over as received).
     const uint8_t owner = ep.steering()->owner(dqpn);
-    if (owner != Steering::kNoOwner && owner != ep.queue() && hand_off(ep, m, owner)) return;
+    if (owner != Steering::kNoOwner && owner != ep.queue()) {
+      hand_off(ep, m, owner);
+      return;
+    }
   }
   if (!wire::icrc_check(data, f.l)) [[unlikely]] {
     ++ep.counters().parse_errors[static_cast<size_t>(wire::ParseError::kBadIcrc)];

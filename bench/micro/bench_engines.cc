@@ -173,7 +173,7 @@ uint64_t drive(World& w, uint32_t i, const std::atomic<bool>& stop, bool all, bo
       for (size_t k = 0; k < n; ++k) {
         if (res[k].status != Status::kSuccess && !*failed)
           std::fprintf(stderr, "bench_engines: a WRITE completed with %s\n",
-                       to_string(res[k].status));
+                       std::string(to_string(res[k].status)).c_str());
         *failed |= res[k].status != Status::kSuccess;
         if (w.each_signaled) *failed |= !w.post_one(*static_cast<Flow*>(res[k].request_context));
       }
