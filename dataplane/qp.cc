@@ -240,8 +240,8 @@ Qp::Qp(const QpConfig& cfg) : cfg_(cfg) {
   // sets a larger one brings larger arrays (RespArrays), so an idle QP costs what it asked for.
   lc_.resp.res_cap = lc_.resp.res_count = resp_resources_for(1);
   lc_.resp.res = std::make_unique<RespResource[]>(lc_.resp.res_cap);
-  lc_.resp.jobs = std::make_unique<RespJob[]>(resp_jobs_for(lc_.resp.res_cap));
-  lc_.resp.jobs_mask = resp_jobs_for(lc_.resp.res_cap) - 1;
+  lc_.resp.jobs_cap = resp_jobs_for(lc_.resp.res_cap);
+  lc_.resp.jobs = std::make_unique<RespJob[]>(lc_.resp.jobs_cap);
   lc_.attr.cc = cfg.cc;
   cc_reset_lc(*this);
 }

@@ -98,17 +98,21 @@ struct SendSlot {
 // requester would read as an implied NAK).
 struct RespJob {
   enum class Kind : uint8_t { kRead, kAtomicAck, kAck, kNak, kRnrNak };
-  Kind kind = Kind::kAck;
+  union {
+    uint64_t va = 0;  // READ: remote address of the whole request
+    uint64_t orig;    // ATOMIC: original value
+  };
   wire::Psn psn;          // first PSN of the job (READ: of its first response)
   uint32_t npkts = 1;     // READ: response packets
   uint32_t next_pkt = 0;  // READ: next response packet to send
-  uint64_t va = 0;        // READ: remote address of the whole request
   uint32_t rkey = 0;
   uint32_t length = 0;
-  uint64_t orig = 0;     // ATOMIC: original value
-  uint8_t syndrome = 0;  // NAK / RNR NAK / ACK syndrome
   uint32_t msn = 0;
+  Kind kind = Kind::kAck;
+  uint8_t syndrome = 0;  // NAK / RNR NAK / ACK syndrome
 };
+// 40 bytes: a QP that accepts 16 READs in flight holds 36 of them (resp_jobs_for).
+static_assert(sizeof(RespJob) == 40);
 
 // A saved READ/ATOMIC request (responder resource, IBTA §9.7.5.1.1; rocev2.md §3.5), used to
 // replay a duplicate READ from memory and answer a duplicate ATOMIC without executing it again.
@@ -125,17 +129,15 @@ struct RespResource {
 // The responder's arrays for a given max_dest_rd_atomic: resources a power of two >= it (rxe
 // does the same), and room for the jobs they can queue: one READ response or ATOMIC ACK per
 // resource, at most one ACK between two of those (ACKs coalesce), a NAK and an RNR NAK. A peer
-// that exceeds its limit finds the queue full and retransmits (RespState::kDropQueueFull).
+// that exceeds its limit finds the queue full and retransmits (RespState::kDropQueueFull). The
+// job queue holds exactly that many, not the next power of two: it was most of an idle QP's
+// memory (3 KiB of 7.9 for 16 READs in flight; issue 14 item 3).
 constexpr uint32_t resp_resources_for(uint32_t max_dest_rd_atomic) noexcept {
   uint32_t n = 1;
   while (n < max_dest_rd_atomic) n <<= 1;
   return n;
 }
-constexpr uint32_t resp_jobs_for(uint32_t resources) noexcept {
-  uint32_t n = 8;
-  while (n < 2 * resources + 4) n <<= 1;
-  return n;
-}
+constexpr uint32_t resp_jobs_for(uint32_t resources) noexcept { return 2 * resources + 4; }
 
 // Responder arrays made on the control side for a modify that sets max_dest_rd_atomic (the
 // engine never allocates): the engine swaps them in if the QP's are too small, and the message
@@ -330,9 +332,19 @@ struct QpLc {
     uint32_t res_cap = 0;    // entries in `res` (resp_resources_for its max_dest_rd_atomic)
     uint32_t res_count = 0;  // power of two >= max_dest_rd_atomic
     uint32_t res_next = 0;
+    // Jobs in PSN order: a circular queue of jobs_cap entries (not a power of two), the oldest
+    // at jobs_head, jobs_count of them.
     std::unique_ptr<RespJob[]> jobs;
-    uint32_t jobs_mask = 0;
-    uint64_t jobs_head = 0, jobs_tail = 0;
+    uint32_t jobs_cap = 0;
+    uint32_t jobs_head = 0, jobs_count = 0;
+    RespJob& job(uint32_t k) noexcept {  // the k-th oldest job, k < jobs_cap
+      const uint32_t i = jobs_head + k;
+      return jobs[i < jobs_cap ? i : i - jobs_cap];
+    }
+    const RespJob& job(uint32_t k) const noexcept {
+      const uint32_t i = jobs_head + k;
+      return jobs[i < jobs_cap ? i : i - jobs_cap];
+    }
     bool ack_pending = false;  // a coalesced ACK is owed for ack_psn (no job queued)
     wire::Psn ack_psn;
     ReorderBuf held;  // selective repeat: requests ahead of ePSN

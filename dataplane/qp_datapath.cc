@@ -107,7 +107,7 @@ void reset_responder(Endpoint& ep, Qp& qp) noexcept {
   s.write_left = 0;
   s.res_next = 0;
   for (uint32_t i = 0; i < s.res_count; ++i) s.res[i].valid = false;
-  s.jobs_head = s.jobs_tail = 0;
+  s.jobs_head = s.jobs_count = 0;
   s.ack_pending = false;
 }
 
@@ -248,7 +248,7 @@ namespace {
 // Whether the responder's arrays hold what `max_dest_rd_atomic` needs.
 bool resp_arrays_fit(const Qp& qp, uint32_t max_dest_rd_atomic) noexcept {
   const uint32_t n = resp_resources_for(max_dest_rd_atomic);
-  return n <= lc(qp).resp.res_cap && resp_jobs_for(n) <= lc(qp).resp.jobs_mask + 1;
+  return n <= lc(qp).resp.res_cap && resp_jobs_for(n) <= lc(qp).resp.jobs_cap;
 }
 
 // Moves the responder's saved requests and queued jobs into the larger arrays `g` and hands the
@@ -257,13 +257,13 @@ bool resp_arrays_fit(const Qp& qp, uint32_t max_dest_rd_atomic) noexcept {
 void install_resp_arrays_lc(Qp& qp, RespArrays& g) noexcept {
   auto& s = lc(qp).resp;
   for (uint32_t i = 0; i < s.res_cap && i < g.nres; ++i) g.res[i] = s.res[i];
-  for (uint64_t i = s.jobs_head; i != s.jobs_tail; ++i)
-    g.jobs[i & (g.njobs - 1)] = s.jobs[i & s.jobs_mask];
+  for (uint32_t k = 0; k < s.jobs_count; ++k) g.jobs[k] = s.job(k);  // oldest first, from 0
   std::swap(s.res, g.res);
   std::swap(s.jobs, g.jobs);
-  const uint32_t old_res = s.res_cap, old_jobs = s.jobs_mask + 1;
+  const uint32_t old_res = s.res_cap, old_jobs = s.jobs_cap;
   s.res_cap = g.nres;
-  s.jobs_mask = g.njobs - 1;
+  s.jobs_cap = g.njobs;
+  s.jobs_head = 0;
   g.nres = old_res;
   g.njobs = old_jobs;
 }

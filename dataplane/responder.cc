@@ -31,25 +31,23 @@ namespace aeth = wire::aeth;
 using Kind = RespJob::Kind;
 using InMsg = QpLc::Responder::InMsg;
 
-bool jobs_full(const Qp& qp) noexcept {
-  return lc(qp).resp.jobs_tail - lc(qp).resp.jobs_head > lc(qp).resp.jobs_mask;
-}
+bool jobs_full(const Qp& qp) noexcept { return lc(qp).resp.jobs_count == lc(qp).resp.jobs_cap; }
 RespJob* push_job(Qp& qp, Kind kind, Psn psn) noexcept {
   auto& s = lc(qp).resp;
   if (jobs_full(qp)) return nullptr;
-  RespJob& j = s.jobs[s.jobs_tail & s.jobs_mask];
+  RespJob& j = s.job(s.jobs_count);
   j = RespJob{};
   j.kind = kind;
   j.psn = psn;
   j.msn = s.msn;
-  ++s.jobs_tail;
+  ++s.jobs_count;
   return &j;
 }
 
 // The job queued last, or null when the queue is empty.
 RespJob* last_job(Qp& qp) noexcept {
   auto& s = lc(qp).resp;
-  return s.jobs_head == s.jobs_tail ? nullptr : &s.jobs[(s.jobs_tail - 1) & s.jobs_mask];
+  return s.jobs_count == 0 ? nullptr : &s.job(s.jobs_count - 1);
 }
 
 // An ACK is owed for `psn` (IBTA §9.7.5.1.6): coalesced with any ACK not yet sent.
@@ -109,7 +107,7 @@ void fatal_nak_now_lc(Endpoint& ep, Qp& qp, Psn psn, uint8_t code) noexcept {
     return;
   }
   auto& s = lc(qp).resp;
-  s.jobs_tail = s.jobs_head;
+  s.jobs_count = 0;
   s.ack_pending = false;  // the NAK acknowledges every earlier PSN
   if (RespJob* j = push_job(qp, Kind::kNak, psn)) j->syndrome = syndrome;
 }
@@ -121,7 +119,7 @@ bool is_fatal_nak(const RespJob& j) noexcept {
 // A class C/D NAK is queued (always as the last job): the QP is on its way to ERR.
 bool fatal_nak_queued(const Qp& qp) noexcept {
   const auto& s = lc(qp).resp;
-  return s.jobs_head != s.jobs_tail && is_fatal_nak(s.jobs[(s.jobs_tail - 1) & s.jobs_mask]);
+  return s.jobs_count != 0 && is_fatal_nak(s.job(s.jobs_count - 1));
 }
 
 // Class C/D error in a request. Responses owed for earlier PSNs (READ responses, ATOMIC ACKs)
@@ -130,7 +128,7 @@ bool fatal_nak_queued(const Qp& qp) noexcept {
 // executed here. So the NAK is queued behind them; responder_tx_lc moves the QP to ERR once the
 // NAK is sent, and responder_rx_lc drops requests meanwhile, as in ERR.
 void fatal_nak_lc(Endpoint& ep, Qp& qp, Psn psn, uint8_t code) noexcept {
-  if (lc(qp).resp.jobs_head != lc(qp).resp.jobs_tail) {
+  if (lc(qp).resp.jobs_count != 0) {
     // Room is there: responder_rx_lc returns early when the queue is full.
     if (RespJob* j = push_job(qp, Kind::kNak, psn)) {
       if (code < 4) ++lc(qp).counters.naks_sent[code];
@@ -725,8 +723,8 @@ uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
   auto& s = lc(qp).resp;
   uint32_t built = 0;
   const uint32_t mtu = lc(qp).attr.path_mtu;
-  while (built < budget && s.jobs_head != s.jobs_tail) {
-    RespJob& j = s.jobs[s.jobs_head & s.jobs_mask];
+  while (built < budget && s.jobs_count != 0) {
+    RespJob& j = s.job(0);
     uint8_t* payload = nullptr;
     if (j.kind == Kind::kRead) {
       while (built < budget && j.next_pkt < j.npkts && cc_may_send(qp, now)) {
@@ -786,9 +784,10 @@ uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
         return built;
       }
     }
-    ++s.jobs_head;
+    s.jobs_head = s.jobs_head + 1 == s.jobs_cap ? 0 : s.jobs_head + 1;
+    --s.jobs_count;
   }
-  if (built < budget && s.ack_pending && s.jobs_head == s.jobs_tail) {
+  if (built < budget && s.ack_pending && s.jobs_count == 0) {
     if (!send_ack_frame(ep, qp, s.ack_psn, aeth::kAckNoCredit, s.msn)) return built;
     s.ack_pending = false;
     ++lc(qp).counters.acks_sent;

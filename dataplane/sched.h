@@ -118,7 +118,7 @@ inline bool qp_tx_pending_lc(Qp& qp) noexcept {
   const QpLc& l = lc(qp);
   if (l.state != QpState::kRts && l.state != QpState::kSqd && l.state != QpState::kRtr)
     return false;
-  if (l.resp.jobs_head != l.resp.jobs_tail || l.resp.ack_pending) return true;
+  if (l.resp.jobs_count != 0 || l.resp.ack_pending) return true;
   if (l.state == QpState::kRtr) return false;
   const auto& r = l.req;
   if (r.cur != r.tail || r.sr_head != r.sr_tail || r.probe_una) return true;

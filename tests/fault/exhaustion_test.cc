@@ -354,9 +354,7 @@ class RawQp : public RcProtocol {
               Status::kSuccess);
   }
 
-  uint32_t queued_jobs() const {
-    return static_cast<uint32_t>(qp_->responder().jobs_tail - qp_->responder().jobs_head);
-  }
+  uint32_t queued_jobs() const { return qp_->responder().jobs_count; }
 
   std::vector<uint8_t> payload_;
 };
@@ -470,7 +468,7 @@ TEST_F(RawQp, RequestFloodBeyondTheOutputQueueIsDroppedAndCounted) {
   // accepted and queued, the rest find it full and are dropped (counted; a requester retransmits
   // them). Then exactly that many READ responses go out, in PSN order, with the right bytes.
   bring_up(kRawQpOptions);
-  const uint32_t kJobs = qp_->responder().jobs_mask + 1;
+  const uint32_t kJobs = qp_->responder().jobs_cap;
   ASSERT_EQ(kJobs, dp::resp_jobs_for(dp::resp_resources_for(qp_->attr().max_dest_rd_atomic)));
   const uint64_t heap0 = heap_in_use(), news0 = news();
   for (uint32_t i = 0; i < kFloodFrames; ++i)
@@ -496,6 +494,40 @@ TEST_F(RawQp, RequestFloodBeyondTheOutputQueueIsDroppedAndCounted) {
   EXPECT_EQ(n, kJobs);
   EXPECT_EQ(queued_jobs(), 0u);
   EXPECT_EQ(qp_->state(), QpState::kRts);
+}
+
+TEST_F(RawQp, OutputQueueWrapsAroundAndKeepsPsnOrder) {
+  // The output queue is a circle of resp_jobs_for() entries, not a power of two: fill it, send a
+  // few, queue as many more (they go into the slots just freed, at the start of the array), and
+  // every READ response still leaves once, in PSN order, with its bytes.
+  bring_up(kRawQpOptions);
+  const uint32_t kJobs = qp_->responder().jobs_cap;
+  constexpr uint32_t kMore = 5;
+  auto read = [&](uint32_t i) {
+    receive(reth(opc::kReadRequest, rq(static_cast<int32_t>(i)), addr(kReadSrcOff + (i % 64) * 8),
+                 key_, 8));
+  };
+  for (uint32_t i = 0; i < kJobs; ++i) read(i);
+  ASSERT_EQ(queued_jobs(), kJobs);
+  uint32_t n = 0;
+  auto check = [&](uint32_t budget) {
+    const uint32_t sent = responder_tx(budget);
+    for (const TxFrame& t : take_tx()) {
+      EXPECT_EQ(t.opcode, opc::kReadRespOnly);
+      EXPECT_EQ(t.psn, rq(static_cast<int32_t>(n)));
+      EXPECT_EQ(std::memcmp(t.payload.data(), mem_.data() + kReadSrcOff + (n % 64) * 8, 8), 0);
+      ++n;
+    }
+    return sent;
+  };
+  EXPECT_EQ(check(kMore), kMore);
+  for (uint32_t i = kJobs; i < kJobs + kMore; ++i) read(i);
+  EXPECT_EQ(queued_jobs(), kJobs);
+  EXPECT_EQ(qp_->counters().resp_queue_full, 0u);
+  while (check(kBudget) != 0) {
+  }
+  EXPECT_EQ(n, kJobs + kMore);
+  EXPECT_EQ(queued_jobs(), 0u);
 }
 
 // =============================================================================================
