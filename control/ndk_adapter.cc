@@ -254,12 +254,7 @@ void AdapterImpl::report_overrun_locked(CqImpl* c, bool woken) {
   for (ObjectImpl* o : objects) {
     auto* q = o->type == ObjectType::kQp ? static_cast<QpImpl*>(o) : nullptr;
     if (q == nullptr || (q->rcq != c && q->scq != c) || o->life != Life::kLive) continue;
-    auto op = std::make_unique<EngineOp>();
-    op->msg.kind = dp::MailboxMsg::Kind::kFlushQp;
-    op->engine = q->qp.config().engine;
-    op->msg.ep = &ctl->endpoint(op->engine);
-    op->msg.qp = &q->qp;
-    enqueue_op_locked(std::move(op));
+    enqueue_op_locked(make_op(q, dp::MailboxMsg::Kind::kFlushQp));
   }
   // It stands for the arms that fired with it: if one of them made the fd readable, that was
   // this notification's wake-up.

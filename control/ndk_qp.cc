@@ -177,6 +177,8 @@ void fail_create_locked(QpImpl* q, Status st, CreateCompletion done, void* ctx) 
   });
 }
 
+}  // namespace
+
 std::unique_ptr<EngineOp> make_op(QpImpl* q, dp::MailboxMsg::Kind kind) {
   auto op = std::make_unique<EngineOp>();
   op->msg.kind = kind;
@@ -185,8 +187,6 @@ std::unique_ptr<EngineOp> make_op(QpImpl* q, dp::MailboxMsg::Kind kind) {
   op->msg.qp = &q->qp;
   return op;
 }
-
-}  // namespace
 
 Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_context,
                  uint32_t rq_depth, uint32_t sq_depth, uint32_t max_rsge, uint32_t max_ssge,
