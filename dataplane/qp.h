@@ -255,6 +255,7 @@ struct QpLc {
   QpLink ready_link;       // on the engine's ready list / timer list (dataplane/sched.h)
   QpLink timer_link;
   QpAttr attr;
+  wire::NetTemplate net;  // attr.av's headers, prebuilt (qp_modify_lc; wire/frame.h)
   QpCounters counters;
 
   struct Requester {

@@ -304,6 +304,7 @@ Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask,
       retire_recv(qp);
     }
     lc(qp).attr = QpAttr{};
+    lc(qp).net = wire::NetTemplate{};
     lc(qp).state = QpState::kReset;
     lc(qp).public_state_.store(QpState::kReset, std::memory_order_release);
     return Status::kSuccess;
@@ -322,8 +323,10 @@ Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask,
     lc(qp).attr.av = a.av;
     lc(qp).attr.av.traffic_class = cc_traffic_class(lc(qp).attr.cc, a.av.traffic_class);
   }
-  if (mask & (kAv | kDestQpn))
+  if (mask & (kAv | kDestQpn)) {
     lc(qp).attr.av.udp_sport = wire::udp_sport_for(qp.qpn(), lc(qp).attr.dest_qpn);
+    lc(qp).net = wire::make_net_template(lc(qp).attr.av);  // every change of the av is here
+  }
   if (mask & kRqPsn) {
     lc(qp).attr.rq_psn = a.rq_psn;
     lc(qp).resp.epsn = wire::Psn(a.rq_psn);
@@ -369,27 +372,41 @@ wire::TransportHeaders qp_headers(const Qp& qp, uint8_t opcode, wire::Psn psn,
   return th;
 }
 
-rte_mbuf* frame_lc(Endpoint& ep, const wire::NetHeaders& net, const wire::TransportHeaders& th,
-                   uint32_t payload_len, uint8_t** payload) noexcept {
+namespace {
+// An mbuf of the endpoint's pool holding `len` bytes, or null (counted).
+rte_mbuf* alloc_frame(Endpoint& ep, uint32_t len, uint8_t** data) noexcept {
   rte_mbuf* m = rte_pktmbuf_alloc(ep.pool());
   if (m == nullptr) [[unlikely]] {
     ++ep.counters().mbuf_alloc_failures;
     return nullptr;
   }
-  const uint32_t len = wire::frame_length(net, th.bth.opcode, payload_len);
-  auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
-  if (p == nullptr) [[unlikely]] {
+  *data = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(len)));
+  if (*data == nullptr) [[unlikely]] {
     rte_pktmbuf_free(m);
     ++ep.counters().mbuf_alloc_failures;
     return nullptr;
   }
-  *payload = p + wire::build_headers(p, net, th, payload_len);
+  return m;
+}
+}  // namespace
+
+rte_mbuf* frame_lc(Endpoint& ep, const wire::NetHeaders& net, const wire::TransportHeaders& th,
+                   uint32_t payload_len, uint8_t** payload) noexcept {
+  uint8_t* p = nullptr;
+  rte_mbuf* m = alloc_frame(ep, wire::frame_length(net, th.bth.opcode, payload_len), &p);
+  if (m != nullptr) *payload = p + wire::build_headers(p, net, th, payload_len);
   return m;
 }
 
 rte_mbuf* qp_frame_lc(Endpoint& ep, Qp& qp, const wire::TransportHeaders& th, uint32_t payload_len,
                       uint8_t** payload) noexcept {
-  return frame_lc(ep, lc(qp).attr.av, th, payload_len, payload);
+  const wire::NetTemplate& t = lc(qp).net;
+  if (!t.valid()) [[unlikely]]
+    return frame_lc(ep, lc(qp).attr.av, th, payload_len, payload);
+  uint8_t* p = nullptr;
+  rte_mbuf* m = alloc_frame(ep, wire::frame_length(t, th.bth.opcode, payload_len), &p);
+  if (m != nullptr) *payload = p + wire::build_headers(p, t, th, payload_len);
+  return m;
 }
 
 void qp_send_frame_lc(Endpoint& ep, Qp& qp, rte_mbuf* m, uint8_t opcode, uint32_t payload_len,

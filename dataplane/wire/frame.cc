@@ -71,6 +71,17 @@ void for_each_ext_header(Th& th, F&& f) {
   f(Hdr::kCnpPad, th.cnp);
 }
 
+// The BTH (PadCnt set to `pad`) and the extension headers the opcode carries, at `bth`.
+void write_transport(uint8_t* bth, const OpcodeInfo& info, const TransportHeaders& th,
+                     uint8_t pad) noexcept {
+  auto* b = reinterpret_cast<Bth*>(bth);
+  *b = th.bth;
+  Bth::PadCnt::set(*b, pad);
+  for_each_ext_header(th, [&](Hdr h, const auto& hdr) {
+    if (info.mask & op::hdr_bit(h)) std::memcpy(bth + info.off(h), &hdr, sizeof(hdr));
+  });
+}
+
 }  // namespace
 
 std::string_view to_string(ParseError e) noexcept {
@@ -214,15 +225,63 @@ uint32_t build_headers(uint8_t* out, const NetHeaders& net, const TransportHeade
   udp->length = Be16::of(static_cast<uint16_t>(udp_len));
   udp->checksum = Be16::of(net.udp_checksum);
 
-  auto* bth = reinterpret_cast<Bth*>(out + l.bth_off);
-  *bth = th.bth;
-  Bth::PadCnt::set(*bth, l.pad);
-
-  uint8_t* const bth_base = out + l.bth_off;
-  for_each_ext_header(th, [&](Hdr h, const auto& hdr) {
-    if (info.mask & op::hdr_bit(h)) std::memcpy(bth_base + info.off(h), &hdr, sizeof(hdr));
-  });
+  write_transport(out + l.bth_off, info, th, l.pad);
   return l.payload_off;
+}
+
+NetTemplate make_net_template(const NetHeaders& net) noexcept {
+  NetTemplate t;
+  // The headers of any valid frame, cut before the BTH, with what depends on its length zeroed.
+  std::array<uint8_t, NetTemplate::kMaxLen + 64> f{};
+  TransportHeaders th;
+  th.bth.opcode = opc::kAcknowledge;
+  const FrameLayout l = layout_for(net, th.bth.opcode, 0);
+  build_headers(f.data(), net, th, 0);
+  std::memcpy(t.bytes.data(), f.data(), l.bth_off);
+  t.len = static_cast<uint8_t>(l.bth_off);
+  t.l3_off = static_cast<uint8_t>(l.l3_off);
+  t.l4_off = static_cast<uint8_t>(l.l4_off);
+  t.ipv6 = net.ipv6;
+  uint8_t* const ip = t.bytes.data() + l.l3_off;
+  if (net.ipv6) {
+    reinterpret_cast<Ipv6Hdr*>(ip)->payload_length = Be16::of(0);
+  } else {
+    auto* h = reinterpret_cast<Ipv4Hdr*>(ip);
+    h->total_length = Be16::of(0);
+    h->checksum = Be16::of(0);
+    for (int i = 0; i < 20; i += 2) t.ip_sum += load_be16(ip + i);
+  }
+  reinterpret_cast<UdpHdr*>(t.bytes.data() + l.l4_off)->length = Be16::of(0);
+  return t;
+}
+
+uint32_t build_headers(uint8_t* out, const NetTemplate& t, const TransportHeaders& th,
+                       uint32_t payload_len) noexcept {
+  const OpcodeInfo& info = kOpcodeTable[th.bth.opcode];
+  if (!info.valid() || !t.valid()) return 0;
+  // Ethernet + IPv4 + UDP, the common case, as a fixed-size copy the compiler inlines.
+  constexpr uint32_t kIpv4Len = sizeof(EthHdr) + sizeof(Ipv4Hdr) + sizeof(UdpHdr);
+  if (t.len == kIpv4Len) [[likely]]
+    std::memcpy(out, t.bytes.data(), kIpv4Len);
+  else
+    std::memcpy(out, t.bytes.data(), t.len);
+  const uint32_t payload_off = t.len + info.length;
+  const uint8_t pad = pad_for(payload_len);
+  const uint32_t udp_len = payload_off + payload_len + pad + kIcrcLen - t.l4_off;
+  uint8_t* const ip = out + t.l3_off;
+  if (t.ipv6) {
+    reinterpret_cast<Ipv6Hdr*>(ip)->payload_length = Be16::of(static_cast<uint16_t>(udp_len));
+  } else {
+    const auto total = static_cast<uint16_t>(sizeof(Ipv4Hdr) + udp_len);
+    uint32_t sum = t.ip_sum + total;
+    while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+    auto* h = reinterpret_cast<Ipv4Hdr*>(ip);
+    h->total_length = Be16::of(total);
+    h->checksum = Be16::of(static_cast<uint16_t>(~sum));
+  }
+  reinterpret_cast<UdpHdr*>(out + t.l4_off)->length = Be16::of(static_cast<uint16_t>(udp_len));
+  write_transport(out + t.len, info, th, pad);
+  return payload_off;
 }
 
 uint32_t finish_frame(uint8_t* out, const NetHeaders& net, uint8_t opcode,

@@ -6,6 +6,7 @@
 // ParseError that the caller counts (house style rule 21) instead of a crash.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -144,6 +145,32 @@ inline uint32_t frame_length(const NetHeaders& net, uint8_t opcode, uint32_t pay
 // PadCnt and the IPv4 header checksum are filled in; pad and ICRC are written by finish_frame().
 uint32_t build_headers(uint8_t* out, const NetHeaders& net, const TransportHeaders& th,
                        uint32_t payload_len) noexcept;
+
+// A QP's network headers prebuilt once per address vector (issue 13 item 2): Ethernet (and
+// VLAN), IP and UDP as build_headers() writes them, with the IP and UDP lengths and the IPv4
+// checksum zero. build_headers(out, template, ...) copies them and patches the lengths and the
+// checksum, which it derives from the sum of the fixed fields (RFC 1071: the ones' complement
+// sum is order-free, so the length is added to it): the same bytes as build_headers(out, net,
+// ...), without writing a dozen fields and summing the IPv4 header for every frame.
+struct NetTemplate {
+  static constexpr uint32_t kMaxLen = 14 + 4 + 40 + 8;  // Ethernet, VLAN tag, IPv6, UDP
+  std::array<uint8_t, kMaxLen> bytes{};
+  uint8_t len = 0;  // bytes of headers before the BTH; 0: no template (no address vector yet)
+  uint8_t l3_off = 0;
+  uint8_t l4_off = 0;
+  bool ipv6 = false;
+  uint32_t ip_sum = 0;  // IPv4: the ones' complement sum of the header as stored, unfolded
+  bool valid() const noexcept { return len != 0; }
+};
+NetTemplate make_net_template(const NetHeaders& net) noexcept;
+// build_headers() from a template: the same bytes as from the NetHeaders it was made of.
+uint32_t build_headers(uint8_t* out, const NetTemplate& t, const TransportHeaders& th,
+                       uint32_t payload_len) noexcept;
+// Frame length for `payload_len` payload bytes, as frame_length() for the template's headers.
+inline uint32_t frame_length(const NetTemplate& t, uint8_t opcode, uint32_t payload_len) noexcept {
+  return t.len + kOpcodeTable[opcode].length + payload_len + ((4 - (payload_len & 3)) & 3) +
+         kIcrcLen;
+}
 
 // The fused TX path (issue 13): the ICRC register over the LRH prefix and the masked headers of
 // a frame whose headers build_headers() wrote (icrc.h icrc_header_crc); the payload copy then
