@@ -29,8 +29,7 @@ uint16_t icmpv6_checksum(const Gid& src, const Gid& dst, const uint8_t* msg, uin
   add16(wire::kIpProtoIcmpv6);
   for (uint32_t i = 0; i + 1 < len; i += 2) add16(static_cast<uint16_t>(msg[i] << 8 | msg[i + 1]));
   if (len & 1) add16(static_cast<uint16_t>(msg[len - 1] << 8));
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  return static_cast<uint16_t>(~sum);
+  return wire::checksum_fold(sum);
 }
 
 Gid solicited_node(const Gid& target) {

@@ -452,10 +452,12 @@ bool valid_congestion(const CongestionConfig& c) noexcept;
 uint64_t telemetry_add(AdapterImpl* a);
 void telemetry_remove(AdapterImpl* a) noexcept;
 
-// ---- Datagram QPs (control/ndk_datagram.cc, ndk_qp.cc) -----------------------------------------
+// ---- QPs (control/ndk_qp.cc) --------------------------------------------------------------------
 
 // An engine operation of `kind` on QP `q`, addressed to the mailbox of the QP's own engine.
 std::unique_ptr<EngineOp> make_op(QpImpl* q, dp::MailboxMsg::Kind kind);
+
+// ---- Datagram QPs (control/ndk_datagram.cc, ndk_qp.cc) -----------------------------------------
 
 // Pd::create_qp and friends: a datagram QP with Q_Key *ud_qkey when ud_qkey is not null.
 Status create_qp(PdImpl* pd, CqImpl* r, CqImpl* s, SrqImpl* srq, void* qp_context,

@@ -33,6 +33,13 @@ inline uint16_t load_be16(const uint8_t* p) noexcept {
   return static_cast<uint16_t>(p[0] << 8 | p[1]);
 }
 
+// The ones' complement sum of the 20-byte IPv4 header at `h`, unfolded (checksum_fold).
+uint32_t ipv4_sum(const uint8_t* h) noexcept {
+  uint32_t sum = 0;
+  for (int i = 0; i < 20; i += 2) sum += load_be16(h + i);
+  return sum;
+}
+
 constexpr uint32_t l2_len(const NetHeaders& net) noexcept {
   return sizeof(EthHdr) + (net.vlan ? sizeof(VlanTag) : 0);
 }
@@ -249,7 +256,7 @@ NetTemplate make_net_template(const NetHeaders& net) noexcept {
     auto* h = reinterpret_cast<Ipv4Hdr*>(ip);
     h->total_length = Be16::of(0);
     h->checksum = Be16::of(0);
-    for (int i = 0; i < 20; i += 2) t.ip_sum += load_be16(ip + i);
+    t.ip_sum = ipv4_sum(ip);
   }
   reinterpret_cast<UdpHdr*>(t.bytes.data() + l.l4_off)->length = Be16::of(0);
   return t;
@@ -273,11 +280,9 @@ uint32_t build_headers(uint8_t* out, const NetTemplate& t, const TransportHeader
     reinterpret_cast<Ipv6Hdr*>(ip)->payload_length = Be16::of(static_cast<uint16_t>(udp_len));
   } else {
     const auto total = static_cast<uint16_t>(sizeof(Ipv4Hdr) + udp_len);
-    uint32_t sum = t.ip_sum + total;
-    while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
     auto* h = reinterpret_cast<Ipv4Hdr*>(ip);
     h->total_length = Be16::of(total);
-    h->checksum = Be16::of(static_cast<uint16_t>(~sum));
+    h->checksum = Be16::of(checksum_fold(t.ip_sum + total));
   }
   reinterpret_cast<UdpHdr*>(out + t.l4_off)->length = Be16::of(static_cast<uint16_t>(udp_len));
   write_transport(out + t.len, info, th, pad);
@@ -360,12 +365,7 @@ TransportHeaders transport_headers_of(const ParsedFrame& f) noexcept {
   return t;
 }
 
-uint16_t ipv4_checksum(const uint8_t* h) noexcept {
-  uint32_t sum = 0;
-  for (int i = 0; i < 20; i += 2) sum += load_be16(h + i);
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  return static_cast<uint16_t>(~sum);
-}
+uint16_t ipv4_checksum(const uint8_t* h) noexcept { return checksum_fold(ipv4_sum(h)); }
 
 void build_arp(uint8_t* out, uint16_t oper, const MacAddr& src_mac, uint32_t src_ip,
                const MacAddr& dst_mac, const MacAddr& tha, uint32_t tpa) noexcept {

@@ -197,6 +197,12 @@ TransportHeaders transport_headers_of(const ParsedFrame& f) noexcept;
 // One's-complement checksum of the 20-byte IPv4 header at `h` (RFC 791 §3.1): with its checksum
 // field 0, the value to put there; over a filled-in header, 0 when it is right.
 uint16_t ipv4_checksum(const uint8_t* h) noexcept;
+// RFC 1071: an unfolded ones' complement sum of 16-bit words folded to 16 bits and complemented,
+// the value a checksum field carries.
+constexpr uint16_t checksum_fold(uint32_t sum) noexcept {
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
 
 // An ARP request or reply (RFC 826, IPv4 over Ethernet) from `src_mac` / `src_ip` to `dst_mac`
 // about `tha` / `tpa`, zero-padded to the 60-byte Ethernet minimum: kArpFrameLen bytes at `out`.
