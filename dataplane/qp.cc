@@ -9,6 +9,7 @@
 
 #include "dataplane/congestion.h"
 #include "dataplane/mr.h"
+#include "dataplane/srq.h"
 
 namespace urnic {
 
@@ -232,10 +233,20 @@ Status status_of(WcStatus wc) noexcept {
 }
 
 Qp::Qp(const QpConfig& cfg) : cfg_(cfg) {
-  lc_.sq.init(cfg.sq_depth);
-  lc_.rq.init(cfg.rq_depth);
-  lc_.req.slots = std::make_unique<SendSlot[]>(cfg.sq_depth);
-  lc_.req.mask = cfg.sq_depth - 1;
+  // Slots as long as the QP's limits need (issue 14 item 3): post_send and post_recv keep
+  // every entry within them.
+  const size_t wqe_bytes = send_wqe_slot_bytes(cfg.max_send_sge, cfg.max_inline);
+  lc_.sq.init(cfg.sq_depth, wqe_bytes);
+  lc_.rq.init(cfg.rq_depth, recv_wqe_slot_bytes(cfg.max_recv_sge));
+  auto& r = lc_.req;
+  r.slot_bytes = send_slot_bytes(wqe_bytes);
+  r.slots = std::make_unique<std::byte[]>(size_t{cfg.sq_depth} * r.slot_bytes);
+  r.mask = cfg.sq_depth - 1;
+  // Each slot's tracking fields and WQE header start out as a SendSlot's defaults; the SGE /
+  // inline area, which the constructor leaves alone, is written by each post.
+  for (uint32_t i = 0; i < cfg.sq_depth; ++i) new (r.slots.get() + i * r.slot_bytes) SendSlot;
+  const uint32_t recv_sge = cfg.srq != nullptr ? cfg.srq->max_sge() : cfg.max_recv_sge;
+  lc_.resp.recv_slot = std::make_unique<std::byte[]>(recv_wqe_slot_bytes(recv_sge));
   // Responder resources and output jobs for the default max_dest_rd_atomic (1); a modify that
   // sets a larger one brings larger arrays (RespArrays), so an idle QP costs what it asked for.
   lc_.resp.res_cap = lc_.resp.res_count = resp_resources_for(1);
@@ -313,6 +324,11 @@ Status Qp::post_send(const SendWqe& wqe) noexcept {
   if (cfg_.sq_limit != 0 &&
       lc_.posted_.sq - lc_.sq_retired_.load(std::memory_order_acquire) >= cfg_.sq_limit)
     return fail(Status::kNoMoreEntries);
+  // The slot holds the fixed fields and what the QP's limits allow (send_wqe_slot_bytes): the
+  // checks above keep a valid WQE within it; this one also bounds what an opcode that carries
+  // no data could name (SGEs, or an inline flag with a length).
+  if (send_wqe_used_bytes(wqe) > lc_.sq.slot_bytes())
+    return fail(is_inline ? Status::kInvalidBufferSize : Status::kDataOverrun);
   SendWqe* slot = lc_.sq.stage_slot();
   if (slot == nullptr) return fail(Status::kNoMoreEntries);
   copy_send_wqe(*slot, wqe);

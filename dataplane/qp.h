@@ -78,9 +78,10 @@ uint32_t rnr_timer_us(uint8_t code) noexcept;
 // Maps a verbs completion status to the NTSTATUS an NDK consumer sees (ndkpi.md §3.3).
 Status status_of(WcStatus wc) noexcept;
 
-// One send-queue entry as the requester tracks it until it is retired.
+// One send-queue entry as the requester tracks it until it is retired. The WQE comes last: a
+// QP's slots are as long as its send ring's (QpLc::Requester::at), so the SGE / inline area
+// beyond what the QP accepts is not there.
 struct SendSlot {
-  SendWqe wqe;
   wire::Psn first_psn;
   wire::Psn last_psn;
   uint32_t npkts = 0;      // PSNs the message consumes (a READ: its response packets)
@@ -91,7 +92,13 @@ struct SendSlot {
   uint32_t inv_key = 0;   // READ with local invalidate: key to invalidate on success
   bool resent = false;    // went out more than once (Karn: no round-trip sample from it)
   uint64_t sent_tsc = 0;  // when it last went out (its first packet, or a resend)
+  SendWqe wqe;            // last: see above
 };
+// A requester slot for send slots of `wqe_bytes` (send_wqe_slot_bytes).
+constexpr size_t send_slot_bytes(size_t wqe_bytes) noexcept {
+  return offsetof(SendSlot, wqe) + wqe_bytes;
+}
+static_assert(send_slot_bytes(sizeof(SendWqe)) == sizeof(SendSlot));
 
 // Responder work that produces frames in PSN order: READ responses, ATOMIC ACKs, NAKs and the
 // trailing coalesced ACK, so that no ACK ever overtakes an earlier READ response (which the
@@ -222,8 +229,8 @@ struct QpLink {
 // A QP's state, private to dp::Qp: the posting side's rings and counts, and the engine-owned
 // transport state (the requester, completer and responder).
 struct QpLc {
-  SpscRing<SendWqe> sq;  // producer: application; consumer: engine
-  SpscRing<RecvWqe> rq;
+  WqeRing<SendWqe> sq;  // producer: application; consumer: engine
+  WqeRing<RecvWqe> rq;
 
   // Outstanding-request accounting for QpConfig::sq_limit / rq_limit: the posters count what
   // they posted, the engine what it retired (completions, silent ones included, and requests a
@@ -259,7 +266,9 @@ struct QpLc {
   QpCounters counters;
 
   struct Requester {
-    std::unique_ptr<SendSlot[]> slots;
+    // mask + 1 slots of slot_bytes each (send_slot_bytes of the send ring's slots).
+    std::unique_ptr<std::byte[]> slots;
+    size_t slot_bytes = 0;
     uint32_t mask = 0;
     uint64_t head = 0;  // oldest slot not yet retired
     uint64_t cur = 0;   // slot being transmitted (or retransmitted)
@@ -313,7 +322,12 @@ struct QpLc {
     // again once that completes, so the requests behind it need no resend.
     wire::Psn sr_ack;
     bool sr_ack_valid = false;
-    SendSlot& at(uint64_t i) noexcept { return slots[i & mask]; }
+    SendSlot& at(uint64_t i) noexcept {
+      return *reinterpret_cast<SendSlot*>(slots.get() + (i & mask) * slot_bytes);
+    }
+    const SendSlot& at(uint64_t i) const noexcept {
+      return *reinterpret_cast<const SendSlot*>(slots.get() + (i & mask) * slot_bytes);
+    }
   } req;
 
   struct Responder {
@@ -322,7 +336,13 @@ struct QpLc {
     bool nak_sent = false;  // one sequence-error NAK per gap (rocev2.md §3.6)
     // Message in progress (multi-packet SEND / WRITE): the opcode class that may follow.
     enum class InMsg : uint8_t { kNone, kSend, kWrite } in_msg = InMsg::kNone;
-    RecvWqe recv;  // the receive WQE the current SEND consumes
+    // The receive WQE the current SEND consumes, in a buffer of one slot of the QP's receive
+    // queue (or its SRQ's): recv_wqe_slot_bytes, not a whole 272-byte RecvWqe per QP.
+    std::unique_ptr<std::byte[]> recv_slot;
+    RecvWqe& recv() noexcept { return *reinterpret_cast<RecvWqe*>(recv_slot.get()); }
+    const RecvWqe& recv() const noexcept {
+      return *reinterpret_cast<const RecvWqe*>(recv_slot.get());
+    }
     bool have_recv = false;
     uint32_t recv_off = 0;
     uint64_t write_va = 0;  // WRITE: next address
@@ -397,8 +417,8 @@ class Qp {
   const QpCounters& counters() const noexcept { return lc_.counters; }
   const QpLc::Requester& requester() const noexcept { return lc_.req; }
   const QpLc::Responder& responder() const noexcept { return lc_.resp; }
-  const SpscRing<SendWqe>& send_ring() const noexcept { return lc_.sq; }
-  const SpscRing<RecvWqe>& recv_ring() const noexcept { return lc_.rq; }
+  const WqeRing<SendWqe>& send_ring() const noexcept { return lc_.sq; }
+  const WqeRing<RecvWqe>& recv_ring() const noexcept { return lc_.rq; }
 
  private:
   // After a publish: tells the engine this QP has posted work, unless the doorbell is rung

@@ -217,8 +217,8 @@ void qp_to_error_lc(Endpoint& ep, Qp& qp, const ErrCause& why) noexcept {
     lc(qp).sq.pop();
   }
   if (lc(qp).resp.have_recv) {
-    qp_complete_recv_lc(qp, lc(qp).resp.recv, WcStatus::kWrFlushErr, 0, OperationType::kReceive, 0,
-                        0, 0);
+    qp_complete_recv_lc(qp, lc(qp).resp.recv(), WcStatus::kWrFlushErr, 0, OperationType::kReceive,
+                        0, 0, 0);
     lc(qp).resp.have_recv = false;
   }
   while (const RecvWqe* w = lc(qp).rq.front()) {

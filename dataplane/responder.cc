@@ -92,7 +92,6 @@ bool send_ack_frame(Endpoint& ep, Qp& qp, Psn psn, uint8_t syndrome, uint32_t ms
 
 // Class C/D errors: NAK the request now, then the QP enters ERR (rxe do_class_ac_error()).
 // Only when no response for an earlier PSN is still owed (see fatal_nak_lc).
-//
 // When the NAK frame cannot be built now (mempool empty, TX buffer full), it becomes the only
 // job: responder_tx_lc sends it as soon as an mbuf is free and then enters ERR, and requests
 // are dropped meanwhile (fatal_nak_queued). Entering ERR without the NAK would leave the
@@ -142,7 +141,7 @@ void fatal_nak_lc(Endpoint& ep, Qp& qp, Psn psn, uint8_t code) noexcept {
 void fail_recv_lc(Qp& qp, WcStatus wc) noexcept {
   auto& s = lc(qp).resp;
   if (!s.have_recv) return;
-  qp_complete_recv_lc(qp, s.recv, wc, s.recv_off, OperationType::kReceive, 0, 0, 0);
+  qp_complete_recv_lc(qp, s.recv(), wc, s.recv_off, OperationType::kReceive, 0, 0, 0);
   s.have_recv = false;
 }
 
@@ -278,8 +277,7 @@ RespState check_length(const Qp& qp, const ReqPkt& pkt) noexcept {
   return RespState::kChkResources;
 }
 
-// A receive WQE for SEND (taken at its first packet) and for WRITE with immediate (taken at its
-// last packet).
+// A receive WQE for SEND (taken at its first packet) and WRITE with immediate (at its last).
 RespState check_resources(Qp& qp, const ReqPkt& pkt) noexcept {
   auto& s = lc(qp).resp;
   const uint32_t m = pkt.mask;
@@ -288,7 +286,8 @@ RespState check_resources(Qp& qp, const ReqPkt& pkt) noexcept {
   if (needs_recv && !s.have_recv) {
     // A QP with a shared receive queue takes from it (same engine: the SRQ's only consumer).
     Srq* srq = qp.config().srq;
-    if (!(srq != nullptr ? srq->pop_lc(&s.recv) : lc(qp).rq.pop(s.recv))) return RespState::kErrRnr;
+    if (!(srq != nullptr ? srq->pop_lc(&s.recv()) : lc(qp).rq.pop(s.recv())))
+      return RespState::kErrRnr;
     s.have_recv = true;
     s.recv_off = 0;
   }
@@ -297,7 +296,8 @@ RespState check_resources(Qp& qp, const ReqPkt& pkt) noexcept {
 
 // The receive buffer is large enough (ND: a receive smaller than the send fails both sides).
 RespState check_recv_length(const Qp& qp, const ReqPkt& pkt) noexcept {
-  if ((pkt.mask & op::kSend) && uint64_t{lc(qp).resp.recv_off} + pkt.plen > lc(qp).resp.recv.length)
+  if ((pkt.mask & op::kSend) &&
+      uint64_t{lc(qp).resp.recv_off} + pkt.plen > lc(qp).resp.recv().length)
     return RespState::kErrRecvLength;
   return RespState::kChkRkey;
 }
@@ -406,7 +406,7 @@ RespState execute_write(Endpoint& ep, Qp& qp, const ReqPkt& pkt) noexcept {
   if (m & op::kImmDt) {
     const uint32_t flags = kResultHasImmediate | kResultRdmaWrite |
                            (wire::Bth::Se::get(pkt.f.bth()) ? kResultSolicited : 0u);
-    qp_complete_recv_lc(qp, s.recv, WcStatus::kSuccess, s.write_len, OperationType::kReceive,
+    qp_complete_recv_lc(qp, s.recv(), WcStatus::kSuccess, s.write_len, OperationType::kReceive,
                         pkt.f.imm().imm.get(), flags, 0);
     s.have_recv = false;
   }
@@ -419,7 +419,7 @@ RespState execute_send(Endpoint& ep, Qp& qp, const ReqPkt& pkt) noexcept {
   const uint32_t pd = qp.config().pd;
   // The receive buffer's own registration is bad: a local error at this responder, a remote
   // operational error for the requester.
-  if (scatter_lc(ep.mrs(), pd, s.recv.sge, s.recv.num_sge, s.recv_off, pkt.f.payload().data(),
+  if (scatter_lc(ep.mrs(), pd, s.recv().sge, s.recv().num_sge, s.recv_off, pkt.f.payload().data(),
                  pkt.plen, access::kLocalWrite) != WcStatus::kSuccess)
     return RespState::kErrRecvProt;
   s.recv_off += pkt.plen;
@@ -444,7 +444,7 @@ RespState execute_send(Endpoint& ep, Qp& qp, const ReqPkt& pkt) noexcept {
     imm = pkt.f.imm().imm.get();
     flags |= kResultHasImmediate;
   }
-  qp_complete_recv_lc(qp, s.recv, WcStatus::kSuccess, s.recv_off, type, imm, flags, extra);
+  qp_complete_recv_lc(qp, s.recv(), WcStatus::kSuccess, s.recv_off, type, imm, flags, extra);
   s.have_recv = false;
   s.in_msg = InMsg::kNone;
   ++s.msn;

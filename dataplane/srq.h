@@ -40,7 +40,7 @@ class Srq {
  public:
   // Control side. `depth` >= 1, `max_sge` <= kMaxSge (checked by the control plane).
   Srq(uint32_t depth, uint32_t max_sge) : depth_(depth), max_sge_(max_sge) {
-    rings_.push_back(std::make_unique<Ring>(round_up(depth)));
+    rings_.push_back(std::make_unique<Ring>(round_up(depth), max_sge));
     prod_ = cons_ = rings_.back().get();
     prod_capacity_ = prod_->ring.capacity();
     engine_ring_.store(cons_, std::memory_order_relaxed);
@@ -121,7 +121,7 @@ class Srq {
   bool set_depth(uint32_t depth) {
     if (depth < outstanding()) return false;
     if (depth > prod_capacity_) {
-      auto ring = std::make_unique<Ring>(round_up(depth));
+      auto ring = std::make_unique<Ring>(round_up(depth), max_sge_);
       Ring* r = ring.get();
       rings_.push_back(std::move(ring));
       prod_capacity_ = r->ring.capacity();
@@ -157,8 +157,9 @@ class Srq {
 
  private:
   struct Ring {
-    explicit Ring(size_t capacity) { ring.init(capacity); }
-    SpscRing<RecvWqe> ring;
+    // Slots of the SRQ's SGE limit (recv_wqe_slot_bytes; post() checks every receive fits).
+    Ring(size_t capacity, uint32_t max_sge) { ring.init(capacity, recv_wqe_slot_bytes(max_sge)); }
+    WqeRing<RecvWqe> ring;
     std::atomic<Ring*> handoff{nullptr};  // the ring the poster moved on to
   };
   static size_t round_up(uint32_t n) noexcept {

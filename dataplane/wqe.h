@@ -150,4 +150,22 @@ struct RecvWqe {
 };
 static_assert(std::is_trivially_copyable_v<RecvWqe>);
 
+// Slot sizes of the work queue rings (WqeRing) for a queue's limits: the fixed fields, then room
+// for the SGEs or the inline bytes it accepts, whichever is larger. A send slot holds at least
+// one SGE, which an atomic carries whatever max_sge says. A QP that asked for one SGE and no
+// inline data has 112-byte send slots and 32-byte receive slots instead of 352 and 272; the
+// posting checks (Qp::post_send, Qp::post_recv, Srq::post) keep every entry within its slot.
+constexpr size_t send_wqe_slot_bytes(uint32_t max_sge, uint32_t max_inline) noexcept {
+  size_t tail = size_t{max_sge < 1 ? 1 : max_sge} * sizeof(Sge);
+  const size_t inl = (size_t{max_inline} + 7) & ~size_t{7};
+  if (inl > tail) tail = inl;
+  if (tail > kMaxInline) tail = kMaxInline;
+  return offsetof(SendWqe, sge) + tail;
+}
+constexpr size_t recv_wqe_slot_bytes(uint32_t max_sge) noexcept {
+  return offsetof(RecvWqe, sge) + size_t{max_sge < kMaxSge ? max_sge : kMaxSge} * sizeof(Sge);
+}
+static_assert(send_wqe_slot_bytes(kMaxSge, kMaxInline) == sizeof(SendWqe));
+static_assert(recv_wqe_slot_bytes(kMaxSge) == sizeof(RecvWqe));
+
 }  // namespace urnic::dp

@@ -74,6 +74,10 @@ struct QpOptions {
   // Give `cc` to the QP with the modify to RTR (qp_attr::kCongestion) instead of at creation.
   bool cc_by_modify = false;
   bool selective_repeat = false;  // qp_attr::kSelectiveRepeat with the modify to RTR
+  // dp::QpConfig's limits, which size the work queue slots (send_wqe_slot_bytes).
+  uint32_t max_send_sge = dp::kMaxSge;
+  uint32_t max_recv_sge = dp::kMaxSge;
+  uint32_t max_inline = dp::kMaxInline;
 };
 
 // One frame the stages emitted, decoded.
@@ -141,6 +145,9 @@ class RcProtocol : public ::testing::Test {
     qc.recv_cq = &rcq_;
     qc.sq_depth = 16;
     qc.rq_depth = 16;
+    qc.max_send_sge = o.max_send_sge;
+    qc.max_recv_sge = o.max_recv_sge;
+    qc.max_inline = o.max_inline;
     if (!o.cc_by_modify) qc.cc = o.cc;
     qp_ = std::make_unique<dp::Qp>(qc);
     if (o.selective_repeat) {

@@ -395,6 +395,94 @@ TEST_F(RcProtocol, RequesterSegmentsSendAndCompletesOnAck) {
   EXPECT_EQ(qp_->counters().retransmits, 0u);
 }
 
+TEST_F(RcProtocol, WorkQueueSlotsFollowTheQpLimitsAndWrapIntact) {
+  // A QP that asked for one SGE a side and no inline data has slots of the fixed fields and one
+  // SGE (issue 14 item 3), and a post that would not fit its slot is refused before it is
+  // copied: the SGE limit for data, and for an opcode that carries none, any SGE or inline
+  // length it names.
+  QpOptions o;
+  o.max_send_sge = 1;
+  o.max_recv_sge = 1;
+  o.max_inline = 0;
+  bring_up(o);
+  EXPECT_EQ(qp_->send_ring().slot_bytes(), offsetof(dp::SendWqe, sge) + sizeof(Sge));
+  EXPECT_EQ(qp_->recv_ring().slot_bytes(), offsetof(dp::RecvWqe, sge) + sizeof(Sge));
+  EXPECT_LT(qp_->send_ring().slot_bytes(), sizeof(dp::SendWqe));
+
+  dp::SendWqe two;
+  two.opcode = dp::WrOpcode::kWrite;
+  two.num_sge = 2;
+  two.sge[0] = {addr(kSendSrcOff), 8, key_};
+  two.sge[1] = {addr(kSendSrcOff + 8), 8, key_};
+  two.length = 16;
+  EXPECT_EQ(qp_->post_send(two), Status::kDataOverrun);
+  dp::SendWqe inv;
+  inv.opcode = dp::WrOpcode::kLocalInvalidate;
+  inv.mr_key = key_;
+  inv.num_sge = 3;  // names SGEs it has no use for, more than the slot holds
+  EXPECT_EQ(qp_->post_send(inv), Status::kDataOverrun);
+  inv.num_sge = 0;
+  inv.flags = op_flag::kInline;
+  inv.length = 64;  // an inline length on an opcode without data, beyond the slot
+  EXPECT_EQ(qp_->post_send(inv), Status::kInvalidBufferSize);
+  dp::RecvWqe r2;
+  r2.num_sge = 2;
+  r2.sge[0] = {addr(kRecvOff), 8, key_};
+  r2.sge[1] = {addr(kRecvOff + 8), 8, key_};
+  r2.length = 16;
+  EXPECT_EQ(qp_->post_recv(r2), Status::kDataOverrun);
+  EXPECT_EQ(qp_->send_ring().front(), nullptr);
+  EXPECT_EQ(qp_->recv_ring().front(), nullptr);
+
+  // Three rounds of 16 WRITEs through a 16-deep send ring and 16 requester slots, and two of 16
+  // SENDs into 16-deep receives: every slot is reused, and each message goes out (and lands)
+  // with its own SGE.
+  const auto src = pattern(2048, 41);
+  std::memcpy(mem_.data() + kSendSrcOff, src.data(), src.size());
+  int32_t next = 0;
+  for (uint32_t round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    for (uint32_t i = 0; i < 16; ++i)
+      post_send(dp::WrOpcode::kWrite, 100 * round + i, kSendSrcOff + i * 97, 16 + i + round);
+    EXPECT_EQ(requester_tx(), 16u);
+    const auto tx = take_tx();
+    ASSERT_EQ(tx.size(), 16u);
+    for (uint32_t i = 0; i < 16; ++i) {
+      EXPECT_EQ(tx[i].opcode, opc::kWriteOnly);
+      EXPECT_EQ(tx[i].psn, sq(next + static_cast<int32_t>(i)));
+      EXPECT_EQ(tx[i].payload, slice(src, i * 97, 16 + i + round)) << i;
+    }
+    next += 16;
+    ack(sq(next - 1), kAckNoCredit, static_cast<uint32_t>(next));
+    const auto sc = poll(scq_);
+    ASSERT_EQ(sc.size(), 16u);
+    for (uint32_t i = 0; i < 16; ++i) {
+      EXPECT_EQ(sc[i].status, Status::kSuccess);
+      EXPECT_EQ(sc[i].request_context, ctx(100 * round + i));
+    }
+  }
+  for (uint32_t round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    for (uint32_t i = 0; i < 16; ++i) post_recv(200 + 16 * round + i, kRecvOff + i * 64, 64);
+    std::vector<std::vector<uint8_t>> msgs;
+    for (uint32_t i = 0; i < 16; ++i) {
+      msgs.push_back(pattern(20 + i, static_cast<uint8_t>(round * 16 + i)));
+      send_pkt(opc::kSendOnly, rq(static_cast<int32_t>(round * 16 + i)), true, msgs.back());
+    }
+    EXPECT_GE(responder_tx(), 1u);
+    (void)take_tx();
+    const auto rc = poll(rcq_);
+    ASSERT_EQ(rc.size(), 16u);
+    for (uint32_t i = 0; i < 16; ++i) {
+      EXPECT_EQ(rc[i].status, Status::kSuccess);
+      EXPECT_EQ(rc[i].request_context, ctx(200 + 16 * round + i));
+      EXPECT_EQ(rc[i].bytes_transferred, 20 + i);
+      EXPECT_EQ(slice(mem_, kRecvOff + i * 64, 20 + i), msgs[i]) << i;
+    }
+  }
+  EXPECT_EQ(qp_->counters().retransmits, 0u);
+}
+
 TEST_F(RcProtocol, RequesterGoesBackNOnSequenceNak) {
   bring_up();
   const auto msg = pattern(600, 12);
