@@ -124,14 +124,18 @@ static_assert(sizeof(RespJob) == 40);
 // A saved READ/ATOMIC request (responder resource, IBTA §9.7.5.1.1; rocev2.md §3.5), used to
 // replay a duplicate READ from memory and answer a duplicate ATOMIC without executing it again.
 struct RespResource {
-  bool valid = false;
-  bool atomic = false;
   wire::Psn first_psn;
   wire::Psn last_psn;
-  uint64_t va = 0;
-  uint32_t rkey = 0, length = 0;
-  uint64_t orig = 0;  // an ATOMIC's original value, returned again for a duplicate
+  union {
+    uint64_t va = 0;  // READ: the whole request's address
+    uint64_t orig;    // ATOMIC: the original value, returned again for a duplicate
+  };
+  uint32_t rkey = 0, length = 0;  // READ
+  bool valid = false;
+  bool atomic = false;
 };
+// 32 bytes: a QP that accepts 16 READs in flight holds 16 of them.
+static_assert(sizeof(RespResource) == 32);
 
 // The responder's arrays for a given max_dest_rd_atomic: resources a power of two >= it (rxe
 // does the same), and room for the jobs they can queue: one READ response or ATOMIC ACK per

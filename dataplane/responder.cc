@@ -352,7 +352,7 @@ RespState execute_read(Qp& qp, const ReqPkt& pkt) noexcept {
   const uint32_t npkts = read_packets(len, lc(qp).attr.path_mtu);
   ++s.msn;  // C9-148: the MSN counts the READ when it is accepted
   RespResource& r = next_resource(qp);
-  r = RespResource{true, false, p, p + static_cast<int32_t>(npkts - 1), va, rkey, len, 0};
+  r = {p, p + static_cast<int32_t>(npkts - 1), {.va = va}, rkey, len, true, false};
   RespJob* j = push_job(qp, Kind::kRead, p);  // room: check_qp_state
   j->va = va;
   j->rkey = rkey;
@@ -379,7 +379,7 @@ RespState execute_atomic(Qp& qp, const ReqPkt& pkt) noexcept {
   }
   ++s.msn;
   RespResource& r = next_resource(qp);
-  r = RespResource{true, true, p, p, a.va.get(), a.rkey.get(), 8, orig};
+  r = {p, p, {.orig = orig}, 0, 0, true, true};
   RespJob* j = push_job(qp, Kind::kAtomicAck, p);  // room: check_qp_state
   j->orig = orig;
   s.epsn = p + 1;
