@@ -109,17 +109,21 @@ struct RespJob {
     uint64_t va = 0;  // READ: remote address of the whole request
     uint64_t orig;    // ATOMIC: original value
   };
-  wire::Psn psn;          // first PSN of the job (READ: of its first response)
   uint32_t npkts = 1;     // READ: response packets
   uint32_t next_pkt = 0;  // READ: next response packet to send
   uint32_t rkey = 0;
   uint32_t length = 0;
-  uint32_t msn = 0;
-  Kind kind = Kind::kAck;
-  uint8_t syndrome = 0;  // NAK / RNR NAK / ACK syndrome
+  // The PSN and the MSN are 24-bit fields on the wire (BTH, AETH): each shares its word with a
+  // byte, so that a job is half a cache line.
+  uint32_t psn_bits : 24 = 0;  // first PSN of the job (READ: of its first response): psn()
+  uint32_t syndrome : 8 = 0;   // NAK / RNR NAK / ACK syndrome
+  uint32_t msn : 24 = 0;
+  Kind kind : 8 = Kind::kAck;
+  wire::Psn psn() const noexcept { return wire::Psn(psn_bits); }
+  void set_psn(wire::Psn p) noexcept { psn_bits = p.value(); }
 };
-// 40 bytes: a QP that accepts 16 READs in flight holds 36 of them (resp_jobs_for).
-static_assert(sizeof(RespJob) == 40);
+// 32 bytes: a QP that accepts 16 READs in flight holds 36 of them (resp_jobs_for).
+static_assert(sizeof(RespJob) == 32);
 
 // A saved READ/ATOMIC request (responder resource, IBTA §9.7.5.1.1; rocev2.md §3.5), used to
 // replay a duplicate READ from memory and answer a duplicate ATOMIC without executing it again.

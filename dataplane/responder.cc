@@ -38,7 +38,7 @@ RespJob* push_job(Qp& qp, Kind kind, Psn psn) noexcept {
   RespJob& j = s.job(s.jobs_count);
   j = RespJob{};
   j.kind = kind;
-  j.psn = psn;
+  j.set_psn(psn);
   j.msn = s.msn;
   ++s.jobs_count;
   return &j;
@@ -64,9 +64,9 @@ void owe_ack(Qp& qp, Psn psn) noexcept {
   // requester completes through psn first, rocev2.md §3.6), so a duplicate arriving while it
   // waits adds nothing. Without this, duplicates alternating with retries of the NAKed PSN
   // would queue an ACK and a new RNR NAK each.
-  if (last.kind == Kind::kRnrNak && last.psn == psn + 1) return;
+  if (last.kind == Kind::kRnrNak && last.psn() == psn + 1) return;
   if (last.kind == Kind::kAck) {
-    last.psn = psn;
+    last.set_psn(psn);
     last.msn = s.msn;
   } else if (RespJob* j = push_job(qp, Kind::kAck, psn)) {
     j->syndrome = aeth::kAckNoCredit;
@@ -476,7 +476,7 @@ void psn_seq_error_lc(Qp& qp) noexcept {
 void selective_nak_lc(Qp& qp, Psn missing) noexcept {
   auto& s = lc(qp).resp;
   s.nak_sent = true;
-  if (const RespJob* last = last_job(qp); last != nullptr && last->psn == s.epsn) {
+  if (const RespJob* last = last_job(qp); last != nullptr && last->psn() == s.epsn) {
     if (last->kind == Kind::kRnrNak) return;
     if (last->kind == Kind::kNak && last->syndrome == aeth::kNak && last->msn == missing.value())
       return;
@@ -519,7 +519,7 @@ void rnr_nak_lc(Qp& qp, Psn p) noexcept {
   // requester resends from p after the RNR timer anyway.
   lc(qp).resp.nak_sent = true;
   if (const RespJob* last = last_job(qp);
-      last != nullptr && last->kind == Kind::kRnrNak && last->psn == p) {
+      last != nullptr && last->kind == Kind::kRnrNak && last->psn() == p) {
     // The RNR NAK for this PSN has not gone out yet: it answers this copy too, so a flood of
     // retries costs one NAK, not one job each (IBTA §9.7.5.2.8).
     ++lc(qp).counters.rnr_naks_coalesced;
@@ -737,7 +737,7 @@ uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
                                              : wire::opc::kReadRespMiddle;
         const uint32_t off = k * mtu;
         const uint32_t len = j.length - off < mtu ? j.length - off : mtu;
-        const Psn psn = j.psn + static_cast<int32_t>(k);
+        const Psn psn = j.psn() + static_cast<int32_t>(k);
         // AETH on FIRST / LAST / ONLY only (IBTA table 38); MIDDLE has none.
         rte_mbuf* m = response_frame(ep, qp, opcode, psn, aeth::kAckNoCredit, j.msn, len, &payload);
         if (m == nullptr) return built;
@@ -760,7 +760,7 @@ uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
       }
       if (j.next_pkt < j.npkts) break;
     } else if (j.kind == Kind::kAtomicAck) {
-      auto th = qp_headers(qp, wire::opc::kAtomicAcknowledge, j.psn, false);
+      auto th = qp_headers(qp, wire::opc::kAtomicAcknowledge, j.psn(), false);
       wire::Aeth::Syndrome::set(th.aeth, aeth::kAckNoCredit);
       wire::Aeth::Msn::set(th.aeth, j.msn);
       th.atomic_ack.orig = wire::Be64::of(j.orig);
@@ -769,19 +769,19 @@ uint32_t responder_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget, uint64_t now) no
       qp_send_frame_lc(ep, qp, m, wire::opc::kAtomicAcknowledge, 0);
       ++built;
     } else {
-      // ACK, NAK, RNR NAK.
-      // A selective-repeat NAK carries its trigger PSN where the MSN goes (reorder.h).
+      // ACK, NAK, RNR NAK. A selective-repeat NAK carries its trigger PSN where the MSN goes.
+      const int16_t syndrome = j.syndrome;
       const bool own_msn =
           j.kind == Kind::kAck ||
           (j.kind == Kind::kNak && j.syndrome == aeth::kNak && lc(qp).attr.selective_repeat);
-      if (!send_ack_frame(ep, qp, j.psn, j.kind == Kind::kAck ? aeth::kAckNoCredit : j.syndrome,
+      if (!send_ack_frame(ep, qp, j.psn(), j.kind == Kind::kAck ? aeth::kAckNoCredit : j.syndrome,
                           own_msn ? j.msn : s.msn))
         return built;
       if (j.kind == Kind::kAck) ++lc(qp).counters.acks_sent;
       ++built;
       if (is_fatal_nak(j)) {
         // Every earlier response is out: the deferred half of fatal_nak_lc.
-        qp_to_error_lc(ep, qp, {"NAK sent", WcStatus::kWrFlushErr, j.syndrome, false});
+        qp_to_error_lc(ep, qp, {"NAK sent", WcStatus::kWrFlushErr, syndrome, false});
         return built;
       }
     }
