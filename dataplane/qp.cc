@@ -327,11 +327,12 @@ Status Qp::post_send(const SendWqe& wqe) noexcept {
   // The slot holds the fixed fields and what the QP's limits allow (send_wqe_slot_bytes): the
   // checks above keep a valid WQE within it; this one also bounds what an opcode that carries
   // no data could name (SGEs, or an inline flag with a length).
-  if (send_wqe_used_bytes(wqe) > lc_.sq.slot_bytes())
+  const size_t used = send_wqe_used_bytes(wqe);
+  if (used > lc_.sq.slot_bytes())
     return fail(is_inline ? Status::kInvalidBufferSize : Status::kDataOverrun);
   SendWqe* slot = lc_.sq.stage_slot();
   if (slot == nullptr) return fail(Status::kNoMoreEntries);
-  copy_send_wqe(*slot, wqe);
+  std::memcpy(static_cast<void*>(slot), &wqe, used);  // copy_send_wqe, its length known
   lc_.sq.stage_commit();
   ++lc_.posted_.sq;
   if (!(wqe.flags & op_flag::kDefer)) publish_deferred();
