@@ -16,7 +16,10 @@
 // handed over). One thread does all the work either way, so the difference in time per message,
 // divided by the hand-offs per message (the adapters' counters), is what a hand-off costs.
 //
-// Run: build/bench/bench_engines [--seconds=S] [--qps=N,...]   (default 2 s; 2 and 64 QP pairs)
+// Run: build/bench/bench_engines [--seconds=S] [--qps=N,...] [--one-in-flight]
+//   (default 2 s; 2 and 64 QP pairs). --one-in-flight: one WRITE in flight per QP at every pair
+//   count, as from 4 096 pairs on, so that the rate against the number of QPs shows what their
+//   state costs in cache (docs/design.md "What a QP costs").
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -71,14 +74,14 @@ struct World {
     b.reset();
   }
 
-  bool open(const std::string& name, uint32_t n, uint32_t pairs) {
+  bool open(const std::string& name, uint32_t n, uint32_t pairs, bool one_in_flight = false) {
     const uint32_t max_qps = pairs + 8;
     for (uint32_t i = 0; i < n; ++i)
       engines.push_back(std::make_unique<Engine>(EngineConfig{.max_qps = 2 * max_qps}));
     std::vector<Engine*> es;
     for (auto& e : engines) es.push_back(e.get());
     // Every QP has a message in flight: room for all of them in the ports' pools.
-    const uint32_t mbufs = pairs >= 4096 ? 65535 : AdapterConfig{}.mbufs;
+    const uint32_t mbufs = pairs >= 4096 || one_in_flight ? 65535 : AdapterConfig{}.mbufs;
     if (!open_ring_adapters(name, mbufs, es, &a, &b, max_qps) ||
         a->create_pd(nullptr, nullptr, &pda) != Status::kSuccess ||
         b->create_pd(nullptr, nullptr, &pdb) != Status::kSuccess)
@@ -192,14 +195,14 @@ struct Run {
 };
 
 // `pairs` QP pairs over `n` engines, one thread per engine, for `seconds`.
-Run scaling(uint32_t n, uint32_t pairs, double seconds, int id) {
+Run scaling(uint32_t n, uint32_t pairs, double seconds, int id, bool one_in_flight) {
   World w;
   Run r;
   // Messages a QP keeps in flight: as perftest's -t, fewer with many QPs so that they all fit in
   // the mbuf pools (a WRITE with no mbuf waits, and waits long enough to time out).
-  const uint32_t depth = pairs >= 4096 ? 1 : pairs >= 64 ? 64 : 1024;
+  const uint32_t depth = pairs >= 4096 || one_in_flight ? 1 : pairs >= 64 ? 64 : 1024;
   w.each_signaled = depth == 1;
-  if (!w.open("eng" + std::to_string(id), n, pairs)) {
+  if (!w.open("eng" + std::to_string(id), n, pairs, one_in_flight)) {
     std::fprintf(stderr, "bench_engines: cannot open the adapters: %s\n", last_error());
     return r;
   }
@@ -289,8 +292,11 @@ int main(int argc, char** argv) {
   using namespace urnic;
   double seconds = 2;
   std::vector<uint32_t> qps = {2, 64};
+  bool one_in_flight = false;
   for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--seconds=", 10) == 0) {
+    if (std::strcmp(argv[i], "--one-in-flight") == 0) {
+      one_in_flight = true;
+    } else if (std::strncmp(argv[i], "--seconds=", 10) == 0) {
       seconds = std::strtod(argv[i] + 10, nullptr);
     } else if (std::strncmp(argv[i], "--qps=", 6) == 0) {
       qps.clear();
@@ -299,7 +305,7 @@ int main(int argc, char** argv) {
         if (*p == ',') ++p;
       }
     } else {
-      std::fprintf(stderr, "usage: bench_engines [--seconds=S] [--qps=N,...]\n");
+      std::fprintf(stderr, "usage: bench_engines [--seconds=S] [--qps=N,...] [--one-in-flight]\n");
       return 2;
     }
   }
@@ -316,12 +322,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   int id = 0;
-  std::printf(
-      "64 B RDMA WRITE, best of 3 runs of %.1f s; below 4096 pairs each QP's SQ kept full (1024 "
-      "WRITEs,\n"
-      "64 from 64 pairs on), 1 in %u signaled; from 4096 pairs one WRITE in flight per QP,\n"
-      "each signaled and reposted on its completion\n",
-      seconds, kSignalEvery);
+  if (one_in_flight)
+    std::printf(
+        "64 B RDMA WRITE, best of 3 runs of %.1f s; one WRITE in flight per QP at every pair "
+        "count,\neach signaled and reposted on its completion\n",
+        seconds);
+  else
+    std::printf(
+        "64 B RDMA WRITE, best of 3 runs of %.1f s; below 4096 pairs each QP's SQ kept full "
+        "(1024 WRITEs,\n"
+        "64 from 64 pairs on), 1 in %u signaled; from 4096 pairs one WRITE in flight per QP,\n"
+        "each signaled and reposted on its completion\n",
+        seconds, kSignalEvery);
   std::printf("%10s %12s %12s %8s   %s\n", "QP pairs", "1 engine", "2 engines", "ratio",
               "ACK timeouts (1 / 2 engines)");
   for (uint32_t q : qps) {
@@ -333,8 +345,8 @@ int main(int argc, char** argv) {
     // rate away, and both configurations get the same chances.
     Run one, two;
     for (int k = 0; k < 3; ++k) {
-      const Run x = scaling(1, q, seconds, id++);
-      const Run y = scaling(2, q, seconds, id++);
+      const Run x = scaling(1, q, seconds, id++, one_in_flight);
+      const Run y = scaling(2, q, seconds, id++, one_in_flight);
       if (!x.ok || !y.ok) {
         one.ok = two.ok = false;
         break;
