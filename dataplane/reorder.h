@@ -48,6 +48,16 @@ Hold reorder_hold_lc(Endpoint& ep, ReorderBuf& b, rte_mbuf* m, const wire::Parse
 inline wire::Psn reorder_reported_lc(const ReorderBuf& b, wire::Psn expected) noexcept {
   return b.count == 0 || wire::Psn::before(b.high, expected) ? expected - 1 : b.high;
 }
+// Whether a frame with a PSN in (from, to] is held (at most kReorderSlots PSNs are looked at).
+inline bool reorder_holds_after_lc(const ReorderBuf& b, wire::Psn from, wire::Psn to) noexcept {
+  if (b.count == 0) return false;
+  wire::Psn q = from + 1;
+  for (uint32_t n = 0; n < kReorderSlots && !wire::Psn::after(q, to); ++n, q = q + 1) {
+    const uint32_t i = q.value() % kReorderSlots;
+    if (b.frame[i] != nullptr && b.psn[i] == q.value()) return true;
+  }
+  return false;
+}
 // The held frame for `expected`, removed from the buffer and parsed into *f (the caller processes
 // and frees it), or null.
 rte_mbuf* reorder_take_lc(Endpoint& ep, ReorderBuf& b, wire::Psn expected,

@@ -14,6 +14,7 @@
 
 #include "dataplane/congestion.h"
 #include "dataplane/internal.h"
+#include "dataplane/reorder.h"
 
 namespace urnic::dp {
 namespace {
@@ -234,8 +235,16 @@ Resend resend_one_lc(Endpoint& ep, Qp& qp, Psn p, uint64_t now) noexcept {
   bool single = false;
   if (hit->wqe.opcode == WrOpcode::kRead) {
     if (k < hit->resp_pkts) return Resend::kSkipped;  // arrived meanwhile
-    single = r.held.count != 0 || !lc(qp).attr.selective_repeat;
-    if (!single) k = hit->resp_pkts;
+    // Selective repeat: one packet when later responses of this READ are held (that one was
+    // lost on its way); otherwise the responder never sent the rest (the request, or a shorter
+    // re-request, was what was lost) and all of it is asked for, once a round trip. Asking for
+    // one packet there recovered a READ one packet per probe: 90 % of read_bw's time at 5 %
+    // loss through urnic-hop, una moving one PSN per 20 ms probe.
+    single = !lc(qp).attr.selective_repeat || reorder_holds_after_lc(r.held, p, hit->last_psn);
+    if (!single) {
+      if (hit->resent && now - hit->sent_tsc <= r.srtt) return Resend::kSkipped;
+      k = hit->resp_pkts;
+    }
   }
   const uint64_t bytes_before = lc(qp).counters.tx_bytes;
   WcStatus err = WcStatus::kSuccess;

@@ -240,6 +240,46 @@ TEST_F(SelectiveRepeat, WithoutItANakResendsEverythingFromTheHole) {
   EXPECT_EQ(qp_->counters().selective_retransmits, 0u);
 }
 
+// A READ none of whose responses came (its request was lost) while a later READ's are held:
+// the responder never sent it, so it is asked for whole, once, not one packet per PSN of the
+// gap (which recovered it one packet per probe: 90 % of read_bw's time at 5 % loss).
+TEST_F(SelectiveRepeat, AReadWithNoResponseIsAskedForWholeWhileLaterOnesAreHeld) {
+  bring_up(sr());
+  post_send(dp::WrOpcode::kRead, 1, kReadDstOff, 4 * kMtu);
+  post_send(dp::WrOpcode::kRead, 2, kReadDstOff + 4 * kMtu, 4 * kMtu);
+  EXPECT_EQ(requester_tx(), 2u);
+  take_tx();
+  const auto data = pattern(8 * kMtu, 5);
+  // The first READ's request lost: the second's four responses arrive, all ahead.
+  read_response(opc::kReadRespFirst, sq(4), slice(data, 4 * kMtu, kMtu), 2);
+  read_response(opc::kReadRespMiddle, sq(5), slice(data, 5 * kMtu, kMtu), 2);
+  read_response(opc::kReadRespMiddle, sq(6), slice(data, 6 * kMtu, kMtu), 2);
+  read_response(opc::kReadRespLast, sq(7), slice(data, 7 * kMtu, kMtu), 2);
+  EXPECT_EQ(qp_->counters().ooo_held, 4u);
+  EXPECT_EQ(requester_tx(), 1u);
+  auto out = take_tx();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode, opc::kReadRequest);
+  EXPECT_EQ(out[0].psn, sq(0));
+  EXPECT_EQ(out[0].va, kRemoteVa);
+  EXPECT_EQ(out[0].dma_length, 4 * kMtu);  // the whole READ
+  EXPECT_EQ(requester_tx(), 0u);           // asked once for the four PSNs of the gap
+  for (uint32_t k = 0; k < 4; ++k) {
+    static constexpr uint8_t kOps[4] = {opc::kReadRespFirst, opc::kReadRespMiddle,
+                                        opc::kReadRespMiddle, opc::kReadRespLast};
+    read_response(kOps[k], sq(static_cast<int32_t>(k)), slice(data, k * kMtu, kMtu), 1);
+  }
+  const auto done = poll(scq_);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].request_context, ctx(1));
+  EXPECT_EQ(done[1].request_context, ctx(2));
+  EXPECT_EQ(done[0].status, Status::kSuccess);
+  EXPECT_EQ(done[1].status, Status::kSuccess);
+  EXPECT_EQ(slice(mem_, kReadDstOff, 8 * kMtu), data);
+  EXPECT_EQ(qp_->requester().held.count, 0u);
+  EXPECT_EQ(qp_->counters().selective_retransmits, 1u);
+}
+
 // Two holes in one READ's responses: each is asked for alone, by its own PSN and address.
 TEST_F(SelectiveRepeat, TwoMissingReadResponsesAreEachAskedForAlone) {
   bring_up(sr());
