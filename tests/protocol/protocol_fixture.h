@@ -402,6 +402,14 @@ class RcProtocol : public ::testing::Test {
     return out;
   }
 
+  // Expects a READ REQUEST with PSN `psn` for `len` bytes at `va`.
+  static void expect_read_request(const TxFrame& t, uint32_t psn, uint64_t va, uint32_t len) {
+    EXPECT_EQ(t.opcode, opc::kReadRequest);
+    EXPECT_EQ(t.psn, psn);
+    EXPECT_EQ(t.va, va);
+    EXPECT_EQ(t.dma_length, len);
+  }
+
   // Expects one plain ACK (or NAK) frame.
   static void expect_ack(const TxFrame& t, uint32_t psn, uint8_t syndrome, uint32_t msn) {
     EXPECT_EQ(t.opcode, opc::kAcknowledge);

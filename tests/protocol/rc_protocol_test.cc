@@ -695,11 +695,8 @@ TEST_F(RcProtocol, RequesterReRequestsRestOfReadAfterResponseGap) {
   EXPECT_EQ(requester_tx(), 1u);
   auto tx = take_tx();
   ASSERT_EQ(tx.size(), 1u);
-  EXPECT_EQ(tx[0].opcode, opc::kReadRequest);
-  EXPECT_EQ(tx[0].psn, sq(1));
-  EXPECT_EQ(tx[0].va, kRemoteVa + kMtu);
+  expect_read_request(tx[0], sq(1), kRemoteVa + kMtu, kLen - kMtu);
   EXPECT_EQ(tx[0].rkey, kRemoteRkey);
-  EXPECT_EQ(tx[0].dma_length, kLen - kMtu);
 
   // Receive READ RESPONSE LAST sq(2) again (future, same gap) -> Expect no second re-request.
   read_response(opc::kReadRespLast, sq(2), slice(data, 512, 88), 1);

@@ -216,10 +216,7 @@ TEST_F(SelectiveRepeat, ReadResponsesAheadAreHeldAndTheMissingOneAskedForAlone) 
   EXPECT_EQ(requester_tx(), 1u);
   auto out = take_tx();
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].opcode, opc::kReadRequest);
-  EXPECT_EQ(out[0].psn, sq(1));
-  EXPECT_EQ(out[0].va, kRemoteVa + kMtu);
-  EXPECT_EQ(out[0].dma_length, kMtu);  // that packet alone, not the rest of the READ
+  expect_read_request(out[0], sq(1), kRemoteVa + kMtu, kMtu);  // that packet alone, not the rest
   EXPECT_TRUE(poll(scq_).empty());
   read_response(opc::kReadRespOnly, sq(1), slice(data, kMtu, kMtu), 1);
   const auto done = poll(scq_);
@@ -259,11 +256,8 @@ TEST_F(SelectiveRepeat, AReadWithNoResponseIsAskedForWholeWhileLaterOnesAreHeld)
   EXPECT_EQ(requester_tx(), 1u);
   auto out = take_tx();
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].opcode, opc::kReadRequest);
-  EXPECT_EQ(out[0].psn, sq(0));
-  EXPECT_EQ(out[0].va, kRemoteVa);
-  EXPECT_EQ(out[0].dma_length, 4 * kMtu);  // the whole READ
-  EXPECT_EQ(requester_tx(), 0u);           // asked once for the four PSNs of the gap
+  expect_read_request(out[0], sq(0), kRemoteVa, 4 * kMtu);  // the whole READ
+  EXPECT_EQ(requester_tx(), 0u);  // asked once for the four PSNs of the gap
   for (uint32_t k = 0; k < 4; ++k) {
     static constexpr uint8_t kOps[4] = {opc::kReadRespFirst, opc::kReadRespMiddle,
                                         opc::kReadRespMiddle, opc::kReadRespLast};
@@ -295,10 +289,7 @@ TEST_F(SelectiveRepeat, TwoMissingReadResponsesAreEachAskedForAlone) {
   ASSERT_EQ(out.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     const uint32_t k = i == 0 ? 1 : 3;
-    EXPECT_EQ(out[i].opcode, opc::kReadRequest);
-    EXPECT_EQ(out[i].psn, sq(k));
-    EXPECT_EQ(out[i].va, kRemoteVa + k * kMtu);
-    EXPECT_EQ(out[i].dma_length, kMtu);
+    expect_read_request(out[i], sq(k), kRemoteVa + k * kMtu, kMtu);
   }
   read_response(opc::kReadRespOnly, sq(1), slice(data, kMtu, kMtu), 1);
   read_response(opc::kReadRespOnly, sq(3), slice(data, 3 * kMtu, kMtu), 1);
