@@ -20,7 +20,9 @@
 // (requester.cc); a lost NAK or a lost resend is repaired by the probe (the oldest unacknowledged
 // packet resent alone after two round trips without progress), and the timeout itself still
 // ends in go-back-N. On the requester, a response ahead of the one expected is held the same way
-// and each missing one is asked for again alone (a one-packet READ re-request).
+// and each missing one is asked for again alone (a one-packet READ re-request) while later
+// responses of its READ are held; a READ with none held is asked for again from its first
+// missing response to its end (requester.cc, resend_one_lc).
 #pragma once
 
 #include <rte_mbuf.h>
