@@ -10,8 +10,11 @@
 #include <rte_ring.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -76,6 +79,39 @@ bool hugepages_available() {
   return false;
 }
 
+// Runtime directories (issue 38 item 7): every process used to leave its
+// /var/run/dpdk/urnic<pid>/ (a dead telemetry socket) behind. Each removes its own at exit, and
+// bring-up removes those of urnic processes that are gone (killed before their exit handlers
+// ran). A configured prefix (urnicd's stable one) is left in place: the next start reuses it.
+namespace {
+
+std::string g_own_runtime_dir;
+
+void remove_own_runtime_dir() {
+  std::error_code ec;
+  if (!g_own_runtime_dir.empty()) std::filesystem::remove_all(g_own_runtime_dir, ec);
+}
+
+void tidy_runtime_dirs() {
+  const std::filesystem::path own(rte_eal_get_runtime_dir());
+  const std::string name = own.filename().string();
+  if (name != "urnic" + std::to_string(::getpid())) return;  // a configured prefix
+  g_own_runtime_dir = own.string();
+  std::atexit(remove_own_runtime_dir);
+  std::error_code ec;
+  for (const auto& d : std::filesystem::directory_iterator(own.parent_path(), ec)) {
+    const std::string n = d.path().filename().string();
+    if (n.size() <= 5 || n.compare(0, 5, "urnic") != 0 ||
+        n.find_first_not_of("0123456789", 5) != std::string::npos)
+      continue;
+    const long pid = std::strtol(n.c_str() + 5, nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      std::filesystem::remove_all(d.path(), ec);
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> eal_args(const EalOptions& o) {
   std::vector<std::string> a;
   bool huge = o.memory == EalOptions::Memory::kHuge ||
@@ -90,7 +126,8 @@ std::vector<std::string> eal_args(const EalOptions& o) {
   a.push_back("-m");
   a.push_back(std::to_string(o.memory_mb));
   // A per-process prefix keeps concurrent processes (ctest -j, two-process tests) apart.
-  a.push_back("--file-prefix=urnic" + std::to_string(::getpid()));
+  a.push_back("--file-prefix=" +
+              (o.file_prefix.empty() ? "urnic" + std::to_string(::getpid()) : o.file_prefix));
   if (o.no_pci && o.pci_allow.empty()) a.push_back("--no-pci");
   for (const auto& p : o.pci_allow) {
     a.push_back("-a");
@@ -132,6 +169,7 @@ Status eal_init(const EalOptions& opts) {
   }
   g_eal_up = true;
   wire::icrc_init();
+  tidy_runtime_dirs();
   return Status::kSuccess;
 }
 

@@ -29,7 +29,10 @@ struct EalOptions {
   std::vector<std::string> vdevs;      // --vdev <devargs> for each
   std::string lcores;                  // -l <list>; empty: EAL's default (all cores)
   std::string log_level = "*:warning";
-  bool telemetry = true;           // false: --no-telemetry
+  bool telemetry = true;  // false: --no-telemetry
+  // --file-prefix: the runtime directory /var/run/dpdk/<prefix>/ (telemetry socket). Empty:
+  // urnic<pid>, removed at exit (as are those of dead urnic processes found at bring-up).
+  std::string file_prefix;
   std::vector<std::string> extra;  // appended verbatim
 };
 

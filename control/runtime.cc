@@ -22,6 +22,7 @@
 #include <string>
 
 #include "control/eal.h"
+#include "control/last_error.h"
 
 namespace urnic {
 namespace {
@@ -44,6 +45,15 @@ Status ok() noexcept {
   t_last_error.clear();
   return Status::kSuccess;
 }
+}  // namespace
+
+namespace detail {
+Status fail_with(Status s, std::string why) noexcept { return fail(s, std::move(why)); }
+Status succeed() noexcept { return ok(); }
+}  // namespace detail
+
+namespace {
+
 std::string errno_text(int e) { return std::string(rte_strerror(e)); }
 
 ctl::EalOptions to_eal(const RuntimeConfig& c) {
@@ -66,6 +76,7 @@ ctl::EalOptions to_eal(const RuntimeConfig& c) {
   o.lcores = c.lcores;
   o.log_level = c.log_level;
   o.telemetry = c.telemetry;
+  o.file_prefix = c.file_prefix;
   o.extra = c.extra_args;
   return o;
 }

@@ -6,6 +6,7 @@
 #include <rte_lcore.h>
 #include <rte_pause.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "dataplane/internal.h"
@@ -360,6 +361,23 @@ bool Engine::run_once(uint64_t now) noexcept {
   return busy;
 }
 
+void Engine::nap(uint32_t max_us) noexcept {
+  if (driving_.exchange(true, std::memory_order_acquire)) return;
+  nap_launched(max_us);
+  driving_.store(false, std::memory_order_release);
+}
+
+void Engine::nap_launched(uint32_t max_us) noexcept {
+  const uint64_t now = rte_get_tsc_cycles();
+  uint64_t ticks = tsc_from_ns(uint64_t{max_us} * 1000);
+  if (timers_due_ != UINT64_MAX) ticks = timers_due_ > now ? std::min(ticks, timers_due_ - now) : 0;
+  if (ticks != 0) {
+    rte_delay_us_sleep(static_cast<unsigned>(ticks * 1000000 / rte_get_tsc_hz()) + 1);
+    // The nap is not a stall: the next timer phase measures its gap from after it.
+    if (last_step_tsc_ != 0) last_step_tsc_ += rte_get_tsc_cycles() - now;
+  }
+}
+
 bool Engine::step(uint64_t now) noexcept {
   bool busy = phase_mailbox();
   rx_backlog_ = false;
@@ -378,9 +396,21 @@ int Engine::lcore_main(void* arg) {
   auto* e = static_cast<Engine*>(arg);
   uint32_t idle = 0;
   uint32_t wakes = Cq::wakes_written();
+  // Idle sleep (EngineConfig::idle_sleep_us): the TSC of the first idle step of this quiet spell.
+  const uint64_t sleep_after = rte_get_tsc_hz() / 1000000 * EngineConfig::kIdleSleepAfterUs;
+  uint64_t quiet_since = 0;
+  uint32_t nap_us = 16;  // doubles per nap up to idle_sleep_us, back to 16 on work
   while (!e->stop_.load(std::memory_order_relaxed)) {
-    if (e->step(rte_get_tsc_cycles())) {
+    const uint64_t now = rte_get_tsc_cycles();
+    if (e->step(now)) {
       idle = 0;
+      quiet_since = 0;
+      nap_us = 16;
+    } else if (e->cfg_.idle_sleep_us != 0 &&
+               (quiet_since == 0 ? (quiet_since = now, false) : now - quiet_since > sleep_after)) {
+      // Not a hot path: nothing arrived and nothing was posted for kIdleSleepAfterUs.
+      e->nap_launched(std::min(nap_us, e->cfg_.idle_sleep_us));
+      nap_us = std::min(nap_us * 2, e->cfg_.idle_sleep_us);
     } else if (e->cfg_.idle_yield_after != 0 &&
                (++idle >= e->cfg_.idle_yield_after || wakes != Cq::wakes_written())) {
       // Shared-core mode only (config): give the CPU to application threads when idle. At the

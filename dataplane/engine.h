@@ -96,6 +96,14 @@ class Engine {
   // RNR wait) with a synthetic clock, so timer paths are deterministic. `now` must never go
   // backwards, and must not start below a TSC an earlier step used.
   bool run_once(uint64_t now) noexcept;
+  // An idle driver's nap (EngineConfig::idle_sleep_us, urnicd's lcore loop): sleeps up to
+  // `max_us`, but never past the next timer's deadline, and tells the stall detection of the
+  // timer phase that the gap was deliberate (a nap longer than its 200 us would otherwise move
+  // every deadline out at each step, and a QP waiting for its ACK timeout would wait forever).
+  // Returns at once while another thread is inside a step.
+  void nap(uint32_t max_us) noexcept;
+  // The same from the launched loop (which steps without the driving flag).
+  void nap_launched(uint32_t max_us) noexcept;
 
   // Validates one received frame and hands it to its QP's responder or completer (the body of
   // the rx phase). Takes ownership of `m`. Public so that protocol tests can feed synthetic

@@ -8,7 +8,7 @@ namespace urnic::dp {
 namespace {
 
 constexpr std::array<const char*, kLogTypeCount> kNames = {"urnic.dp", "urnic.cm", "urnic.ctl",
-                                                           "urnic.verbs"};
+                                                           "urnic.verbs", "urnic.daemon"};
 
 struct Ids {
   std::array<int, kLogTypeCount> id{};

@@ -18,12 +18,13 @@
 namespace urnic::dp {
 
 enum class LogType : uint8_t {
-  kDp,     // "urnic.dp": the engine's rare events (a QP entering ERR, and why)
-  kCm,     // "urnic.cm": the connection manager (state changes, rejects, timeouts)
-  kCtl,    // "urnic.ctl": object life cycle, adapters, port bring-up
-  kVerbs,  // "urnic.verbs": the libibverbs layer (verbs/)
+  kDp,      // "urnic.dp": the engine's rare events (a QP entering ERR, and why)
+  kCm,      // "urnic.cm": the connection manager (state changes, rejects, timeouts)
+  kCtl,     // "urnic.ctl": object life cycle, adapters, port bring-up
+  kVerbs,   // "urnic.verbs": the libibverbs layer (verbs/)
+  kDaemon,  // "urnic.daemon": urnicd (daemon/): clients coming and going, refused messages
 };
-inline constexpr size_t kLogTypeCount = 4;
+inline constexpr size_t kLogTypeCount = 5;
 // Quiet by default: a normal run prints nothing of urnic's; NOTICE and above are failures the
 // operator should hear about. RuntimeConfig's default "*:warning" caps it further at WARNING.
 inline constexpr uint32_t kLogDefaultLevel = RTE_LOG_NOTICE;
@@ -35,7 +36,7 @@ inline constexpr uint32_t kLogDefaultLevel = RTE_LOG_NOTICE;
 void log_register() noexcept;
 // The DPDK log type id of `t` (registering first if need be), e.g. for rte_log_set_level.
 int log_type_id(LogType t) noexcept;
-// "urnic.dp", "urnic.cm", "urnic.ctl", "urnic.verbs".
+// "urnic.dp", "urnic.cm", "urnic.ctl", "urnic.verbs", "urnic.daemon".
 const char* log_type_name(LogType t) noexcept;
 
 // Writes "<type name>: <text>\n" at `level` (RTE_LOG_ERR .. RTE_LOG_DEBUG) when the type's level

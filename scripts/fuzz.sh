@@ -12,7 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 build="build-fuzz"
-targets=(fuzz_parse fuzz_adapter fuzz_cm)
+targets=(fuzz_parse fuzz_adapter fuzz_cm fuzz_ipc)
 
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DURNIC_FUZZ=ON -DURNIC_BUILD_TESTS=OFF \
   -DURNIC_BUILD_BENCH=OFF >/dev/null || exit 1

@@ -21,6 +21,12 @@ struct EngineConfig {
   // machines where the engine shares cores with application threads (tests, CI). 0: pure
   // polling (a dedicated core).
   uint32_t idle_yield_after = 0;
+  // When > 0, the launched loop sleeps between steps once it has found nothing to do for
+  // kIdleSleepAfterUs in a row, until a step finds work: 16 us, doubling per sleep up to this
+  // many microseconds (at most 100 000). An idle daemon (urnicd) then costs almost no CPU, and
+  // the first frame or post after a quiet spell waits up to this long. 0: never sleeps.
+  uint32_t idle_sleep_us = 0;
+  static constexpr uint32_t kIdleSleepAfterUs = 2000;
   // For an engine that is never launched and is driven by whichever thread has time (the verbs
   // layer: application threads polling their CQs, and a progress thread while they do not):
   // run_once() may then be called from several threads at once; a call that finds another
@@ -42,6 +48,11 @@ class Engine {
   // false without a step while an adapter's control thread applies a request between two
   // steps (a connection manager's QP transition): call it again.
   bool run_once() noexcept;
+  // For a driver of run_once() that found nothing to do for a while: sleeps up to `max_us`
+  // microseconds, never past the engine's next timer deadline, and without the engine taking
+  // the pause for a stall (which would postpone its timers). Returns at once while another
+  // thread is inside a step.
+  void nap(uint32_t max_us) noexcept;
   // Runs the loop on DPDK lcore `lcore`, a worker lcore EAL was given (worker_lcores(),
   // urnic/runtime.h). False if the lcore is not available or the engine runs already.
   bool launch(unsigned lcore) noexcept;

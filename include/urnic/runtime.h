@@ -56,6 +56,11 @@ struct RuntimeConfig {
   // processes (`dpdk-telemetry.py -f urnic<pid>`; docs/api.md "Telemetry"). false:
   // [--no-telemetry].
   bool telemetry = true;
+  // DPDK's runtime directory [--file-prefix]: /var/run/dpdk/<file_prefix>/, where the telemetry
+  // socket is (`dpdk-telemetry.py -f <file_prefix>`). Empty: urnic<pid>, removed when the
+  // process exits (and, at bring-up, those of urnic processes that died without exiting). urnicd
+  // uses a stable one ("urnicd"); two processes must not share one.
+  std::string file_prefix;
   // Appended verbatim after the arguments above, e.g. {"--vdev=net_tap0,iface=t0"}.
   std::vector<std::string> extra_args;
 };

@@ -25,6 +25,7 @@ enum class [[nodiscard]] Status : uint32_t{
     kInvalidParameter = 0xC000000D,  // bad argument. Not retryable.
     kInvalidDeviceRequest = 0xC0000010,
     kNoMemory = 0xC0000017,
+    kAccessDenied = 0xC0000022,  // the caller may not do this (e.g. the daemon's socket mode).
     kBufferTooSmall = 0xC0000023,
     kInvalidParameterMix = 0xC0000030,
     kDataOverrun = 0xC000003C,  // SGEs reference more data than the adapter can send.
@@ -73,6 +74,7 @@ constexpr std::string_view to_string(Status s) noexcept {
     URNIC_STATUS_NAME(kInvalidParameter, "STATUS_INVALID_PARAMETER");
     URNIC_STATUS_NAME(kInvalidDeviceRequest, "STATUS_INVALID_DEVICE_REQUEST");
     URNIC_STATUS_NAME(kNoMemory, "STATUS_NO_MEMORY");
+    URNIC_STATUS_NAME(kAccessDenied, "STATUS_ACCESS_DENIED");
     URNIC_STATUS_NAME(kBufferTooSmall, "STATUS_BUFFER_TOO_SMALL");
     URNIC_STATUS_NAME(kInvalidParameterMix, "STATUS_INVALID_PARAMETER_MIX");
     URNIC_STATUS_NAME(kDataOverrun, "STATUS_DATA_OVERRUN");

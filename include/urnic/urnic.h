@@ -5,6 +5,7 @@
 #include "urnic/adapter.h"     // IWYU pragma: export
 #include "urnic/connector.h"   // IWYU pragma: export
 #include "urnic/cq.h"          // IWYU pragma: export
+#include "urnic/daemon.h"      // IWYU pragma: export
 #include "urnic/datagram.h"    // IWYU pragma: export
 #include "urnic/engine.h"      // IWYU pragma: export
 #include "urnic/extensions.h"  // IWYU pragma: export

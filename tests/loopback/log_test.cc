@@ -99,7 +99,7 @@ TEST_F(Logging, TypesAreRegisteredUnderTheirDocumentedNames) {
   std::fclose(f);
   const std::string listed(text, len);
   std::free(text);
-  for (const char* name : {"urnic.dp", "urnic.cm", "urnic.ctl", "urnic.verbs"})
+  for (const char* name : {"urnic.dp", "urnic.cm", "urnic.ctl", "urnic.verbs", "urnic.daemon"})
     EXPECT_NE(listed.find(name), std::string::npos) << name << " not in:\n" << listed;
   for (size_t i = 0; i < dp::kLogTypeCount; ++i) {
     const auto t = static_cast<dp::LogType>(i);

@@ -57,6 +57,27 @@ class Proc {
   Proc& operator=(const Proc&) = delete;
 
   bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+  // Sends `sig` to the process (while it has not been waited for).
+  void signal(int sig) const {
+    if (pid_ > 0 && !done_) ::kill(pid_, sig);
+  }
+  // Waits until some line of the output matches `re` (true), or the process exits or `timeout`
+  // passes first (false).
+  bool wait_for_line(const std::string& re, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (has(re)) return true;
+      int st = 0;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        done_ = true;
+        code_ = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+        return has(re);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
 
   // Waits until the process exits or `timeout` passes (then SIGTERM, SIGKILL). Returns the exit
   // code, 128 + signal when killed by one, or -1 when it could not be started.

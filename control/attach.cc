@@ -1,0 +1,292 @@
+// The client side of attach mode's objects and shared rings (attach.h).
+#include "control/attach.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "control/last_error.h"
+
+namespace urnic::remote {
+namespace {
+
+using detail::daemon_transact;
+
+// Maps a memfd from the daemon; at `at` exactly (shared memory: the daemon's address), else
+// wherever. nullptr on failure (the fd is closed either way).
+void* map_fd(int fd, size_t len, void* at) {
+  const int flags = MAP_SHARED | (at != nullptr ? MAP_FIXED_NOREPLACE : 0);
+  void* p = ::mmap(at, len, PROT_READ | PROT_WRITE, flags, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) return nullptr;
+  if (at != nullptr && p != at) {  // a kernel without MAP_FIXED_NOREPLACE takes it as a hint
+    ::munmap(p, len);
+    return nullptr;
+  }
+  return p;
+}
+
+Status fail(Status s, const char* why) { return detail::fail_with(s, why); }
+
+}  // namespace
+
+Status alloc_shared(size_t length, SharedMemory* out) noexcept {
+  if (out == nullptr || length == 0)
+    return fail(Status::kInvalidParameter, "alloc_shared: bad argument");
+  // The daemon's address may be taken here: ask again (a new mapping, a new address).
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    ipc::AllocSharedReq req{};
+    req.length = length;
+    ipc::AllocSharedRep rep{};
+    int fd = -1;
+    Status s = daemon_transact(ipc::MsgType::kAllocShared, &req, sizeof req, &rep, sizeof rep,
+                               "alloc_shared", &fd);
+    if (s != Status::kSuccess) return s;
+    if (fd < 0) return fail(Status::kInternalError, "alloc_shared: the reply carried no memory");
+    void* p = map_fd(fd, rep.length, reinterpret_cast<void*>(rep.address));
+    if (p != nullptr) {
+      *out = SharedMemory{p, rep.length, rep.handle};
+      return Status::kSuccess;
+    }
+    (void)destroy(rep.handle);
+  }
+  return fail(Status::kInsufficientResources,
+              "alloc_shared: the daemon's addresses are taken in this process");
+}
+
+Status free_shared(SharedMemory* m) noexcept {
+  if (m == nullptr || m->handle == 0) return fail(Status::kInvalidParameter, "free_shared: none");
+  const Status s = destroy(m->handle);
+  if (s != Status::kSuccess) return s;
+  ::munmap(m->address, m->length);
+  *m = SharedMemory{};
+  return s;
+}
+
+Status destroy(uint32_t handle) noexcept {
+  ipc::DestroyReq req{};
+  req.handle = handle;
+  ipc::ReplyHead rep{};
+  return daemon_transact(ipc::MsgType::kDestroy, &req, sizeof req, &rep, sizeof rep, "destroy");
+}
+
+Status create_pd(uint32_t adapter, uint32_t* handle) noexcept {
+  ipc::CreatePdReq req{};
+  req.adapter = adapter;
+  ipc::HandleRep rep{};
+  const Status s =
+      daemon_transact(ipc::MsgType::kCreatePd, &req, sizeof req, &rep, sizeof rep, "create_pd");
+  if (s == Status::kSuccess) *handle = rep.handle;
+  return s;
+}
+
+Status register_mr(uint32_t pd, const void* address, size_t length, uint32_t flags,
+                   uint32_t* handle, uint32_t* lkey, uint32_t* rkey) noexcept {
+  ipc::RegisterMrReq req{};
+  req.pd = pd;
+  req.flags = flags;
+  req.address = reinterpret_cast<uint64_t>(address);
+  req.length = length;
+  ipc::RegisterMrRep rep{};
+  const Status s =
+      daemon_transact(ipc::MsgType::kRegisterMr, &req, sizeof req, &rep, sizeof rep, "register_mr");
+  if (s != Status::kSuccess) return s;
+  *handle = rep.handle;
+  *lkey = rep.lkey;
+  *rkey = rep.rkey;
+  return s;
+}
+
+// ---- CQ ---------------------------------------------------------------------------------------
+
+RemoteCq::~RemoteCq() { (void)destroy(); }
+
+Status RemoteCq::create(uint32_t adapter, uint32_t depth) noexcept {
+  ipc::CreateCqReq req{};
+  req.adapter = adapter;
+  req.depth = depth;
+  ipc::CreateCqRep rep{};
+  int fd = -1;
+  Status s = daemon_transact(ipc::MsgType::kCreateCq, &req, sizeof req, &rep, sizeof rep,
+                             "create_cq", &fd);
+  if (s != Status::kSuccess) return s;
+  map_ = fd >= 0 ? map_fd(fd, rep.map_bytes, nullptr) : nullptr;
+  if (map_ == nullptr || rep.map_bytes < shm::ring_bytes(rep.capacity, sizeof(shm::CqSlot))) {
+    (void)remote::destroy(rep.handle);
+    return fail(Status::kInsufficientResources, "create_cq: cannot map its ring");
+  }
+  handle_ = rep.handle;
+  map_len_ = rep.map_bytes;
+  ring_ = shm::ring_at(map_, 0, rep.capacity, sizeof(shm::CqSlot));
+  cons_ = 0;
+  return s;
+}
+
+size_t RemoteCq::poll(std::span<ResultEx> out) noexcept {
+  if (map_ == nullptr || out.data() == nullptr) return 0;
+  const uint32_t prod = ring_.head->prod.load(std::memory_order_acquire);  // pairs with daemon
+  size_t n = 0;
+  for (; n < out.size() && cons_ != prod; ++n, ++cons_)
+    std::memcpy(&out[n], ring_.slot(cons_), sizeof(ResultEx));
+  if (n != 0) ring_.head->cons.store(cons_, std::memory_order_release);  // the slots are free
+  return n;
+}
+
+Status RemoteCq::destroy() noexcept {
+  if (handle_ == 0) return Status::kSuccess;
+  const Status s = remote::destroy(handle_);
+  if (s == Status::kDeviceBusy) return s;
+  ::munmap(map_, map_len_);
+  map_ = nullptr;
+  handle_ = 0;
+  return s;
+}
+
+// ---- QP ---------------------------------------------------------------------------------------
+
+RemoteQp::~RemoteQp() { (void)destroy(); }
+
+Status RemoteQp::create(uint32_t pd, const RemoteCq& send_cq, const RemoteCq& recv_cq,
+                        uint32_t sq_depth, uint32_t rq_depth, uint32_t max_send_sge,
+                        uint32_t max_recv_sge, uint32_t max_inline, void* qp_context) noexcept {
+  ipc::CreateQpReq req{};
+  req.pd = pd;
+  req.send_cq = send_cq.handle();
+  req.recv_cq = recv_cq.handle();
+  req.sq_depth = sq_depth;
+  req.rq_depth = rq_depth;
+  req.max_send_sge = max_send_sge;
+  req.max_recv_sge = max_recv_sge;
+  req.max_inline = max_inline;
+  req.qp_context = reinterpret_cast<uint64_t>(qp_context);
+  ipc::CreateQpRep rep{};
+  int fd = -1;
+  Status s = daemon_transact(ipc::MsgType::kCreateQp, &req, sizeof req, &rep, sizeof rep,
+                             "create_qp", &fd);
+  if (s != Status::kSuccess) return s;
+  map_ = fd >= 0 ? map_fd(fd, rep.map_bytes, nullptr) : nullptr;
+  if (map_ == nullptr ||
+      rep.rq_offset + shm::ring_bytes(rep.rq_capacity, rep.rq_stride) > rep.map_bytes ||
+      shm::ring_bytes(rep.sq_capacity, rep.sq_stride) > rep.rq_offset) {
+    (void)remote::destroy(rep.handle);
+    return fail(Status::kInsufficientResources, "create_qp: cannot map its rings");
+  }
+  handle_ = rep.handle;
+  qpn_ = rep.qpn;
+  map_len_ = rep.map_bytes;
+  sq_ = shm::ring_at(map_, 0, rep.sq_capacity, rep.sq_stride);
+  rq_ = shm::ring_at(map_, rep.rq_offset, rep.rq_capacity, rep.rq_stride);
+  max_send_sge_ = max_send_sge;
+  max_recv_sge_ = max_recv_sge;
+  max_inline_ = max_inline;
+  return s;
+}
+
+Status RemoteQp::modify(const QpAttributes& a, uint32_t mask) noexcept {
+  ipc::ModifyQpReq req{};
+  req.qp = handle_;
+  req.mask = mask;
+  ipc::WireQpAttr& w = req.attr;
+  w.state = static_cast<uint8_t>(a.state);
+  w.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  w.max_rd_atomic = a.max_rd_atomic;
+  w.timeout = a.timeout;
+  w.retry_cnt = a.retry_cnt;
+  w.rnr_retry = a.rnr_retry;
+  w.min_rnr_timer = a.min_rnr_timer;
+  w.selective_repeat = a.selective_repeat ? 1 : 0;
+  w.access = a.access;
+  w.path_mtu = a.path_mtu;
+  w.dest_qpn = a.dest_qpn;
+  w.rq_psn = a.rq_psn;
+  w.sq_psn = a.sq_psn;
+  w.av_ipv6 = a.av.ipv6 ? 1 : 0;
+  w.traffic_class = a.av.traffic_class;
+  w.hop_limit = a.av.hop_limit;
+  w.dst_ipv4 = a.av.dst_ipv4;
+  std::memcpy(w.dst_ipv6, a.av.dst_ipv6.data(), 16);
+  std::memcpy(w.dst_mac, a.av.dst_mac.data(), 6);
+  w.flow_label = a.av.flow_label;
+  w.sgid_index = a.av.sgid_index;
+  ipc::ReplyHead rep{};
+  return daemon_transact(ipc::MsgType::kModifyQp, &req, sizeof req, &rep, sizeof rep, "modify_qp");
+}
+
+Status RemoteQp::destroy() noexcept {
+  if (handle_ == 0) return Status::kSuccess;
+  const Status s = remote::destroy(handle_);
+  ::munmap(map_, map_len_);
+  map_ = nullptr;
+  handle_ = 0;
+  return s;
+}
+
+Status RemoteQp::post(shm::SendOp op, void* ctx, std::span<const Sge> sgl, uint64_t remote_address,
+                      uint32_t rkey, uint32_t flags) noexcept {
+  if (map_ == nullptr) return Status::kInvalidDeviceState;
+  if (sgl.data() == nullptr && !sgl.empty()) return Status::kInvalidParameter;
+  const bool inl = (flags & op_flag::kInline) != 0;
+  uint64_t total = 0;
+  for (const Sge& s : sgl) total += s.length;
+  if (inl ? total > max_inline_ : sgl.size() > max_send_sge_) return Status::kDataOverrun;
+  const uint32_t cons = sq_.head->cons.load(std::memory_order_acquire);  // pairs with daemon
+  if (sq_prod_ - cons == sq_.capacity) {
+    sq_.head->prod.store(sq_prod_, std::memory_order_release);  // NDK: hand over what's deferred
+    return Status::kNoMoreEntries;
+  }
+  auto* w = reinterpret_cast<shm::SendSlot*>(sq_.slot(sq_prod_));
+  w->request_context = reinterpret_cast<uint64_t>(ctx);
+  w->op = static_cast<uint8_t>(op);
+  w->reserved = 0;
+  w->flags = flags;
+  w->rkey = rkey;
+  w->remote_addr = remote_address;
+  if (inl) {
+    // Inline bytes are copied now, into the slot: the buffer is the caller's again at return.
+    auto* dst = reinterpret_cast<uint8_t*>(&w->sge[0]);
+    for (const Sge& s : sgl) {
+      std::memcpy(dst, reinterpret_cast<const void*>(s.addr), s.length);
+      dst += s.length;
+    }
+    w->num_sge = 0;
+    w->length = static_cast<uint32_t>(total);
+  } else {
+    std::memcpy(&w->sge[0], sgl.data(), sgl.size_bytes());
+    w->num_sge = static_cast<uint8_t>(sgl.size());
+    w->length = 0;
+  }
+  ++sq_prod_;
+  if ((flags & op_flag::kDefer) == 0) sq_.head->prod.store(sq_prod_, std::memory_order_release);
+  return Status::kSuccess;
+}
+
+Status RemoteQp::send(void* ctx, std::span<const Sge> sgl, uint32_t flags) noexcept {
+  return post(shm::SendOp::kSend, ctx, sgl, 0, 0, flags);
+}
+Status RemoteQp::write(void* ctx, std::span<const Sge> sgl, uint64_t remote_address, uint32_t rkey,
+                       uint32_t flags) noexcept {
+  return post(shm::SendOp::kWrite, ctx, sgl, remote_address, rkey, flags);
+}
+Status RemoteQp::read(void* ctx, std::span<const Sge> sgl, uint64_t remote_address, uint32_t rkey,
+                      uint32_t flags) noexcept {
+  return post(shm::SendOp::kRead, ctx, sgl, remote_address, rkey, flags);
+}
+
+Status RemoteQp::receive(void* ctx, std::span<const Sge> sgl) noexcept {
+  if (map_ == nullptr) return Status::kInvalidDeviceState;
+  if ((sgl.data() == nullptr && !sgl.empty())) return Status::kInvalidParameter;
+  if (sgl.size() > max_recv_sge_) return Status::kDataOverrun;
+  const uint32_t cons = rq_.head->cons.load(std::memory_order_acquire);  // pairs with daemon
+  if (rq_prod_ - cons == rq_.capacity) return Status::kNoMoreEntries;
+  auto* w = reinterpret_cast<shm::RecvSlot*>(rq_.slot(rq_prod_));
+  w->request_context = reinterpret_cast<uint64_t>(ctx);
+  w->num_sge = static_cast<uint32_t>(sgl.size());
+  w->reserved = 0;
+  std::memcpy(&w->sge[0], sgl.data(), sgl.size_bytes());
+  ++rq_prod_;
+  rq_.head->prod.store(rq_prod_, std::memory_order_release);
+  return Status::kSuccess;
+}
+
+}  // namespace urnic::remote

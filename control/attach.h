@@ -1,0 +1,117 @@
+// The client side of attach mode's objects and shared rings (docs/daemon.md "Objects and shared
+// rings"): what urnic's public objects in attach mode are built on. Internal: the public API's
+// Adapter / Pd / Cq / Qp / Mr route to these once an adapter is opened from a daemon (the next
+// stage); until then the daemon tests (tests/daemon/) drive this stage directly.
+//
+// Posting and polling are plain memory operations on the shared rings, as in embedded mode: no
+// lock, no allocation, no syscall (the deferred doorbell is the ring's producer index, published
+// by the first post without op_flag::kDefer). Object calls are one request to the daemon each.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "daemon/protocol.h"
+#include "daemon/shm.h"
+#include "urnic/extensions.h"
+#include "urnic/status.h"
+#include "urnic/types.h"
+
+namespace urnic::detail {
+
+// One request to the attached daemon and its reply (control/daemon_client.cc); *fd gets the
+// descriptor the reply carries, if `fd` is not null.
+Status daemon_transact(ipc::MsgType type, void* req, size_t req_size, void* rep, size_t rep_size,
+                       const char* what, int* fd = nullptr) noexcept;
+
+}  // namespace urnic::detail
+
+namespace urnic::remote {
+
+// Memory shared with the daemon, at the same address in both processes, so that what is
+// registered in it is reachable by the engine without a copy.
+struct SharedMemory {
+  void* address = nullptr;
+  size_t length = 0;
+  uint32_t handle = 0;
+};
+Status alloc_shared(size_t length, SharedMemory* out) noexcept;
+// Unmaps it here and asks the daemon to free it (kDeviceBusy while MRs are registered in it).
+Status free_shared(SharedMemory* m) noexcept;
+
+// Any object by its handle (the daemon refuses with kDeviceBusy what others still use).
+Status destroy(uint32_t handle) noexcept;
+// A PD on the daemon's adapter `adapter` (its index in daemon_adapters()).
+Status create_pd(uint32_t adapter, uint32_t* handle) noexcept;
+// Registers [address, address + length), inside this process's shared memory, with mr_flag
+// rights: the keys are the daemon adapter's.
+Status register_mr(uint32_t pd, const void* address, size_t length, uint32_t flags,
+                   uint32_t* handle, uint32_t* lkey, uint32_t* rkey) noexcept;
+
+class RemoteCq {
+ public:
+  RemoteCq() = default;
+  ~RemoteCq();
+  RemoteCq(const RemoteCq&) = delete;
+  RemoteCq& operator=(const RemoteCq&) = delete;
+
+  Status create(uint32_t adapter, uint32_t depth) noexcept;
+  // Completions into `out`, oldest first; how many.
+  size_t poll(std::span<ResultEx> out) noexcept;
+  uint32_t handle() const noexcept { return handle_; }
+  Status destroy() noexcept;
+  // For the tests of the daemon's checks: the raw ring.
+  const shm::RingView& ring() const noexcept { return ring_; }
+
+ private:
+  uint32_t handle_ = 0;
+  void* map_ = nullptr;
+  size_t map_len_ = 0;
+  shm::RingView ring_;
+  uint32_t cons_ = 0;
+};
+
+class RemoteQp {
+ public:
+  RemoteQp() = default;
+  ~RemoteQp();
+  RemoteQp(const RemoteQp&) = delete;
+  RemoteQp& operator=(const RemoteQp&) = delete;
+
+  // An RC QP in INIT, completing into `send_cq` and `recv_cq` (of the PD's adapter).
+  Status create(uint32_t pd, const RemoteCq& send_cq, const RemoteCq& recv_cq, uint32_t sq_depth,
+                uint32_t rq_depth, uint32_t max_send_sge, uint32_t max_recv_sge,
+                uint32_t max_inline, void* qp_context) noexcept;
+  // QpConnectExtension::modify, synchronously (kCongestion is not offered in attach mode).
+  Status modify(const QpAttributes& a, uint32_t mask) noexcept;
+  uint32_t qpn() const noexcept { return qpn_; }
+  uint32_t handle() const noexcept { return handle_; }
+  Status destroy() noexcept;
+
+  // Posting, as Qp's (kNoMoreEntries when the ring is full; kInvalidParameter, kDataOverrun or
+  // kInvalidBufferSize for what the daemon would refuse anyway).
+  Status send(void* ctx, std::span<const Sge> sgl, uint32_t flags) noexcept;
+  Status write(void* ctx, std::span<const Sge> sgl, uint64_t remote_address, uint32_t rkey,
+               uint32_t flags) noexcept;
+  Status read(void* ctx, std::span<const Sge> sgl, uint64_t remote_address, uint32_t rkey,
+              uint32_t flags) noexcept;
+  Status receive(void* ctx, std::span<const Sge> sgl) noexcept;
+
+  // For the tests of the daemon's checks: the raw rings, written as a hostile client would.
+  const shm::RingView& send_ring() const noexcept { return sq_; }
+  const shm::RingView& recv_ring() const noexcept { return rq_; }
+
+ private:
+  Status post(shm::SendOp op, void* ctx, std::span<const Sge> sgl, uint64_t remote_address,
+              uint32_t rkey, uint32_t flags) noexcept;
+
+  uint32_t handle_ = 0, qpn_ = 0;
+  void* map_ = nullptr;
+  size_t map_len_ = 0;
+  shm::RingView sq_, rq_;
+  uint32_t sq_prod_ = 0, rq_prod_ = 0;  // ours (sq_prod_ includes deferred posts)
+  uint32_t max_send_sge_ = 0, max_recv_sge_ = 0, max_inline_ = 0;
+};
+
+}  // namespace urnic::remote

@@ -1,0 +1,230 @@
+// The bridge between clients' shared rings and the daemon's QPs and CQs (bridge.h).
+#include "daemon/bridge.h"
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+#include <thread>
+
+#include "urnic/extensions.h"
+
+namespace urnic::daemon {
+namespace {
+
+// A slot is copied here before it is read: the client may rewrite the shared slot at any time.
+constexpr size_t kMaxSlot = 512;
+constexpr uint32_t kBurst = 32;
+// The flags a client may put on a send slot (the public API checks each operation's own).
+constexpr uint32_t kClientFlags = op_flag::kSilentSuccess | op_flag::kReadFence |
+                                  op_flag::kSendAndSolicitEvent | op_flag::kInline |
+                                  op_flag::kDefer | op_flag::kRdmaReadLocalInvalidate;
+
+void nothing(void*, Status) noexcept {}
+
+}  // namespace
+
+Bridge::Bridge() {
+  qps_.reserve(64);
+  cqs_.reserve(64);
+}
+
+bool Bridge::submit(const Cmd& c, std::chrono::milliseconds patience) {
+  std::lock_guard lock(submit_mu_);
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  while (!cmds_.push(c)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  const uint64_t want = ++submitted_;
+  // The lcore applies commands at its next step (it naps at most idle_sleep_us).
+  while (applied_.load(std::memory_order_acquire) < want) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+bool Bridge::add_qp(const QpRings& q, std::chrono::milliseconds patience) {
+  return submit(Cmd{Cmd::Kind::kAddQp, q, {}}, patience);
+}
+bool Bridge::remove_qp(Qp* qp, std::chrono::milliseconds patience) {
+  QpRings q;
+  q.qp = qp;
+  return submit(Cmd{Cmd::Kind::kRemoveQp, q, {}}, patience);
+}
+bool Bridge::add_cq(const CqRing& c, std::chrono::milliseconds patience) {
+  return submit(Cmd{Cmd::Kind::kAddCq, {}, c}, patience);
+}
+bool Bridge::remove_cq(Cq* cq, std::chrono::milliseconds patience) {
+  CqRing c;
+  c.cq = cq;
+  return submit(Cmd{Cmd::Kind::kRemoveCq, {}, c}, patience);
+}
+
+BridgeCounters Bridge::counters() const noexcept {
+  BridgeCounters c;
+  c.sends = sends_.load(std::memory_order_relaxed);
+  c.receives = receives_.load(std::memory_order_relaxed);
+  c.completions = completions_.load(std::memory_order_relaxed);
+  c.client_errors = client_errors_.load(std::memory_order_relaxed);
+  return c;
+}
+
+void Bridge::apply(const Cmd& c) {
+  switch (c.kind) {
+    case Cmd::Kind::kAddQp:
+      qps_.push_back(LiveQp{c.qp});
+      break;
+    case Cmd::Kind::kRemoveQp:
+      std::erase_if(qps_, [&](const LiveQp& q) { return q.r.qp == c.qp.qp; });
+      break;
+    case Cmd::Kind::kAddCq:
+      cqs_.push_back(LiveCq{c.cq});
+      break;
+    case Cmd::Kind::kRemoveCq:
+      std::erase_if(cqs_, [&](const LiveCq& q) { return q.r.cq == c.cq.cq; });
+      break;
+  }
+}
+
+bool Bridge::poll() noexcept {
+  bool busy = false;
+  Cmd c;
+  while (cmds_.pop(c)) {
+    apply(c);  // control traffic, not the data path: a vector may grow here
+    applied_.fetch_add(1, std::memory_order_release);
+    busy = true;
+  }
+  for (LiveQp& q : qps_) {
+    if (q.failed) continue;
+    busy |= drain_rq(q);  // receives first: a send of ours may be answered at once
+    busy |= drain_sq(q);
+  }
+  for (LiveCq& cq : cqs_)
+    if (!cq.failed) busy |= fill_cq(cq);
+  return busy;
+}
+
+void Bridge::fail(LiveQp& q) noexcept {
+  q.failed = true;
+  client_errors_.fetch_add(1, std::memory_order_relaxed);
+  auto* ext = q.r.qp->query_extension<QpConnectExtension>();
+  if (ext == nullptr) return;
+  QpAttributes a;
+  a.state = QpState::kErr;
+  // Asynchronous: this thread drives the engine, so it must not wait for it.
+  (void)ext->modify(a, qp_attr_mask::kState, nothing, nullptr);
+}
+
+bool Bridge::drain_sq(LiveQp& q) noexcept {
+  const shm::RingView& r = q.r.sq;
+  const uint32_t prod = r.head->prod.load(std::memory_order_acquire);  // pairs with the client
+  const uint32_t n = prod - q.sq_cons;
+  if (n == 0) return false;
+  if (n > r.capacity) {
+    fail(q);
+    return true;
+  }
+  alignas(16) uint8_t buf[kMaxSlot];
+  auto* w = reinterpret_cast<shm::SendSlot*>(buf);
+  uint32_t done = 0;
+  for (; done < std::min(n, kBurst); ++done) {
+    std::memcpy(buf, r.slot(q.sq_cons + done), r.stride);
+    const bool inl = (w->flags & op_flag::kInline) != 0;
+    if (w->reserved != 0 || (w->flags & ~kClientFlags) != 0 ||
+        (inl ? w->length > q.r.max_inline || offsetof(shm::SendSlot, sge) + w->length > r.stride
+             : w->num_sge > q.r.max_send_sge)) {
+      fail(q);
+      return true;
+    }
+    // Inline bytes are in our copy of the slot: one SGE over them (the post copies them out).
+    const Sge inline_sge{reinterpret_cast<uint64_t>(&w->sge[0]), w->length, 0};
+    const std::span<const Sge> sgl = inl ? std::span<const Sge>(&inline_sge, w->length ? 1 : 0)
+                                         : std::span<const Sge>(w->sge, w->num_sge);
+    // Every post but the burst's last is deferred: one doorbell for the burst.
+    const bool last = done + 1 == std::min(n, kBurst);
+    const uint32_t flags = last ? w->flags & ~op_flag::kDefer : w->flags | op_flag::kDefer;
+    void* ctx = reinterpret_cast<void*>(w->request_context);
+    Status s = Status::kInvalidParameter;
+    switch (static_cast<shm::SendOp>(w->op)) {
+      case shm::SendOp::kSend:
+        s = q.r.qp->send(ctx, sgl, flags);
+        break;
+      case shm::SendOp::kWrite:
+        s = q.r.qp->write(ctx, sgl, w->remote_addr, w->rkey, flags);
+        break;
+      case shm::SendOp::kRead:
+        s = q.r.qp->read(ctx, sgl, w->remote_addr, w->rkey, flags);
+        break;
+      case shm::SendOp::kSendInvalidate:
+        s = q.r.qp->send_and_invalidate(ctx, sgl, flags, w->rkey);
+        break;
+    }
+    if (s == Status::kNoMoreEntries) break;  // the QP's queue is full: the rest waits
+    if (s != Status::kSuccess) {
+      fail(q);
+      return true;
+    }
+  }
+  q.sq_cons += done;
+  r.head->cons.store(q.sq_cons, std::memory_order_release);  // the client may reuse the slots
+  sends_.fetch_add(done, std::memory_order_relaxed);
+  return done != 0;
+}
+
+bool Bridge::drain_rq(LiveQp& q) noexcept {
+  const shm::RingView& r = q.r.rq;
+  const uint32_t prod = r.head->prod.load(std::memory_order_acquire);  // pairs with the client
+  const uint32_t n = prod - q.rq_cons;
+  if (n == 0) return false;
+  if (n > r.capacity) {
+    fail(q);
+    return true;
+  }
+  alignas(16) uint8_t buf[kMaxSlot];
+  auto* w = reinterpret_cast<shm::RecvSlot*>(buf);
+  uint32_t done = 0;
+  for (; done < std::min(n, kBurst); ++done) {
+    std::memcpy(buf, r.slot(q.rq_cons + done), r.stride);
+    if (w->reserved != 0 || w->num_sge > q.r.max_recv_sge) {
+      fail(q);
+      return true;
+    }
+    const Status s = q.r.qp->receive(reinterpret_cast<void*>(w->request_context),
+                                     std::span<const Sge>(w->sge, w->num_sge));
+    if (s == Status::kNoMoreEntries) break;
+    if (s != Status::kSuccess) {
+      fail(q);
+      return true;
+    }
+  }
+  q.rq_cons += done;
+  r.head->cons.store(q.rq_cons, std::memory_order_release);
+  receives_.fetch_add(done, std::memory_order_relaxed);
+  return done != 0;
+}
+
+bool Bridge::fill_cq(LiveCq& c) noexcept {
+  const shm::RingView& r = c.r.ring;
+  const uint32_t cons = r.head->cons.load(std::memory_order_acquire);  // pairs with the client
+  const uint32_t used = c.prod - cons;
+  if (used > r.capacity) {
+    // The client says it took completions that were never written: its CQ is dead. Its QPs
+    // stall (their completions stay in the daemon's CQ until it overruns them into ERR).
+    c.failed = true;
+    client_errors_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  const uint32_t room = std::min(r.capacity - used, kBurst);
+  if (room == 0) return false;
+  ResultEx out[kBurst];
+  const size_t got = c.r.cq->get_results_ex(std::span<ResultEx>(out, room));
+  for (size_t i = 0; i < got; ++i) std::memcpy(r.slot(c.prod + i), &out[i], sizeof out[i]);
+  if (got == 0) return false;
+  c.prod += static_cast<uint32_t>(got);
+  r.head->prod.store(c.prod, std::memory_order_release);  // the slots are the client's to read
+  completions_.fetch_add(got, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace urnic::daemon

@@ -1,0 +1,99 @@
+// The bridge between attached clients' shared rings and the daemon's own objects (docs/daemon.md
+// "Shared rings"). One per engine, run by the engine's lcore between two engine steps
+// (urnicd's lcore loop), so a client's work request reaches the engine's QP without a thread
+// hop, a lock or a syscall:
+//  - send and receive rings: each new slot is copied out of the shared memory first, then
+//    checked (opcode, SGE count, inline length, reserved fields) and posted through the public
+//    API on the daemon's QP (Qp::send / write / read / receive), which checks the rest as for any
+//    application (flags, lengths; keys, rights and bounds at execution). Anything wrong, or a
+//    producer index more than a ring ahead, fails that QP alone (to ERR: its work is flushed).
+//  - completion rings: the daemon CQ's completions are moved into the client's ring while it has
+//    room; a consumer index the client moved past the producer's fails that CQ alone.
+// Control (urnicd's main thread) adds and removes rings through a command ring and waits for
+// the lcore to apply them, so the lcore owns all of this state and an object is never closed
+// while the lcore may still touch its rings.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "daemon/shm.h"
+#include "dataplane/ring.h"
+#include "urnic/cq.h"
+#include "urnic/qp.h"
+
+namespace urnic::daemon {
+
+struct BridgeCounters {
+  uint64_t sends = 0, receives = 0, completions = 0;
+  uint64_t client_errors = 0;  // QPs and CQs failed for what their client wrote
+};
+
+class Bridge {
+ public:
+  struct QpRings {
+    Qp* qp = nullptr;
+    shm::RingView sq, rq;
+    uint32_t max_send_sge = 0, max_recv_sge = 0, max_inline = 0;
+  };
+  struct CqRing {
+    Cq* cq = nullptr;
+    shm::RingView ring;
+  };
+
+  Bridge();
+  Bridge(const Bridge&) = delete;
+  Bridge& operator=(const Bridge&) = delete;
+
+  // Control side: each returns once the lcore applied it (true), or false when the lcore did not
+  // within `patience` (it is not running).
+  bool add_qp(const QpRings& q, std::chrono::milliseconds patience = std::chrono::seconds(5));
+  bool remove_qp(Qp* qp, std::chrono::milliseconds patience = std::chrono::seconds(5));
+  bool add_cq(const CqRing& c, std::chrono::milliseconds patience = std::chrono::seconds(5));
+  bool remove_cq(Cq* cq, std::chrono::milliseconds patience = std::chrono::seconds(5));
+  BridgeCounters counters() const noexcept;
+
+  // The lcore's step: applies commands, then moves work in and completions out. Returns whether
+  // it did anything.
+  bool poll() noexcept;
+
+ private:
+  struct Cmd {
+    enum class Kind : uint8_t { kAddQp, kRemoveQp, kAddCq, kRemoveCq } kind;
+    QpRings qp;
+    CqRing cq;
+  };
+  struct LiveQp {
+    QpRings r;
+    uint32_t sq_cons = 0, rq_cons = 0;  // ours: the client's copies are only published
+    bool failed = false;
+  };
+  struct LiveCq {
+    CqRing r;
+    uint32_t prod = 0;
+    bool failed = false;
+  };
+
+  bool submit(const Cmd& c, std::chrono::milliseconds patience);
+  void apply(const Cmd& c);
+  bool drain_sq(LiveQp& q) noexcept;
+  bool drain_rq(LiveQp& q) noexcept;
+  bool fill_cq(LiveCq& c) noexcept;
+  // Takes a QP out of service for its client's fault: to ERR, its work flushed.
+  void fail(LiveQp& q) noexcept;
+
+  std::mutex submit_mu_;  // control side: one command in flight at a time
+  dp::SpscRing<Cmd> cmds_{16};
+  std::atomic<uint64_t> applied_{0};
+  uint64_t submitted_ = 0;  // under submit_mu_
+
+  // ---- the lcore's
+  std::vector<LiveQp> qps_;
+  std::vector<LiveCq> cqs_;
+  std::atomic<uint64_t> sends_{0}, receives_{0}, completions_{0}, client_errors_{0};
+};
+
+}  // namespace urnic::daemon

@@ -1,0 +1,320 @@
+// One client's objects in urnicd (objects.h).
+#include "daemon/objects.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "daemon/server.h"
+#include "urnic/extensions.h"
+
+namespace urnic::daemon {
+namespace {
+
+constexpr uint32_t kMaxObjects = 1u << 16;  // handle = generation << 16 | (index + 1)
+constexpr uint32_t kMaxSge = 16;
+constexpr uint32_t kMaxInline = 256;
+
+uint32_t index_of(uint32_t handle) { return (handle & 0xffff) - 1; }
+
+// A memfd of `len` bytes mapped here; -1 / nullptr on failure.
+int make_memfd(const char* name, size_t len, void** map) {
+  const int fd = ::memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  if (::ftruncate(fd, static_cast<off_t>(len)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  *map = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (*map == MAP_FAILED) {
+    *map = nullptr;
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+uint32_t ClientObjects::add(Kind k) {
+  for (uint32_t i = 0; i < table_.size(); ++i) {
+    if (table_[i].kind != Kind::kFree) continue;
+    table_[i].kind = k;
+    return static_cast<uint32_t>(table_[i].gen) << 16 | (i + 1);
+  }
+  if (table_.size() >= kMaxObjects - 1) return 0;
+  table_.emplace_back();
+  table_.back().kind = k;
+  return static_cast<uint32_t>(table_.size());
+}
+
+ClientObjects::Obj* ClientObjects::find(uint32_t handle, Kind k) {
+  const uint32_t i = index_of(handle);
+  if (handle == 0 || i >= table_.size()) return nullptr;
+  Obj& o = table_[i];
+  return o.kind == k && o.gen == handle >> 16 ? &o : nullptr;
+}
+
+void ClientObjects::release(uint32_t handle) {
+  Obj& o = table_[index_of(handle)];
+  for (uint32_t u : o.uses)
+    if (u != 0) --table_[index_of(u)].users;
+  const uint16_t gen = static_cast<uint16_t>(o.gen + 1);
+  o = Obj{};
+  o.gen = gen;
+}
+
+uint32_t ClientObjects::count(Kind k) const noexcept {
+  uint32_t n = 0;
+  for (const Obj& o : table_) n += o.kind == k ? 1 : 0;
+  return n;
+}
+
+ObjectCounts ClientObjects::counts() const noexcept {
+  return ObjectCounts{count(Kind::kShared), count(Kind::kPd), count(Kind::kCq),
+                      count(Kind::kQp),     count(Kind::kMr), shared_bytes_};
+}
+
+bool ClientObjects::inside_shared(uint64_t address, uint64_t length, uint32_t* shm_handle) {
+  for (uint32_t i = 0; i < table_.size(); ++i) {
+    const Obj& o = table_[i];
+    const auto base = reinterpret_cast<uint64_t>(o.map);
+    if (o.kind == Kind::kShared && address >= base && length <= o.map_len &&
+        address - base <= o.map_len - length) {
+      *shm_handle = static_cast<uint32_t>(o.gen) << 16 | (i + 1);
+      return true;
+    }
+  }
+  return false;
+}
+
+Status ClientObjects::alloc_shared(const ipc::AllocSharedReq& q, ipc::AllocSharedRep* rep,
+                                   int* fd) {
+  const uint64_t len = (q.length + 4095) & ~uint64_t{4095};
+  if (shared_bytes_ + len > quotas_.shared_bytes) return Status::kInsufficientResources;
+  const uint32_t h = add(Kind::kShared);
+  if (h == 0) return Status::kInsufficientResources;
+  Obj& o = table_[index_of(h)];
+  *fd = make_memfd("urnic-shared", len, &o.map);
+  if (*fd < 0) {
+    release(h);
+    return Status::kInsufficientResources;
+  }
+  o.map_len = len;
+  shared_bytes_ += len;
+  rep->handle = h;
+  rep->address = reinterpret_cast<uint64_t>(o.map);
+  rep->length = len;
+  return Status::kSuccess;
+}
+
+Status ClientObjects::create_pd(const ipc::CreatePdReq& q, ipc::HandleRep* rep) {
+  if (q.adapter >= adapters_.size()) return Status::kInvalidParameter;
+  if (count(Kind::kPd) >= quotas_.pds) return Status::kInsufficientResources;
+  const uint32_t h = add(Kind::kPd);
+  if (h == 0) return Status::kInsufficientResources;
+  Obj& o = table_[index_of(h)];
+  o.adapter = q.adapter;
+  const Status s = adapters_[q.adapter].adapter->create_pd(nullptr, nullptr, &o.pd);
+  if (s != Status::kSuccess) {
+    release(h);
+    return s;
+  }
+  rep->handle = h;
+  return s;
+}
+
+Status ClientObjects::create_cq(const ipc::CreateCqReq& q, ipc::CreateCqRep* rep, int* fd) {
+  if (q.adapter >= adapters_.size()) return Status::kInvalidParameter;
+  if (count(Kind::kCq) >= quotas_.cqs) return Status::kInsufficientResources;
+  Adapter& a = *adapters_[q.adapter].adapter;
+  if (q.depth > a.adapter_info().max_cq_depth) return Status::kInvalidParameter;
+  const uint32_t h = add(Kind::kCq);
+  if (h == 0) return Status::kInsufficientResources;
+  Obj& o = table_[index_of(h)];
+  o.adapter = q.adapter;
+  Status s = a.create_cq(q.depth, nullptr, nullptr, nullptr, nullptr, &o.cq);
+  const uint32_t cap = shm::ring_capacity(q.depth);
+  o.map_len = shm::ring_bytes(cap, sizeof(shm::CqSlot));
+  if (s == Status::kSuccess && (*fd = make_memfd("urnic-cq", o.map_len, &o.map)) < 0)
+    s = Status::kInsufficientResources;
+  if (s == Status::kSuccess) {
+    o.engine = o.cq->query_extension<CqExtension>()->engine();
+    const Bridge::CqRing ring{o.cq.get(), shm::ring_at(o.map, 0, cap, sizeof(shm::CqSlot))};
+    if (o.engine >= bridges_.size() || !bridges_[o.engine]->add_cq(ring))
+      s = Status::kDeviceNotReady;
+  }
+  if (s != Status::kSuccess) {
+    if (o.map != nullptr) ::munmap(o.map, o.map_len);
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+    release(h);
+    return s;
+  }
+  rep->handle = h;
+  rep->capacity = cap;
+  rep->map_bytes = o.map_len;
+  return s;
+}
+
+Status ClientObjects::create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep, int* fd) {
+  Obj* pd = find(q.pd, Kind::kPd);
+  Obj* scq = find(q.send_cq, Kind::kCq);
+  Obj* rcq = find(q.recv_cq, Kind::kCq);
+  if (pd == nullptr || scq == nullptr || rcq == nullptr) return Status::kInvalidHandle;
+  if (scq->adapter != pd->adapter || rcq->adapter != pd->adapter || scq->engine != rcq->engine)
+    return Status::kInvalidParameterMix;
+  if (q.max_send_sge > kMaxSge || q.max_recv_sge > kMaxSge || q.max_inline > kMaxInline)
+    return Status::kInvalidParameter;
+  if (count(Kind::kQp) >= quotas_.qps) return Status::kInsufficientResources;
+  const uint32_t h = add(Kind::kQp);
+  if (h == 0) return Status::kInsufficientResources;
+  // `pd`, `scq`, `rcq` may have moved with the table: look them up again from here on.
+  Obj& o = table_[index_of(h)];
+  o.adapter = find(q.pd, Kind::kPd)->adapter;
+  o.engine = find(q.send_cq, Kind::kCq)->engine;
+  Status s =
+      find(q.pd, Kind::kPd)
+          ->pd->create_qp(*find(q.recv_cq, Kind::kCq)->cq, *find(q.send_cq, Kind::kCq)->cq,
+                          reinterpret_cast<void*>(q.qp_context), q.rq_depth, q.sq_depth,
+                          q.max_recv_sge, q.max_send_sge, q.max_inline, nullptr, nullptr, &o.qp);
+  const uint32_t sq_cap = shm::ring_capacity(q.sq_depth), rq_cap = shm::ring_capacity(q.rq_depth);
+  const auto sq_stride = static_cast<uint32_t>(shm::send_stride(q.max_send_sge, q.max_inline));
+  const auto rq_stride = static_cast<uint32_t>(shm::recv_stride(q.max_recv_sge));
+  const size_t sq_bytes = shm::ring_bytes(sq_cap, sq_stride);
+  o.map_len = sq_bytes + shm::ring_bytes(rq_cap, rq_stride);
+  if (s == Status::kSuccess && (*fd = make_memfd("urnic-qp", o.map_len, &o.map)) < 0)
+    s = Status::kInsufficientResources;
+  if (s == Status::kSuccess) {
+    Bridge::QpRings rings{o.qp.get(),
+                          shm::ring_at(o.map, 0, sq_cap, sq_stride),
+                          shm::ring_at(o.map, sq_bytes, rq_cap, rq_stride),
+                          q.max_send_sge,
+                          q.max_recv_sge,
+                          q.max_inline};
+    if (!bridges_[o.engine]->add_qp(rings)) s = Status::kDeviceNotReady;
+  }
+  if (s != Status::kSuccess) {
+    if (o.map != nullptr) ::munmap(o.map, o.map_len);
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+    release(h);
+    return s;
+  }
+  o.uses[0] = q.pd;
+  o.uses[1] = q.send_cq;
+  o.uses[2] = q.recv_cq;
+  for (uint32_t u : o.uses) ++table_[index_of(u)].users;
+  rep->handle = h;
+  rep->qpn = o.qp->query_extension<QpConnectExtension>()->qpn();
+  rep->sq_capacity = sq_cap;
+  rep->sq_stride = sq_stride;
+  rep->rq_capacity = rq_cap;
+  rep->rq_stride = rq_stride;
+  rep->rq_offset = sq_bytes;
+  rep->map_bytes = o.map_len;
+  return s;
+}
+
+Status ClientObjects::modify_qp(const ipc::ModifyQpReq& q) {
+  Obj* o = find(q.qp, Kind::kQp);
+  if (o == nullptr) return Status::kInvalidHandle;
+  const ipc::WireQpAttr& w = q.attr;
+  QpAttributes a;
+  a.state = static_cast<QpState>(w.state);
+  a.access = w.access;
+  a.path_mtu = w.path_mtu;
+  a.dest_qpn = w.dest_qpn;
+  a.rq_psn = w.rq_psn;
+  a.sq_psn = w.sq_psn;
+  a.max_dest_rd_atomic = w.max_dest_rd_atomic;
+  a.max_rd_atomic = w.max_rd_atomic;
+  a.timeout = w.timeout;
+  a.retry_cnt = w.retry_cnt;
+  a.rnr_retry = w.rnr_retry;
+  a.min_rnr_timer = w.min_rnr_timer;
+  a.selective_repeat = w.selective_repeat != 0;
+  a.av.ipv6 = w.av_ipv6 != 0;
+  a.av.dst_ipv4 = w.dst_ipv4;
+  std::memcpy(a.av.dst_ipv6.data(), w.dst_ipv6, 16);
+  std::memcpy(a.av.dst_mac.data(), w.dst_mac, 6);
+  a.av.traffic_class = w.traffic_class;
+  a.av.hop_limit = w.hop_limit;
+  a.av.flow_label = w.flow_label;
+  a.av.sgid_index = w.sgid_index;
+  // The client's congestion settings are the adapter's (kCongestion is not offered).
+  if ((q.mask & qp_attr_mask::kCongestion) != 0) return Status::kNotSupported;
+  // Synchronous: the engine applies it (the lcore loop runs it meanwhile); the public API checks
+  // every range and the transition.
+  return o->qp->query_extension<QpConnectExtension>()->modify(a, q.mask, nullptr, nullptr);
+}
+
+Status ClientObjects::register_mr(const ipc::RegisterMrReq& q, ipc::RegisterMrRep* rep) {
+  if (find(q.pd, Kind::kPd) == nullptr) return Status::kInvalidHandle;
+  uint32_t shm_handle = 0;
+  // A client exposes only memory it shares with the daemon: never the daemon's own.
+  if (!inside_shared(q.address, q.length, &shm_handle)) return Status::kInvalidBufferSize;
+  if (count(Kind::kMr) >= quotas_.mrs) return Status::kInsufficientResources;
+  const uint32_t h = add(Kind::kMr);
+  if (h == 0) return Status::kInsufficientResources;
+  Obj& o = table_[index_of(h)];
+  Obj& pd = *find(q.pd, Kind::kPd);
+  o.adapter = pd.adapter;
+  Status s = pd.pd->create_mr(false, nullptr, nullptr, &o.mr);
+  if (s == Status::kSuccess)
+    s = o.mr->register_mr(reinterpret_cast<const void*>(q.address), q.length, q.flags, nullptr,
+                          nullptr);
+  if (s != Status::kSuccess) {
+    release(h);
+    return s;
+  }
+  o.uses[0] = q.pd;
+  o.uses[1] = shm_handle;
+  for (uint32_t u : o.uses)
+    if (u != 0) ++table_[index_of(u)].users;
+  rep->handle = h;
+  rep->lkey = o.mr->get_local_token();
+  rep->rkey = o.mr->get_remote_token();
+  return s;
+}
+
+Status ClientObjects::destroy(uint32_t handle) {
+  const uint32_t i = index_of(handle);
+  if (handle == 0 || i >= table_.size() || table_[i].kind == Kind::kFree ||
+      table_[i].gen != handle >> 16)
+    return Status::kInvalidHandle;
+  Obj& o = table_[i];
+  if (o.users != 0) return Status::kDeviceBusy;
+  switch (o.kind) {
+    case Kind::kQp:
+      // Out of the bridge before the QP is closed (flushed, destroyed on the engine).
+      bridges_[o.engine]->remove_qp(o.qp.get());
+      break;
+    case Kind::kCq:
+      bridges_[o.engine]->remove_cq(o.cq.get());
+      break;
+    case Kind::kShared:
+      shared_bytes_ -= o.map_len;
+      break;
+    default:
+      break;
+  }
+  // Handles close their objects (synchronously: QPs are flushed first) as the slot is reset.
+  o.qp.reset();
+  o.mr.reset();
+  o.cq.reset();
+  o.pd.reset();
+  if (o.map != nullptr) ::munmap(o.map, o.map_len);
+  release(handle);
+  return Status::kSuccess;
+}
+
+void ClientObjects::destroy_all() {
+  // Users before what they use: QPs, MRs, then CQs, PDs and shared memory.
+  for (Kind k : {Kind::kQp, Kind::kMr, Kind::kCq, Kind::kPd, Kind::kShared})
+    for (uint32_t i = 0; i < table_.size(); ++i)
+      if (table_[i].kind == k) (void)destroy(static_cast<uint32_t>(table_[i].gen) << 16 | (i + 1));
+}
+
+}  // namespace urnic::daemon

@@ -1,0 +1,90 @@
+// One client's objects in urnicd (docs/daemon.md "Objects and shared rings"): shared memory,
+// PDs, CQs, QPs and MRs, each a daemon-side object of the public API on one of the daemon's
+// adapters, named by a handle that indexes this client's table alone (a handle of another
+// client's names nothing here). Quotas per client come from the configuration. Everything is
+// destroyed when the client goes (destroy_all, from ~ClientObjects): QPs first (flushed to ERR,
+// so their peers see the connection die), then MRs, CQs, PDs and the shared memory.
+//
+// Called on urnicd's main thread only (the server's epoll loop).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "daemon/bridge.h"
+#include "daemon/protocol.h"
+#include "urnic/adapter.h"
+#include "urnic/mr.h"
+#include "urnic/pd.h"
+
+namespace urnic::daemon {
+
+struct Quotas {
+  uint32_t pds = 64, cqs = 256, qps = 1024, mrs = 4096;
+  uint64_t shared_bytes = uint64_t{4} << 30;  // shared memory a client may hold
+};
+
+struct ServedAdapter;
+
+struct ObjectCounts {
+  uint32_t shared = 0, pds = 0, cqs = 0, qps = 0, mrs = 0;
+  uint64_t shared_bytes = 0;
+};
+
+class ClientObjects {
+ public:
+  // `bridges[i]` serves the daemon's engine i.
+  ClientObjects(const std::vector<ServedAdapter>& adapters, const std::vector<Bridge*>& bridges,
+                const Quotas& quotas)
+      : adapters_(adapters), bridges_(bridges), quotas_(quotas) {}
+  ~ClientObjects() { destroy_all(); }
+  ClientObjects(const ClientObjects&) = delete;
+  ClientObjects& operator=(const ClientObjects&) = delete;
+
+  // Each fills its reply (the header is the caller's) and returns its status; *fd is a memfd to
+  // pass with the reply (the caller closes it after sending), -1 if none.
+  Status alloc_shared(const ipc::AllocSharedReq& q, ipc::AllocSharedRep* rep, int* fd);
+  Status create_pd(const ipc::CreatePdReq& q, ipc::HandleRep* rep);
+  Status create_cq(const ipc::CreateCqReq& q, ipc::CreateCqRep* rep, int* fd);
+  Status create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep, int* fd);
+  Status modify_qp(const ipc::ModifyQpReq& q);
+  Status register_mr(const ipc::RegisterMrReq& q, ipc::RegisterMrRep* rep);
+  // kInvalidHandle for a handle of nothing; kDeviceBusy for an object others still use (a PD
+  // with QPs or MRs, a CQ with QPs, shared memory with MRs in it), as NDK's close would pend.
+  Status destroy(uint32_t handle);
+  void destroy_all();
+
+  ObjectCounts counts() const noexcept;
+
+ private:
+  enum class Kind : uint8_t { kFree, kShared, kPd, kCq, kQp, kMr };
+  struct Obj {
+    Kind kind = Kind::kFree;
+    uint16_t gen = 0;       // bumped on every reuse of the slot: stale handles name nothing
+    uint32_t adapter = 0;   // PD, CQ, QP, MR
+    uint32_t engine = 0;    // CQ, QP: the bridge that serves it
+    uint32_t users = 0;     // QPs and MRs of a PD, QPs of a CQ, MRs in shared memory
+    uint32_t uses[3] = {};  // handles this object counts as a user of (QP: PD, CQs; MR: PD, shm)
+    void* map = nullptr;    // shared memory, a CQ's or QP's rings: our mapping
+    size_t map_len = 0;
+    Handle<Pd> pd;
+    Handle<Cq> cq;
+    Handle<Qp> qp;
+    Handle<Mr> mr;
+  };
+
+  // A free slot's handle (or 0 when the table is full); the slot is kind `k` from then on.
+  uint32_t add(Kind k);
+  Obj* find(uint32_t handle, Kind k);
+  void release(uint32_t handle);
+  uint32_t count(Kind k) const noexcept;
+  bool inside_shared(uint64_t address, uint64_t length, uint32_t* shm_handle);
+
+  const std::vector<ServedAdapter>& adapters_;
+  const std::vector<Bridge*>& bridges_;
+  const Quotas quotas_;
+  std::vector<Obj> table_;
+  uint64_t shared_bytes_ = 0;
+};
+
+}  // namespace urnic::daemon

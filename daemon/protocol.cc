@@ -1,0 +1,265 @@
+// Encoding and validation of urnicd's control messages (protocol.h).
+#include "daemon/protocol.h"
+
+#include <cstring>
+
+namespace urnic::ipc {
+namespace {
+
+bool name_char(char c) noexcept {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '.' || c == '-';
+}
+
+Decoded bad(Status s, const char* why, bool header_ok) noexcept { return {s, why, header_ok}; }
+
+// The header's own checks: readable, ours, our major version, the length field equal to the
+// packet's. `expect` is the size the type requires (0: unknown type).
+Decoded check_header(std::span<const uint8_t> bytes, Header* h) noexcept {
+  if (bytes.size() < sizeof(Header)) return bad(Status::kInvalidParameter, "short header", false);
+  std::memcpy(h, bytes.data(), sizeof *h);
+  if (h->magic != kMagic) return bad(Status::kInvalidParameter, "magic", false);
+  if (h->version >> 8 != kVersionMajor)
+    return bad(Status::kNotSupported, "protocol major version", false);
+  if (h->length != bytes.size()) return bad(Status::kInvalidParameter, "length", false);
+  return {Status::kSuccess, "", true};
+}
+
+bool all_zero(const void* p, size_t n) noexcept {
+  const auto* b = static_cast<const uint8_t*>(p);
+  for (size_t i = 0; i < n; ++i)
+    if (b[i] != 0) return false;
+  return true;
+}
+
+// The object requests' own fields (handles are looked up by the daemon, in the client's table).
+Decoded check_object_fields(const Request& r) noexcept {
+  auto ok = [] { return Decoded{Status::kSuccess, "", true}; };
+  auto no = [](const char* why) { return bad(Status::kInvalidParameter, why, true); };
+  switch (static_cast<MsgType>(r.h.type)) {
+    case MsgType::kAllocShared:
+      return r.alloc_shared.length == 0 || r.alloc_shared.length > kMaxSharedBytes
+                 ? no("alloc_shared.length")
+                 : ok();
+    case MsgType::kCreatePd:
+      return r.create_pd.reserved != 0 ? no("create_pd.reserved") : ok();
+    case MsgType::kCreateCq:
+      return r.create_cq.depth == 0 ? no("create_cq.depth") : ok();
+    case MsgType::kCreateQp:
+      return r.create_qp.sq_depth == 0 || r.create_qp.rq_depth == 0 ? no("create_qp.depth") : ok();
+    case MsgType::kModifyQp: {
+      const WireQpAttr& a = r.modify_qp.attr;
+      if (a.state > static_cast<uint8_t>(QpState::kErr)) return no("modify_qp.state");
+      if (a.selective_repeat > 1 || a.av_ipv6 > 1) return no("modify_qp flag byte");
+      if (a.reserved != 0 || a.reserved2 != 0 || r.modify_qp.reserved != 0)
+        return no("modify_qp.reserved");
+      return ok();
+    }
+    case MsgType::kRegisterMr:
+      return r.register_mr.length == 0 || r.register_mr.address == 0 ||
+                     r.register_mr.length > UINT64_MAX - r.register_mr.address
+                 ? no("register_mr range")
+                 : ok();
+    case MsgType::kDestroy:
+      return r.destroy.reserved != 0 ? no("destroy.reserved") : ok();
+    default:
+      return bad(Status::kInvalidDeviceRequest, "type", true);
+  }
+}
+
+// Type-specific fields of a request already copied into *r.
+Decoded check_request_fields(const Request& r) noexcept {
+  switch (static_cast<MsgType>(r.h.type)) {
+    case MsgType::kHello:
+      if (r.hello.reserved != 0) return bad(Status::kInvalidParameter, "hello.reserved", true);
+      if (!valid_name(r.hello.name)) return bad(Status::kInvalidParameter, "hello.name", true);
+      return {Status::kSuccess, "", true};
+    case MsgType::kListAdapters:
+      return {Status::kSuccess, "", true};
+    case MsgType::kQueryAdapter:
+      if (!valid_name(r.query_adapter.name))
+        return bad(Status::kInvalidParameter, "query_adapter.name", true);
+      return {Status::kSuccess, "", true};
+    case MsgType::kListClients:
+      if (r.list_clients.reserved != 0)
+        return bad(Status::kInvalidParameter, "list_clients.reserved", true);
+      return {Status::kSuccess, "", true};
+    default:
+      return check_object_fields(r);
+  }
+}
+
+// An adapter entry from the daemon: its name valid, its flags and reserved bytes in range.
+bool valid_entry(const AdapterEntry& e) noexcept {
+  return valid_name(e.name) && e.has_ipv6 <= 1 && e.reserved == 0 && e.engines >= 1 &&
+         e.engines <= 8;
+}
+
+// Type-specific fields of a reply of kSuccess, copied to `out`.
+bool check_reply_fields(MsgType type, const void* out) noexcept {
+  switch (type) {
+    case MsgType::kHello:
+      return static_cast<const HelloRep*>(out)->adapters <= kMaxAdapters;
+    case MsgType::kListAdapters: {
+      const auto* r = static_cast<const ListAdaptersRep*>(out);
+      if (r->count > kMaxAdapters || r->reserved != 0) return false;
+      for (uint32_t i = 0; i < r->count; ++i)
+        if (!valid_entry(r->entries[i])) return false;
+      return true;
+    }
+    case MsgType::kQueryAdapter:
+      return valid_entry(static_cast<const QueryAdapterRep*>(out)->entry);
+    case MsgType::kListClients: {
+      const auto* r = static_cast<const ListClientsRep*>(out);
+      return r->count <= kClientsPerReply && r->count <= r->total;
+    }
+    case MsgType::kCreateCq: {
+      const auto* r = static_cast<const CreateCqRep*>(out);
+      return r->capacity != 0 && (r->capacity & (r->capacity - 1)) == 0;
+    }
+    case MsgType::kCreateQp: {
+      const auto* r = static_cast<const CreateQpRep*>(out);
+      auto pow2 = [](uint32_t c) { return c != 0 && (c & (c - 1)) == 0; };
+      return pow2(r->sq_capacity) && pow2(r->rq_capacity) && r->rq_offset < r->map_bytes;
+    }
+    case MsgType::kAllocShared:
+    case MsgType::kCreatePd:
+    case MsgType::kModifyQp:
+    case MsgType::kRegisterMr:
+    case MsgType::kDestroy:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+bool valid_name(const char (&name)[kNameSize]) noexcept {
+  size_t n = 0;
+  while (n < kNameSize && name[n] != '\0') {
+    if (!name_char(name[n])) return false;
+    ++n;
+  }
+  // At least one character, and a NUL inside the field; everything after it NUL too.
+  if (n == 0 || n == kNameSize) return false;
+  return all_zero(name + n, kNameSize - n);
+}
+
+bool set_name(char (&name)[kNameSize], std::string_view s) noexcept {
+  std::memset(name, 0, kNameSize);
+  if (s.empty() || s.size() >= kNameSize) return false;
+  for (char c : s)
+    if (!name_char(c)) return false;
+  std::memcpy(name, s.data(), s.size());
+  return true;
+}
+
+size_t request_size(MsgType type) noexcept {
+  switch (type) {
+    case MsgType::kHello:
+      return sizeof(HelloReq);
+    case MsgType::kListAdapters:
+      return sizeof(ListAdaptersReq);
+    case MsgType::kQueryAdapter:
+      return sizeof(QueryAdapterReq);
+    case MsgType::kListClients:
+      return sizeof(ListClientsReq);
+    case MsgType::kAllocShared:
+      return sizeof(AllocSharedReq);
+    case MsgType::kCreatePd:
+      return sizeof(CreatePdReq);
+    case MsgType::kCreateCq:
+      return sizeof(CreateCqReq);
+    case MsgType::kCreateQp:
+      return sizeof(CreateQpReq);
+    case MsgType::kModifyQp:
+      return sizeof(ModifyQpReq);
+    case MsgType::kRegisterMr:
+      return sizeof(RegisterMrReq);
+    case MsgType::kDestroy:
+      return sizeof(DestroyReq);
+    default:
+      return 0;
+  }
+}
+
+size_t reply_size(MsgType type) noexcept {
+  switch (type) {
+    case MsgType::kHello:
+      return sizeof(HelloRep);
+    case MsgType::kListAdapters:
+      return sizeof(ListAdaptersRep);
+    case MsgType::kQueryAdapter:
+      return sizeof(QueryAdapterRep);
+    case MsgType::kListClients:
+      return sizeof(ListClientsRep);
+    case MsgType::kAllocShared:
+      return sizeof(AllocSharedRep);
+    case MsgType::kCreatePd:
+      return sizeof(HandleRep);
+    case MsgType::kCreateCq:
+      return sizeof(CreateCqRep);
+    case MsgType::kCreateQp:
+      return sizeof(CreateQpRep);
+    case MsgType::kModifyQp:
+    case MsgType::kDestroy:
+      return sizeof(ReplyHead);
+    case MsgType::kRegisterMr:
+      return sizeof(RegisterMrRep);
+    default:
+      return 0;
+  }
+}
+
+Header make_header(MsgType type, uint32_t size, uint32_t seq) noexcept {
+  return Header{kMagic, wire_version(), static_cast<uint16_t>(type), size, seq};
+}
+
+ReplyHead make_reply(const Header& req, uint32_t size, Status status) noexcept {
+  ReplyHead r{};
+  r.h = Header{kMagic, wire_version(),
+               static_cast<uint16_t>(req.type | static_cast<uint16_t>(MsgType::kReplyFlag)), size,
+               req.seq};
+  r.status = static_cast<uint32_t>(status);
+  return r;
+}
+
+Decoded decode_request(std::span<const uint8_t> bytes, Request* out) noexcept {
+  Header h{};
+  if (Decoded d = check_header(bytes, &h); d.status != Status::kSuccess) return d;
+  const size_t want = request_size(static_cast<MsgType>(h.type));
+  if (want == 0) return bad(Status::kInvalidDeviceRequest, "type", true);
+  if (bytes.size() != want) return bad(Status::kInvalidParameter, "size for its type", true);
+  std::memset(out, 0, sizeof *out);
+  std::memcpy(out, bytes.data(), want);
+  return check_request_fields(*out);
+}
+
+Decoded decode_reply(std::span<const uint8_t> bytes, MsgType type, uint32_t seq, void* out,
+                     size_t out_size) noexcept {
+  Header h{};
+  if (Decoded d = check_header(bytes, &h); d.status != Status::kSuccess) return d;
+  if (h.type != (static_cast<uint16_t>(type) | static_cast<uint16_t>(MsgType::kReplyFlag)))
+    return bad(Status::kInvalidParameter, "reply type", true);
+  if (h.seq != seq) return bad(Status::kInvalidParameter, "reply seq", true);
+  // A failed request may be answered with the bare ReplyHead (some succeed with it alone).
+  if (bytes.size() == sizeof(ReplyHead) && out_size != sizeof(ReplyHead)) {
+    ReplyHead r{};
+    std::memcpy(&r, bytes.data(), sizeof r);
+    if (static_cast<Status>(r.status) == Status::kSuccess)
+      return bad(Status::kInvalidParameter, "short success reply", true);
+    std::memset(out, 0, out_size);
+    std::memcpy(out, &r, sizeof r);
+    return {Status::kSuccess, "", true};
+  }
+  if (out_size != reply_size(type) || bytes.size() != out_size)
+    return bad(Status::kInvalidParameter, "reply size", true);
+  std::memcpy(out, bytes.data(), out_size);
+  const auto* r = static_cast<const ReplyHead*>(out);
+  if (static_cast<Status>(r->status) == Status::kSuccess && !check_reply_fields(type, out))
+    return bad(Status::kInvalidParameter, "reply field", true);
+  return {Status::kSuccess, "", true};
+}
+
+}  // namespace urnic::ipc

@@ -1,0 +1,326 @@
+// The control protocol between urnicd and its client processes (docs/daemon.md, issue 38 item 3):
+// one SOCK_SEQPACKET Unix socket per client, one message per packet, each a fixed-layout struct
+// of its type. Both ends are on one host, so fields are in host byte order; every struct is
+// trivially copyable with a fixed size (static_asserts), and a message is valid only when its
+// packet length is exactly that size.
+//
+// Trust: the daemon treats every byte a client sends as hostile. decode_request() checks every
+// field of every request (magic, version, type, length, reserved bytes, strings, ranges) before
+// the daemon looks at it, and names the first field that is wrong; the daemon answers a message
+// it cannot decode with kInvalidParameter (when the header is readable) and counts it. The client
+// checks the daemon's replies the same way (decode_reply), so that a wrong or old daemon gives a
+// clear error rather than garbage. No DPDK here: the client side of the public API and the fuzz
+// target link this alone.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <type_traits>
+
+#include "urnic/counters.h"
+#include "urnic/status.h"
+#include "urnic/types.h"
+
+namespace urnic::ipc {
+
+inline constexpr uint32_t kMagic = 0x444e5255;  // "URND" in memory on little-endian hosts
+// The major version changes when a layout changes; a client and a daemon of different majors
+// refuse each other at kHello. The minor grows when message types are added.
+inline constexpr uint16_t kVersionMajor = 1;
+inline constexpr uint16_t kVersionMinor = 1;  // 1: objects and shared rings (types 5 .. 11)
+// Names (adapters, clients): 1 .. 31 characters of [A-Za-z0-9_.-], NUL-padded to 32 bytes.
+inline constexpr size_t kNameSize = 32;
+// Adapters one daemon serves (ListAdapters answers with all of them in one message).
+inline constexpr uint32_t kMaxAdapters = 16;
+// Clients listed per ListClients reply (the request names the first one wanted: pagination).
+inline constexpr uint32_t kClientsPerReply = 32;
+// No message is larger (the receive buffers' size; a longer packet is truncated and refused).
+inline constexpr size_t kMaxMessage = 4096;
+
+enum class MsgType : uint16_t {
+  kHello = 1,         // first message of a connection: versions and the client's name
+  kListAdapters = 2,  // the daemon's adapters
+  kQueryAdapter = 3,  // one adapter's NDK_ADAPTER_INFO and port counters, by name
+  kListClients = 4,   // the attached clients (operators only: uid 0 or the daemon's uid)
+  // Objects (docs/daemon.md "Objects and shared rings"); each is the client's until it destroys
+  // it or its connection closes. Replies marked + carry a memfd (SCM_RIGHTS).
+  kAllocShared = 5,  // + shared memory for buffers, mapped at the same address in both
+  kCreatePd = 6,
+  kCreateCq = 7,  // + its completion ring
+  kCreateQp = 8,  // + its send and receive rings (RC)
+  kModifyQp = 9,
+  kRegisterMr = 10,    // inside the client's shared memory
+  kDestroy = 11,       // any object by its handle
+  kReplyFlag = 0x8000  // a reply carries its request's type with this bit set
+};
+
+struct Header {
+  uint32_t magic;
+  uint16_t version;  // kVersionMajor << 8 | kVersionMinor
+  uint16_t type;     // MsgType
+  uint32_t length;   // of the whole message, header included
+  uint32_t seq;      // chosen by the client, echoed in the reply
+};
+static_assert(sizeof(Header) == 16);
+
+// Every reply starts with its header and an NTSTATUS; the rest is meaningful only on kSuccess.
+struct ReplyHead {
+  Header h;
+  uint32_t status;  // urnic::Status
+  uint32_t reserved;
+};
+static_assert(sizeof(ReplyHead) == 24);
+
+struct HelloReq {
+  Header h;
+  uint16_t major, minor;  // the client's protocol version
+  uint32_t reserved;
+  char name[kNameSize];  // the client's name for logs and urnicctl (e.g. its program name)
+};
+static_assert(sizeof(HelloReq) == 56);
+
+struct HelloRep {
+  ReplyHead r;
+  uint16_t major, minor;  // the daemon's protocol version
+  uint32_t client_id;     // this client's id in the daemon's logs, telemetry and urnicctl
+  uint32_t daemon_pid;
+  uint32_t adapters;  // how many adapters the daemon serves
+};
+static_assert(sizeof(HelloRep) == 40);
+
+struct ListAdaptersReq {
+  Header h;
+};
+
+// What a client sees of one of the daemon's adapters.
+struct AdapterEntry {
+  char name[kNameSize];
+  uint32_t ipv4;  // host order; 0: none
+  uint8_t ipv6[16];
+  uint8_t has_ipv6;  // 0 or 1
+  uint8_t mac[6];
+  uint8_t reserved;
+  uint32_t engines;  // 1 .. 8
+  uint32_t mtu;      // the port's Ethernet MTU
+};
+static_assert(sizeof(AdapterEntry) == 68);
+
+struct ListAdaptersRep {
+  ReplyHead r;
+  uint32_t count;  // entries used, 0 .. kMaxAdapters
+  uint32_t reserved;
+  AdapterEntry entries[kMaxAdapters];
+};
+static_assert(sizeof(ListAdaptersRep) == 32 + 68 * kMaxAdapters);
+
+struct QueryAdapterReq {
+  Header h;
+  char name[kNameSize];
+};
+static_assert(sizeof(QueryAdapterReq) == 48);
+
+struct QueryAdapterRep {
+  ReplyHead r;
+  AdapterEntry entry;
+  uint32_t reserved;
+  AdapterInfo info;   // NDK_ADAPTER_INFO, as Adapter::query_adapter_info gives it
+  PortCounters port;  // the port's packets and drops, over all its engines
+  uint64_t clients;   // clients attached to the daemon
+};
+static_assert(std::is_trivially_copyable_v<AdapterInfo> &&
+              std::is_trivially_copyable_v<PortCounters>);
+static_assert(sizeof(QueryAdapterRep) % 8 == 0);
+
+struct ListClientsReq {
+  Header h;
+  uint32_t first;  // index of the first client wanted, in the daemon's order (0: from the start)
+  uint32_t reserved;
+};
+static_assert(sizeof(ListClientsReq) == 24);
+
+struct ClientEntry {
+  uint32_t id;
+  uint32_t pid;  // from SO_PEERCRED at connect time
+  uint32_t uid, gid;
+  char name[kNameSize];                 // from its kHello ("" before it)
+  uint64_t requests;                    // messages it sent
+  uint64_t errors;                      // of them refused (malformed or not allowed)
+  uint32_t shared, pds, cqs, qps, mrs;  // the objects it holds now
+  uint32_t reserved;
+  uint64_t shared_bytes;
+};
+static_assert(sizeof(ClientEntry) == 96);
+
+struct ListClientsRep {
+  ReplyHead r;
+  uint32_t total;  // clients attached now
+  uint32_t count;  // entries used, 0 .. kClientsPerReply
+  ClientEntry entries[kClientsPerReply];
+};
+static_assert(sizeof(ListClientsRep) == 32 + 96 * kClientsPerReply);
+static_assert(sizeof(ListClientsRep) <= kMaxMessage && sizeof(ListAdaptersRep) <= kMaxMessage &&
+              sizeof(QueryAdapterRep) <= kMaxMessage);
+
+// ---- Objects ------------------------------------------------------------------------------
+
+// Handles name a client's objects in its own table: they index nothing of another client's.
+inline constexpr uint64_t kMaxSharedBytes = uint64_t{1} << 40;
+
+struct AllocSharedReq {
+  Header h;
+  uint64_t length;  // 1 .. kMaxSharedBytes, rounded up to pages
+};
+struct AllocSharedRep {
+  ReplyHead r;
+  uint32_t handle;
+  uint32_t reserved;
+  uint64_t
+      address;  // where the daemon mapped it: the client maps it there too (MAP_FIXED_NOREPLACE)
+  uint64_t length;
+};
+static_assert(sizeof(AllocSharedReq) == 24 && sizeof(AllocSharedRep) == 48);
+
+struct CreatePdReq {
+  Header h;
+  uint32_t adapter;  // index in ListAdapters' order
+  uint32_t reserved;
+};
+struct HandleRep {
+  ReplyHead r;
+  uint32_t handle;
+  uint32_t reserved;
+};
+static_assert(sizeof(CreatePdReq) == 24 && sizeof(HandleRep) == 32);
+
+struct CreateCqReq {
+  Header h;
+  uint32_t adapter;
+  uint32_t depth;  // 1 .. max_cq_depth
+};
+struct CreateCqRep {
+  ReplyHead r;
+  uint32_t handle;
+  uint32_t capacity;  // the ring's slots (a power of two >= depth)
+  uint64_t map_bytes;
+};
+static_assert(sizeof(CreateCqReq) == 24 && sizeof(CreateCqRep) == 40);
+
+struct CreateQpReq {
+  Header h;
+  uint32_t pd, send_cq, recv_cq;  // handles; the CQs of the PD's adapter
+  uint32_t sq_depth, rq_depth;    // 1 .. max queue depth
+  uint32_t max_send_sge, max_recv_sge, max_inline;
+  uint64_t qp_context;  // returned in the QP's completions
+};
+struct CreateQpRep {
+  ReplyHead r;
+  uint32_t handle;
+  uint32_t qpn;
+  uint32_t sq_capacity, sq_stride, rq_capacity, rq_stride;
+  uint64_t rq_offset;  // the receive ring's offset in the mapping (the send ring's is 0)
+  uint64_t map_bytes;
+};
+static_assert(sizeof(CreateQpReq) == 56 && sizeof(CreateQpRep) == 64);
+
+// QpAttributes (urnic/extensions.h) in fixed layout, its flags as bytes of 0 or 1.
+struct WireQpAttr {
+  uint8_t state;  // QpState
+  uint8_t max_dest_rd_atomic, max_rd_atomic, timeout, retry_cnt, rnr_retry, min_rnr_timer;
+  uint8_t selective_repeat;
+  uint32_t access, path_mtu, dest_qpn, rq_psn, sq_psn;
+  uint8_t av_ipv6, traffic_class, hop_limit, reserved;
+  uint32_t dst_ipv4;
+  uint8_t dst_ipv6[16];
+  uint8_t dst_mac[6];
+  uint16_t reserved2;
+  uint32_t flow_label;
+  int32_t sgid_index;
+};
+static_assert(sizeof(WireQpAttr) == 68);
+struct ModifyQpReq {
+  Header h;
+  uint32_t qp;
+  uint32_t mask;  // qp_attr_mask::*
+  WireQpAttr attr;
+  uint32_t reserved;
+};
+static_assert(sizeof(ModifyQpReq) == 96);
+
+struct RegisterMrReq {
+  Header h;
+  uint32_t pd;
+  uint32_t flags;  // mr_flag::*
+  uint64_t address;
+  uint64_t length;
+};
+struct RegisterMrRep {
+  ReplyHead r;
+  uint32_t handle;
+  uint32_t lkey, rkey;
+  uint32_t reserved;
+};
+static_assert(sizeof(RegisterMrReq) == 40 && sizeof(RegisterMrRep) == 40);
+
+struct DestroyReq {
+  Header h;
+  uint32_t handle;
+  uint32_t reserved;
+};
+static_assert(sizeof(DestroyReq) == 24);
+
+// A request as the daemon sees it once decode_request accepted it.
+union Request {
+  Header h;
+  HelloReq hello;
+  ListAdaptersReq list_adapters;
+  QueryAdapterReq query_adapter;
+  ListClientsReq list_clients;
+  AllocSharedReq alloc_shared;
+  CreatePdReq create_pd;
+  CreateCqReq create_cq;
+  CreateQpReq create_qp;
+  ModifyQpReq modify_qp;
+  RegisterMrReq register_mr;
+  DestroyReq destroy;
+};
+
+// What decode_* found: kSuccess, or the status to answer with and the first bad field.
+struct Decoded {
+  Status status = Status::kSuccess;
+  const char* why = "";    // static text naming the field (for logs and errors)
+  bool header_ok = false;  // magic, version and length readable: a reply can be addressed
+};
+
+inline constexpr uint16_t wire_version() noexcept {
+  return static_cast<uint16_t>(kVersionMajor << 8 | kVersionMinor);
+}
+// A header for a message of `type` and `size` bytes.
+Header make_header(MsgType type, uint32_t size, uint32_t seq) noexcept;
+// The header of the reply to `req`: its type with kReplyFlag, its seq.
+ReplyHead make_reply(const Header& req, uint32_t size, Status status) noexcept;
+
+// Checks a message received by the daemon (`bytes`: the whole packet) and copies it into *out.
+// Never reads outside `bytes`.
+Decoded decode_request(std::span<const uint8_t> bytes, Request* out) noexcept;
+// Checks a reply of `type` to the request numbered `seq` (`bytes`: the whole packet) and copies
+// it into `out`, `out_size` bytes (the reply struct of that type).
+Decoded decode_reply(std::span<const uint8_t> bytes, MsgType type, uint32_t seq, void* out,
+                     size_t out_size) noexcept;
+
+// The size of the request / reply struct of `type`; 0 for an unknown type.
+size_t request_size(MsgType type) noexcept;
+size_t reply_size(MsgType type) noexcept;
+
+// A name field: 1 .. 31 characters of [A-Za-z0-9_.-] then NUL bytes to the end.
+bool valid_name(const char (&name)[kNameSize]) noexcept;
+// Writes `s` into a name field (NUL-padded); false (field zeroed) when `s` is not a valid name.
+bool set_name(char (&name)[kNameSize], std::string_view s) noexcept;
+inline std::string_view name_of(const char (&name)[kNameSize]) noexcept {
+  size_t n = 0;
+  while (n < kNameSize && name[n] != '\0') ++n;
+  return {name, n};
+}
+
+}  // namespace urnic::ipc

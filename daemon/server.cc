@@ -1,0 +1,386 @@
+// urnicd's client socket and the requests of the control protocol (server.h).
+#include "daemon/server.h"
+
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "dataplane/log.h"
+
+namespace urnic::daemon {
+namespace {
+
+// epoll tags for the two fds that are not clients.
+constexpr uint64_t kListenTag = 1;
+constexpr uint64_t kSignalTag = 2;
+
+bool operator_uid(uid_t uid) { return uid == 0 || uid == ::geteuid(); }
+
+}  // namespace
+
+struct Server::Client {
+  int fd = -1;
+  ucred cred{};
+  ipc::ClientEntry entry{};
+  bool hello = false;    // kHello accepted: the other requests are allowed
+  bool refused = false;  // over max_clients: its kHello is answered kInsufficientResources
+  std::unique_ptr<ClientObjects> objects;  // from its kHello on
+};
+
+Server::Server(ServerOptions opts, std::vector<ServedAdapter> adapters,
+               std::vector<Bridge*> bridges)
+    : opts_(std::move(opts)), adapters_(std::move(adapters)), bridges_(std::move(bridges)) {}
+
+Server::~Server() { shutdown(); }
+
+bool Server::listen(std::string* err) {
+  auto fail = [&](const std::string& what) {
+    *err = opts_.socket_path + ": " + what + ": " + std::strerror(errno);
+    return false;
+  };
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (opts_.socket_path.empty() || opts_.socket_path.size() >= sizeof a.sun_path) {
+    *err = "socket path must be 1 .. 107 bytes";
+    return false;
+  }
+  std::memcpy(a.sun_path, opts_.socket_path.data(), opts_.socket_path.size());
+  lfd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (lfd_ < 0) return fail("socket");
+  ::unlink(opts_.socket_path.c_str());  // stale: we hold its lock (urnicd.cc)
+  // Bound with no permissions at all, then opened up to the configured mode and group, so that
+  // nobody outside them can connect in between.
+  const mode_t old = ::umask(0777);
+  const int rc = ::bind(lfd_, reinterpret_cast<const sockaddr*>(&a), sizeof a);
+  ::umask(old);
+  if (rc != 0) return fail("bind");
+  if (opts_.socket_group != static_cast<gid_t>(-1) &&
+      ::chown(opts_.socket_path.c_str(), static_cast<uid_t>(-1), opts_.socket_group) != 0)
+    return fail("chown to the configured group");
+  if (::chmod(opts_.socket_path.c_str(), opts_.socket_mode) != 0) return fail("chmod");
+  if (::listen(lfd_, 128) != 0) return fail("listen");
+  epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epfd_ < 0) return fail("epoll_create1");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenTag;
+  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, lfd_, &ev) != 0) return fail("epoll_ctl");
+  return true;
+}
+
+int Server::run(int sigfd) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kSignalTag;
+  ::epoll_ctl(epfd_, EPOLL_CTL_ADD, sigfd, &ev);
+  epoll_event evs[64];
+  for (;;) {
+    const int n = ::epoll_wait(epfd_, evs, 64, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return 0;
+    for (int i = 0; i < n; ++i) {
+      const uint64_t tag = evs[i].data.u64;
+      if (tag == kSignalTag) {
+        signalfd_siginfo si{};
+        if (::read(sigfd, &si, sizeof si) == sizeof si) return static_cast<int>(si.ssi_signo);
+      } else if (tag == kListenTag) {
+        accept_all();
+      } else {
+        auto* c = reinterpret_cast<Client*>(tag);
+        if (!serve(*c)) close_client(c, false);
+      }
+    }
+  }
+}
+
+void Server::accept_all() {
+  for (;;) {
+    const int fd = ::accept4(lfd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;  // EAGAIN: all taken (or a transient error: the next event retries)
+    auto c = std::make_unique<Client>();
+    c->fd = fd;
+    socklen_t len = sizeof c->cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &len) != 0) {
+      ::close(fd);
+      continue;
+    }
+    c->entry.pid = static_cast<uint32_t>(c->cred.pid);
+    c->entry.uid = c->cred.uid;
+    c->entry.gid = c->cred.gid;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = reinterpret_cast<uint64_t>(c.get());
+    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      ::close(fd);
+      continue;
+    }
+    std::lock_guard lock(mu_);
+    ++counters_.accepted;
+    c->entry.id = next_id_++;
+    c->refused = clients_.size() >= opts_.max_clients;
+    counters_.refused += c->refused ? 1 : 0;
+    dp::log_line(dp::LogType::kDaemon, RTE_LOG_INFO,
+                 "urnicd: client %u connected (pid %d, uid %u)%s", c->entry.id, c->cred.pid,
+                 c->cred.uid, c->refused ? ": over max_clients, refused" : "");
+    clients_.push_back(std::move(c));
+  }
+}
+
+bool Server::serve(Client& c) {
+  alignas(8) uint8_t buf[ipc::kMaxMessage];
+  const ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_TRUNC | MSG_DONTWAIT);
+  if (n == 0) return false;  // the client closed (exit, crash, kill -9)
+  if (n < 0) return errno == EAGAIN || errno == EINTR;
+  {
+    std::lock_guard lock(mu_);
+    ++counters_.requests;
+    ++c.entry.requests;
+  }
+  ipc::Request r;
+  const ipc::Decoded d =
+      static_cast<size_t>(n) > sizeof buf
+          ? ipc::Decoded{Status::kInvalidParameter, "longer than any message", false}
+          : ipc::decode_request({buf, static_cast<size_t>(n)}, &r);
+  if (d.status == Status::kSuccess) return answer(c, r);
+  {
+    std::lock_guard lock(mu_);
+    ++counters_.malformed;
+    ++c.entry.errors;
+  }
+  dp::log_line(dp::LogType::kDaemon, RTE_LOG_NOTICE,
+               "urnicd: client %u (pid %u): malformed message of %zd bytes (%s)", c.entry.id,
+               c.entry.pid, n, d.why);
+  if (!d.header_ok) {
+    // Unaddressable (not our magic or major version, or a length that lies): the reply names
+    // seq 0 and type 0, so that a client of another version still reads a clear refusal.
+    ipc::Header h{};
+    return reply_status(c, h, d.status);
+  }
+  ipc::Header h{};
+  std::memcpy(&h, buf, sizeof h);
+  return reply_status(c, h, d.status);
+}
+
+bool Server::answer(Client& c, const ipc::Request& r) {
+  const auto type = static_cast<ipc::MsgType>(r.h.type);
+  if (type == ipc::MsgType::kHello) return on_hello(c, r.hello);
+  if (!c.hello) {
+    std::lock_guard lock(mu_);
+    ++counters_.malformed;
+    ++c.entry.errors;
+    return reply_status(c, r.h, Status::kInvalidDeviceState);
+  }
+  switch (type) {
+    case ipc::MsgType::kListAdapters: {
+      auto rep = std::make_unique<ipc::ListAdaptersRep>();
+      rep->r = ipc::make_reply(r.h, sizeof *rep, Status::kSuccess);
+      rep->count = static_cast<uint32_t>(adapters_.size());
+      for (size_t i = 0; i < adapters_.size(); ++i) rep->entries[i] = adapters_[i].entry;
+      return reply(c, rep.get(), sizeof *rep);
+    }
+    case ipc::MsgType::kQueryAdapter:
+      return on_query_adapter(c, r.query_adapter);
+    case ipc::MsgType::kListClients:
+      return on_list_clients(c, r.list_clients);
+    default:
+      return on_object(c, r);
+  }
+}
+
+bool Server::on_hello(Client& c, const ipc::HelloReq& r) {
+  if (c.hello) {
+    std::lock_guard lock(mu_);
+    ++c.entry.errors;
+    return reply_status(c, r.h, Status::kInvalidDeviceState);
+  }
+  if (c.refused) {
+    reply_status(c, r.h, Status::kInsufficientResources);
+    return false;  // refused at accept: told why, then closed
+  }
+  if (r.major != ipc::kVersionMajor) return reply_status(c, r.h, Status::kNotSupported);
+  c.objects = std::make_unique<ClientObjects>(adapters_, bridges_, opts_.quotas);
+  {
+    std::lock_guard lock(mu_);
+    std::memcpy(c.entry.name, r.name, sizeof c.entry.name);
+    c.hello = true;
+  }
+  ipc::HelloRep rep{};
+  rep.r = ipc::make_reply(r.h, sizeof rep, Status::kSuccess);
+  rep.major = ipc::kVersionMajor;
+  rep.minor = ipc::kVersionMinor;
+  rep.client_id = c.entry.id;
+  rep.daemon_pid = static_cast<uint32_t>(::getpid());
+  rep.adapters = static_cast<uint32_t>(adapters_.size());
+  dp::log_line(dp::LogType::kDaemon, RTE_LOG_INFO, "urnicd: client %u is '%s' (pid %u)", c.entry.id,
+               c.entry.name, c.entry.pid);
+  return reply(c, &rep, sizeof rep);
+}
+
+bool Server::on_query_adapter(Client& c, const ipc::QueryAdapterReq& r) {
+  const std::string_view want = ipc::name_of(r.name);
+  for (const ServedAdapter& a : adapters_) {
+    if (ipc::name_of(a.entry.name) != want) continue;
+    auto rep = std::make_unique<ipc::QueryAdapterRep>();
+    rep->r = ipc::make_reply(r.h, sizeof *rep, Status::kSuccess);
+    rep->entry = a.entry;
+    rep->info = a.adapter->adapter_info();
+    AdapterCounters ac;
+    if (a.adapter->query_counters(&ac) == Status::kSuccess) rep->port = ac.port;
+    {
+      std::lock_guard lock(mu_);
+      rep->clients = clients_.size();
+    }
+    return reply(c, rep.get(), sizeof *rep);
+  }
+  return reply_status(c, r.h, Status::kBadNetworkName);
+}
+
+bool Server::on_list_clients(Client& c, const ipc::ListClientsReq& r) {
+  // Another client's pid, uid and name are the operator's business only (issue 38 item 6).
+  if (!operator_uid(c.cred.uid)) return reply_status(c, r.h, Status::kAccessDenied);
+  auto rep = std::make_unique<ipc::ListClientsRep>();
+  rep->r = ipc::make_reply(r.h, sizeof *rep, Status::kSuccess);
+  {
+    std::lock_guard lock(mu_);
+    rep->total = static_cast<uint32_t>(clients_.size());
+    for (size_t i = r.first; i < clients_.size() && rep->count < ipc::kClientsPerReply; ++i) {
+      ipc::ClientEntry& e = rep->entries[rep->count++];
+      e = clients_[i]->entry;
+      if (clients_[i]->objects) {
+        const ObjectCounts n = clients_[i]->objects->counts();
+        e.shared = n.shared;
+        e.pds = n.pds;
+        e.cqs = n.cqs;
+        e.qps = n.qps;
+        e.mrs = n.mrs;
+        e.shared_bytes = n.shared_bytes;
+      }
+    }
+  }
+  return reply(c, rep.get(), sizeof *rep);
+}
+
+bool Server::on_object(Client& c, const ipc::Request& r) {
+  ClientObjects& o = *c.objects;
+  alignas(8) uint8_t buf[ipc::kMaxMessage] = {};
+  int fd = -1;
+  Status s = Status::kInvalidDeviceRequest;
+  switch (static_cast<ipc::MsgType>(r.h.type)) {
+    case ipc::MsgType::kAllocShared:
+      s = o.alloc_shared(r.alloc_shared, reinterpret_cast<ipc::AllocSharedRep*>(buf), &fd);
+      break;
+    case ipc::MsgType::kCreatePd:
+      s = o.create_pd(r.create_pd, reinterpret_cast<ipc::HandleRep*>(buf));
+      break;
+    case ipc::MsgType::kCreateCq:
+      s = o.create_cq(r.create_cq, reinterpret_cast<ipc::CreateCqRep*>(buf), &fd);
+      break;
+    case ipc::MsgType::kCreateQp:
+      s = o.create_qp(r.create_qp, reinterpret_cast<ipc::CreateQpRep*>(buf), &fd);
+      break;
+    case ipc::MsgType::kModifyQp:
+      s = o.modify_qp(r.modify_qp);
+      break;
+    case ipc::MsgType::kRegisterMr:
+      s = o.register_mr(r.register_mr, reinterpret_cast<ipc::RegisterMrRep*>(buf));
+      break;
+    case ipc::MsgType::kDestroy:
+      s = o.destroy(r.destroy.handle);
+      break;
+    default:
+      break;
+  }
+  if (s != Status::kSuccess) {
+    std::lock_guard lock(mu_);
+    ++c.entry.errors;
+    return reply_status(c, r.h, s);
+  }
+  const size_t size = ipc::reply_size(static_cast<ipc::MsgType>(r.h.type));
+  *reinterpret_cast<ipc::ReplyHead*>(buf) =
+      ipc::make_reply(r.h, static_cast<uint32_t>(size), Status::kSuccess);
+  const bool ok = fd >= 0 ? reply_fd(c, buf, size, fd) : reply(c, buf, size);
+  if (fd >= 0) ::close(fd);  // the client has its own now; our mapping stays
+  return ok;
+}
+
+bool Server::reply_fd(Client& c, const void* msg, size_t size, int fd) {
+  iovec iov{const_cast<void*>(msg), size};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = ctl;
+  m.msg_controllen = sizeof ctl;
+  cmsghdr* cm = CMSG_FIRSTHDR(&m);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+  return ::sendmsg(c.fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(size);
+}
+
+bool Server::reply(Client& c, const void* msg, size_t size) {
+  // Never waits: a client that leaves its replies unread until its queue is full is closed.
+  const ssize_t n = ::send(c.fd, msg, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+  return n == static_cast<ssize_t>(size);
+}
+
+bool Server::reply_status(Client& c, const ipc::Header& h, Status s) {
+  const ipc::ReplyHead r = ipc::make_reply(h, sizeof(ipc::ReplyHead), s);
+  return reply(c, &r, sizeof r);
+}
+
+void Server::close_client(Client* c, bool by_daemon) {
+  ::epoll_ctl(epfd_, EPOLL_CTL_DEL, c->fd, nullptr);
+  ::close(c->fd);
+  // Everything it held goes with it: QPs flushed (their peers see the connection die), then
+  // MRs, CQs, PDs and its shared memory.
+  c->objects.reset();
+  dp::log_line(dp::LogType::kDaemon, RTE_LOG_INFO,
+               "urnicd: client %u (pid %u) gone after %lu requests, %lu refused", c->entry.id,
+               c->entry.pid, static_cast<unsigned long>(c->entry.requests),
+               static_cast<unsigned long>(c->entry.errors));
+  std::lock_guard lock(mu_);
+  ++counters_.closed;
+  counters_.dropped += by_daemon ? 1 : 0;
+  std::erase_if(clients_, [c](const std::unique_ptr<Client>& p) { return p.get() == c; });
+}
+
+void Server::shutdown() {
+  while (true) {
+    Client* c = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      if (clients_.empty()) break;
+      c = clients_.front().get();
+    }
+    close_client(c, true);
+  }
+  if (lfd_ >= 0) {
+    ::close(lfd_);
+    ::unlink(opts_.socket_path.c_str());
+  }
+  if (epfd_ >= 0) ::close(epfd_);
+  lfd_ = epfd_ = -1;
+}
+
+std::vector<ipc::ClientEntry> Server::clients() const {
+  std::lock_guard lock(mu_);
+  std::vector<ipc::ClientEntry> out;
+  for (const auto& c : clients_) out.push_back(c->entry);
+  return out;
+}
+
+ServerCounters Server::counters() const {
+  std::lock_guard lock(mu_);
+  return counters_;
+}
+
+}  // namespace urnic::daemon

@@ -1,0 +1,97 @@
+// The shared-memory rings between an attached client and urnicd (docs/daemon.md "Shared
+// rings"): each CQ and each QP of a client has one memfd, made by the daemon, mapped by both.
+// A QP's memfd holds its send queue then its receive queue; a CQ's its completion ring. Each
+// ring is a RingHeader (the producer's index and the consumer's index on cache lines of their
+// own) followed by its slots, a power of two of them.
+//
+// Who writes what: the client produces send and receive WQEs and consumes completions; the
+// daemon (the bridge on the engine's lcore, daemon/bridge.h) consumes WQEs and produces
+// completions. Each side keeps the authoritative copy of its own index in its own memory and
+// only publishes it here; the other side's index, read from here, is untrusted: the daemon
+// checks that a client's producer index is at most `capacity` ahead of its own consumer index
+// (else the QP fails), copies a slot out before it looks at it (a client rewriting the slot
+// meanwhile changes nothing), and checks every field of the copy. Indices are free-running
+// 32-bit counters; a slot is index & (capacity - 1).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "urnic/types.h"
+
+namespace urnic::shm {
+
+struct alignas(64) RingHeader {
+  alignas(64) std::atomic<uint32_t> prod;
+  alignas(64) std::atomic<uint32_t> cons;
+};
+static_assert(sizeof(RingHeader) == 128 && std::atomic<uint32_t>::is_always_lock_free);
+
+// Work request opcodes in a send slot (what the client library writes; the bridge maps each to
+// the public API call that posts it).
+enum class SendOp : uint8_t { kSend = 1, kWrite = 2, kRead = 3, kSendInvalidate = 4 };
+
+// A send WQE: the fixed part, then `sge_or_inline` (num_sge SGEs, or `length` inline bytes when
+// flags has op_flag::kInline).
+struct SendSlot {
+  uint64_t request_context;  // the client's, returned verbatim in its completion
+  uint8_t op;                // SendOp
+  uint8_t num_sge;
+  uint16_t reserved;
+  uint32_t flags;   // op_flag::*
+  uint32_t length;  // inline bytes
+  uint32_t rkey;    // write/read: the remote token; send-and-invalidate: the token to invalidate
+  uint64_t remote_addr;
+  Sge sge[1];  // really num_sge of them (the slot's stride gives the room)
+};
+static_assert(sizeof(SendSlot) == 48 && offsetof(SendSlot, sge) == 32);
+
+struct RecvSlot {
+  uint64_t request_context;
+  uint32_t num_sge;
+  uint32_t reserved;
+  Sge sge[1];  // really num_sge
+};
+static_assert(sizeof(RecvSlot) == 32 && offsetof(RecvSlot, sge) == 16);
+
+// A completion: NDK_RESULT_EX as the public API returns it (the contexts are the client's own
+// values, carried through the daemon untouched).
+using CqSlot = ResultEx;
+
+// Slot strides: the fixed part plus the SGEs (or inline bytes) a queue accepts, 16-byte aligned.
+constexpr size_t send_stride(uint32_t max_sge, uint32_t max_inline) noexcept {
+  const size_t sges = size_t{max_sge == 0 ? 1 : max_sge} * sizeof(Sge);
+  const size_t inl = (size_t{max_inline} + 15) & ~size_t{15};
+  return offsetof(SendSlot, sge) + (sges > inl ? sges : inl);
+}
+constexpr size_t recv_stride(uint32_t max_sge) noexcept {
+  return offsetof(RecvSlot, sge) + size_t{max_sge == 0 ? 1 : max_sge} * sizeof(Sge);
+}
+// Bytes of one ring of `capacity` slots of `stride` bytes, header included, page-rounded.
+constexpr size_t ring_bytes(uint32_t capacity, size_t stride) noexcept {
+  return (sizeof(RingHeader) + size_t{capacity} * stride + 4095) & ~size_t{4095};
+}
+// The smallest power of two >= n (n >= 1, n <= 2^31).
+constexpr uint32_t ring_capacity(uint32_t n) noexcept {
+  uint32_t c = 1;
+  while (c < n) c <<= 1;
+  return c;
+}
+
+// A ring in a mapping: its header and slots.
+struct RingView {
+  RingHeader* head = nullptr;
+  uint8_t* slots = nullptr;
+  uint32_t capacity = 0;  // a power of two
+  uint32_t stride = 0;
+  uint8_t* slot(uint32_t index) const noexcept {
+    return slots + size_t{index & (capacity - 1)} * stride;
+  }
+};
+inline RingView ring_at(void* base, size_t offset, uint32_t capacity, uint32_t stride) noexcept {
+  auto* b = static_cast<uint8_t*>(base) + offset;
+  return RingView{reinterpret_cast<RingHeader*>(b), b + sizeof(RingHeader), capacity, stride};
+}
+
+}  // namespace urnic::shm

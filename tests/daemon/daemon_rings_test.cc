@@ -1,0 +1,390 @@
+// Attach mode's data path (issue 38 stage 2, docs/daemon.md "Objects and shared rings"): client
+// processes with PDs, CQs, RC QPs and MRs on one urnicd, their work requests and completions on
+// shared rings, moved by the daemon's bridge on the engine's lcore. Drives the client stage
+// (control/attach.h) directly: the public objects route to it in the next stage. Every byte is
+// checked and every completion counted; a client killed mid-transfer is a dead host to its peer
+// and leaves nothing behind in the daemon; what a hostile client writes into its own rings
+// fails its own QP alone.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "../twoproc/proc.h"
+#include "control/attach.h"
+#include "urnic/daemon.h"
+
+namespace urnic {
+namespace {
+
+using namespace std::chrono_literals;
+using test::Proc;
+
+constexpr uint32_t kIpA = 0xC0000201, kIpB = 0xC0000202;  // urnicd's in-memory pair
+constexpr size_t kBuf = 1 << 20;
+
+// What one side tells the other (over a socketpair made before the fork).
+struct PeerInfo {
+  uint32_t qpn, rkey;
+  uint64_t addr;
+};
+
+// One client's objects: shared memory with an MR over it, a PD, one CQ, one RC QP.
+struct Side {
+  remote::SharedMemory mem;
+  uint32_t pd = 0, mr = 0, lkey = 0, rkey = 0;
+  remote::RemoteCq cq;
+  remote::RemoteQp qp;
+  uint8_t* buf() const { return static_cast<uint8_t*>(mem.address); }
+
+  // Returns "" or what failed.
+  std::string open(uint32_t adapter, const std::string& socket, const char* name) {
+    if (attach(socket, name) != Status::kSuccess) return std::string("attach: ") + last_error();
+    if (remote::alloc_shared(kBuf, &mem) != Status::kSuccess) return "alloc_shared";
+    if (remote::create_pd(adapter, &pd) != Status::kSuccess) return "create_pd";
+    if (remote::register_mr(pd, mem.address, kBuf,
+                            mr_flag::kAllowRemoteWrite | mr_flag::kAllowRemoteRead, &mr, &lkey,
+                            &rkey) != Status::kSuccess)
+      return std::string("register_mr: ") + last_error();
+    if (cq.create(adapter, 512) != Status::kSuccess) return "create_cq";
+    if (qp.create(pd, cq, cq, 256, 256, 2, 2, 64, this) != Status::kSuccess)
+      return std::string("create_qp: ") + last_error();
+    return "";
+  }
+  std::string connect(uint32_t peer_ip, const PeerInfo& peer, uint8_t timeout = 14,
+                      uint8_t retry = 7) {
+    QpAttributes a;
+    a.state = QpState::kRtr;
+    a.path_mtu = 1024;
+    a.dest_qpn = peer.qpn;
+    a.av.dst_ipv4 = peer_ip;
+    const uint32_t rtr = qp_attr_mask::kState | qp_attr_mask::kPathMtu | qp_attr_mask::kDestQpn |
+                         qp_attr_mask::kRqPsn | qp_attr_mask::kMaxDestRdAtomic |
+                         qp_attr_mask::kMinRnrTimer | qp_attr_mask::kAv;
+    if (qp.modify(a, rtr) != Status::kSuccess) return std::string("RTR: ") + last_error();
+    a.state = QpState::kRts;
+    a.timeout = timeout;
+    a.retry_cnt = retry;
+    const uint32_t rts = qp_attr_mask::kState | qp_attr_mask::kSqPsn | qp_attr_mask::kTimeout |
+                         qp_attr_mask::kRetryCnt | qp_attr_mask::kRnrRetry |
+                         qp_attr_mask::kMaxRdAtomic;
+    if (qp.modify(a, rts) != Status::kSuccess) return std::string("RTS: ") + last_error();
+    return "";
+  }
+  // Polls until `n` completions came or `t` passed; every one into `out`.
+  size_t wait(size_t n, std::vector<ResultEx>* out, std::chrono::milliseconds t = 20s) {
+    const auto deadline = std::chrono::steady_clock::now() + t;
+    ResultEx r[32];
+    while (out->size() < n && std::chrono::steady_clock::now() < deadline) {
+      const size_t got = cq.poll(r);
+      out->insert(out->end(), r, r + got);
+      if (got == 0) std::this_thread::yield();
+    }
+    return out->size();
+  }
+};
+
+bool exchange(int sock, const Side& s, PeerInfo* peer) {
+  const PeerInfo me{s.qp.qpn(), s.rkey, reinterpret_cast<uint64_t>(s.mem.address)};
+  if (::write(sock, &me, sizeof me) != sizeof me) return false;
+  timeval tv{20, 0};
+  ::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return ::read(sock, peer, sizeof *peer) == sizeof *peer;
+}
+
+// Runs `body` in a child process; its exit code (0: passed), its failure on stderr.
+template <class F>
+pid_t child(F&& body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    detach();
+    const std::string err = body();
+    if (!err.empty()) std::fprintf(stderr, "child %d: %s\n", ::getpid(), err.c_str());
+    std::fflush(stderr);
+    _exit(err.empty() ? 0 : 1);
+  }
+  return pid;
+}
+int reap(pid_t pid) {
+  int st = 0;
+  if (::waitpid(pid, &st, 0) != pid) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+class DaemonRings : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/urnicd-rings-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    socket_ = dir_ + "/urnicd.sock";
+    prefix_ = "urnicd-rings" + std::to_string(::getpid());
+    daemon_ = std::make_unique<Proc>(std::vector<std::string>{
+        URNIC_DAEMON_BIN, "--foreground", "--socket", socket_, "--set",
+        "daemon.lock_dir=" + dir_ + "/locks", "--set", "daemon.file_prefix=" + prefix_, "--set",
+        "daemon.memory=nohuge", "--set", "daemon.memory_mb=512"});
+    ASSERT_TRUE(daemon_->wait_for_line("urnicd: ready", 30s)) << daemon_->output();
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sp_), 0);
+  }
+  void TearDown() override {
+    ::close(sp_[0]);
+    ::close(sp_[1]);
+    detach();
+    daemon_->signal(SIGTERM);
+    EXPECT_EQ(daemon_->wait(30s), 0) << daemon_->output();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    std::filesystem::remove_all("/var/run/dpdk/" + prefix_, ec);
+  }
+  std::string dir_, socket_, prefix_;
+  std::unique_ptr<Proc> daemon_;
+  int sp_[2] = {-1, -1};
+};
+
+// A writes 64 messages of 4 KiB into B's memory, reads them back, then SENDs B a 64-byte
+// message with inline data; B checks every byte. Both count every completion.
+TEST_F(DaemonRings, TwoClientsWriteReadAndSendThroughTheDaemonsEngine) {
+  constexpr uint32_t kWrites = 64, kLen = 4096;
+  const pid_t a = child([&]() -> std::string {
+    Side s;
+    if (std::string e = s.open(0, socket_, "writer"); !e.empty()) return e;
+    PeerInfo peer{};
+    if (!exchange(sp_[0], s, &peer)) return "exchange";
+    if (std::string e = s.connect(kIpB, peer); !e.empty()) return e;
+    for (uint32_t i = 0; i < kWrites; ++i) {
+      uint8_t* src = s.buf() + i * kLen;
+      for (uint32_t j = 0; j < kLen; ++j) src[j] = static_cast<uint8_t>(i * 7 + j);
+      const Sge sge{reinterpret_cast<uint64_t>(src), kLen, s.lkey};
+      const uint32_t flags = i + 1 < kWrites ? op_flag::kDefer : 0;
+      if (s.qp.write(reinterpret_cast<void*>(uint64_t{i}), {&sge, 1}, peer.addr + i * kLen,
+                     peer.rkey, flags) != Status::kSuccess)
+        return "write " + std::to_string(i);
+    }
+    // Read the whole region back into the upper half of our memory.
+    const Sge back{reinterpret_cast<uint64_t>(s.buf() + kBuf / 2), kWrites * kLen, s.lkey};
+    if (s.qp.read(reinterpret_cast<void*>(uint64_t{1000}), {&back, 1}, peer.addr, peer.rkey, 0) !=
+        Status::kSuccess)
+      return "read";
+    char msg[64];
+    for (int j = 0; j < 64; ++j) msg[j] = static_cast<char>('A' + j % 26);
+    const Sge inl{reinterpret_cast<uint64_t>(msg), sizeof msg, 0};
+    if (s.qp.send(reinterpret_cast<void*>(uint64_t{2000}), {&inl, 1}, op_flag::kInline) !=
+        Status::kSuccess)
+      return "send";
+    std::vector<ResultEx> done;
+    if (s.wait(kWrites + 2, &done) != kWrites + 2)
+      return "completions: " + std::to_string(done.size());
+    for (size_t i = 0; i < done.size(); ++i) {
+      if (done[i].status != Status::kSuccess) return "completion status " + std::to_string(i);
+      if (done[i].qp_context != &s) return "qp_context";
+      const auto ctx = reinterpret_cast<uint64_t>(done[i].request_context);
+      const uint64_t want = i < kWrites ? i : i == kWrites ? 1000 : 2000;
+      if (ctx != want) return "completion order/context " + std::to_string(i);
+    }
+    if (std::memcmp(s.buf(), s.buf() + kBuf / 2, kWrites * kLen) != 0) return "read-back bytes";
+    return "";
+  });
+  const pid_t b = child([&]() -> std::string {
+    Side s;
+    if (std::string e = s.open(1, socket_, "target"); !e.empty()) return e;
+    const Sge r{reinterpret_cast<uint64_t>(s.buf() + kBuf - 4096), 4096, s.lkey};
+    if (s.qp.receive(reinterpret_cast<void*>(uint64_t{77}), {&r, 1}) != Status::kSuccess)
+      return "receive";
+    PeerInfo peer{};
+    if (!exchange(sp_[1], s, &peer)) return "exchange";
+    if (std::string e = s.connect(kIpA, peer); !e.empty()) return e;
+    std::vector<ResultEx> done;
+    if (s.wait(1, &done) != 1) return "no receive completion";
+    if (done[0].status != Status::kSuccess || done[0].bytes_transferred != 64 ||
+        reinterpret_cast<uint64_t>(done[0].request_context) != 77)
+      return "receive completion";
+    for (uint32_t i = 0; i < kWrites; ++i)
+      for (uint32_t j = 0; j < kLen; ++j)
+        if (s.buf()[i * kLen + j] != static_cast<uint8_t>(i * 7 + j))
+          return "written byte " + std::to_string(i * kLen + j);
+    for (int j = 0; j < 64; ++j)
+      if (s.buf()[kBuf - 4096 + j] != 'A' + j % 26) return "sent byte " + std::to_string(j);
+    // The writer is done once it has our SEND's ACK; wait for it to hang up first.
+    char c;
+    (void)::read(sp_[1], &c, 1);
+    return "";
+  });
+  EXPECT_EQ(reap(a), 0) << daemon_->output();
+  ::shutdown(sp_[0], SHUT_RDWR);
+  EXPECT_EQ(reap(b), 0) << daemon_->output();
+}
+
+}  // namespace
+}  // namespace urnic
+
+namespace urnic {
+namespace {
+
+// dpdk-telemetry.py against the daemon: the reply to `cmd`.
+std::string telemetry(const std::string& prefix, const std::string& cmd) {
+  const std::string line =
+      "echo '" + cmd + "' | timeout 20 dpdk-telemetry.py -f " + prefix + " 2>&1";
+  std::string out;
+  FILE* p = ::popen(line.c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) != 0;) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+// How many QPs the daemon's adapter `name` has (its /urnic/qps list).
+int adapter_qps(const std::string& prefix, const std::string& name) {
+  std::smatch m;
+  const std::string ads = telemetry(prefix, "/urnicd/adapters");
+  if (!std::regex_search(ads, m, std::regex("\"" + name + "\": \\{\"telemetry_id\": ([0-9]+)")))
+    return -1;
+  const std::string qps = telemetry(prefix, "/urnic/qps," + m[1].str());
+  if (!std::regex_search(qps, m, std::regex("\\[([^\\]]*)\\]"))) return -1;
+  const std::string list = m[1].str();
+  return list.empty() ? 0 : static_cast<int>(std::count(list.begin(), list.end(), ',') + 1);
+}
+uint64_t server_counter(const std::string& prefix, const std::string& key) {
+  std::smatch m;
+  const std::string s = telemetry(prefix, "/urnicd/server");
+  return std::regex_search(s, m, std::regex("\"" + key + "\": ([0-9]+)")) ? std::stoull(m[1].str())
+                                                                          : UINT64_MAX;
+}
+
+// A client killed (SIGKILL) while it writes: the daemon frees every object it had (its QP is
+// gone from the adapter), the other clients go on, and its peer's next WRITE fails with the
+// transport's retry exhaustion, as when a remote host dies.
+TEST_F(DaemonRings, AClientKilledMidTransferIsADeadHostToItsPeer) {
+  if (::access("/usr/bin/dpdk-telemetry.py", X_OK) != 0) GTEST_SKIP() << "no dpdk-telemetry.py";
+  int ready[2], go[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t victim = child([&]() -> std::string {
+    Side s;
+    if (std::string e = s.open(0, socket_, "victim"); !e.empty()) return e;
+    PeerInfo peer{};
+    if (!exchange(sp_[0], s, &peer)) return "exchange";
+    if (std::string e = s.connect(kIpB, peer); !e.empty()) return e;
+    if (::write(ready[1], "r", 1) != 1) return "ready";
+    std::vector<ResultEx> done;
+    for (uint64_t i = 0;; ++i) {  // writes until killed
+      const Sge sge{reinterpret_cast<uint64_t>(s.buf()), 65536, s.lkey};
+      if (s.qp.write(nullptr, {&sge, 1}, peer.addr, peer.rkey, 0) == Status::kNoMoreEntries)
+        s.wait(done.size() + 1, &done, 1s);
+    }
+  });
+  const pid_t survivor = child([&]() -> std::string {
+    Side s;
+    if (std::string e = s.open(1, socket_, "survivor"); !e.empty()) return e;
+    PeerInfo peer{};
+    if (!exchange(sp_[1], s, &peer)) return "exchange";
+    // Retries: 4.096 us * 2^10 = 4 ms a timeout, 3 retries.
+    if (std::string e = s.connect(kIpA, peer, 10, 3); !e.empty()) return e;
+    char c;
+    if (::read(go[0], &c, 1) != 1) return "go";
+    const auto t0 = std::chrono::steady_clock::now();
+    const Sge sge{reinterpret_cast<uint64_t>(s.buf()), 64, s.lkey};
+    if (s.qp.write(nullptr, {&sge, 1}, peer.addr, peer.rkey, 0) != Status::kSuccess) return "write";
+    std::vector<ResultEx> done;
+    if (s.wait(1, &done, 20s) != 1) return "no completion for a write to a dead peer";
+    if (done[0].status != Status::kIoTimeout)
+      return std::string("status ") + std::string(to_string(done[0].status));
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - t0);
+    std::fprintf(stderr, "survivor: the dead peer's failure after %lld ms\n",
+                 static_cast<long long>(ms.count()));
+    return "";
+  });
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ASSERT_EQ(attach(socket_, "watcher"), Status::kSuccess);
+  std::vector<DaemonClient> cs;
+  ASSERT_EQ(daemon_clients(&cs), Status::kSuccess);
+  ASSERT_EQ(cs.size(), 3u);
+  const auto v = std::find_if(cs.begin(), cs.end(), [](auto& x) { return x.name == "victim"; });
+  ASSERT_NE(v, cs.end());
+  EXPECT_EQ(v->qps, 1u);
+  EXPECT_EQ(v->cqs, 1u);
+  EXPECT_EQ(v->mrs, 1u);
+  EXPECT_EQ(v->pds, 1u);
+  EXPECT_EQ(v->shared, 1u);
+  EXPECT_EQ(v->shared_bytes, kBuf);
+  EXPECT_EQ(adapter_qps(prefix_, "urnic0"), 1);
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  EXPECT_EQ(reap(victim), 128 + SIGKILL);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline &&
+         (daemon_clients(&cs) != Status::kSuccess || cs.size() != 2))
+    std::this_thread::yield();
+  ASSERT_EQ(cs.size(), 2u);
+  EXPECT_EQ(adapter_qps(prefix_, "urnic0"), 0);  // the adapter's truth, not the daemon's table
+  EXPECT_EQ(adapter_qps(prefix_, "urnic1"), 1);
+  ASSERT_EQ(::write(go[1], "g", 1), 1);
+  const int rc = reap(survivor);
+  EXPECT_EQ(rc, 0) << daemon_->output();
+  if (rc != 0) {
+    std::smatch m;
+    const std::string ads = telemetry(prefix_, "/urnicd/adapters");
+    std::fprintf(stderr, "%s\n", ads.c_str());
+    std::fprintf(stderr, "%s\n", telemetry(prefix_, "/urnic/qps,2").c_str());
+    std::fprintf(stderr, "%s\n", telemetry(prefix_, "/urnic/qps,1").c_str());
+    for (int q = 2; q < 6; ++q) {
+      std::fprintf(stderr, "%s\n", telemetry(prefix_, "/urnic/qp,2," + std::to_string(q)).c_str());
+      std::fprintf(stderr, "%s\n", telemetry(prefix_, "/urnic/qp,1," + std::to_string(q)).c_str());
+    }
+  }
+  for (int fd : {ready[0], ready[1], go[0], go[1]}) ::close(fd);
+}
+
+// What a hostile client can write into its own rings: a producer index more than a ring ahead,
+// an unknown opcode, more SGEs than its QP has, a CQ consumer index past the producer. Each
+// fails that client's own QP or CQ (counted); a pair of honest clients still works afterwards.
+TEST_F(DaemonRings, GarbageInItsOwnRingsFailsOnlyTheClientsOwnQueues) {
+  if (::access("/usr/bin/dpdk-telemetry.py", X_OK) != 0) GTEST_SKIP() << "no dpdk-telemetry.py";
+  ASSERT_EQ(server_counter(prefix_, "ring_client_errors"), 0u);
+  const pid_t hostile = child([&]() -> std::string {
+    Side s;
+    if (std::string e = s.open(0, socket_, "hostile"); !e.empty()) return e;
+    remote::RemoteQp q2, q3;
+    if (q2.create(s.pd, s.cq, s.cq, 16, 16, 1, 1, 0, nullptr) != Status::kSuccess) return "q2";
+    if (q3.create(s.pd, s.cq, s.cq, 16, 16, 1, 1, 0, nullptr) != Status::kSuccess) return "q3";
+    // 1: the send ring's producer index a ring and more ahead.
+    const shm::RingView& r1 = s.qp.send_ring();
+    r1.head->prod.store(r1.capacity + 5, std::memory_order_release);
+    // 2: an unknown opcode.
+    auto* w = reinterpret_cast<shm::SendSlot*>(q2.send_ring().slot(0));
+    std::memset(static_cast<void*>(w), 0, q2.send_ring().stride);
+    w->op = 99;
+    q2.send_ring().head->prod.store(1, std::memory_order_release);
+    // 3: more receive SGEs than the QP has.
+    auto* rw = reinterpret_cast<shm::RecvSlot*>(q3.recv_ring().slot(0));
+    std::memset(static_cast<void*>(rw), 0, q3.recv_ring().stride);
+    rw->num_sge = 200;
+    q3.recv_ring().head->prod.store(1, std::memory_order_release);
+    // 4: a CQ whose consumer index runs ahead of what was produced.
+    remote::RemoteCq cq2;
+    if (cq2.create(0, 16) != Status::kSuccess) return "cq2";
+    cq2.ring().head->cons.store(100, std::memory_order_release);
+    char c;
+    (void)::read(sp_[0], &c, 1);  // stays until the test has counted
+    return "";
+  });
+  // The bridge counts each as it finds it.
+  auto errors = [&] { return server_counter(prefix_, "ring_client_errors"); };
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline && errors() < 4) std::this_thread::yield();
+  EXPECT_EQ(errors(), 4u);
+  ::shutdown(sp_[1], SHUT_RDWR);
+  EXPECT_EQ(reap(hostile), 0);
+}
+
+}  // namespace
+}  // namespace urnic

@@ -1,0 +1,339 @@
+// urnicd as its clients and operators meet it (issue 38): a real daemon process on its in-memory
+// adapter pair, with this test process and forked children as clients. Checks attach and the
+// queries, the client table across exits and kill -9, hostile messages on a raw socket, the
+// refusal of a second daemon, the socket's permissions, and what clients see when the daemon
+// stops (SIGTERM) or dies (SIGKILL): a clear status, never a hang.
+#include <gtest/gtest.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../twoproc/proc.h"
+#include "daemon/protocol.h"
+#include "urnic/daemon.h"
+
+namespace urnic {
+namespace {
+
+using namespace std::chrono_literals;
+using test::Proc;
+
+// One daemon in a directory of its own (socket, locks; a DPDK prefix of its own), removed after.
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/urnicd-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    socket_ = dir_ + "/urnicd.sock";
+    prefix_ = "urnicd-test" + std::to_string(::getpid());
+  }
+  void TearDown() override {
+    detach();
+    if (daemon_) {
+      daemon_->signal(SIGTERM);
+      daemon_->wait(20s);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    std::filesystem::remove_all("/var/run/dpdk/" + prefix_, ec);
+  }
+
+  std::vector<std::string> daemon_argv(std::vector<std::string> extra = {}) const {
+    std::vector<std::string> a = {URNIC_DAEMON_BIN, "--foreground",
+                                  "--socket",       socket_,
+                                  "--set",          "daemon.lock_dir=" + dir_ + "/locks",
+                                  "--set",          "daemon.file_prefix=" + prefix_,
+                                  "--set",          "daemon.memory=nohuge",
+                                  "--set",          "daemon.memory_mb=256",
+                                  "--set",          "daemon.log_level=*:info"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  // Starts the daemon and waits until it says it is ready.
+  void start(std::vector<std::string> extra = {}) {
+    daemon_ = std::make_unique<Proc>(daemon_argv(std::move(extra)));
+    ASSERT_TRUE(daemon_->started());
+    ASSERT_TRUE(daemon_->wait_for_line("urnicd: ready", 30s)) << daemon_->output();
+  }
+  // Waits until the daemon lists `n` clients (its table follows closes asynchronously).
+  bool wait_clients(size_t n, std::vector<DaemonClient>* out) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (daemon_clients(out) == Status::kSuccess && out->size() == n) return true;
+      std::this_thread::sleep_for(5ms);
+    }
+    return false;
+  }
+
+  std::string dir_, socket_, prefix_;
+  std::unique_ptr<Proc> daemon_;
+};
+
+// A raw connection to the daemon, for what the public API would never send.
+class Raw {
+ public:
+  explicit Raw(const std::string& path) {
+    fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, path.data(), path.size());
+    ok_ = ::connect(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+    timeval tv{10, 0};  // a reply that never comes fails the test instead of hanging it
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~Raw() { ::close(fd_); }
+  bool ok() const { return ok_; }
+  // Sends `n` bytes and returns the status of the reply (its head), or nullopt when none came.
+  std::optional<Status> ask(const void* p, size_t n, ipc::ReplyHead* head = nullptr) {
+    if (::send(fd_, p, n, MSG_NOSIGNAL) != static_cast<ssize_t>(n)) return std::nullopt;
+    alignas(8) uint8_t buf[ipc::kMaxMessage];
+    const ssize_t r = ::recv(fd_, buf, sizeof buf, 0);
+    if (r < static_cast<ssize_t>(sizeof(ipc::ReplyHead))) return std::nullopt;
+    ipc::ReplyHead h{};
+    std::memcpy(&h, buf, sizeof h);
+    if (head != nullptr) *head = h;
+    return static_cast<Status>(h.status);
+  }
+  std::optional<Status> hello() {
+    ipc::HelloReq h{};
+    h.h = ipc::make_header(ipc::MsgType::kHello, sizeof h, 1);
+    h.major = ipc::kVersionMajor;
+    ipc::set_name(h.name, "raw");
+    return ask(&h, sizeof h);
+  }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+};
+
+TEST_F(DaemonTest, AClientAttachesAndSeesTheDaemonsAdapters) {
+  start();
+  // No daemon at a path: a clear status, not a hang.
+  EXPECT_EQ(attach(dir_ + "/nothing.sock"), Status::kDeviceNotReady);
+  EXPECT_NE(std::string(last_error()).find("no urnicd listening"), std::string::npos);
+  ASSERT_EQ(attach(socket_, "daemon-test"), Status::kSuccess) << last_error();
+  EXPECT_TRUE(attached());
+  EXPECT_EQ(attach(socket_), Status::kInvalidDeviceState);  // once per process
+  DaemonInfo info;
+  ASSERT_EQ(daemon_info(&info), Status::kSuccess);
+  EXPECT_EQ(info.pid, static_cast<uint32_t>(daemon_->pid()));
+  EXPECT_EQ(info.version_major, ipc::kVersionMajor);
+  std::vector<DaemonAdapter> as;
+  ASSERT_EQ(daemon_adapters(&as), Status::kSuccess) << last_error();
+  ASSERT_EQ(as.size(), 2u);
+  EXPECT_EQ(as[0].name, "urnic0");
+  EXPECT_EQ(as[0].ipv4, 0xC0000201u);
+  EXPECT_EQ(as[1].name, "urnic1");
+  EXPECT_EQ(as[1].ipv4, 0xC0000202u);
+  EXPECT_EQ(as[0].mac[0], 0x02);  // locally administered, not net_ring's zeros
+  AdapterInfo ai{};
+  PortCounters pc{};
+  ASSERT_EQ(daemon_query_adapter("urnic1", &ai, &pc), Status::kSuccess) << last_error();
+  EXPECT_GE(ai.max_cq_depth, 1024u);
+  EXPECT_GT(ai.max_transfer_length, 0u);
+  EXPECT_EQ(daemon_query_adapter("urnic7", &ai, &pc), Status::kBadNetworkName);
+  EXPECT_EQ(daemon_query_adapter("bad name", &ai, &pc), Status::kInvalidParameter);
+  std::vector<DaemonClient> cs;
+  ASSERT_EQ(daemon_clients(&cs), Status::kSuccess) << last_error();
+  ASSERT_EQ(cs.size(), 1u);
+  EXPECT_EQ(cs[0].pid, static_cast<uint32_t>(::getpid()));
+  EXPECT_EQ(cs[0].name, "daemon-test");
+  EXPECT_EQ(cs[0].id, info.client_id);
+  detach();
+  EXPECT_FALSE(attached());
+  EXPECT_EQ(daemon_adapters(&as), Status::kInvalidDeviceState);
+}
+
+// Client processes that exit, and one killed with SIGKILL mid-conversation: the daemon's table
+// drops each, and it keeps serving the others.
+TEST_F(DaemonTest, ClientsThatExitOrAreKilledAreForgotten) {
+  start();
+  ASSERT_EQ(attach(socket_, "watcher"), Status::kSuccess) << last_error();
+  constexpr int kChildren = 32;
+  std::vector<pid_t> kids;
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  for (int i = 0; i < kChildren; ++i) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      detach();  // the parent's connection is not the child's
+      std::vector<DaemonAdapter> as;
+      const bool ok = attach(socket_, "kid" + std::to_string(i)) == Status::kSuccess &&
+                      daemon_adapters(&as) == Status::kSuccess && as.size() == 2;
+      char c;
+      ::close(go[1]);
+      (void)::read(go[0], &c, 1);  // held attached until the parent closes the pipe
+      _exit(ok ? 0 : 1);
+    }
+    kids.push_back(pid);
+  }
+  ::close(go[0]);
+  std::vector<DaemonClient> cs;
+  ASSERT_TRUE(wait_clients(kChildren + 1, &cs)) << cs.size() << " clients";
+  // One is killed while attached.
+  ASSERT_EQ(::kill(kids[0], SIGKILL), 0);
+  int st = 0;
+  ASSERT_EQ(::waitpid(kids[0], &st, 0), kids[0]);
+  EXPECT_TRUE(WIFSIGNALED(st));
+  ASSERT_TRUE(wait_clients(kChildren, &cs)) << cs.size() << " clients";
+  for (const auto& c : cs) EXPECT_NE(c.pid, static_cast<uint32_t>(kids[0]));
+  // The others exit normally, each having seen both adapters.
+  ::close(go[1]);
+  for (int i = 1; i < kChildren; ++i) {
+    ASSERT_EQ(::waitpid(kids[i], &st, 0), kids[i]);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child " << i;
+  }
+  ASSERT_TRUE(wait_clients(1, &cs));
+  EXPECT_EQ(cs[0].name, "watcher");
+}
+
+TEST_F(DaemonTest, HostileMessagesGetAnErrorAndTheDaemonServesOn) {
+  start();
+  Raw r(socket_);
+  ASSERT_TRUE(r.ok());
+  // Before hello, nothing else is served.
+  ipc::ListAdaptersReq la{ipc::make_header(ipc::MsgType::kListAdapters, sizeof la, 5)};
+  EXPECT_EQ(r.ask(&la, sizeof la), Status::kInvalidDeviceState);
+  ASSERT_EQ(r.hello(), Status::kSuccess);
+  EXPECT_EQ(r.hello(), Status::kInvalidDeviceState);  // twice
+  // Random bytes, a truncated header, a lying length, another major version, an unknown type,
+  // a message longer than any, one byte.
+  std::mt19937 rng(38);
+  std::vector<uint8_t> junk(200);
+  for (auto& b : junk) b = static_cast<uint8_t>(rng());
+  EXPECT_EQ(r.ask(junk.data(), junk.size()), Status::kInvalidParameter);
+  EXPECT_EQ(r.ask(&la, 10), Status::kInvalidParameter);
+  ipc::ListAdaptersReq lie = la;
+  lie.h.length = 4096;
+  EXPECT_EQ(r.ask(&lie, sizeof lie), Status::kInvalidParameter);
+  ipc::ListAdaptersReq v2 = la;
+  v2.h.version = (ipc::kVersionMajor + 1) << 8;
+  EXPECT_EQ(r.ask(&v2, sizeof v2), Status::kNotSupported);
+  ipc::ListAdaptersReq unknown = la;
+  unknown.h.type = 77;
+  ipc::ReplyHead head{};
+  EXPECT_EQ(r.ask(&unknown, sizeof unknown, &head), Status::kInvalidDeviceRequest);
+  EXPECT_EQ(head.h.seq, 5u);  // addressed to the request it refuses
+  std::vector<uint8_t> huge(3 * ipc::kMaxMessage, 0x55);
+  EXPECT_EQ(r.ask(huge.data(), huge.size()), Status::kInvalidParameter);
+  const uint8_t one = 1;
+  EXPECT_EQ(r.ask(&one, 1), Status::kInvalidParameter);
+  // A query whose name has garbage after its NUL.
+  ipc::QueryAdapterReq q{};
+  q.h = ipc::make_header(ipc::MsgType::kQueryAdapter, sizeof q, 6);
+  std::memcpy(q.name, "urnic0\0zz", 9);
+  EXPECT_EQ(r.ask(&q, sizeof q), Status::kInvalidParameter);
+  // The same connection still gets answers, and so does a new client; the refusals are counted
+  // against the raw client alone.
+  EXPECT_EQ(r.ask(&la, sizeof la), Status::kSuccess);
+  ASSERT_EQ(attach(socket_, "after"), Status::kSuccess) << last_error();
+  std::vector<DaemonClient> cs;
+  ASSERT_EQ(daemon_clients(&cs), Status::kSuccess);
+  ASSERT_EQ(cs.size(), 2u);
+  EXPECT_EQ(cs[0].name, "raw");
+  EXPECT_EQ(cs[0].errors, 10u);
+  EXPECT_EQ(cs[1].errors, 0u);
+}
+
+TEST_F(DaemonTest, ASecondDaemonOnTheSameSocketOrPortIsRefused) {
+  start();
+  Proc second(daemon_argv());
+  ASSERT_EQ(second.wait(30s), 1) << second.output();
+  EXPECT_TRUE(second.has("owned by another urnicd \\(pid " + std::to_string(daemon_->pid())))
+      << second.output();
+  // The first still serves.
+  ASSERT_EQ(attach(socket_), Status::kSuccess) << last_error();
+  // A port (here an interface in this network namespace) whose lock another process holds:
+  // refused before DPDK touches the port, naming the holder.
+  struct stat st {};
+  ASSERT_EQ(::stat("/proc/self/ns/net", &st), 0);
+  const std::string lock = dir_ + "/locks/net" + std::to_string(st.st_ino) + "-iface-urn0.lock";
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  ASSERT_EQ(::pwrite(fd, "pid 4242, socket elsewhere\n", 27, 0), 27);
+  Proc third({URNIC_DAEMON_BIN, "--foreground", "--socket", dir_ + "/other.sock", "--set",
+              "daemon.lock_dir=" + dir_ + "/locks", "--set",
+              "port.p0.devargs=net_af_packet0,iface=urn0", "--set", "port.p0.ipv4=10.0.0.1"});
+  ASSERT_EQ(third.wait(30s), 1) << third.output();
+  EXPECT_TRUE(third.has("port p0 .* is owned by another urnicd \\(pid 4242")) << third.output();
+  ::close(fd);
+}
+
+TEST_F(DaemonTest, SigtermClosesEveryClientWhoseNextCallSaysTheDeviceIsGone) {
+  start();
+  ASSERT_EQ(attach(socket_), Status::kSuccess) << last_error();
+  daemon_->signal(SIGTERM);
+  EXPECT_EQ(daemon_->wait(30s), 0) << daemon_->output();
+  EXPECT_TRUE(daemon_->has("Terminated, shutting down")) << daemon_->output();
+  EXPECT_FALSE(std::filesystem::exists(socket_));  // removed on the way out
+  std::vector<DaemonAdapter> as;
+  EXPECT_EQ(daemon_adapters(&as), Status::kDeviceRemoved);
+  EXPECT_NE(std::string(last_error()).find("closed the connection"), std::string::npos);
+  EXPECT_EQ(daemon_adapters(&as), Status::kDeviceRemoved);  // and stays so
+  EXPECT_TRUE(attached());
+  detach();
+  EXPECT_EQ(attach(socket_), Status::kDeviceNotReady);
+}
+
+TEST_F(DaemonTest, ADaemonKilledMidSessionGivesAClearErrorNotAHang) {
+  start();
+  ASSERT_EQ(attach(socket_), Status::kSuccess) << last_error();
+  daemon_->signal(SIGKILL);
+  EXPECT_EQ(daemon_->wait(10s), 128 + SIGKILL);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<DaemonAdapter> as;
+  EXPECT_EQ(daemon_adapters(&as), Status::kDeviceRemoved);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0,
+            std::chrono::milliseconds(kDaemonReplyTimeoutMs));
+  // The next daemon on the same socket starts: the dead one's locks died with it.
+  detach();
+  start();
+  ASSERT_EQ(attach(socket_), Status::kSuccess) << last_error();
+}
+
+// Who may attach is the socket's owner, group and mode; who may list other clients is an
+// operator (uid 0 or the daemon's). Needs root (to be someone else).
+TEST_F(DaemonTest, TheSocketModeAndTheOperatorRuleAreEnforced) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a client as another user";
+  start({"--set", "daemon.socket_mode=0660"});
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);  // mkdtemp's 0700 would refuse anyone anyway
+  auto as_nobody = [&](auto&& body) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      detach();
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) _exit(3);
+      _exit(body());
+    }
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  };
+  EXPECT_EQ(as_nobody([&] { return attach(socket_) == Status::kAccessDenied ? 0 : 1; }), 0);
+  ASSERT_EQ(::chmod(socket_.c_str(), 0666), 0);
+  EXPECT_EQ(as_nobody([&] {
+              std::vector<DaemonClient> cs;
+              std::vector<DaemonAdapter> as;
+              if (attach(socket_) != Status::kSuccess) return 1;
+              if (daemon_adapters(&as) != Status::kSuccess) return 2;
+              return daemon_clients(&cs) == Status::kAccessDenied ? 0 : 4;
+            }),
+            0);
+}
+
+}  // namespace
+}  // namespace urnic
