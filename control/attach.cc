@@ -1,10 +1,14 @@
 // The client side of attach mode's objects and shared rings (attach.h).
 #include "control/attach.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "control/last_error.h"
 
@@ -61,6 +65,76 @@ Status free_shared(SharedMemory* m) noexcept {
   if (s != Status::kSuccess) return s;
   ::munmap(m->address, m->length);
   *m = SharedMemory{};
+  return s;
+}
+
+namespace {
+
+// Whether every page of [start, end) is private anonymous memory of this process (what can be
+// moved onto a memfd in place); else false with *why naming the mapping.
+bool movable(uint64_t start, uint64_t end, std::string* why) {
+  std::ifstream maps("/proc/self/maps");
+  uint64_t covered = start;
+  for (std::string line; covered < end && std::getline(maps, line);) {
+    uint64_t lo = 0, hi = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &lo, &hi, perms) != 3) continue;
+    if (hi <= covered || lo >= end) continue;
+    const size_t slash = line.find_first_of("/[");
+    const std::string path = slash == std::string::npos ? "" : line.substr(slash);
+    if (lo > covered || std::string(perms, 4) != "rw-p" || (!path.empty() && path != "[heap]")) {
+      *why = lo > covered ? "an unmapped page" : "the mapping '" + line + "'";
+      return false;
+    }
+    covered = hi;
+  }
+  if (covered < end) *why = "an unmapped page";
+  return covered >= end;
+}
+
+}  // namespace
+
+Status share_in_place(const void* address, size_t length, SharedMemory* out) noexcept {
+  if (address == nullptr || length == 0 || out == nullptr)
+    return fail(Status::kInvalidParameter, "share_in_place: bad argument");
+  const auto a = reinterpret_cast<uint64_t>(address);
+  const uint64_t start = a & ~uint64_t{4095};
+  if (length > UINT64_MAX - a - 4095)
+    return fail(Status::kInvalidParameter, "share_in_place: range");
+  const uint64_t end = (a + length + 4095) & ~uint64_t{4095};
+  const size_t len = end - start;
+  std::string why;
+  if (!movable(start, end, &why))
+    return detail::fail_with(Status::kNotSupported,
+                             "share_in_place: only private anonymous memory moves in place, not " +
+                                 why + " (allocate buffers with alloc_shared)");
+  const int fd = ::memfd_create("urnic-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  void* tmp = MAP_FAILED;
+  bool moved = false;
+  if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(len)) == 0 &&
+      ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0) {
+    tmp = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (tmp != MAP_FAILED) {
+      // Contents first, then the memfd over the same addresses: the pages change, not the data.
+      std::memcpy(tmp, reinterpret_cast<const void*>(start), len);
+      moved = ::mmap(reinterpret_cast<void*>(start), len, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_FIXED, fd, 0) == reinterpret_cast<void*>(start);
+      ::munmap(tmp, len);
+    }
+  }
+  if (!moved) {
+    if (fd >= 0) ::close(fd);
+    return fail(Status::kInsufficientResources, "share_in_place: cannot move the pages");
+  }
+  ipc::ShareMemoryReq req{};
+  req.address = start;
+  req.length = len;
+  ipc::HandleRep rep{};
+  const Status s = daemon_transact(ipc::MsgType::kShareMemory, &req, sizeof req, &rep, sizeof rep,
+                                   "share_in_place", nullptr, fd);
+  ::close(fd);  // the mapping keeps the memory; the daemon has its own descriptor
+  if (s != Status::kSuccess) return s;
+  *out = SharedMemory{reinterpret_cast<void*>(start), len, rep.handle};
   return s;
 }
 

@@ -23,7 +23,7 @@ namespace urnic::detail {
 // One request to the attached daemon and its reply (control/daemon_client.cc); *fd gets the
 // descriptor the reply carries, if `fd` is not null.
 Status daemon_transact(ipc::MsgType type, void* req, size_t req_size, void* rep, size_t rep_size,
-                       const char* what, int* fd = nullptr) noexcept;
+                       const char* what, int* fd = nullptr, int send_fd = -1) noexcept;
 
 }  // namespace urnic::detail
 
@@ -39,6 +39,18 @@ struct SharedMemory {
 Status alloc_shared(size_t length, SharedMemory* out) noexcept;
 // Unmaps it here and asks the daemon to free it (kDeviceBusy while MRs are registered in it).
 Status free_shared(SharedMemory* m) noexcept;
+
+// Application memory (malloc'd, anonymous: a verbs program's buffers) shared with the daemon in
+// place: the whole pages of [address, address + length) are moved onto a memfd mapped at the
+// same addresses, their contents kept (as FreeFlow does for containers), and the daemon maps the
+// memfd at those addresses too, so that MRs registered in it need no copy. Other threads must
+// not write the range while it moves. The pages stay shared afterwards (a fork shares them
+// instead of copying them, as with any RNIC's registered memory). kNotSupported, with the
+// mapping named, for pages that are not private anonymous memory (a file, shared memory, the
+// stack); kInvalidAddress when the daemon has something of its own at those addresses.
+// `out->handle` names the daemon's side; destroy() it to release that (this process's pages
+// stay where they are).
+Status share_in_place(const void* address, size_t length, SharedMemory* out) noexcept;
 
 // Any object by its handle (the daemon refuses with kDeviceBusy what others still use).
 Status destroy(uint32_t handle) noexcept;

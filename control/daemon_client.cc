@@ -18,6 +18,7 @@
 
 #include "control/attach.h"
 #include "control/last_error.h"
+#include "daemon/fdpass.h"
 #include "daemon/protocol.h"
 
 namespace urnic {
@@ -74,40 +75,16 @@ Status daemon_gone(Connection& c, const char* what) {
                                           " closed the connection (it exited or was killed)");
 }
 
-// Receives one packet into `buf`, and the descriptor it carries into *fd (when `fd` is not
-// null; -1 if none). A descriptor nobody asked for is closed. Returns recvmsg's length.
-ssize_t receive(int sock, uint8_t* buf, size_t size, int* fd) {
-  iovec iov{buf, size};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = ctl;
-  m.msg_controllen = sizeof ctl;
-  const ssize_t n = ::recvmsg(sock, &m, MSG_TRUNC | MSG_CMSG_CLOEXEC);
-  int got = -1;
-  for (cmsghdr* cm = CMSG_FIRSTHDR(&m); n >= 0 && cm != nullptr; cm = CMSG_NXTHDR(&m, cm))
-    if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-        cm->cmsg_len == CMSG_LEN(sizeof(int)))
-      std::memcpy(&got, CMSG_DATA(cm), sizeof got);
-  if (fd != nullptr) {
-    *fd = got;
-  } else if (got >= 0) {
-    ::close(got);
-  }
-  return n;
-}
-
 // Sends `req` (a request struct of `type`) and receives its reply into `rep` (mu held), and the
 // descriptor that comes with it into *fd when `fd` is not null.
 Status transact(Connection& c, ipc::MsgType type, void* req, size_t req_size, void* rep,
-                size_t rep_size, const char* what, int* fd = nullptr) {
+                size_t rep_size, const char* what, int* fd = nullptr, int send_fd = -1) {
   if (fd != nullptr) *fd = -1;
   if (c.fd < 0) return fail(Status::kInvalidDeviceState, std::string(what) + ": not attached");
   if (c.gone) return daemon_gone(c, what);
   auto* h = static_cast<ipc::Header*>(req);
   *h = ipc::make_header(type, static_cast<uint32_t>(req_size), ++c.seq);
-  if (::send(c.fd, req, req_size, MSG_NOSIGNAL) != static_cast<ssize_t>(req_size))
+  if (ipc::send_with_fd(c.fd, req, req_size, send_fd, 0) != static_cast<ssize_t>(req_size))
     return daemon_gone(c, what);
   pollfd p{c.fd, POLLIN, 0};
   const int r = ::poll(&p, 1, static_cast<int>(kDaemonReplyTimeoutMs));
@@ -115,7 +92,13 @@ Status transact(Connection& c, ipc::MsgType type, void* req, size_t req_size, vo
     return fail(Status::kIoTimeout, std::string(what) + ": the daemon did not answer within " +
                                         std::to_string(kDaemonReplyTimeoutMs) + " ms");
   alignas(8) uint8_t buf[ipc::kMaxMessage];
-  const ssize_t n = r < 0 ? -1 : receive(c.fd, buf, sizeof buf, fd);
+  int got = -1;
+  const ssize_t n = r < 0 ? -1 : ipc::recv_with_fd(c.fd, buf, sizeof buf, &got, 0);
+  if (fd != nullptr) {
+    *fd = got;
+  } else if (got >= 0) {
+    ::close(got);  // nothing was asked for
+  }
   if (n <= 0) return daemon_gone(c, what);
   if (static_cast<size_t>(n) > sizeof buf)
     return fail(Status::kInternalError, std::string(what) + ": a reply longer than any message");
@@ -190,11 +173,11 @@ void close_locked(Connection& c) {
 
 namespace detail {
 Status daemon_transact(ipc::MsgType type, void* req, size_t req_size, void* rep, size_t rep_size,
-                       const char* what, int* fd) noexcept {
+                       const char* what, int* fd, int send_fd) noexcept {
   return guarded([&]() -> Status {
     Connection& c = conn();
     std::lock_guard lock(c.mu);
-    return transact(c, type, req, req_size, rep, rep_size, what, fd);
+    return transact(c, type, req, req_size, rep, rep_size, what, fd, send_fd);
   });
 }
 }  // namespace detail

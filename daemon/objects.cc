@@ -1,7 +1,9 @@
 // One client's objects in urnicd (objects.h).
 #include "daemon/objects.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -18,11 +20,14 @@ constexpr uint32_t kMaxInline = 256;
 
 uint32_t index_of(uint32_t handle) { return (handle & 0xffff) - 1; }
 
-// A memfd of `len` bytes mapped here; -1 / nullptr on failure.
+// A memfd of `len` bytes mapped here; -1 / nullptr on failure. Sealed at that size before the
+// client gets it: a client that could shrink it would make the engine's next access of the
+// memory a SIGBUS in the daemon.
 int make_memfd(const char* name, size_t len, void** map) {
-  const int fd = ::memfd_create(name, MFD_CLOEXEC);
+  const int fd = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return -1;
-  if (::ftruncate(fd, static_cast<off_t>(len)) != 0) {
+  if (::ftruncate(fd, static_cast<off_t>(len)) != 0 ||
+      ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     ::close(fd);
     return -1;
   }
@@ -106,6 +111,40 @@ Status ClientObjects::alloc_shared(const ipc::AllocSharedReq& q, ipc::AllocShare
   rep->handle = h;
   rep->address = reinterpret_cast<uint64_t>(o.map);
   rep->length = len;
+  return Status::kSuccess;
+}
+
+Status ClientObjects::share_memory(const ipc::ShareMemoryReq& q, int fd, ipc::HandleRep* rep) {
+  // A memfd (only memfds have seals), sealed against shrinking, at least as long as asked.
+  struct stat st {};
+  const int seals = fd >= 0 ? ::fcntl(fd, F_GET_SEALS) : -1;
+  const bool ok = seals >= 0 && (seals & F_SEAL_SHRINK) != 0 && ::fstat(fd, &st) == 0 &&
+                  static_cast<uint64_t>(st.st_size) >= q.length;
+  if (!ok) {
+    if (fd >= 0) ::close(fd);
+    return Status::kInvalidParameter;
+  }
+  if (shared_bytes_ + q.length > quotas_.shared_bytes) {
+    ::close(fd);
+    return Status::kInsufficientResources;
+  }
+  void* at = reinterpret_cast<void*>(q.address);
+  void* p = ::mmap(at, q.length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED || p != at) {
+    if (p != MAP_FAILED) ::munmap(p, q.length);
+    return Status::kInvalidAddress;  // the daemon has something of its own there
+  }
+  const uint32_t h = add(Kind::kShared);
+  if (h == 0) {
+    ::munmap(p, q.length);
+    return Status::kInsufficientResources;
+  }
+  Obj& o = table_[index_of(h)];
+  o.map = p;
+  o.map_len = q.length;
+  shared_bytes_ += q.length;
+  rep->handle = h;
   return Status::kSuccess;
 }
 

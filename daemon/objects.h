@@ -44,6 +44,8 @@ class ClientObjects {
   // Each fills its reply (the header is the caller's) and returns its status; *fd is a memfd to
   // pass with the reply (the caller closes it after sending), -1 if none.
   Status alloc_shared(const ipc::AllocSharedReq& q, ipc::AllocSharedRep* rep, int* fd);
+  // Maps the client's memfd `fd` (ours to close) at the client's address.
+  Status share_memory(const ipc::ShareMemoryReq& q, int fd, ipc::HandleRep* rep);
   Status create_pd(const ipc::CreatePdReq& q, ipc::HandleRep* rep);
   Status create_cq(const ipc::CreateCqReq& q, ipc::CreateCqRep* rep, int* fd);
   Status create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep, int* fd);

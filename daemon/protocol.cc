@@ -62,6 +62,14 @@ Decoded check_object_fields(const Request& r) noexcept {
                  : ok();
     case MsgType::kDestroy:
       return r.destroy.reserved != 0 ? no("destroy.reserved") : ok();
+    case MsgType::kShareMemory: {
+      const ShareMemoryReq& m = r.share_memory;
+      return (m.address & 4095) != 0 || (m.length & 4095) != 0 || m.length == 0 ||
+                     m.length > kMaxSharedBytes || m.address == 0 ||
+                     m.length > UINT64_MAX - m.address
+                 ? no("share_memory range")
+                 : ok();
+    }
     default:
       return bad(Status::kInvalidDeviceRequest, "type", true);
   }
@@ -123,6 +131,7 @@ bool check_reply_fields(MsgType type, const void* out) noexcept {
       return pow2(r->sq_capacity) && pow2(r->rq_capacity) && r->rq_offset < r->map_bytes;
     }
     case MsgType::kAllocShared:
+    case MsgType::kShareMemory:
     case MsgType::kCreatePd:
     case MsgType::kModifyQp:
     case MsgType::kRegisterMr:
@@ -179,6 +188,8 @@ size_t request_size(MsgType type) noexcept {
       return sizeof(RegisterMrReq);
     case MsgType::kDestroy:
       return sizeof(DestroyReq);
+    case MsgType::kShareMemory:
+      return sizeof(ShareMemoryReq);
     default:
       return 0;
   }
@@ -207,6 +218,8 @@ size_t reply_size(MsgType type) noexcept {
       return sizeof(ReplyHead);
     case MsgType::kRegisterMr:
       return sizeof(RegisterMrRep);
+    case MsgType::kShareMemory:
+      return sizeof(HandleRep);
     default:
       return 0;
   }

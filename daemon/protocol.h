@@ -29,7 +29,7 @@ inline constexpr uint32_t kMagic = 0x444e5255;  // "URND" in memory on little-en
 // The major version changes when a layout changes; a client and a daemon of different majors
 // refuse each other at kHello. The minor grows when message types are added.
 inline constexpr uint16_t kVersionMajor = 1;
-inline constexpr uint16_t kVersionMinor = 1;  // 1: objects and shared rings (types 5 .. 11)
+inline constexpr uint16_t kVersionMinor = 2;  // 1: objects and shared rings (5 .. 11); 2: 12
 // Names (adapters, clients): 1 .. 31 characters of [A-Za-z0-9_.-], NUL-padded to 32 bytes.
 inline constexpr size_t kNameSize = 32;
 // Adapters one daemon serves (ListAdapters answers with all of them in one message).
@@ -53,6 +53,7 @@ enum class MsgType : uint16_t {
   kModifyQp = 9,
   kRegisterMr = 10,    // inside the client's shared memory
   kDestroy = 11,       // any object by its handle
+  kShareMemory = 12,   // the client's memfd (SCM_RIGHTS) holding pages it moved there in place
   kReplyFlag = 0x8000  // a reply carries its request's type with this bit set
 };
 
@@ -263,6 +264,16 @@ struct RegisterMrRep {
 };
 static_assert(sizeof(RegisterMrReq) == 40 && sizeof(RegisterMrRep) == 40);
 
+// Memory the client moved onto a memfd in place (same addresses, same contents) and passes with
+// this request: the daemon maps it at the same address. The memfd must be sealed against
+// shrinking (F_SEAL_SHRINK): the engine reads and writes it.
+struct ShareMemoryReq {
+  Header h;
+  uint64_t address;  // page-aligned
+  uint64_t length;   // whole pages, 1 .. kMaxSharedBytes
+};
+static_assert(sizeof(ShareMemoryReq) == 32);
+
 struct DestroyReq {
   Header h;
   uint32_t handle;
@@ -284,6 +295,7 @@ union Request {
   ModifyQpReq modify_qp;
   RegisterMrReq register_mr;
   DestroyReq destroy;
+  ShareMemoryReq share_memory;
 };
 
 // What decode_* found: kSuccess, or the status to answer with and the first bad field.

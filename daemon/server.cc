@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
+#include "daemon/fdpass.h"
 #include "dataplane/log.h"
 
 namespace urnic::daemon {
@@ -32,6 +34,7 @@ struct Server::Client {
   bool hello = false;    // kHello accepted: the other requests are allowed
   bool refused = false;  // over max_clients: its kHello is answered kInsufficientResources
   std::unique_ptr<ClientObjects> objects;  // from its kHello on
+  int passed_fd = -1;  // the descriptor of the message being served, if it carried one
 };
 
 Server::Server(ServerOptions opts, std::vector<ServedAdapter> adapters,
@@ -135,9 +138,18 @@ void Server::accept_all() {
 
 bool Server::serve(Client& c) {
   alignas(8) uint8_t buf[ipc::kMaxMessage];
-  const ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_TRUNC | MSG_DONTWAIT);
+  int fd = -1;  // a descriptor that came with it: kShareMemory's, closed for anything else
+  const ssize_t n = ipc::recv_with_fd(c.fd, buf, sizeof buf, &fd, MSG_DONTWAIT);
   if (n == 0) return false;  // the client closed (exit, crash, kill -9)
   if (n < 0) return errno == EAGAIN || errno == EINTR;
+  c.passed_fd = fd;
+  struct FdGuard {
+    int& fd;
+    ~FdGuard() {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+    }
+  } guard{c.passed_fd};
   {
     std::lock_guard lock(mu_);
     ++counters_.requests;
@@ -294,6 +306,10 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
     case ipc::MsgType::kDestroy:
       s = o.destroy(r.destroy.handle);
       break;
+    case ipc::MsgType::kShareMemory:
+      s = o.share_memory(r.share_memory, std::exchange(c.passed_fd, -1),
+                         reinterpret_cast<ipc::HandleRep*>(buf));
+      break;
     default:
       break;
   }
@@ -311,19 +327,7 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
 }
 
 bool Server::reply_fd(Client& c, const void* msg, size_t size, int fd) {
-  iovec iov{const_cast<void*>(msg), size};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = ctl;
-  m.msg_controllen = sizeof ctl;
-  cmsghdr* cm = CMSG_FIRSTHDR(&m);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cm), &fd, sizeof fd);
-  return ::sendmsg(c.fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(size);
+  return ipc::send_with_fd(c.fd, msg, size, fd, MSG_DONTWAIT) == static_cast<ssize_t>(size);
 }
 
 bool Server::reply(Client& c, const void* msg, size_t size) {

@@ -141,6 +141,13 @@ TEST(DaemonProtocol, ObjectRequestsAreCheckedFieldByField) {
   r.address = UINT64_MAX - 10;
   r.length = 100;  // wraps past 2^64
   EXPECT_STREQ(decode(bytes_of(&r, sizeof r)).why, "register_mr range");
+  ShareMemoryReq sm{make_header(MsgType::kShareMemory, sizeof sm, 5), 0x7e0000000100, 8192};
+  EXPECT_STREQ(decode(bytes_of(&sm, sizeof sm)).why, "share_memory range");  // not page-aligned
+  sm.address = 0x7e0000000000;
+  sm.length = 100;
+  EXPECT_STREQ(decode(bytes_of(&sm, sizeof sm)).why, "share_memory range");  // not whole pages
+  sm.length = 8192;
+  EXPECT_EQ(decode(bytes_of(&sm, sizeof sm)).status, Status::kSuccess);
   DestroyReq d{make_header(MsgType::kDestroy, sizeof d, 4), 7, 1};
   EXPECT_STREQ(decode(bytes_of(&d, sizeof d)).why, "destroy.reserved");
   // A success may come as the bare head where the type's reply is only that.

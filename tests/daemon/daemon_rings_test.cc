@@ -6,12 +6,14 @@
 // and leaves nothing behind in the daemon; what a hostile client writes into its own rings
 // fails its own QP alone.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -233,6 +235,87 @@ TEST_F(DaemonRings, GarbageInItsOwnRingsFailsOnlyTheClientsOwnQueues) {
   EXPECT_EQ(errors(), 4u);
   ::shutdown(sp_[1], SHUT_RDWR);
   EXPECT_EQ(reap(hostile), 0);
+}
+
+}  // namespace
+}  // namespace urnic
+
+namespace urnic {
+namespace {
+
+using namespace test;
+
+// Application memory (a large malloc'd buffer: private anonymous pages) registered in place:
+// same address and contents after the move, then the peer READs what was there and WRITEs into
+// it through the daemon's engine. A file-backed mapping is refused with its reason.
+TEST_F(DaemonRings, ApplicationMemoryIsRegisteredInPlaceWithoutACopy) {
+  constexpr size_t kLen = 256 * 1024, kHalf = kLen / 2;
+  const pid_t target = child([&]() -> std::string {
+    Side s;
+    if (std::string e = s.open(1, socket_, "in-place"); !e.empty()) return e;
+    auto* app = static_cast<uint8_t*>(std::aligned_alloc(4096, kLen));
+    if (app == nullptr) return "aligned_alloc";
+    for (size_t i = 0; i < kLen; ++i) app[i] = static_cast<uint8_t>(i * 13 + 5);
+    remote::SharedMemory in_place;
+    if (remote::share_in_place(app + 100, kLen - 200, &in_place) != Status::kSuccess)
+      return std::string("share_in_place: ") + last_error();
+    if (in_place.address != app || in_place.length != kLen) return "not the same pages";
+    for (size_t i = 0; i < kLen; ++i)
+      if (app[i] != static_cast<uint8_t>(i * 13 + 5)) return "contents changed by the move";
+    uint32_t mr = 0, lkey = 0, rkey = 0;
+    if (remote::register_mr(s.pd, app, kLen, mr_flag::kAllowRemoteWrite | mr_flag::kAllowRemoteRead,
+                            &mr, &lkey, &rkey) != Status::kSuccess)
+      return std::string("register_mr: ") + last_error();
+    // A file's pages cannot move: refused, with the reason.
+    FILE* f = std::tmpfile();
+    if (f == nullptr || ::ftruncate(::fileno(f), 8192) != 0) return "tmpfile";
+    void* file = ::mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE, ::fileno(f), 0);
+    remote::SharedMemory no;
+    if (remote::share_in_place(file, 8192, &no) != Status::kNotSupported ||
+        std::string(last_error()).find("private anonymous") == std::string::npos)
+      return "a file-backed mapping was not refused";
+    const Sge r{reinterpret_cast<uint64_t>(s.buf()), 64, s.lkey};
+    if (s.qp.receive(nullptr, {&r, 1}) != Status::kSuccess) return "receive";
+    const PeerInfo me{s.qp.qpn(), rkey, reinterpret_cast<uint64_t>(app)};
+    PeerInfo peer{};
+    if (::write(sp_[1], &me, sizeof me) != sizeof me ||
+        ::read(sp_[1], &peer, sizeof peer) != sizeof peer)
+      return "exchange";
+    if (std::string e = s.connect(kIpA, peer); !e.empty()) return e;
+    std::vector<ResultEx> done;
+    if (s.wait(1, &done) != 1 || done[0].status != Status::kSuccess) return "the SEND";
+    for (size_t i = 0; i < kHalf; ++i)
+      if (app[i] != static_cast<uint8_t>(i * 13 + 5)) return "the READ half changed";
+    for (size_t i = kHalf; i < kLen; ++i)
+      if (app[i] != static_cast<uint8_t>(i * 3 + 1)) return "written byte " + std::to_string(i);
+    return "";
+  });
+  const pid_t peer = child([&]() -> std::string {
+    Side s;
+    if (std::string e = s.open(0, socket_, "peer"); !e.empty()) return e;
+    PeerInfo t{};
+    if (!exchange(sp_[0], s, &t)) return "exchange";
+    if (std::string e = s.connect(kIpB, t); !e.empty()) return e;
+    const Sge rd{reinterpret_cast<uint64_t>(s.buf()), kHalf, s.lkey};
+    for (size_t i = 0; i < kHalf; ++i)
+      s.buf()[kHalf + i] = static_cast<uint8_t>((kHalf + i) * 3 + 1);
+    const Sge wr{reinterpret_cast<uint64_t>(s.buf() + kHalf), kHalf, s.lkey};
+    const char msg[8] = "done";
+    const Sge sd{reinterpret_cast<uint64_t>(msg), sizeof msg, 0};
+    if (s.qp.read(nullptr, {&rd, 1}, t.addr, t.rkey, 0) != Status::kSuccess ||
+        s.qp.write(nullptr, {&wr, 1}, t.addr + kHalf, t.rkey, 0) != Status::kSuccess ||
+        s.qp.send(nullptr, {&sd, 1}, op_flag::kInline) != Status::kSuccess)
+      return "post";
+    std::vector<ResultEx> done;
+    if (s.wait(3, &done) != 3) return "completions";
+    for (const ResultEx& r : done)
+      if (r.status != Status::kSuccess) return "a completion failed";
+    for (size_t i = 0; i < kHalf; ++i)
+      if (s.buf()[i] != static_cast<uint8_t>(i * 13 + 5)) return "read byte " + std::to_string(i);
+    return "";
+  });
+  EXPECT_EQ(reap(peer), 0) << daemon_->output();
+  EXPECT_EQ(reap(target), 0) << daemon_->output();
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 // queries, the client table across exits and kill -9, hostile messages on a raw socket, the
 // refusal of a second daemon, the socket's permissions, and what clients see when the daemon
 // stops (SIGTERM) or dies (SIGKILL): a clear status, never a hang.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "../twoproc/proc.h"
+#include "daemon/fdpass.h"
 #include "daemon/protocol.h"
 #include "urnic/daemon.h"
 
@@ -333,6 +336,79 @@ TEST_F(DaemonTest, TheSocketModeAndTheOperatorRuleAreEnforced) {
               return daemon_clients(&cs) == Status::kAccessDenied ? 0 : 4;
             }),
             0);
+}
+
+}  // namespace
+}  // namespace urnic
+
+namespace urnic {
+namespace {
+
+size_t open_fds(pid_t pid) {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd"))
+    ++n;
+  return n;
+}
+
+// Descriptors a client passes: ShareMemory takes only a memfd sealed against shrinking (else
+// the engine could fault on memory the client shrank under it); a descriptor sent with any
+// other message is closed at once, so that no client can fill the daemon's descriptor table.
+TEST_F(DaemonTest, PassedDescriptorsAreCheckedOrClosed) {
+  start();
+  const int sock = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, socket_.data(), socket_.size());
+  ASSERT_EQ(::connect(sock, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
+  timeval tv{10, 0};
+  ::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  auto ask = [&](const void* msg, size_t n, int fd) -> Status {
+    if (ipc::send_with_fd(sock, msg, n, fd, 0) != static_cast<ssize_t>(n))
+      return Status::kUnsuccessful;
+    ipc::ReplyHead h{};
+    int got = -1;
+    if (ipc::recv_with_fd(sock, &h, sizeof h, &got, 0) < static_cast<ssize_t>(sizeof h))
+      return Status::kUnsuccessful;
+    if (got >= 0) ::close(got);
+    return static_cast<Status>(h.status);
+  };
+  ipc::HelloReq hello{};
+  hello.h = ipc::make_header(ipc::MsgType::kHello, sizeof hello, 1);
+  hello.major = ipc::kVersionMajor;
+  ipc::set_name(hello.name, "fds");
+  ASSERT_EQ(ask(&hello, sizeof hello, -1), Status::kSuccess);
+  const size_t before = open_fds(daemon_->pid());
+  // Descriptors riding on messages that take none: all closed by the daemon.
+  ipc::ListAdaptersReq la{ipc::make_header(ipc::MsgType::kListAdapters, sizeof la, 2)};
+  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  for (int i = 0; i < 200; ++i) ASSERT_EQ(ask(&la, sizeof la, devnull), Status::kSuccess);
+  EXPECT_EQ(open_fds(daemon_->pid()), before);
+  // ShareMemory with no descriptor, a file, an unsealed memfd, one shorter than the range.
+  ipc::ShareMemoryReq sm{};
+  sm.h = ipc::make_header(ipc::MsgType::kShareMemory, sizeof sm, 3);
+  sm.address = 0x7e0000000000;
+  sm.length = 8192;
+  EXPECT_EQ(ask(&sm, sizeof sm, -1), Status::kInvalidParameter);
+  EXPECT_EQ(ask(&sm, sizeof sm, devnull), Status::kInvalidParameter);
+  const int plain = ::memfd_create("plain", MFD_CLOEXEC);
+  ASSERT_EQ(::ftruncate(plain, 8192), 0);
+  EXPECT_EQ(ask(&sm, sizeof sm, plain), Status::kInvalidParameter);
+  const int sealed = ::memfd_create("short", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_EQ(::ftruncate(sealed, 4096), 0);
+  ASSERT_EQ(::fcntl(sealed, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+  EXPECT_EQ(ask(&sm, sizeof sm, sealed), Status::kInvalidParameter);
+  // A proper one is mapped (the daemon's address space is free there), and freed with the
+  // connection.
+  ASSERT_EQ(::ftruncate(plain, 0), 0);
+  const int good = ::memfd_create("good", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_EQ(::ftruncate(good, 8192), 0);
+  ASSERT_EQ(::fcntl(good, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  EXPECT_EQ(ask(&sm, sizeof sm, good), Status::kSuccess);
+  for (int fd : {devnull, plain, sealed, good}) ::close(fd);
+  EXPECT_EQ(open_fds(daemon_->pid()), before);  // mapped, not held open
+  ::close(sock);
 }
 
 }  // namespace

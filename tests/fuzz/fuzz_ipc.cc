@@ -49,7 +49,7 @@ void check_reply(const uint8_t* data, size_t size) {
   for (MsgType t :
        {MsgType::kHello, MsgType::kListAdapters, MsgType::kQueryAdapter, MsgType::kListClients,
         MsgType::kAllocShared, MsgType::kCreatePd, MsgType::kCreateCq, MsgType::kCreateQp,
-        MsgType::kModifyQp, MsgType::kRegisterMr, MsgType::kDestroy}) {
+        MsgType::kModifyQp, MsgType::kRegisterMr, MsgType::kDestroy, MsgType::kShareMemory}) {
     std::vector<uint8_t> out(reply_size(t));
     const Decoded d = decode_reply({data, size}, t, h.seq, out.data(), out.size());
     if (d.status != Status::kSuccess) continue;
