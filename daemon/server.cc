@@ -142,14 +142,6 @@ bool Server::serve(Client& c) {
   const ssize_t n = ipc::recv_with_fd(c.fd, buf, sizeof buf, &fd, MSG_DONTWAIT);
   if (n == 0) return false;  // the client closed (exit, crash, kill -9)
   if (n < 0) return errno == EAGAIN || errno == EINTR;
-  c.passed_fd = fd;
-  struct FdGuard {
-    int& fd;
-    ~FdGuard() {
-      if (fd >= 0) ::close(fd);
-      fd = -1;
-    }
-  } guard{c.passed_fd};
   {
     std::lock_guard lock(mu_);
     ++counters_.requests;
@@ -160,7 +152,18 @@ bool Server::serve(Client& c) {
       static_cast<size_t>(n) > sizeof buf
           ? ipc::Decoded{Status::kInvalidParameter, "longer than any message", false}
           : ipc::decode_request({buf, static_cast<size_t>(n)}, &r);
-  if (d.status == Status::kSuccess) return answer(c, r);
+  // A descriptor is kShareMemory's; on anything else it is closed now, before the reply (a
+  // client that sees the reply may count our descriptors).
+  const bool takes_fd =
+      d.status == Status::kSuccess && r.h.type == static_cast<uint16_t>(ipc::MsgType::kShareMemory);
+  if (fd >= 0 && !takes_fd) ::close(fd);
+  c.passed_fd = takes_fd ? fd : -1;
+  if (d.status == Status::kSuccess) {
+    const bool ok = answer(c, r);
+    if (c.passed_fd >= 0) ::close(c.passed_fd);  // not taken (refused before it was looked at)
+    c.passed_fd = -1;
+    return ok;
+  }
   {
     std::lock_guard lock(mu_);
     ++counters_.malformed;
