@@ -235,6 +235,18 @@ bool attached() noexcept {
   return c.fd >= 0;
 }
 
+bool daemon_alive() noexcept {
+  Connection& c = conn();
+  std::lock_guard lock(c.mu);
+  if (c.fd < 0 || c.gone) return false;
+  pollfd p{c.fd, POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0) {
+    c.gone = true;  // every call from now on: kDeviceRemoved
+    return false;
+  }
+  return true;
+}
+
 Status daemon_info(DaemonInfo* out) noexcept {
   return guarded([&]() -> Status {
     if (out == nullptr) return fail(Status::kInvalidParameter, "daemon_info: null out");

@@ -325,13 +325,18 @@ Status ClientObjects::destroy(uint32_t handle) {
     return Status::kInvalidHandle;
   Obj& o = table_[i];
   if (o.users != 0) return Status::kDeviceBusy;
+  // Out of the bridge before the QP or CQ is closed (flushed, destroyed on the engine). Should
+  // the lcore not confirm it (it stopped), the object and its rings are left as they are rather
+  // than freed under it.
+  bool released = true;
   switch (o.kind) {
     case Kind::kQp:
-      // Out of the bridge before the QP is closed (flushed, destroyed on the engine).
-      bridges_[o.engine]->remove_qp(o.qp.get());
+      released = bridges_[o.engine]->remove_qp(o.qp.get());
+      if (!released) (void)o.qp.release();
       break;
     case Kind::kCq:
-      bridges_[o.engine]->remove_cq(o.cq.get());
+      released = bridges_[o.engine]->remove_cq(o.cq.get());
+      if (!released) (void)o.cq.release();
       break;
     case Kind::kShared:
       shared_bytes_ -= o.map_len;
@@ -344,7 +349,7 @@ Status ClientObjects::destroy(uint32_t handle) {
   o.mr.reset();
   o.cq.reset();
   o.pd.reset();
-  if (o.map != nullptr) ::munmap(o.map, o.map_len);
+  if (o.map != nullptr && released) ::munmap(o.map, o.map_len);
   release(handle);
   return Status::kSuccess;
 }

@@ -265,19 +265,8 @@ bool Server::on_list_clients(Client& c, const ipc::ListClientsReq& r) {
   {
     std::lock_guard lock(mu_);
     rep->total = static_cast<uint32_t>(clients_.size());
-    for (size_t i = r.first; i < clients_.size() && rep->count < ipc::kClientsPerReply; ++i) {
-      ipc::ClientEntry& e = rep->entries[rep->count++];
-      e = clients_[i]->entry;
-      if (clients_[i]->objects) {
-        const ObjectCounts n = clients_[i]->objects->counts();
-        e.shared = n.shared;
-        e.pds = n.pds;
-        e.cqs = n.cqs;
-        e.qps = n.qps;
-        e.mrs = n.mrs;
-        e.shared_bytes = n.shared_bytes;
-      }
-    }
+    for (size_t i = r.first; i < clients_.size() && rep->count < ipc::kClientsPerReply; ++i)
+      rep->entries[rep->count++] = clients_[i]->entry;
   }
   return reply(c, rep.get(), sizeof *rep);
 }
@@ -316,11 +305,19 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
     default:
       break;
   }
-  if (s != Status::kSuccess) {
+  {
+    // The entry's counts: what ListClients and telemetry (another thread) show of the client.
+    const ObjectCounts n = o.counts();
     std::lock_guard lock(mu_);
-    ++c.entry.errors;
-    return reply_status(c, r.h, s);
+    c.entry.shared = n.shared;
+    c.entry.pds = n.pds;
+    c.entry.cqs = n.cqs;
+    c.entry.qps = n.qps;
+    c.entry.mrs = n.mrs;
+    c.entry.shared_bytes = n.shared_bytes;
+    c.entry.errors += s != Status::kSuccess ? 1 : 0;
   }
+  if (s != Status::kSuccess) return reply_status(c, r.h, s);
   const size_t size = ipc::reply_size(static_cast<ipc::MsgType>(r.h.type));
   *reinterpret_cast<ipc::ReplyHead*>(buf) =
       ipc::make_reply(r.h, static_cast<uint32_t>(size), Status::kSuccess);

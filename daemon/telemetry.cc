@@ -32,6 +32,12 @@ int clients_cmd(const char*, const char*, rte_tel_data* d) {
     rte_tel_data_add_dict_string(c, "name", std::string(ipc::name_of(e.name)).c_str());
     rte_tel_data_add_dict_u64(c, "requests", e.requests);
     rte_tel_data_add_dict_u64(c, "errors", e.errors);
+    rte_tel_data_add_dict_u64(c, "pds", e.pds);
+    rte_tel_data_add_dict_u64(c, "cqs", e.cqs);
+    rte_tel_data_add_dict_u64(c, "qps", e.qps);
+    rte_tel_data_add_dict_u64(c, "mrs", e.mrs);
+    rte_tel_data_add_dict_u64(c, "shared", e.shared);
+    rte_tel_data_add_dict_u64(c, "shared_bytes", e.shared_bytes);
     if (rte_tel_data_add_dict_container(d, std::to_string(e.id).c_str(), c, 0) != 0)
       rte_tel_data_free(c);
   }

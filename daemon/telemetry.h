@@ -1,7 +1,8 @@
 // urnicd's own telemetry commands (docs/daemon.md "Operating it"), beside the library's
 // /urnic/... ones, on the socket of DPDK's runtime directory /var/run/dpdk/<file_prefix>/
 // (`dpdk-telemetry.py -f urnicd`):
-//   /urnicd/clients   every attached client: id, pid, uid, gid, name, requests, errors
+//   /urnicd/clients   every attached client: id, pid, uid, gid, name, requests, errors, and the
+//                     objects it holds (pds, cqs, qps, mrs, shared, shared_bytes)
 //   /urnicd/adapters  every served adapter: name -> its /urnic/adapter id, addresses, engines
 //   /urnicd/server    the socket's counters (accepted, refused, closed, malformed ...) and the
 //                     shared rings' (ring_sends, ring_receives, ring_completions, and

@@ -57,6 +57,12 @@ void detach() noexcept;
 // Whether attach() succeeded and detach() has not been called (true also after the daemon went
 // away: calls then fail with kDeviceRemoved).
 bool attached() noexcept;
+// Whether the daemon is still there: false once its end of the connection is gone (it exited
+// or was killed), or when not attached. Posting and polling never ask the daemon (they are
+// memory operations on shared rings), so a loop that waits for completions calls this now and
+// then (it costs one poll(2)) to end with a clear error rather than wait forever for a daemon
+// that died. Any thread.
+bool daemon_alive() noexcept;
 
 struct DaemonInfo {
   std::string socket_path;

@@ -9,6 +9,7 @@
 #include <regex>
 #include <string>
 
+#include "../common/shell.h"
 #include "api_fixture.h"
 
 namespace urnic::test {
@@ -19,16 +20,7 @@ class ApiTelemetry : public EalTest {};
 // Runs dpdk-telemetry.py against this process with `cmd` on its stdin; its output.
 std::string ask(const std::string& cmd) {
   const std::string prefix = std::string(rte_eal_get_runtime_dir());
-  const std::string file_prefix = prefix.substr(prefix.rfind('/') + 1);
-  const std::string line =
-      "echo '" + cmd + "' | timeout 20 dpdk-telemetry.py -f " + file_prefix + " 2>&1";
-  std::string out;
-  FILE* p = ::popen(line.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) != 0;) out.append(buf, n);
-  ::pclose(p);
-  return out;
+  return test::dpdk_telemetry(prefix.substr(prefix.rfind('/') + 1), cmd);
 }
 
 // The number after "name": in `json` after the first occurrence of `after` (-1: none).

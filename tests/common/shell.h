@@ -29,6 +29,12 @@ inline std::string sh_output(const std::string& cmd) {
   return out;
 }
 
+// DPDK's dpdk-telemetry.py against the process whose EAL file prefix is `file_prefix`, with
+// `cmd` on its stdin (e.g. "/urnic/adapters"): what it printed (20 s at most).
+inline std::string dpdk_telemetry(const std::string& file_prefix, const std::string& cmd) {
+  return sh_output("echo '" + cmd + "' | timeout 20 dpdk-telemetry.py -f " + file_prefix + " 2>&1");
+}
+
 // Writes `value` to the file at `path` (a sysctl, say); whether that worked.
 inline bool write_file(const std::string& path, const std::string& value) {
   std::ofstream f(path);

@@ -75,10 +75,15 @@ struct Side {
   size_t wait(size_t n, std::vector<ResultEx>* out, std::chrono::milliseconds t = 20s) {
     const auto deadline = std::chrono::steady_clock::now() + t;
     ResultEx r[32];
-    while (out->size() < n && std::chrono::steady_clock::now() < deadline) {
+    for (uint32_t idle = 0; out->size() < n && std::chrono::steady_clock::now() < deadline;) {
       const size_t got = cq.poll(r);
       out->insert(out->end(), r, r + got);
-      if (got == 0) std::this_thread::yield();
+      if (got != 0) {
+        idle = 0;
+        continue;
+      }
+      std::this_thread::yield();
+      if (++idle % 1024 == 0 && !daemon_alive()) break;  // it died: no completion will come
     }
     return out->size();
   }
