@@ -8,9 +8,11 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <string>
 
 #include "control/last_error.h"
+#include "urnic/daemon.h"
 
 namespace urnic::remote {
 namespace {
@@ -219,6 +221,63 @@ Status RemoteCq::destroy() noexcept {
 
 // ---- QP ---------------------------------------------------------------------------------------
 
+namespace {
+
+// Each engine's doorbell, fetched once per process and daemon (its page mapped read-only, its
+// eventfd kept): every QP of the engine rings the same one.
+struct Door {
+  uint32_t daemon_pid = 0;
+  const shm::EngineDoorbell* page = nullptr;
+  int wake_fd = -1;
+};
+std::mutex g_doors_mu;
+Door g_doors[8];
+
+Status doorbell(uint32_t engine, const shm::EngineDoorbell** page, int* wake_fd) {
+  DaemonInfo info;
+  if (engine >= 8 || daemon_info(&info) != Status::kSuccess)
+    return fail(Status::kInvalidParameter, "doorbell: no such engine");
+  std::lock_guard lock(g_doors_mu);
+  Door& d = g_doors[engine];
+  if (d.daemon_pid != info.pid || d.page == nullptr) {
+    int fds[2] = {-1, -1};
+    for (uint32_t what = 0; what < 2; ++what) {
+      ipc::EngineDoorbellReq req{};
+      req.engine = engine;
+      req.what = what;
+      ipc::HandleRep rep{};
+      const Status s = daemon_transact(ipc::MsgType::kEngineDoorbell, &req, sizeof req, &rep,
+                                       sizeof rep, "doorbell", &fds[what]);
+      if (s != Status::kSuccess || fds[what] < 0) {
+        if (fds[0] >= 0) ::close(fds[0]);
+        return s != Status::kSuccess ? s : fail(Status::kInternalError, "doorbell: no descriptor");
+      }
+    }
+    void* p = ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fds[0], 0);
+    ::close(fds[0]);
+    if (p == MAP_FAILED) {
+      ::close(fds[1]);
+      return fail(Status::kInsufficientResources, "doorbell: cannot map its page");
+    }
+    d = Door{info.pid, static_cast<const shm::EngineDoorbell*>(p), fds[1]};
+  }
+  *page = d.page;
+  *wake_fd = d.wake_fd;
+  return Status::kSuccess;
+}
+
+}  // namespace
+
+void RemoteQp::ring() noexcept {
+  // Pairs with the engine's fence between setting its sleeping flag and reading our index
+  // (Bridge::nap): one of the two sees the other's store.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (door_ != nullptr && door_->sleeping.load(std::memory_order_relaxed) != 0) {
+    const uint64_t one = 1;
+    (void)::write(wake_fd_, &one, sizeof one);  // only while the engine sleeps
+  }
+}
+
 RemoteQp::~RemoteQp() { (void)destroy(); }
 
 Status RemoteQp::create(uint32_t pd, const RemoteCq& send_cq, const RemoteCq& recv_cq,
@@ -254,7 +313,9 @@ Status RemoteQp::create(uint32_t pd, const RemoteCq& send_cq, const RemoteCq& re
   max_send_sge_ = max_send_sge;
   max_recv_sge_ = max_recv_sge;
   max_inline_ = max_inline;
-  return s;
+  // Without a doorbell the engine still finds the work after its nap (at most idle_sleep_us).
+  if (doorbell(rep.engine, &door_, &wake_fd_) != Status::kSuccess) door_ = nullptr;
+  return detail::succeed();
 }
 
 Status RemoteQp::modify(const QpAttributes& a, uint32_t mask) noexcept {
@@ -307,6 +368,7 @@ Status RemoteQp::post(shm::SendOp op, void* ctx, std::span<const Sge> sgl, uint6
   const uint32_t cons = sq_.head->cons.load(std::memory_order_acquire);  // pairs with daemon
   if (sq_prod_ - cons == sq_.capacity) {
     sq_.head->prod.store(sq_prod_, std::memory_order_release);  // NDK: hand over what's deferred
+    ring();
     return Status::kNoMoreEntries;
   }
   auto* w = reinterpret_cast<shm::SendSlot*>(sq_.slot(sq_prod_));
@@ -331,7 +393,10 @@ Status RemoteQp::post(shm::SendOp op, void* ctx, std::span<const Sge> sgl, uint6
     w->length = 0;
   }
   ++sq_prod_;
-  if ((flags & op_flag::kDefer) == 0) sq_.head->prod.store(sq_prod_, std::memory_order_release);
+  if ((flags & op_flag::kDefer) == 0) {
+    sq_.head->prod.store(sq_prod_, std::memory_order_release);
+    ring();
+  }
   return Status::kSuccess;
 }
 
@@ -360,6 +425,7 @@ Status RemoteQp::receive(void* ctx, std::span<const Sge> sgl) noexcept {
   std::memcpy(&w->sge[0], sgl.data(), sgl.size_bytes());
   ++rq_prod_;
   rq_.head->prod.store(rq_prod_, std::memory_order_release);
+  ring();
   return Status::kSuccess;
 }
 

@@ -123,6 +123,10 @@ class RemoteQp {
   size_t map_len_ = 0;
   shm::RingView sq_, rq_;
   uint32_t sq_prod_ = 0, rq_prod_ = 0;  // ours (sq_prod_ includes deferred posts)
+  // The engine's doorbell: rung after publishing only while the engine sleeps.
+  const shm::EngineDoorbell* door_ = nullptr;
+  int wake_fd_ = -1;
+  void ring() noexcept;
   uint32_t max_send_sge_ = 0, max_recv_sge_ = 0, max_inline_ = 0;
 };
 

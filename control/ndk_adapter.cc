@@ -442,7 +442,7 @@ Status Object::query_extension(const ExtensionId& id, Version version, void** if
 Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>(config)) {}
 Engine::~Engine() { impl_->dp.stop(); }
 bool Engine::run_once() noexcept { return impl_->dp.run_once(); }
-void Engine::nap(uint32_t max_us) noexcept { impl_->dp.nap(max_us); }
+bool Engine::nap(uint32_t max_us, int wake_fd) noexcept { return impl_->dp.nap(max_us, wake_fd); }
 bool Engine::launch(unsigned lcore) noexcept { return impl_->dp.launch(lcore); }
 void Engine::stop() noexcept { impl_->dp.stop(); }
 bool Engine::running() const noexcept { return impl_->dp.running(); }

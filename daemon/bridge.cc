@@ -1,8 +1,14 @@
 // The bridge between clients' shared rings and the daemon's QPs and CQs (bridge.h).
 #include "daemon/bridge.h"
 
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <span>
 #include <thread>
 
@@ -26,6 +32,56 @@ void nothing(void*, Status) noexcept {}
 Bridge::Bridge() {
   qps_.reserve(64);
   cqs_.reserve(64);
+}
+
+Bridge::~Bridge() {
+  if (door_ != nullptr) ::munmap(door_, 4096);
+  if (page_fd_ >= 0) ::close(page_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+bool Bridge::make_doorbell() {
+  page_fd_ = ::memfd_create("urnic-doorbell", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (page_fd_ < 0 || wake_fd_ < 0 || ::ftruncate(page_fd_, 4096) != 0 ||
+      ::fcntl(page_fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+    return false;
+  void* p = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, page_fd_, 0);
+  if (p == MAP_FAILED) return false;
+  door_ = new (p) shm::EngineDoorbell{};
+  return true;
+}
+
+int Bridge::doorbell_fd(uint32_t what) const noexcept {
+  const int fd = what == 0 ? page_fd_ : wake_fd_;
+  return fd >= 0 ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+}
+
+bool Bridge::pending() const noexcept {
+  for (const LiveQp& q : qps_) {
+    if (q.failed) continue;
+    if (q.r.sq.head->prod.load(std::memory_order_acquire) != q.sq_cons ||
+        q.r.rq.head->prod.load(std::memory_order_acquire) != q.rq_cons)
+      return true;
+  }
+  return false;
+}
+
+void Bridge::nap(Engine& engine, uint32_t max_us) noexcept {
+  if (door_ == nullptr) {
+    (void)engine.nap(max_us);
+    return;
+  }
+  // Dekker with the clients: we store the flag then read their producer indices, they store a
+  // producer index then read the flag, each with a full fence between; so either we see their
+  // work (and do not nap) or they see the flag (and ring).
+  door_->sleeping.store(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!pending()) {
+    sleeps_.fetch_add(1, std::memory_order_relaxed);
+    if (engine.nap(max_us, wake_fd_)) wakeups_.fetch_add(1, std::memory_order_relaxed);
+  }
+  door_->sleeping.store(0, std::memory_order_relaxed);
 }
 
 bool Bridge::submit(const Cmd& c, std::chrono::milliseconds patience) {
@@ -67,6 +123,8 @@ BridgeCounters Bridge::counters() const noexcept {
   c.receives = receives_.load(std::memory_order_relaxed);
   c.completions = completions_.load(std::memory_order_relaxed);
   c.client_errors = client_errors_.load(std::memory_order_relaxed);
+  c.sleeps = sleeps_.load(std::memory_order_relaxed);
+  c.wakeups = wakeups_.load(std::memory_order_relaxed);
   return c;
 }
 

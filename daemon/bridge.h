@@ -23,6 +23,7 @@
 #include "daemon/shm.h"
 #include "dataplane/ring.h"
 #include "urnic/cq.h"
+#include "urnic/engine.h"
 #include "urnic/qp.h"
 
 namespace urnic::daemon {
@@ -30,6 +31,8 @@ namespace urnic::daemon {
 struct BridgeCounters {
   uint64_t sends = 0, receives = 0, completions = 0;
   uint64_t client_errors = 0;  // QPs and CQs failed for what their client wrote
+  uint64_t sleeps = 0;         // naps with the doorbell armed
+  uint64_t wakeups = 0;        // of them ended by a client's doorbell
 };
 
 class Bridge {
@@ -45,6 +48,14 @@ class Bridge {
   };
 
   Bridge();
+  ~Bridge();
+  // The engine's doorbell (the sleeping flag's page and the wake eventfd); false if it cannot be
+  // made. Control side, before the lcore starts.
+  bool make_doorbell();
+  // Descriptors for a client (dup'ed: the caller closes them): `what` 0 the page, 1 the eventfd.
+  int doorbell_fd(uint32_t what) const noexcept;
+  // The lcore's nap: arms the doorbell, naps on `engine` unless work came in meanwhile.
+  void nap(Engine& engine, uint32_t max_us) noexcept;
   Bridge(const Bridge&) = delete;
   Bridge& operator=(const Bridge&) = delete;
 
@@ -82,6 +93,8 @@ class Bridge {
   bool drain_sq(LiveQp& q) noexcept;
   bool drain_rq(LiveQp& q) noexcept;
   bool fill_cq(LiveCq& c) noexcept;
+  // Whether a client published work the bridge has not taken yet (the lcore's, before a nap).
+  bool pending() const noexcept;
   // Takes a QP out of service for its client's fault: to ERR, its work flushed.
   void fail(LiveQp& q) noexcept;
 
@@ -94,6 +107,9 @@ class Bridge {
   std::vector<LiveQp> qps_;
   std::vector<LiveCq> cqs_;
   std::atomic<uint64_t> sends_{0}, receives_{0}, completions_{0}, client_errors_{0};
+  std::atomic<uint64_t> sleeps_{0}, wakeups_{0};
+  int page_fd_ = -1, wake_fd_ = -1;
+  shm::EngineDoorbell* door_ = nullptr;
 };
 
 }  // namespace urnic::daemon

@@ -252,6 +252,7 @@ Status ClientObjects::create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep
   rep->rq_capacity = rq_cap;
   rep->rq_stride = rq_stride;
   rep->rq_offset = sq_bytes;
+  rep->engine = o.engine;
   rep->map_bytes = o.map_len;
   return s;
 }

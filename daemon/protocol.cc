@@ -62,6 +62,8 @@ Decoded check_object_fields(const Request& r) noexcept {
                  : ok();
     case MsgType::kDestroy:
       return r.destroy.reserved != 0 ? no("destroy.reserved") : ok();
+    case MsgType::kEngineDoorbell:
+      return r.engine_doorbell.what > 1 ? no("engine_doorbell.what") : ok();
     case MsgType::kShareMemory: {
       const ShareMemoryReq& m = r.share_memory;
       return (m.address & 4095) != 0 || (m.length & 4095) != 0 || m.length == 0 ||
@@ -132,6 +134,7 @@ bool check_reply_fields(MsgType type, const void* out) noexcept {
     }
     case MsgType::kAllocShared:
     case MsgType::kShareMemory:
+    case MsgType::kEngineDoorbell:
     case MsgType::kCreatePd:
     case MsgType::kModifyQp:
     case MsgType::kRegisterMr:
@@ -190,6 +193,8 @@ size_t request_size(MsgType type) noexcept {
       return sizeof(DestroyReq);
     case MsgType::kShareMemory:
       return sizeof(ShareMemoryReq);
+    case MsgType::kEngineDoorbell:
+      return sizeof(EngineDoorbellReq);
     default:
       return 0;
   }
@@ -219,6 +224,7 @@ size_t reply_size(MsgType type) noexcept {
     case MsgType::kRegisterMr:
       return sizeof(RegisterMrRep);
     case MsgType::kShareMemory:
+    case MsgType::kEngineDoorbell:
       return sizeof(HandleRep);
     default:
       return 0;

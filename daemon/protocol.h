@@ -29,7 +29,7 @@ inline constexpr uint32_t kMagic = 0x444e5255;  // "URND" in memory on little-en
 // The major version changes when a layout changes; a client and a daemon of different majors
 // refuse each other at kHello. The minor grows when message types are added.
 inline constexpr uint16_t kVersionMajor = 1;
-inline constexpr uint16_t kVersionMinor = 2;  // 1: objects and shared rings (5 .. 11); 2: 12
+inline constexpr uint16_t kVersionMinor = 3;  // 1: objects and rings (5 .. 11); 2: 12; 3: 13
 // Names (adapters, clients): 1 .. 31 characters of [A-Za-z0-9_.-], NUL-padded to 32 bytes.
 inline constexpr size_t kNameSize = 32;
 // Adapters one daemon serves (ListAdapters answers with all of them in one message).
@@ -51,10 +51,11 @@ enum class MsgType : uint16_t {
   kCreateCq = 7,  // + its completion ring
   kCreateQp = 8,  // + its send and receive rings (RC)
   kModifyQp = 9,
-  kRegisterMr = 10,    // inside the client's shared memory
-  kDestroy = 11,       // any object by its handle
-  kShareMemory = 12,   // the client's memfd (SCM_RIGHTS) holding pages it moved there in place
-  kReplyFlag = 0x8000  // a reply carries its request's type with this bit set
+  kRegisterMr = 10,      // inside the client's shared memory
+  kDestroy = 11,         // any object by its handle
+  kShareMemory = 12,     // the client's memfd (SCM_RIGHTS) holding pages it moved there in place
+  kEngineDoorbell = 13,  // + an engine's doorbell: its sleeping flag's page, or its wake eventfd
+  kReplyFlag = 0x8000    // a reply carries its request's type with this bit set
 };
 
 struct Header {
@@ -222,8 +223,19 @@ struct CreateQpRep {
   uint32_t sq_capacity, sq_stride, rq_capacity, rq_stride;
   uint64_t rq_offset;  // the receive ring's offset in the mapping (the send ring's is 0)
   uint64_t map_bytes;
+  uint32_t engine;  // the daemon's engine it runs on (whose doorbell wakes it)
+  uint32_t reserved;
 };
-static_assert(sizeof(CreateQpReq) == 56 && sizeof(CreateQpRep) == 64);
+static_assert(sizeof(CreateQpReq) == 56 && sizeof(CreateQpRep) == 72);
+
+// An engine's doorbell (docs/daemon.md "Doorbells"): `what` 0 asks for the memfd of the page
+// holding its sleeping flag (shm::EngineDoorbell), 1 for its wake eventfd.
+struct EngineDoorbellReq {
+  Header h;
+  uint32_t engine;
+  uint32_t what;
+};
+static_assert(sizeof(EngineDoorbellReq) == 24);
 
 // QpAttributes (urnic/extensions.h) in fixed layout, its flags as bytes of 0 or 1.
 struct WireQpAttr {
@@ -296,6 +308,7 @@ union Request {
   RegisterMrReq register_mr;
   DestroyReq destroy;
   ShareMemoryReq share_memory;
+  EngineDoorbellReq engine_doorbell;
 };
 
 // What decode_* found: kSuccess, or the status to answer with and the first bad field.

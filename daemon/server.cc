@@ -298,6 +298,14 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
     case ipc::MsgType::kDestroy:
       s = o.destroy(r.destroy.handle);
       break;
+    case ipc::MsgType::kEngineDoorbell:
+      s = r.engine_doorbell.engine < bridges_.size() ? Status::kSuccess : Status::kInvalidParameter;
+      if (s == Status::kSuccess) {
+        fd = bridges_[r.engine_doorbell.engine]->doorbell_fd(r.engine_doorbell.what);
+        s = fd >= 0 ? Status::kSuccess : Status::kInsufficientResources;
+        reinterpret_cast<ipc::HandleRep*>(buf)->handle = r.engine_doorbell.engine;
+      }
+      break;
     case ipc::MsgType::kShareMemory:
       s = o.share_memory(r.share_memory, std::exchange(c.passed_fd, -1),
                          reinterpret_cast<ipc::HandleRep*>(buf));

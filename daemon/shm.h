@@ -28,6 +28,15 @@ struct alignas(64) RingHeader {
 };
 static_assert(sizeof(RingHeader) == 128 && std::atomic<uint32_t>::is_always_lock_free);
 
+// An engine's doorbell page: the engine sets `sleeping` before it naps and clears it when it
+// wakes; a client that publishes work reads it (after a full fence) and writes the engine's wake
+// eventfd only while it is set, so that posting costs no syscall while the engine polls (the
+// notification suppression of virtio). A client that writes the flag itself only wakes the
+// engine needlessly or lets it nap its full time.
+struct alignas(64) EngineDoorbell {
+  std::atomic<uint32_t> sleeping;
+};
+
 // Work request opcodes in a send slot (what the client library writes; the bridge maps each to
 // the public API call that posts it).
 enum class SendOp : uint8_t { kSend = 1, kWrite = 2, kRead = 3, kSendInvalidate = 4 };

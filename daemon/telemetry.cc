@@ -88,11 +88,15 @@ int server_cmd(const char*, const char*, rte_tel_data* d) {
     b.receives += x.receives;
     b.completions += x.completions;
     b.client_errors += x.client_errors;
+    b.sleeps += x.sleeps;
+    b.wakeups += x.wakeups;
   }
   rte_tel_data_add_dict_u64(d, "ring_sends", b.sends);
   rte_tel_data_add_dict_u64(d, "ring_receives", b.receives);
   rte_tel_data_add_dict_u64(d, "ring_completions", b.completions);
   rte_tel_data_add_dict_u64(d, "ring_client_errors", b.client_errors);
+  rte_tel_data_add_dict_u64(d, "engine_sleeps", b.sleeps);
+  rte_tel_data_add_dict_u64(d, "engine_doorbell_wakeups", b.wakeups);
   return 0;
 }
 

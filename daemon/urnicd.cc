@@ -197,7 +197,7 @@ int lcore_loop(void* arg) {
     const uint64_t now = rte_get_tsc_cycles();
     if (quiet_since == 0) quiet_since = now;
     if (l->idle_sleep_us != 0 && now - quiet_since > sleep_after) {
-      l->engine->nap(std::min(nap_us, l->idle_sleep_us));
+      l->bridge->nap(*l->engine, std::min(nap_us, l->idle_sleep_us));
       nap_us = std::min(nap_us * 2, l->idle_sleep_us);
     } else if (++idle >= 256) {
       idle = 0;
@@ -283,6 +283,10 @@ bool open_ports(const ud::Config& c, Daemon* d, std::string* err) {
   for (uint32_t i = 0; i < c.engines; ++i) {
     d->engines.push_back(std::make_unique<Engine>(ec));
     d->bridges.push_back(std::make_unique<ud::Bridge>());
+    if (!d->bridges.back()->make_doorbell()) {
+      *err = "cannot make engine " + std::to_string(i) + "'s doorbell (memfd, eventfd)";
+      return false;
+    }
   }
   RingPairs rings;
   for (const auto& p : c.ports) {

@@ -1,10 +1,14 @@
 // Engine loop, mailbox, timers and TX (architecture.md §2). RX demux is in rx_demux.cc.
 #include "dataplane/engine.h"
 
+#include <poll.h>
 #include <rte_cycles.h>
+#include <unistd.h>
+
 #include <rte_launch.h>
 #include <rte_lcore.h>
 #include <rte_pause.h>
+#include <ctime>
 
 #include <algorithm>
 #include <thread>
@@ -361,21 +365,35 @@ bool Engine::run_once(uint64_t now) noexcept {
   return busy;
 }
 
-void Engine::nap(uint32_t max_us) noexcept {
-  if (driving_.exchange(true, std::memory_order_acquire)) return;
-  nap_launched(max_us);
+bool Engine::nap(uint32_t max_us, int wake_fd) noexcept {
+  if (driving_.exchange(true, std::memory_order_acquire)) return false;
+  const bool woken = nap_launched(max_us, wake_fd);
   driving_.store(false, std::memory_order_release);
+  return woken;
 }
 
-void Engine::nap_launched(uint32_t max_us) noexcept {
+bool Engine::nap_launched(uint32_t max_us, int wake_fd) noexcept {
   const uint64_t now = rte_get_tsc_cycles();
   uint64_t ticks = tsc_from_ns(uint64_t{max_us} * 1000);
   if (timers_due_ != UINT64_MAX) ticks = timers_due_ > now ? std::min(ticks, timers_due_ - now) : 0;
-  if (ticks != 0) {
-    rte_delay_us_sleep(static_cast<unsigned>(ticks * 1000000 / rte_get_tsc_hz()) + 1);
-    // The nap is not a stall: the next timer phase measures its gap from after it.
-    if (last_step_tsc_ != 0) last_step_tsc_ += rte_get_tsc_cycles() - now;
+  if (ticks == 0) return false;
+  const uint64_t ns = ticks * 1000000000ull / rte_get_tsc_hz() + 1;
+  bool woken = false;
+  if (wake_fd >= 0) {
+    // Idle, not the hot path: a syscall to sleep is the point.
+    pollfd p{wake_fd, POLLIN, 0};
+    const timespec ts{static_cast<time_t>(ns / 1000000000ull),
+                      static_cast<long>(ns % 1000000000ull)};
+    if (::ppoll(&p, 1, &ts, nullptr) == 1) {
+      uint64_t count = 0;
+      woken = ::read(wake_fd, &count, sizeof count) == sizeof count;
+    }
+  } else {
+    rte_delay_us_sleep(static_cast<unsigned>(ns / 1000) + 1);
   }
+  // The nap is not a stall: the next timer phase measures its gap from after it.
+  if (last_step_tsc_ != 0) last_step_tsc_ += rte_get_tsc_cycles() - now;
+  return woken;
 }
 
 bool Engine::step(uint64_t now) noexcept {

@@ -101,9 +101,11 @@ class Engine {
   // timer phase that the gap was deliberate (a nap longer than its 200 us would otherwise move
   // every deadline out at each step, and a QP waiting for its ACK timeout would wait forever).
   // Returns at once while another thread is inside a step.
-  void nap(uint32_t max_us) noexcept;
+  // With `wake_fd` (an eventfd) >= 0 the nap also ends when the fd becomes readable (drained
+  // then); returns whether it did.
+  bool nap(uint32_t max_us, int wake_fd = -1) noexcept;
   // The same from the launched loop (which steps without the driving flag).
-  void nap_launched(uint32_t max_us) noexcept;
+  bool nap_launched(uint32_t max_us, int wake_fd = -1) noexcept;
 
   // Validates one received frame and hands it to its QP's responder or completer (the body of
   // the rx phase). Takes ownership of `m`. Public so that protocol tests can feed synthetic

@@ -52,7 +52,9 @@ class Engine {
   // microseconds, never past the engine's next timer deadline, and without the engine taking
   // the pause for a stall (which would postpone its timers). Returns at once while another
   // thread is inside a step.
-  void nap(uint32_t max_us) noexcept;
+  // With `wake_fd` (an eventfd) >= 0 it also ends when that becomes readable (it is drained
+  // then: urnicd's doorbell), and returns whether it did.
+  bool nap(uint32_t max_us, int wake_fd = -1) noexcept;
   // Runs the loop on DPDK lcore `lcore`, a worker lcore EAL was given (worker_lcores(),
   // urnic/runtime.h). False if the lcore is not available or the engine runs already.
   bool launch(unsigned lcore) noexcept;

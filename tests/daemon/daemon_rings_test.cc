@@ -414,3 +414,68 @@ TEST_F(DaemonRings, ADaemonKilledMidTransferEndsTheClientsWaitWithAClearError) {
 
 }  // namespace
 }  // namespace urnic
+
+namespace urnic {
+namespace {
+
+using namespace test;
+
+// An idle engine naps; a client's post while it naps rings the engine's doorbell (its eventfd,
+// written only while the engine's sleeping flag is set) and the engine wakes for it at once
+// rather than at the end of its nap. Each of 8 WRITEs is posted after the engine was seen napping
+// again (telemetry `engine_sleeps`); every one completes, and doorbell wake-ups are counted.
+TEST_F(DaemonRings, ASleepingEngineIsWokenByItsClientsDoorbell) {
+  if (::access("/usr/bin/dpdk-telemetry.py", X_OK) != 0) GTEST_SKIP() << "no dpdk-telemetry.py";
+  const uint64_t wakeups_before = server_counter(prefix_, "engine_doorbell_wakeups");
+  int go[2], ack[2];
+  ASSERT_EQ(::pipe(go), 0);
+  ASSERT_EQ(::pipe(ack), 0);
+  const pid_t writer = child([&]() -> std::string {
+    Side s;
+    if (std::string e = s.open(0, socket_, "writer"); !e.empty()) return e;
+    PeerInfo peer{};
+    if (!exchange(sp_[0], s, &peer)) return "exchange";
+    if (std::string e = s.connect(kIpB, peer); !e.empty()) return e;
+    std::vector<ResultEx> done;
+    for (char c; ::read(go[0], &c, 1) == 1 && c == 'w';) {
+      const Sge sge{reinterpret_cast<uint64_t>(s.buf()), 64, s.lkey};
+      if (s.qp.write(nullptr, {&sge, 1}, peer.addr, peer.rkey, 0) != Status::kSuccess)
+        return "write";
+      const size_t want = done.size() + 1;
+      if (s.wait(want, &done, 10s) != want || done.back().status != Status::kSuccess)
+        return "completion " + std::to_string(want);
+      if (::write(ack[1], "a", 1) != 1) return "ack";
+    }
+    return "";
+  });
+  const pid_t target = child([&]() -> std::string {
+    Side s;
+    if (std::string e = s.open(1, socket_, "target"); !e.empty()) return e;
+    PeerInfo peer{};
+    if (!exchange(sp_[1], s, &peer)) return "exchange";
+    if (std::string e = s.connect(kIpA, peer); !e.empty()) return e;
+    char c;
+    (void)::read(sp_[1], &c, 1);
+    return "";
+  });
+  for (int i = 0; i < 8; ++i) {
+    // The engine has napped since the last WRITE (it naps after 2 ms without work).
+    const uint64_t sleeps = server_counter(prefix_, "engine_sleeps");
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (server_counter(prefix_, "engine_sleeps") == sleeps &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    ASSERT_EQ(::write(go[1], "w", 1), 1);
+    char c;
+    ASSERT_EQ(::read(ack[0], &c, 1), 1);
+  }
+  ASSERT_EQ(::write(go[1], "q", 1), 1);
+  EXPECT_EQ(reap(writer), 0);
+  ::shutdown(sp_[0], SHUT_RDWR);
+  EXPECT_EQ(reap(target), 0);
+  EXPECT_GE(server_counter(prefix_, "engine_doorbell_wakeups"), wakeups_before + 1);
+  for (int fd : {go[0], go[1], ack[0], ack[1]}) ::close(fd);
+}
+
+}  // namespace
+}  // namespace urnic
