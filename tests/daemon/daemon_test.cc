@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "../twoproc/proc.h"
+#include "control/attach.h"
 #include "daemon/fdpass.h"
 #include "daemon/protocol.h"
 #include "urnic/daemon.h"
@@ -409,6 +410,42 @@ TEST_F(DaemonTest, PassedDescriptorsAreCheckedOrClosed) {
   for (int fd : {devnull, plain, sealed, good}) ::close(fd);
   EXPECT_EQ(open_fds(daemon_->pid()), before);  // mapped, not held open
   ::close(sock);
+}
+
+}  // namespace
+}  // namespace urnic
+
+namespace urnic {
+namespace {
+
+// Per-client quotas from the configuration: the create beyond one is refused with
+// STATUS_INSUFFICIENT_RESOURCES, for that client only; what it destroys it may create again.
+TEST_F(DaemonTest, QuotasRefuseTheObjectBeyondThemPerClient) {
+  start({"--set", "daemon.quota_pds=2", "--set", "daemon.quota_shared_mb=1"});
+  const pid_t other = ::fork();
+  if (other == 0) {  // another client's quota is its own: two PDs of its own too
+    detach();
+    uint32_t a = 0, b = 0;
+    const bool ok = attach(socket_, "other") == Status::kSuccess &&
+                    remote::create_pd(0, &a) == Status::kSuccess &&
+                    remote::create_pd(1, &b) == Status::kSuccess;
+    _exit(ok ? 0 : 1);
+  }
+  ASSERT_EQ(attach(socket_, "quota"), Status::kSuccess);
+  uint32_t pd[3] = {};
+  ASSERT_EQ(remote::create_pd(0, &pd[0]), Status::kSuccess);
+  ASSERT_EQ(remote::create_pd(1, &pd[1]), Status::kSuccess);
+  EXPECT_EQ(remote::create_pd(0, &pd[2]), Status::kInsufficientResources);
+  ASSERT_EQ(remote::destroy(pd[0]), Status::kSuccess);
+  EXPECT_EQ(remote::destroy(pd[0]), Status::kInvalidHandle);  // a stale handle names nothing
+  EXPECT_EQ(remote::create_pd(0, &pd[2]), Status::kSuccess);
+  remote::SharedMemory m;
+  EXPECT_EQ(remote::alloc_shared(2 << 20, &m), Status::kInsufficientResources);
+  ASSERT_EQ(remote::alloc_shared(1 << 20, &m), Status::kSuccess);
+  EXPECT_EQ(remote::alloc_shared(4096, &m), Status::kInsufficientResources);
+  int st = 0;
+  ASSERT_EQ(::waitpid(other, &st, 0), other);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
 }  // namespace
