@@ -190,6 +190,8 @@ Status RemoteCq::create(uint32_t adapter, uint32_t depth) noexcept {
   map_ = fd >= 0 ? map_fd(fd, rep.map_bytes, nullptr) : nullptr;
   if (map_ == nullptr || rep.map_bytes < shm::ring_bytes(rep.capacity, sizeof(shm::CqSlot))) {
     (void)remote::destroy(rep.handle);
+    if (map_ != nullptr) ::munmap(map_, rep.map_bytes);
+    map_ = nullptr;  // posting and polling refuse an object without rings
     return fail(Status::kInsufficientResources, "create_cq: cannot map its ring");
   }
   handle_ = rep.handle;
@@ -303,6 +305,8 @@ Status RemoteQp::create(uint32_t pd, const RemoteCq& send_cq, const RemoteCq& re
       rep.rq_offset + shm::ring_bytes(rep.rq_capacity, rep.rq_stride) > rep.map_bytes ||
       shm::ring_bytes(rep.sq_capacity, rep.sq_stride) > rep.rq_offset) {
     (void)remote::destroy(rep.handle);
+    if (map_ != nullptr) ::munmap(map_, rep.map_bytes);
+    map_ = nullptr;  // posting and polling refuse an object without rings
     return fail(Status::kInsufficientResources, "create_qp: cannot map its rings");
   }
   handle_ = rep.handle;

@@ -46,11 +46,13 @@ uint32_t ClientObjects::add(Kind k) {
   for (uint32_t i = 0; i < table_.size(); ++i) {
     if (table_[i].kind != Kind::kFree) continue;
     table_[i].kind = k;
+    ++live_[static_cast<size_t>(k)];
     return static_cast<uint32_t>(table_[i].gen) << 16 | (i + 1);
   }
   if (table_.size() >= kMaxObjects - 1) return 0;
   table_.emplace_back();
   table_.back().kind = k;
+  ++live_[static_cast<size_t>(k)];
   return static_cast<uint32_t>(table_.size());
 }
 
@@ -65,16 +67,13 @@ void ClientObjects::release(uint32_t handle) {
   Obj& o = table_[index_of(handle)];
   for (uint32_t u : o.uses)
     if (u != 0) --table_[index_of(u)].users;
+  --live_[static_cast<size_t>(o.kind)];
   const uint16_t gen = static_cast<uint16_t>(o.gen + 1);
   o = Obj{};
   o.gen = gen;
 }
 
-uint32_t ClientObjects::count(Kind k) const noexcept {
-  uint32_t n = 0;
-  for (const Obj& o : table_) n += o.kind == k ? 1 : 0;
-  return n;
-}
+uint32_t ClientObjects::count(Kind k) const noexcept { return live_[static_cast<size_t>(k)]; }
 
 ObjectCounts ClientObjects::counts() const noexcept {
   return ObjectCounts{count(Kind::kShared), count(Kind::kPd), count(Kind::kCq),

@@ -8,6 +8,7 @@
 // Called on urnicd's main thread only (the server's epoll loop).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -86,6 +87,8 @@ class ClientObjects {
   const std::vector<Bridge*>& bridges_;
   const Quotas quotas_;
   std::vector<Obj> table_;
+  // Live objects by kind, kept by add() and release(): quotas and counts without a table walk.
+  std::array<uint32_t, 6> live_{};
   uint64_t shared_bytes_ = 0;
 };
 

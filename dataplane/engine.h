@@ -104,8 +104,6 @@ class Engine {
   // With `wake_fd` (an eventfd) >= 0 the nap also ends when the fd becomes readable (drained
   // then); returns whether it did.
   bool nap(uint32_t max_us, int wake_fd = -1) noexcept;
-  // The same from the launched loop (which steps without the driving flag).
-  bool nap_launched(uint32_t max_us, int wake_fd = -1) noexcept;
 
   // Validates one received frame and hands it to its QP's responder or completer (the body of
   // the rx phase). Takes ownership of `m`. Public so that protocol tests can feed synthetic
@@ -128,6 +126,8 @@ class Engine {
 
  private:
   static int lcore_main(void* arg);
+  // nap()'s body, also the launched loop's (which steps without the driving flag).
+  bool nap_launched(uint32_t max_us, int wake_fd = -1) noexcept;
   bool step(uint64_t now) noexcept;  // the phases; run_once() and the launched loop call it
   bool phase_mailbox() noexcept;
   bool phase_rx(Endpoint& ep, uint64_t now) noexcept;

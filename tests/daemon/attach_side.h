@@ -71,6 +71,10 @@ struct Side {
     if (qp.modify(a, rts) != Status::kSuccess) return std::string("RTS: ") + last_error();
     return "";
   }
+  // Exchanges what each side needs with the peer over `sock` (*peer: the peer's), then
+  // connects to it at `peer_ip`.
+  std::string join(int sock, uint32_t peer_ip, PeerInfo* peer, uint8_t timeout = 14,
+                   uint8_t retry = 7);
   // Polls until `n` completions came or `t` passed; every one into `out`.
   size_t wait(size_t n, std::vector<ResultEx>* out, std::chrono::milliseconds t = 20s) {
     const auto deadline = std::chrono::steady_clock::now() + t;
@@ -95,6 +99,12 @@ inline bool exchange(int sock, const Side& s, PeerInfo* peer) {
   timeval tv{20, 0};
   ::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   return ::read(sock, peer, sizeof *peer) == sizeof *peer;
+}
+
+inline std::string Side::join(int sock, uint32_t peer_ip, PeerInfo* peer, uint8_t timeout,
+                              uint8_t retry) {
+  if (!exchange(sock, *this, peer)) return "exchange";
+  return connect(peer_ip, *peer, timeout, retry);
 }
 
 // Runs `body` in a child process; its exit code (0: passed), its failure on stderr.
@@ -125,8 +135,7 @@ inline std::string write_read_send(const std::string& socket, uint32_t adapter, 
   Side s;
   if (std::string e = s.open(adapter, socket, "writer"); !e.empty()) return e;
   PeerInfo peer{};
-  if (!exchange(sock, s, &peer)) return "exchange";
-  if (std::string e = s.connect(peer_ip, peer); !e.empty()) return e;
+  if (std::string e = s.join(sock, peer_ip, &peer); !e.empty()) return e;
   for (uint32_t i = 0; i < kWrites; ++i) {
     uint8_t* src = s.buf() + i * kLen;
     for (uint32_t j = 0; j < kLen; ++j) src[j] = static_cast<uint8_t>(i * 7 + j);
@@ -171,8 +180,7 @@ inline std::string be_written(const std::string& socket, uint32_t adapter, uint3
   if (s.qp.receive(reinterpret_cast<void*>(uint64_t{77}), {&r, 1}) != Status::kSuccess)
     return "receive";
   PeerInfo peer{};
-  if (!exchange(sock, s, &peer)) return "exchange";
-  if (std::string e = s.connect(peer_ip, peer); !e.empty()) return e;
+  if (std::string e = s.join(sock, peer_ip, &peer); !e.empty()) return e;
   std::vector<ResultEx> done;
   if (s.wait(1, &done) != 1) return "no receive completion";
   if (done[0].status != Status::kSuccess || done[0].bytes_transferred != 64 ||

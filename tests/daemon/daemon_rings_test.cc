@@ -118,8 +118,7 @@ TEST_F(DaemonRings, AClientKilledMidTransferIsADeadHostToItsPeer) {
     Side s;
     if (std::string e = s.open(0, socket_, "victim"); !e.empty()) return e;
     PeerInfo peer{};
-    if (!exchange(sp_[0], s, &peer)) return "exchange";
-    if (std::string e = s.connect(kIpB, peer); !e.empty()) return e;
+    if (std::string e = s.join(sp_[0], kIpB, &peer); !e.empty()) return e;
     if (::write(ready[1], "r", 1) != 1) return "ready";
     std::vector<ResultEx> done;
     for (uint64_t i = 0;; ++i) {  // writes until killed
@@ -132,9 +131,8 @@ TEST_F(DaemonRings, AClientKilledMidTransferIsADeadHostToItsPeer) {
     Side s;
     if (std::string e = s.open(1, socket_, "survivor"); !e.empty()) return e;
     PeerInfo peer{};
-    if (!exchange(sp_[1], s, &peer)) return "exchange";
     // Retries: 4.096 us * 2^10 = 4 ms a timeout, 3 retries.
-    if (std::string e = s.connect(kIpA, peer, 10, 3); !e.empty()) return e;
+    if (std::string e = s.join(sp_[1], kIpA, &peer, 10, 3); !e.empty()) return e;
     char c;
     if (::read(go[0], &c, 1) != 1) return "go";
     const auto t0 = std::chrono::steady_clock::now();
@@ -290,8 +288,7 @@ TEST_F(DaemonRings, ApplicationMemoryIsRegisteredInPlaceWithoutACopy) {
     Side s;
     if (std::string e = s.open(0, socket_, "peer"); !e.empty()) return e;
     PeerInfo t{};
-    if (!exchange(sp_[0], s, &t)) return "exchange";
-    if (std::string e = s.connect(kIpB, t); !e.empty()) return e;
+    if (std::string e = s.join(sp_[0], kIpB, &t); !e.empty()) return e;
     const Sge rd{reinterpret_cast<uint64_t>(s.buf()), kHalf, s.lkey};
     for (size_t i = 0; i < kHalf; ++i)
       s.buf()[kHalf + i] = static_cast<uint8_t>((kHalf + i) * 3 + 1);
@@ -370,8 +367,7 @@ TEST_F(DaemonRings, ADaemonKilledMidTransferEndsTheClientsWaitWithAClearError) {
     Side s;
     if (std::string e = s.open(0, socket_, "writer"); !e.empty()) return e;
     PeerInfo peer{};
-    if (!exchange(sp_[0], s, &peer)) return "exchange";
-    if (std::string e = s.connect(kIpB, peer); !e.empty()) return e;
+    if (std::string e = s.join(sp_[0], kIpB, &peer); !e.empty()) return e;
     if (::write(ready[1], "r", 1) != 1) return "ready";
     const auto deadline = std::chrono::steady_clock::now() + 30s;
     std::vector<ResultEx> done;
@@ -391,8 +387,7 @@ TEST_F(DaemonRings, ADaemonKilledMidTransferEndsTheClientsWaitWithAClearError) {
     Side s;
     if (std::string e = s.open(1, socket_, "target"); !e.empty()) return e;
     PeerInfo peer{};
-    if (!exchange(sp_[1], s, &peer)) return "exchange";
-    if (std::string e = s.connect(kIpA, peer); !e.empty()) return e;
+    if (std::string e = s.join(sp_[1], kIpA, &peer); !e.empty()) return e;
     if (::write(ready[1], "r", 1) != 1) return "ready";
     char c;
     (void)::read(sp_[1], &c, 1);
@@ -434,8 +429,7 @@ TEST_F(DaemonRings, ASleepingEngineIsWokenByItsClientsDoorbell) {
     Side s;
     if (std::string e = s.open(0, socket_, "writer"); !e.empty()) return e;
     PeerInfo peer{};
-    if (!exchange(sp_[0], s, &peer)) return "exchange";
-    if (std::string e = s.connect(kIpB, peer); !e.empty()) return e;
+    if (std::string e = s.join(sp_[0], kIpB, &peer); !e.empty()) return e;
     std::vector<ResultEx> done;
     for (char c; ::read(go[0], &c, 1) == 1 && c == 'w';) {
       const Sge sge{reinterpret_cast<uint64_t>(s.buf()), 64, s.lkey};
@@ -452,8 +446,7 @@ TEST_F(DaemonRings, ASleepingEngineIsWokenByItsClientsDoorbell) {
     Side s;
     if (std::string e = s.open(1, socket_, "target"); !e.empty()) return e;
     PeerInfo peer{};
-    if (!exchange(sp_[1], s, &peer)) return "exchange";
-    if (std::string e = s.connect(kIpA, peer); !e.empty()) return e;
+    if (std::string e = s.join(sp_[1], kIpA, &peer); !e.empty()) return e;
     char c;
     (void)::read(sp_[1], &c, 1);
     return "";
