@@ -3,8 +3,10 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -20,8 +22,10 @@ namespace {
 using detail::daemon_transact;
 
 // Maps a memfd from the daemon; at `at` exactly (shared memory: the daemon's address), else
-// wherever. nullptr on failure (the fd is closed either way).
-void* map_fd(int fd, size_t len, void* at) {
+// wherever. nullptr on failure (the fd is closed either way). *ino: the memfd's inode.
+void* map_fd(int fd, size_t len, void* at, uint64_t* ino = nullptr) {
+  struct stat st {};
+  if (ino != nullptr) *ino = ::fstat(fd, &st) == 0 ? st.st_ino : 0;
   const int flags = MAP_SHARED | (at != nullptr ? MAP_FIXED_NOREPLACE : 0);
   void* p = ::mmap(at, len, PROT_READ | PROT_WRITE, flags, fd, 0);
   ::close(fd);
@@ -50,9 +54,10 @@ Status alloc_shared(size_t length, SharedMemory* out) noexcept {
                                "alloc_shared", &fd);
     if (s != Status::kSuccess) return s;
     if (fd < 0) return fail(Status::kInternalError, "alloc_shared: the reply carried no memory");
-    void* p = map_fd(fd, rep.length, reinterpret_cast<void*>(rep.address));
+    uint64_t ino = 0;
+    void* p = map_fd(fd, rep.length, reinterpret_cast<void*>(rep.address), &ino);
     if (p != nullptr) {
-      *out = SharedMemory{p, rep.length, rep.handle};
+      *out = SharedMemory{p, rep.length, rep.handle, ino};
       return Status::kSuccess;
     }
     (void)destroy(rep.handle);
@@ -128,6 +133,8 @@ Status share_in_place(const void* address, size_t length, SharedMemory* out) noe
     if (fd >= 0) ::close(fd);
     return fail(Status::kInsufficientResources, "share_in_place: cannot move the pages");
   }
+  struct stat st {};
+  const uint64_t ino = ::fstat(fd, &st) == 0 ? st.st_ino : 0;
   ipc::ShareMemoryReq req{};
   req.address = start;
   req.length = len;
@@ -136,7 +143,7 @@ Status share_in_place(const void* address, size_t length, SharedMemory* out) noe
                                    "share_in_place", nullptr, fd);
   ::close(fd);  // the mapping keeps the memory; the daemon has its own descriptor
   if (s != Status::kSuccess) return s;
-  *out = SharedMemory{reinterpret_cast<void*>(start), len, rep.handle};
+  *out = SharedMemory{reinterpret_cast<void*>(start), len, rep.handle, ino};
   return s;
 }
 
@@ -201,15 +208,22 @@ Status RemoteCq::create(uint32_t adapter, uint32_t depth) noexcept {
   return s;
 }
 
-size_t RemoteCq::poll(std::span<ResultEx> out) noexcept {
+// Result is NDK_RESULT, the leading fields of NDK_RESULT_EX (a slot): a prefix copy.
+static_assert(offsetof(ResultEx, request_context) == offsetof(Result, request_context) &&
+              sizeof(Result) <= sizeof(ResultEx));
+
+template <class R>
+size_t RemoteCq::take(std::span<R> out) noexcept {
   if (map_ == nullptr || out.data() == nullptr) return 0;
   const uint32_t prod = ring_.head->prod.load(std::memory_order_acquire);  // pairs with daemon
   size_t n = 0;
   for (; n < out.size() && cons_ != prod; ++n, ++cons_)
-    std::memcpy(&out[n], ring_.slot(cons_), sizeof(ResultEx));
+    std::memcpy(&out[n], ring_.slot(cons_), sizeof(R));
   if (n != 0) ring_.head->cons.store(cons_, std::memory_order_release);  // the slots are free
   return n;
 }
+template size_t RemoteCq::take(std::span<ResultEx>) noexcept;
+template size_t RemoteCq::take(std::span<Result>) noexcept;
 
 Status RemoteCq::destroy() noexcept {
   if (handle_ == 0) return Status::kSuccess;

@@ -25,6 +25,10 @@ namespace urnic::detail {
 Status daemon_transact(ipc::MsgType type, void* req, size_t req_size, void* rep, size_t rep_size,
                        const char* what, int* fd = nullptr, int send_fd = -1) noexcept;
 
+// Attach mode's Mr::register_mr: shares the pages of [address, + length) with the daemon (in
+// place, those not shared yet: control/shared_memory.cc). kSuccess, or why not (last_error()).
+Status ensure_shared(const void* address, size_t length) noexcept;
+
 }  // namespace urnic::detail
 
 namespace urnic::remote {
@@ -35,6 +39,7 @@ struct SharedMemory {
   void* address = nullptr;
   size_t length = 0;
   uint32_t handle = 0;
+  uint64_t ino = 0;  // the memfd's inode: how /proc/self/maps shows the pages are still its
 };
 Status alloc_shared(size_t length, SharedMemory* out) noexcept;
 // Unmaps it here and asks the daemon to free it (kDeviceBusy while MRs are registered in it).
@@ -69,14 +74,18 @@ class RemoteCq {
   RemoteCq& operator=(const RemoteCq&) = delete;
 
   Status create(uint32_t adapter, uint32_t depth) noexcept;
-  // Completions into `out`, oldest first; how many.
-  size_t poll(std::span<ResultEx> out) noexcept;
+  // Completions into `out`, oldest first; how many (Result: the first fields of each).
+  size_t poll(std::span<ResultEx> out) noexcept { return take(out); }
+  size_t poll(std::span<Result> out) noexcept { return take(out); }
   uint32_t handle() const noexcept { return handle_; }
   Status destroy() noexcept;
   // For the tests of the daemon's checks: the raw ring.
   const shm::RingView& ring() const noexcept { return ring_; }
 
  private:
+  template <class R>
+  size_t take(std::span<R> out) noexcept;
+
   uint32_t handle_ = 0;
   void* map_ = nullptr;
   size_t map_len_ = 0;
@@ -110,14 +119,15 @@ class RemoteQp {
               uint32_t flags) noexcept;
   Status receive(void* ctx, std::span<const Sge> sgl) noexcept;
 
+  // Any of them by its operation.
+  Status post(shm::SendOp op, void* ctx, std::span<const Sge> sgl, uint64_t remote_address,
+              uint32_t rkey, uint32_t flags) noexcept;
+
   // For the tests of the daemon's checks: the raw rings, written as a hostile client would.
   const shm::RingView& send_ring() const noexcept { return sq_; }
   const shm::RingView& recv_ring() const noexcept { return rq_; }
 
  private:
-  Status post(shm::SendOp op, void* ctx, std::span<const Sge> sgl, uint64_t remote_address,
-              uint32_t rkey, uint32_t flags) noexcept;
-
   uint32_t handle_ = 0, qpn_ = 0;
   void* map_ = nullptr;
   size_t map_len_ = 0;

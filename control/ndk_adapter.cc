@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "control/ndk_internal.h"
+#include "control/ndk_remote.h"
 #include "urnic/config.h"
 
 namespace urnic {
@@ -149,9 +150,13 @@ Status AdapterImpl::close(ObjectImpl* o, CloseCompletion cb, void* ctx) noexcept
     if (guarded([&] { return o->teardown_locked(); }) == Status::kSuccess) {
       std::erase(objects, o);
       for (ObjectImpl* a : o->antecedents) --a->successors;
+      // Attach mode has no control thread: an antecedent whose close waited for this object
+      // (a PD closed before its QPs) completes now, its callback on this thread.
+      const bool pump = remote && !closing.empty();
       lk.unlock();
       o->release_unlocked();
       delete o;
+      if (pump) pump_remote();
       return Status::kSuccess;
     }
   }
@@ -341,7 +346,35 @@ bool AdapterImpl::poll() {
   return any;
 }
 
+void AdapterImpl::pump_remote() {
+  std::unique_lock lk(mu);
+  pump_closes_locked();
+  while (!deferred.empty()) {
+    std::function<void()> fn = std::move(deferred.front());
+    deferred.pop_front();
+    lk.unlock();
+    fn();
+    lk.lock();
+  }
+}
+
 void AdapterImpl::shutdown() {
+  if (remote) {
+    // As below, with every teardown inline (one request to the daemon each).
+    {
+      std::lock_guard lk(mu);
+      shutting_down = true;
+      for (ObjectImpl* o : objects) {
+        if (o->life != Life::kLive) continue;
+        o->life = Life::kClosing;
+        o->closing.store(true, std::memory_order_release);
+        o->keep_shell = true;
+        closing.push_back(o);
+      }
+    }
+    pump_remote();
+    return;
+  }
   if (!ctl) return;
   telemetry_remove(this);  // before anything its handlers read goes away
   {
@@ -561,6 +594,7 @@ AdapterInfo Adapter::adapter_info() const noexcept { return impl_->info; }
 
 Status Adapter::query_counters(AdapterCounters* out) const noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
+  if (impl_->remote) return detail::remote_unsupported("Adapter::query_counters");
   return detail::guarded([&] {
     AdapterCounters c;
     {
@@ -583,6 +617,7 @@ uint32_t Adapter::engines() const noexcept { return static_cast<uint32_t>(impl_-
 
 Status Adapter::query_engine_counters(uint32_t engine, PortCounters* out) const noexcept {
   if (out == nullptr || engine >= engines()) return Status::kInvalidParameter;
+  if (impl_->remote) return detail::remote_unsupported("Adapter::query_engine_counters");
   std::lock_guard lk(impl_->mu);
   if (impl_->shutting_down) return Status::kInvalidDeviceState;
   *out = impl_->ctl->endpoint_counters(engine);
@@ -598,6 +633,7 @@ Status Adapter::create_cq(uint32_t depth, CqNotificationCallback notification,
 Status Adapter::create_cq(uint32_t depth, CqNotificationCallback notification,
                           void* notification_context, uint64_t affinity, CreateCompletion, void*,
                           Handle<Cq>* out) noexcept {
+  if (impl_->remote) return detail::remote_create_cq(impl_, depth, notification, out);
   if (out == nullptr || depth == 0 || depth > impl_->info.max_cq_depth)
     return Status::kInvalidParameter;
   return detail::log_create("CQ creation", detail::guarded([&] {
@@ -617,6 +653,7 @@ Status Adapter::create_cq(uint32_t depth, CqNotificationCallback notification,
 }
 
 Status Adapter::create_pd(CreateCompletion, void*, Handle<Pd>* out) noexcept {
+  if (impl_->remote) return detail::remote_create_pd(impl_, out);
   if (out == nullptr) return Status::kInvalidParameter;
   return detail::log_create("PD creation", detail::guarded([&] {
                               std::lock_guard lk(impl_->mu);
@@ -662,6 +699,7 @@ Status Adapter::query_extension(const ExtensionId& id, Version version, void** i
 uint64_t AdapterExtension::telemetry_id() const noexcept { return a_->telemetry_id; }
 
 LocalAddress AdapterExtension::local_address() const noexcept {
+  if (a_->remote) return a_->remote_address;
   LocalAddress l;
   l.mac = a_->ctl->mac();
   l.ipv4 = a_->ctl->ipv4();
@@ -673,11 +711,17 @@ LocalAddress AdapterExtension::local_address() const noexcept {
 }
 
 uint32_t AdapterExtension::gid_count() const noexcept {
+  if (a_->remote) return static_cast<uint32_t>(a_->remote_gids.size());
   return static_cast<uint32_t>(a_->ctl->control().gids().size());
 }
 
 Status AdapterExtension::query_gid(uint32_t index, std::array<uint8_t, 16>* gid) const noexcept {
   if (gid == nullptr) return Status::kInvalidParameter;
+  if (a_->remote) {
+    if (index >= a_->remote_gids.size()) return Status::kInvalidParameter;
+    *gid = a_->remote_gids[index];
+    return Status::kSuccess;
+  }
   return detail::guarded([&] {
     const auto all = a_->ctl->control().gids();
     if (index >= all.size()) return Status::kInvalidParameter;
@@ -687,6 +731,7 @@ Status AdapterExtension::query_gid(uint32_t index, std::array<uint8_t, 16>* gid)
 }
 
 Status AdapterExtension::set_faults(const FaultConfig& tx, const FaultConfig& rx) noexcept {
+  if (a_->remote) return detail::remote_unsupported("AdapterExtension::set_faults");
   return detail::guarded([&] { return a_->ctl->set_faults(tx, rx); });
 }
 

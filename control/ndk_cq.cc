@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "control/ndk_internal.h"
+#include "control/ndk_remote.h"
 
 namespace urnic {
 namespace detail {
@@ -30,16 +31,21 @@ Status CqImpl::teardown_locked() {
 // consumer gave it up (ndkpi.md §1.4), and its notifications have stopped. A null result array
 // with a non-zero size cannot be written: nothing is taken from the ring.
 size_t Cq::get_results(std::span<Result> results) noexcept {
+  if (impl_->remote) [[unlikely]]
+    return detail::is_closing(impl_) ? 0 : detail::remote_poll(impl_, results);
   if (results.data() == nullptr || detail::is_closing(impl())) return 0;
   return impl()->cq.poll(results);
 }
 
 size_t Cq::get_results_ex(std::span<ResultEx> results) noexcept {
+  if (impl_->remote) [[unlikely]]
+    return detail::is_closing(impl_) ? 0 : detail::remote_poll(impl_, results);
   if (results.data() == nullptr || detail::is_closing(impl())) return 0;
   return impl()->cq.poll(results);
 }
 
 void Cq::arm(CqNotify type) noexcept {
+  if (impl_->remote) return;  // attach mode has no CQ notifications yet (ndk_remote.h)
   if (detail::is_closing(impl())) return;
   switch (type) {
     case CqNotify::kErrors:
@@ -57,6 +63,7 @@ void Cq::arm(CqNotify type) noexcept {
 }
 
 Status Cq::resize(uint32_t depth, RequestCompletion completion, void* request_context) noexcept {
+  if (impl_->remote) return detail::remote_unsupported("Cq::resize");
   detail::CqImpl* c = impl();
   detail::AdapterImpl* a = c->adapter;
   if (detail::is_closing(c)) return Status::kInvalidDeviceState;
@@ -94,6 +101,7 @@ Status Cq::resize(uint32_t depth, RequestCompletion completion, void* request_co
 }
 
 Status Cq::control_interrupt_moderation(uint32_t interval_us, uint32_t count) noexcept {
+  if (impl_->remote) return detail::remote_unsupported("Cq::control_interrupt_moderation");
   if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
   constexpr uint32_t kMax = UINT32_MAX;  // MAXULONG
   const bool count_off =

@@ -2,6 +2,7 @@
 // Posting is with the other posts in ndk_qp.cc (QpExtension::send_datagram); the engine side is
 // dataplane/datagram.cc.
 #include "control/ndk_internal.h"
+#include "control/ndk_remote.h"
 #include "urnic/runtime.h"
 
 namespace urnic {
@@ -52,6 +53,7 @@ Status create_address_handle(Adapter& adapter, const AddressVector& av,
                              AddressHandle* out) noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
   detail::AdapterImpl* a = &adapter.impl();
+  if (a->remote) return detail::remote_unsupported("create_address_handle");
   if (a->on_control_thread()) return Status::kInvalidDeviceState;  // resolution blocks
   return detail::guarded([&] {
     {
@@ -78,6 +80,9 @@ Status create_datagram_qp(Pd& pd, Cq& receive_cq, Cq& initiator_cq, Srq* srq, vo
                           uint32_t max_receive_request_sge, uint32_t max_initiator_request_sge,
                           uint32_t inline_data_size, uint32_t qkey, Handle<Qp>* out) noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
+  if (detail::PdImpl::base_of(pd)->remote) return detail::remote_unsupported("create_datagram_qp");
+  if (detail::CqImpl::base_of(receive_cq)->remote || detail::CqImpl::base_of(initiator_cq)->remote)
+    return Status::kInvalidParameter;
   detail::SrqImpl* s = srq != nullptr ? detail::SrqImpl::of(*srq) : nullptr;
   return detail::create_qp(detail::PdImpl::of(pd), detail::CqImpl::of(receive_cq),
                            detail::CqImpl::of(initiator_cq), s, qp_context,

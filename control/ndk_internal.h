@@ -114,7 +114,8 @@ enum class Life : uint8_t {
 };
 
 struct ObjectImpl {
-  ObjectImpl(ObjectType t, AdapterImpl* a) noexcept : type(t), adapter(a) {}
+  ObjectImpl(ObjectType t, AdapterImpl* a, bool r = false) noexcept
+      : type(t), remote(r), adapter(a) {}
   virtual ~ObjectImpl() = default;
   ObjectImpl(const ObjectImpl&) = delete;
   ObjectImpl& operator=(const ObjectImpl&) = delete;
@@ -136,6 +137,9 @@ struct ObjectImpl {
   virtual void release_unlocked() noexcept {}
 
   const ObjectType type;
+  // An object of an attached adapter (control/ndk_remote.h): its calls go to the daemon and
+  // its rings are shared with it. The public calls test this before they take their Impl.
+  const bool remote;
   AdapterImpl* const adapter;
   // Set (release) once close() was requested, before the object may still wait for its
   // successors or its engine work; read (acquire) without the mutex by the post / poll / arm
@@ -160,9 +164,11 @@ struct ObjectImpl {
 // the public object, made with this, and finds itself from one.
 template <class Self, class Pub>
 struct ImplOf : ObjectImpl {
-  ImplOf(ObjectType t, AdapterImpl* a) noexcept : ObjectImpl(t, a), pub_(this) {}
+  ImplOf(ObjectType t, AdapterImpl* a, bool remote = false) noexcept
+      : ObjectImpl(t, a, remote), pub_(this) {}
   Object& pub() noexcept final { return pub_; }
   static Self* of(Pub& o) noexcept { return o.impl(); }
+  static ObjectImpl* base_of(const Pub& o) noexcept { return o.base_impl(); }
   Pub pub_;
 };
 
@@ -304,6 +310,9 @@ struct AdapterImpl {
   // ---- Engine operations and callbacks (mu held) ---------------------------------------------
   // Queues `op` for the control thread and wakes it (ndk_adapter.cc).
   void enqueue_op_locked(std::unique_ptr<EngineOp> op);
+  // Attach mode: finishes the closes that waited for their successors and runs the callbacks
+  // due, on the calling thread (an attached adapter has no control thread). mu not held.
+  void pump_remote();
   void defer_locked(std::function<void()> fn) { deferred.push_back(std::move(fn)); }
   // The control thread's work (a ControlPlane poller). Returns whether it did anything.
   bool poll();
@@ -323,6 +332,12 @@ struct AdapterImpl {
   int place_locked(uint64_t affinity) const noexcept;
 
   Adapter* pub = nullptr;
+  // Attach mode (Adapter::open by name, control/ndk_remote.cc): the daemon's adapter `remote_index`
+  // serves this one; there is no ctl, engine or control thread, and every object is remote.
+  bool remote = false;
+  uint32_t remote_index = 0;
+  LocalAddress remote_address;
+  std::vector<std::array<uint8_t, 16>> remote_gids;
   std::vector<dp::Engine*> engs;  // engine i serves the adapter's port queue i
   std::vector<uint32_t> placed;   // live CQs and SRQs per engine (under mu)
   std::unique_ptr<ctl::Adapter> ctl;

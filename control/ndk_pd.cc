@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "control/ndk_internal.h"
+#include "control/ndk_remote.h"
 
 namespace urnic {
 namespace detail {
@@ -82,6 +83,7 @@ Status SrqImpl::teardown_locked() {
 // A PD whose close was requested (or that the adapter's close tore down: the MR table is gone
 // then) creates nothing: checked first, before anything of the adapter is used.
 Status Pd::create_mr(bool fast_register, CreateCompletion, void*, Handle<Mr>* out) noexcept {
+  if (impl_->remote) return detail::remote_create_mr(impl_, fast_register, out);
   if (out == nullptr) return Status::kInvalidParameter;
   if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
   return detail::log_create(
@@ -95,6 +97,7 @@ Status Pd::create_mr(bool fast_register, CreateCompletion, void*, Handle<Mr>* ou
 }
 
 Status Pd::create_mw(CreateCompletion, void*, Handle<Mw>* out) noexcept {
+  if (impl_->remote) return detail::remote_unsupported("Pd::create_mw");
   if (out == nullptr) return Status::kInvalidParameter;
   if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
   return detail::log_create(
@@ -126,6 +129,7 @@ Status Pd::create_srq(uint32_t depth, uint32_t max_receive_request_sge, uint32_t
 Status Pd::create_srq(uint32_t depth, uint32_t max_receive_request_sge, uint32_t notify_threshold,
                       SrqNotificationCallback notification, void* notification_context,
                       uint64_t affinity, CreateCompletion, void*, Handle<Srq>* out) noexcept {
+  if (impl_->remote) return detail::remote_unsupported("Pd::create_srq");
   const AdapterInfo& info = impl()->adapter->info;
   if (out == nullptr || depth == 0 || depth > info.max_srq_depth ||
       max_receive_request_sge > info.max_receive_request_sge)
@@ -153,6 +157,7 @@ Status Pd::create_srq(uint32_t depth, uint32_t max_receive_request_sge, uint32_t
 }
 
 Status Pd::get_privileged_memory_region_token(uint32_t* token) noexcept {
+  if (impl_->remote) return detail::remote_unsupported("Pd::get_privileged_memory_region_token");
   if (token == nullptr) return Status::kInvalidParameter;
   std::lock_guard lk(impl()->adapter->mu);
   // A PD whose close pends (it still has successors) hands out nothing new, like its creates.
@@ -176,10 +181,11 @@ Status Pd::get_privileged_memory_region_token(uint32_t* token) noexcept {
 Status Mr::register_mr(const void* address, size_t length, uint32_t flags, RequestCompletion,
                        void*) noexcept {
   // An MR whose close pends (a window is still bound to it) takes no new registration.
-  if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
+  if (detail::is_closing(impl_)) return Status::kInvalidDeviceState;
   const auto va = reinterpret_cast<uint64_t>(address);
   if (va == 0 || length == 0 || (flags & ~detail::kMrFlags) != 0 || length - 1 > UINT64_MAX - va)
     return Status::kInvalidParameter;
+  if (impl_->remote) return detail::remote_register_mr(impl_, address, length, flags);
   if (impl()->fast) return Status::kInvalidDeviceRequest;
   if (length > impl()->adapter->info.max_registration_size) return Status::kInvalidBufferSize;
   if (!detail::mapped(va, length)) return Status::kInvalidBufferSize;
@@ -203,7 +209,8 @@ Status Mr::register_mr(const void* address, size_t length, uint32_t flags, Reque
 Status Mr::deregister_mr(RequestCompletion, void*) noexcept {
   // The close already deregisters (once the bound windows are gone): kInvalidDeviceState, not
   // kDeviceBusy, so that the consumer does not retry on an object it has given up.
-  if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
+  if (detail::is_closing(impl_)) return Status::kInvalidDeviceState;
+  if (impl_->remote) return detail::remote_deregister_mr(impl_);
   std::lock_guard lk(impl()->adapter->mu);
   if (impl()->state.load(std::memory_order_relaxed) != detail::MrImpl::State::kRegistered)
     return Status::kInvalidDeviceState;
@@ -218,6 +225,7 @@ Status Mr::deregister_mr(RequestCompletion, void*) noexcept {
 
 Status Mr::initialize_fast_register_mr(uint32_t adapter_page_count, bool remote_access,
                                        RequestCompletion, void*) noexcept {
+  if (impl_->remote) return detail::remote_unsupported("Mr::initialize_fast_register_mr");
   if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
   if (!impl()->fast) return Status::kInvalidDeviceRequest;
   if (adapter_page_count == 0) return Status::kInvalidParameter;
@@ -242,9 +250,11 @@ Status Mr::initialize_fast_register_mr(uint32_t adapter_page_count, bool remote_
 }
 
 uint32_t Mr::get_local_token() const noexcept {
+  if (impl_->remote) return detail::remote_token(impl_);
   return impl()->key.load(std::memory_order_acquire);
 }
 uint32_t Mr::get_remote_token() const noexcept {
+  if (impl_->remote) return detail::remote_token(impl_);
   return impl()->key.load(std::memory_order_acquire);
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "control/ndk_internal.h"
+#include "control/ndk_remote.h"
 
 namespace urnic {
 namespace detail {
@@ -385,6 +386,15 @@ Status Pd::create_qp(Cq& receive_cq, Cq& initiator_cq, void* qp_context,
                      uint32_t max_receive_request_sge, uint32_t max_initiator_request_sge,
                      uint32_t inline_data_size, CreateCompletion completion, void* request_context,
                      Handle<Qp>* out) noexcept {
+  using C = detail::CqImpl;
+  if (impl_->remote)
+    return detail::remote_create_qp(impl_, C::base_of(receive_cq), C::base_of(initiator_cq),
+                                    qp_context, receive_queue_depth, initiator_queue_depth,
+                                    max_receive_request_sge, max_initiator_request_sge,
+                                    inline_data_size, out);
+  // An attached adapter's CQ is not this adapter's (create_qp would refuse it as another's).
+  if (C::base_of(receive_cq)->remote || C::base_of(initiator_cq)->remote)
+    return Status::kInvalidParameter;
   return detail::create_qp(impl(), detail::CqImpl::of(receive_cq), detail::CqImpl::of(initiator_cq),
                            nullptr, qp_context, receive_queue_depth, initiator_queue_depth,
                            max_receive_request_sge, max_initiator_request_sge, inline_data_size,
@@ -395,6 +405,11 @@ Status Pd::create_qp_with_srq(Cq& receive_cq, Cq& initiator_cq, Srq& srq, void* 
                               uint32_t initiator_queue_depth, uint32_t max_initiator_request_sge,
                               uint32_t inline_data_size, CreateCompletion completion,
                               void* request_context, Handle<Qp>* out) noexcept {
+  if (impl_->remote) return detail::remote_unsupported("Pd::create_qp_with_srq");
+  using C = detail::CqImpl;
+  if (C::base_of(receive_cq)->remote || C::base_of(initiator_cq)->remote ||
+      detail::SrqImpl::base_of(srq)->remote)
+    return Status::kInvalidParameter;
   return detail::create_qp(impl(), detail::CqImpl::of(receive_cq), detail::CqImpl::of(initiator_cq),
                            detail::SrqImpl::of(srq), qp_context, 0, initiator_queue_depth, 0,
                            max_initiator_request_sge, inline_data_size, completion, request_context,
@@ -403,31 +418,49 @@ Status Pd::create_qp_with_srq(Cq& receive_cq, Cq& initiator_cq, Srq& srq, void* 
 
 // ---- Qp: posting --------------------------------------------------------------------------------
 
+// Attach mode (ndk_remote.h): the shared rings. The test costs embedded posts one load of a
+// field beside `closing`, which they read anyway.
 Status Qp::send(void* request_context, std::span<const Sge> sgl, uint32_t flags) noexcept {
+  if (impl_->remote) [[unlikely]]
+    return detail::remote_post(impl_, shm::SendOp::kSend, detail::kSendFlags, request_context, sgl,
+                               0, 0, flags);
   return detail::post_data(impl(), WrOpcode::kSend, request_context, sgl, flags, detail::kSendFlags,
                            impl()->max_send_sge, 0, 0, 0);
 }
 
 Status Qp::send_and_invalidate(void* request_context, std::span<const Sge> sgl, uint32_t flags,
                                uint32_t remote_token) noexcept {
+  if (impl_->remote) [[unlikely]]
+    return detail::remote_post(impl_, shm::SendOp::kSendInvalidate, detail::kSendFlags,
+                               request_context, sgl, 0, remote_token, flags);
   return detail::post_data(impl(), WrOpcode::kSendWithInv, request_context, sgl, flags,
                            detail::kSendFlags, impl()->max_send_sge, 0, 0, remote_token);
 }
 
 Status Qp::read(void* request_context, std::span<const Sge> sgl, uint64_t remote_address,
                 uint32_t remote_token, uint32_t flags) noexcept {
+  if (impl_->remote) [[unlikely]]
+    return detail::remote_post(impl_, shm::SendOp::kRead, detail::kReadFlags, request_context, sgl,
+                               remote_address, remote_token, flags);
   return detail::post_data(impl(), WrOpcode::kRead, request_context, sgl, flags, detail::kReadFlags,
                            impl()->max_read_sge, remote_address, remote_token, 0);
 }
 
 Status Qp::write(void* request_context, std::span<const Sge> sgl, uint64_t remote_address,
                  uint32_t remote_token, uint32_t flags) noexcept {
+  if (impl_->remote) [[unlikely]]
+    return detail::remote_post(impl_, shm::SendOp::kWrite, detail::kWriteFlags, request_context,
+                               sgl, remote_address, remote_token, flags);
   return detail::post_data(impl(), WrOpcode::kWrite, request_context, sgl, flags,
                            detail::kWriteFlags, impl()->max_send_sge, remote_address, remote_token,
                            0);
 }
 
 Status Qp::receive(void* request_context, std::span<const Sge> sgl) noexcept {
+  if (impl_->remote) [[unlikely]] {
+    if (detail::is_closing(impl_)) return Status::kInvalidDeviceState;
+    return detail::remote_receive(impl_, request_context, sgl);
+  }
   if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
   if (impl()->srq != nullptr) return Status::kInvalidDeviceRequest;
   dp::RecvWqe w;
@@ -440,6 +473,7 @@ Status Qp::fast_register(void* request_context, Mr& mr,
                          std::span<const uint64_t> adapter_page_array, uint32_t fbo, size_t length,
                          uint64_t base_virtual_address, uint32_t flags) noexcept {
   using detail::fail;
+  if (impl_->remote) return detail::remote_unsupported("Qp::fast_register");
   detail::MrImpl* m = detail::MrImpl::of(mr);
   if (detail::is_closing(impl()) || detail::is_closing(m))
     return fail(impl(), Status::kInvalidDeviceState);
@@ -485,6 +519,7 @@ Status Qp::fast_register(void* request_context, Mr& mr,
 
 Status Qp::invalidate(void* request_context, Object& mr_or_mw, uint32_t flags) noexcept {
   using detail::fail;
+  if (impl_->remote) return detail::remote_unsupported("Qp::invalidate");
   if (detail::is_closing(impl())) return fail(impl(), Status::kInvalidDeviceState);
   if ((flags & ~detail::kLocalFlags) != 0) return fail(impl(), Status::kInvalidParameter);
   uint32_t key = 0;
@@ -517,6 +552,7 @@ Status Qp::invalidate(void* request_context, Object& mr_or_mw, uint32_t flags) n
 Status Qp::bind(void* request_context, Mr& mr, Mw& mw, const void* virtual_address, size_t length,
                 uint32_t flags) noexcept {
   using detail::fail;
+  if (impl_->remote) return detail::remote_unsupported("Qp::bind");
   detail::MrImpl* m = detail::MrImpl::of(mr);
   detail::MwImpl* win = detail::MwImpl::of(mw);
   // An MR whose close pends (a window is still bound to it) takes no new window.
@@ -559,7 +595,8 @@ Status Qp::bind(void* request_context, Mr& mr, Mw& mw, const void* virtual_addre
 }
 
 void Qp::flush() noexcept {
-  if (detail::is_closing(impl())) return;  // its close flushes it
+  if (detail::is_closing(impl_)) return;  // its close flushes it
+  if (impl_->remote) return detail::remote_flush(impl_);
   detail::AdapterImpl* a = impl()->adapter;
   (void)detail::guarded([&] {
     auto op = detail::make_op(impl(), dp::MailboxMsg::Kind::kFlushQp);
@@ -627,16 +664,25 @@ uint32_t QpExtension::max_datagram_size() const noexcept {
 
 QpCounters QpExtension::counters() const noexcept { return qp_->qp.counters(); }
 
-uint32_t QpConnectExtension::qpn() const noexcept { return qp_->qp.qpn(); }
+// Attach mode's QPs (control/ndk_remote.cc) have their own; qp_ is a QpImpl below that test.
+uint32_t QpConnectExtension::qpn() const noexcept {
+  if (qp_->remote) return detail::remote_qpn(qp_);
+  return static_cast<QpImpl*>(qp_)->qp.qpn();
+}
 
-QpState QpConnectExtension::state() const noexcept { return qp_->qp.public_state(); }
+QpState QpConnectExtension::state() const noexcept {
+  if (qp_->remote) return detail::remote_qp_state(qp_);
+  return static_cast<QpImpl*>(qp_)->qp.public_state();
+}
 
 Status QpConnectExtension::modify(const QpAttributes& at, uint32_t mask,
                                   RequestCompletion completion, void* request_context) noexcept {
   // A closing QP is not moved any more (its close flushes and destroys it); a defunct one has no
   // adapter behind it.
   if (detail::is_closing(qp_)) return Status::kInvalidDeviceState;
-  detail::AdapterImpl* a = qp_->adapter;
+  if (qp_->remote) return detail::remote_modify(qp_, at, mask);
+  QpImpl* const q = static_cast<QpImpl*>(qp_);
+  detail::AdapterImpl* a = q->adapter;
   dp::QpAttr d;
   d.state = at.state;
   d.access = at.access;
@@ -655,7 +701,7 @@ Status QpConnectExtension::modify(const QpAttributes& at, uint32_t mask,
     return Status::kInvalidParameter;
   d.selective_repeat = at.selective_repeat;
   if ((mask & qp_attr_mask::kSelectiveRepeat) && at.selective_repeat &&
-      !qp_->qp.prepare_selective_repeat())
+      !q->qp.prepare_selective_repeat())
     return Status::kInsufficientResources;
   if (mask & qp_attr_mask::kCongestion) {
     if (!detail::valid_congestion(at.congestion)) return Status::kInvalidParameter;
@@ -669,13 +715,13 @@ Status QpConnectExtension::modify(const QpAttributes& at, uint32_t mask,
   // Attribute errors are reported now; whether the transition is legal is decided by the
   // engine against the state the earlier modifies leave (they may still be queued).
   if (static_cast<size_t>(at.state) >= kQpStateCount ||
-      dp::validate_modify(qp_->qp.public_state(), d, mask, qp_->qp.config().ud) ==
+      dp::validate_modify(q->qp.public_state(), d, mask, q->qp.config().ud) ==
           Status::kInvalidParameter)
     return Status::kInvalidParameter;
-  if (completion != nullptr) return detail::qp_modify(qp_, d, mask, completion, request_context);
+  if (completion != nullptr) return detail::qp_modify(q, d, mask, completion, request_context);
   if (a->on_control_thread()) return Status::kInvalidDeviceState;
   detail::SyncWait sync;
-  const Status s = detail::qp_modify(qp_, d, mask, &detail::SyncWait::on_request, &sync);
+  const Status s = detail::qp_modify(q, d, mask, &detail::SyncWait::on_request, &sync);
   if (s != Status::kPending) return s;
   a->wait(sync.done);
   return sync.status;
@@ -683,12 +729,14 @@ Status QpConnectExtension::modify(const QpAttributes& at, uint32_t mask,
 
 Status QpConnectExtension::query(QpAttributes* out) const noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
+  if (qp_->remote) return detail::remote_query(qp_, out);
+  const QpImpl* const qi = static_cast<const QpImpl*>(qp_);
   // The engine writes attr only while it applies a modify; the consumer's modifies and the
   // connection's have completed (their completions synchronise with the engine) and none runs
   // now (the documented rule), so these reads race with nothing.
-  const dp::QpAttr& a = qp_->qp.attr();
+  const dp::QpAttr& a = qi->qp.attr();
   QpAttributes q;
-  q.state = qp_->qp.public_state();
+  q.state = qi->qp.public_state();
   q.access = a.access;
   q.path_mtu = a.path_mtu;
   q.dest_qpn = a.dest_qpn;

@@ -80,15 +80,31 @@ ObjectCounts ClientObjects::counts() const noexcept {
                       count(Kind::kQp),     count(Kind::kMr), shared_bytes_};
 }
 
-bool ClientObjects::inside_shared(uint64_t address, uint64_t length, uint32_t* shm_handle) {
+int ClientObjects::shared_at(uint64_t address) const noexcept {
   for (uint32_t i = 0; i < table_.size(); ++i) {
     const Obj& o = table_[i];
     const auto base = reinterpret_cast<uint64_t>(o.map);
-    if (o.kind == Kind::kShared && address >= base && length <= o.map_len &&
-        address - base <= o.map_len - length) {
-      *shm_handle = static_cast<uint32_t>(o.gen) << 16 | (i + 1);
-      return true;
-    }
+    if (o.kind == Kind::kShared && address >= base && address - base < o.map_len)
+      return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool ClientObjects::inside_shared(uint64_t address, uint64_t length, uint32_t shm[2]) {
+  // One region, or two that touch: a buffer the client shared in place in two steps (its first
+  // page came with a neighbouring buffer's registration, client side control/shared_memory.cc).
+  // Both mappings are at the client's addresses here too, so the range is contiguous for the
+  // engine as well; the MR counts as a user of each, so neither can go while it is registered.
+  if (length == 0 || length > UINT64_MAX - address) return false;
+  const uint64_t end = address + length;
+  uint64_t at = address;
+  for (int k = 0; k < 2; ++k) {
+    const int i = shared_at(at);
+    if (i < 0) return false;
+    const Obj& o = table_[static_cast<uint32_t>(i)];
+    shm[k] = static_cast<uint32_t>(o.gen) << 16 | static_cast<uint32_t>(i + 1);
+    at = reinterpret_cast<uint64_t>(o.map) + o.map_len;
+    if (at >= end) return true;
   }
   return false;
 }
@@ -291,9 +307,9 @@ Status ClientObjects::modify_qp(const ipc::ModifyQpReq& q) {
 
 Status ClientObjects::register_mr(const ipc::RegisterMrReq& q, ipc::RegisterMrRep* rep) {
   if (find(q.pd, Kind::kPd) == nullptr) return Status::kInvalidHandle;
-  uint32_t shm_handle = 0;
+  uint32_t shm[2] = {0, 0};
   // A client exposes only memory it shares with the daemon: never the daemon's own.
-  if (!inside_shared(q.address, q.length, &shm_handle)) return Status::kInvalidBufferSize;
+  if (!inside_shared(q.address, q.length, shm)) return Status::kInvalidBufferSize;
   if (count(Kind::kMr) >= quotas_.mrs) return Status::kInsufficientResources;
   const uint32_t h = add(Kind::kMr);
   if (h == 0) return Status::kInsufficientResources;
@@ -309,7 +325,8 @@ Status ClientObjects::register_mr(const ipc::RegisterMrReq& q, ipc::RegisterMrRe
     return s;
   }
   o.uses[0] = q.pd;
-  o.uses[1] = shm_handle;
+  o.uses[1] = shm[0];
+  o.uses[2] = shm[1];
   for (uint32_t u : o.uses)
     if (u != 0) ++table_[index_of(u)].users;
   rep->handle = h;

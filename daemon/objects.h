@@ -67,7 +67,7 @@ class ClientObjects {
     uint32_t adapter = 0;   // PD, CQ, QP, MR
     uint32_t engine = 0;    // CQ, QP: the bridge that serves it
     uint32_t users = 0;     // QPs and MRs of a PD, QPs of a CQ, MRs in shared memory
-    uint32_t uses[3] = {};  // handles this object counts as a user of (QP: PD, CQs; MR: PD, shm)
+    uint32_t uses[3] = {};  // handles it counts as a user of (QP: PD, CQs; MR: PD, 1-2 shm)
     void* map = nullptr;    // shared memory, a CQ's or QP's rings: our mapping
     size_t map_len = 0;
     Handle<Pd> pd;
@@ -81,7 +81,11 @@ class ClientObjects {
   Obj* find(uint32_t handle, Kind k);
   void release(uint32_t handle);
   uint32_t count(Kind k) const noexcept;
-  bool inside_shared(uint64_t address, uint64_t length, uint32_t* shm_handle);
+  // The shared memory slot holding `address`, or -1.
+  int shared_at(uint64_t address) const noexcept;
+  // Whether [address, + length) lies in this client's shared memory (one region, or two that
+  // touch); shm[] gets their handles (0 for none).
+  bool inside_shared(uint64_t address, uint64_t length, uint32_t shm[2]);
 
   const std::vector<ServedAdapter>& adapters_;
   const std::vector<Bridge*>& bridges_;

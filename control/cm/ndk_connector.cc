@@ -21,6 +21,7 @@
 #include "control/cm/cm_core.h"
 #include "control/cm/cma.h"
 #include "control/ndk_internal.h"
+#include "control/ndk_remote.h"
 #include "urnic/connector.h"
 #include "urnic/listener.h"
 #include "urnic/runtime.h"
@@ -510,6 +511,7 @@ Status create_connector(Adapter& adapter, CreateCompletion, void*,
                         Handle<Connector>* out) noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
   detail::AdapterImpl* a = &adapter.impl();
+  if (a->remote) return detail::remote_unsupported("create_connector");
   return detail::guarded(
       [&] { return detail::adopt_new(a, new detail::ConnectorImpl(a, nullptr), out); });
 }
@@ -587,6 +589,7 @@ Status create_listener(Adapter& adapter, ConnectEventCallback connect_event,
                        Handle<Listener>* out) noexcept {
   if (out == nullptr || connect_event == nullptr) return Status::kInvalidParameter;
   detail::AdapterImpl* a = &adapter.impl();
+  if (a->remote) return detail::remote_unsupported("create_listener");
   return detail::guarded([&] {
     return detail::adopt_new(a, new detail::ListenerImpl(a, connect_event, connect_event_context),
                              out);

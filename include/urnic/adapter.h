@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "urnic/congestion.h"
@@ -132,6 +133,17 @@ class Adapter {
   // with run_once(), each by its own thread.
   static Status open(const AdapterConfig& config, std::span<Engine* const> engines,
                      std::unique_ptr<Adapter>* out) noexcept;
+  // Attach mode (urnic/daemon.h): opens the adapter `name` (as the daemon's configuration names
+  // it, e.g. "urnic0") of the urnicd this process is attached to, attaching first (attach()'s
+  // socket: $URNIC_DAEMON or the default) if it is not. The daemon owns the port and its engines;
+  // the objects created from this adapter are the daemon's, reached over shared rings, with the
+  // API unchanged (docs/daemon.md "The public API in attach mode" lists what attach mode does not
+  // offer yet: those calls return kNotSupported). kSuccess with *out set; kBadNetworkName when
+  // the daemon has no such adapter; kInvalidParameter for an empty name or a null `out`; attach()'s
+  // errors (last_error() says why). Control side.
+  static Status open(std::string_view name, std::unique_ptr<Adapter>* out) noexcept;
+  // Whether this adapter is a daemon's (opened by name).
+  bool attached_mode() const noexcept;
   // How many engines the adapter spreads over.
   uint32_t engines() const noexcept;
   // Blocking close (see the file comment). When the engine is not launched, the calling thread

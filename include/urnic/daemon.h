@@ -21,6 +21,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -87,6 +88,17 @@ Status daemon_adapters(std::vector<DaemonAdapter>* out) noexcept;
 // One adapter's NDK_ADAPTER_INFO and its port's counters (either output may be null).
 // kBadNetworkName when the daemon has no adapter of that name.
 Status daemon_query_adapter(std::string_view name, AdapterInfo* info, PortCounters* port) noexcept;
+
+// Memory for buffers to register (page-aligned, zeroed, `length` rounded up to whole pages).
+// Attached: shared with the daemon from the start, so that its engines reach it with no copy and
+// registering it moves nothing; embedded: private anonymous memory. Memory from anywhere else
+// may be registered too: attach mode then moves its pages onto shared memory in place
+// (docs/daemon.md "Memory"). kInvalidParameter for a null `out`, 0 or more than 1 TiB;
+// kInsufficientResources (the daemon's shared-memory quota included).
+Status alloc_memory(size_t length, void** out) noexcept;
+// Gives back what alloc_memory returned: kInvalidParameter for any other address; kDeviceBusy
+// while a memory region is registered in it (attached).
+Status free_memory(void* address) noexcept;
 
 // A process attached to the daemon.
 struct DaemonClient {

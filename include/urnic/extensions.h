@@ -27,6 +27,8 @@ namespace urnic {
 
 namespace detail {
 struct AdapterImpl;
+struct ObjectImpl;
+struct RemoteQpImpl;
 }  // namespace detail
 
 class AddressHandle;  // datagram.h
@@ -163,8 +165,9 @@ class QpConnectExtension {
 
  private:
   friend struct detail::QpImpl;
-  explicit QpConnectExtension(detail::QpImpl* qp) noexcept : qp_(qp) {}
-  detail::QpImpl* qp_;
+  friend struct detail::RemoteQpImpl;
+  explicit QpConnectExtension(detail::ObjectImpl* qp) noexcept : qp_(qp) {}
+  detail::ObjectImpl* qp_;  // a QpImpl, or a RemoteQpImpl (attach mode)
 };
 
 // ---- CQ ---------------------------------------------------------------------------------------

@@ -137,6 +137,9 @@ class ObjectOf : public Object {
  private:
   template <class, class>
   friend struct ImplOf;
+  // The provider side as its base, whichever kind it is (an attached adapter's objects have
+  // their own, control/ndk_remote.h).
+  ObjectImpl* base_impl() const noexcept { return impl_; }
   explicit ObjectOf(ObjectImpl* impl) noexcept : Object(impl) {}
 };
 

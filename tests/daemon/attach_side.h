@@ -13,6 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "../twoproc/proc.h"
 #include "control/attach.h"
 #include "urnic/daemon.h"
 
@@ -197,5 +203,43 @@ inline std::string be_written(const std::string& socket, uint32_t adapter, uint3
   (void)::read(sock, &c, 1);
   return "";
 }
+
+// A urnicd of its own per test (its socket, locks and runtime prefix under a fresh directory),
+// on the in-memory pair urnic0 / urnic1; stopped with SIGTERM after the test, which must exit 0
+// unless the test killed it (killed_). sp_: a socketpair for two clients' exchange.
+class DaemonFixture : public ::testing::Test {
+ protected:
+  explicit DaemonFixture(std::string tag) : tag_(std::move(tag)) {}
+  void SetUp() override {
+    std::string tmpl = "/tmp/urnicd-" + tag_ + "-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    socket_ = dir_ + "/urnicd.sock";
+    prefix_ = "urnicd-" + tag_ + std::to_string(::getpid());
+    daemon_ = std::make_unique<test::Proc>(std::vector<std::string>{
+        URNIC_DAEMON_BIN, "--foreground", "--socket", socket_, "--set",
+        "daemon.lock_dir=" + dir_ + "/locks", "--set", "daemon.file_prefix=" + prefix_, "--set",
+        "daemon.memory=nohuge", "--set", "daemon.memory_mb=512"});
+    ASSERT_TRUE(daemon_->wait_for_line("urnicd: ready", 30s)) << daemon_->output();
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sp_), 0);
+  }
+  void TearDown() override {
+    ::close(sp_[0]);
+    ::close(sp_[1]);
+    detach();
+    daemon_->signal(SIGTERM);
+    const int rc = daemon_->wait(30s);
+    if (!killed_) {
+      EXPECT_EQ(rc, 0) << daemon_->output();
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    std::filesystem::remove_all("/var/run/dpdk/" + prefix_, ec);
+  }
+  std::string tag_, dir_, socket_, prefix_;
+  std::unique_ptr<test::Proc> daemon_;
+  int sp_[2] = {-1, -1};
+  bool killed_ = false;  // the test killed the daemon itself
+};
 
 }  // namespace urnic::test

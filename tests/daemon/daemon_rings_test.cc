@@ -34,38 +34,9 @@ using test::Proc;
 
 using namespace test;
 
-class DaemonRings : public ::testing::Test {
+class DaemonRings : public DaemonFixture {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/urnicd-rings-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    socket_ = dir_ + "/urnicd.sock";
-    prefix_ = "urnicd-rings" + std::to_string(::getpid());
-    daemon_ = std::make_unique<Proc>(std::vector<std::string>{
-        URNIC_DAEMON_BIN, "--foreground", "--socket", socket_, "--set",
-        "daemon.lock_dir=" + dir_ + "/locks", "--set", "daemon.file_prefix=" + prefix_, "--set",
-        "daemon.memory=nohuge", "--set", "daemon.memory_mb=512"});
-    ASSERT_TRUE(daemon_->wait_for_line("urnicd: ready", 30s)) << daemon_->output();
-    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sp_), 0);
-  }
-  void TearDown() override {
-    ::close(sp_[0]);
-    ::close(sp_[1]);
-    detach();
-    daemon_->signal(SIGTERM);
-    const int rc = daemon_->wait(30s);
-    if (!killed_) {
-      EXPECT_EQ(rc, 0) << daemon_->output();
-    }
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-    std::filesystem::remove_all("/var/run/dpdk/" + prefix_, ec);
-  }
-  std::string dir_, socket_, prefix_;
-  std::unique_ptr<Proc> daemon_;
-  int sp_[2] = {-1, -1};
-  bool killed_ = false;  // the test killed the daemon itself
+  DaemonRings() : DaemonFixture("rings") {}
 };
 
 // A writes 64 messages of 4 KiB into B's memory, reads them back, then SENDs B a 64-byte

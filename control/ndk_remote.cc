@@ -1,0 +1,288 @@
+// Attach mode's side of the public API (control/ndk_remote.h): the Adapter opened by name from
+// urnicd and its PDs, CQs, MRs and QPs, each backed by the daemon's object of the same kind.
+#include "control/ndk_remote.h"
+
+#include <algorithm>
+
+#include "control/control_plane.h"
+#include "control/last_error.h"
+#include "urnic/daemon.h"
+
+namespace urnic {
+namespace detail {
+namespace {
+
+// A PD's child (MR, QP): checks the PD is still usable, then registers the object (mu held).
+Status adopt_remote_locked(ObjectImpl* pd, ObjectImpl* o,
+                           std::initializer_list<ObjectImpl*> more = {}) {
+  AdapterImpl* a = pd->adapter;
+  if (a->shutting_down || pd->life != Life::kLive) return Status::kInvalidDeviceState;
+  for (ObjectImpl* m : more)
+    if (m->life != Life::kLive) return Status::kInvalidDeviceState;
+  a->adopt_locked(o, {pd});
+  for (ObjectImpl* m : more) {
+    ++m->successors;
+    o->antecedents.push_back(m);
+  }
+  return Status::kSuccess;
+}
+
+// The GID table as the embedded adapter's ctl::ControlPlane::gids() orders it: link-local,
+// IPv4-mapped, IPv6.
+std::vector<std::array<uint8_t, 16>> gids_of(const DaemonAdapter& d) {
+  std::vector<std::array<uint8_t, 16>> g{ctl::link_local_gid(d.mac)};
+  if (d.ipv4 != 0) g.push_back(ctl::gid_from_ipv4(d.ipv4));
+  if (d.ipv6) g.push_back(*d.ipv6);
+  return g;
+}
+
+}  // namespace
+
+Status RemotePdImpl::teardown_locked() {
+  // A daemon that is gone took its objects with it: nothing is left to wait for.
+  if (handle != 0) (void)remote::destroy(handle);
+  handle = 0;
+  return Status::kSuccess;
+}
+
+Status RemoteMrImpl::teardown_locked() {
+  if (handle != 0) (void)remote::destroy(handle);
+  handle = 0;
+  lkey.store(0, std::memory_order_relaxed);
+  rkey.store(0, std::memory_order_relaxed);
+  return Status::kSuccess;
+}
+
+void* RemoteQpImpl::extension(const ExtensionId& id, Version v) noexcept {
+  if (id == QpConnectExtension::kId && version_ok(v, QpConnectExtension::kVersion)) return &conn_;
+  return nullptr;
+}
+
+// ---- Creation ----------------------------------------------------------------------------------
+
+Status remote_create_cq(AdapterImpl* a, uint32_t depth, CqNotificationCallback notification,
+                        Handle<Cq>* out) noexcept {
+  if (out == nullptr || depth == 0 || depth > a->info.max_cq_depth)
+    return Status::kInvalidParameter;
+  // Its arms would never be answered: refused rather than left silent.
+  if (notification != nullptr) return remote_unsupported("create_cq with a notification callback");
+  return guarded([&] {
+    auto c = std::make_unique<RemoteCqImpl>(a);
+    if (Status s = c->cq.create(a->remote_index, depth); s != Status::kSuccess) return s;
+    std::lock_guard lk(a->mu);
+    if (a->shutting_down) return Status::kInvalidDeviceState;  // ~RemoteCq destroys it
+    a->adopt_locked(c.get(), {});
+    *out = Handle<Cq>(&c.release()->pub_);
+    return Status::kSuccess;
+  });
+}
+
+Status remote_create_pd(AdapterImpl* a, Handle<Pd>* out) noexcept {
+  if (out == nullptr) return Status::kInvalidParameter;
+  return guarded([&] {
+    auto p = std::make_unique<RemotePdImpl>(a);
+    if (Status s = remote::create_pd(a->remote_index, &p->handle); s != Status::kSuccess) return s;
+    std::lock_guard lk(a->mu);
+    if (a->shutting_down) {
+      (void)p->teardown_locked();
+      return Status::kInvalidDeviceState;
+    }
+    a->adopt_locked(p.get(), {});
+    *out = Handle<Pd>(&p.release()->pub_);
+    return Status::kSuccess;
+  });
+}
+
+Status remote_create_mr(ObjectImpl* pd, bool fast_register, Handle<Mr>* out) noexcept {
+  if (out == nullptr) return Status::kInvalidParameter;
+  if (fast_register)
+    return fail_with(Status::kNotSupported, "create_mr: no fast-register MRs in attach mode");
+  AdapterImpl* a = pd->adapter;
+  return guarded([&] {
+    auto m = std::make_unique<RemoteMrImpl>(a, static_cast<RemotePdImpl*>(pd));
+    std::lock_guard lk(a->mu);
+    if (Status s = adopt_remote_locked(pd, m.get()); s != Status::kSuccess) return s;
+    *out = Handle<Mr>(&m.release()->pub_);
+    return Status::kSuccess;
+  });
+}
+
+Status remote_create_qp(ObjectImpl* pd, ObjectImpl* rcq, ObjectImpl* scq, void* qp_context,
+                        uint32_t rq_depth, uint32_t sq_depth, uint32_t max_rsge, uint32_t max_ssge,
+                        uint32_t inline_size, Handle<Qp>* out) noexcept {
+  AdapterImpl* a = pd->adapter;
+  if (out == nullptr || !rcq->remote || !scq->remote || rcq->adapter != a || scq->adapter != a)
+    return Status::kInvalidParameter;
+  const AdapterInfo& i = a->info;
+  if (rq_depth == 0 || rq_depth > i.max_receive_queue_depth || sq_depth == 0 ||
+      sq_depth > i.max_initiator_queue_depth || max_rsge > i.max_receive_request_sge ||
+      max_ssge > i.max_initiator_request_sge || inline_size > i.max_inline_data_size)
+    return Status::kInvalidParameter;
+  return guarded([&] {
+    auto q = std::make_unique<RemoteQpImpl>(a);
+    {
+      std::lock_guard lk(a->mu);
+      if (a->shutting_down || pd->life != Life::kLive || rcq->life != Life::kLive ||
+          scq->life != Life::kLive)
+        return Status::kInvalidDeviceState;
+    }
+    const auto& r = static_cast<RemoteCqImpl*>(rcq)->cq;
+    const auto& s = static_cast<RemoteCqImpl*>(scq)->cq;
+    if (Status st = q->qp.create(static_cast<RemotePdImpl*>(pd)->handle, s, r, sq_depth, rq_depth,
+                                 max_ssge, max_rsge, inline_size, qp_context);
+        st != Status::kSuccess)
+      return st;
+    std::lock_guard lk(a->mu);
+    // Between the two locks a close may have begun: ~RemoteQp destroys the daemon's QP then.
+    if (Status st = adopt_remote_locked(pd, q.get(), {rcq, scq}); st != Status::kSuccess) return st;
+    *out = Handle<Qp>(&q.release()->pub_);
+    return Status::kSuccess;
+  });
+}
+
+// ---- MR ----------------------------------------------------------------------------------------
+
+Status remote_register_mr(ObjectImpl* mr, const void* address, size_t length,
+                          uint32_t flags) noexcept {
+  auto* m = static_cast<RemoteMrImpl*>(mr);
+  AdapterImpl* a = m->adapter;
+  std::lock_guard lk(a->mu);
+  if (m->handle != 0) return Status::kInvalidDeviceState;
+  if (length > a->info.max_registration_size) return Status::kInvalidBufferSize;
+  // The engine reaches only memory shared with the daemon: move the pages there first (kept if
+  // they are already, control/shared_memory.cc).
+  if (Status s = ensure_shared(address, length); s != Status::kSuccess) return s;
+  uint32_t h = 0, lkey = 0, rkey = 0;
+  if (Status s = remote::register_mr(m->pd->handle, address, length, flags, &h, &lkey, &rkey);
+      s != Status::kSuccess)
+    return s;
+  m->handle = h;
+  m->lkey.store(lkey, std::memory_order_release);
+  m->rkey.store(rkey, std::memory_order_release);
+  return Status::kSuccess;
+}
+
+Status remote_deregister_mr(ObjectImpl* mr) noexcept {
+  auto* m = static_cast<RemoteMrImpl*>(mr);
+  std::lock_guard lk(m->adapter->mu);
+  if (m->handle == 0) return Status::kInvalidDeviceState;
+  return m->teardown_locked();
+}
+
+uint32_t remote_token(const ObjectImpl* mr) noexcept {
+  return static_cast<const RemoteMrImpl*>(mr)->rkey.load(std::memory_order_acquire);
+}
+
+// ---- CQ and QP: the rings ---------------------------------------------------------------------
+
+size_t remote_poll(ObjectImpl* cq, std::span<Result> out) noexcept {
+  return static_cast<RemoteCqImpl*>(cq)->cq.poll(out);
+}
+size_t remote_poll(ObjectImpl* cq, std::span<ResultEx> out) noexcept {
+  return static_cast<RemoteCqImpl*>(cq)->cq.poll(out);
+}
+
+Status remote_post(ObjectImpl* qp, shm::SendOp op, uint32_t allowed, void* ctx,
+                   std::span<const Sge> sgl, uint64_t remote_address, uint32_t remote_token,
+                   uint32_t flags) noexcept {
+  if (is_closing(qp)) return Status::kInvalidDeviceState;
+  if ((flags & ~allowed) != 0) return Status::kInvalidParameter;
+  return static_cast<RemoteQpImpl*>(qp)->qp.post(op, ctx, sgl, remote_address, remote_token, flags);
+}
+
+Status remote_receive(ObjectImpl* qp, void* ctx, std::span<const Sge> sgl) noexcept {
+  return static_cast<RemoteQpImpl*>(qp)->qp.receive(ctx, sgl);
+}
+
+void remote_flush(ObjectImpl* qp) noexcept {
+  QpAttributes err;
+  err.state = QpState::kErr;
+  (void)remote_modify(qp, err, qp_attr_mask::kState);
+}
+
+// ---- QpConnectExtension ------------------------------------------------------------------------
+
+uint32_t remote_qpn(const ObjectImpl* qp) noexcept {
+  return static_cast<const RemoteQpImpl*>(qp)->qp.qpn();
+}
+
+QpState remote_qp_state(const ObjectImpl* qp) noexcept {
+  return static_cast<const RemoteQpImpl*>(qp)->state.load(std::memory_order_acquire);
+}
+
+Status remote_modify(ObjectImpl* qp, const QpAttributes& at, uint32_t mask) noexcept {
+  auto* q = static_cast<RemoteQpImpl*>(qp);
+  // The daemon checks every range and the transition (its engine applies it synchronously).
+  const Status s = q->qp.modify(at, mask);
+  if (s != Status::kSuccess) return s;
+  QpAttributes& k = q->attrs;
+  namespace m = qp_attr_mask;
+  if (mask & m::kAccessFlags) k.access = at.access;
+  if (mask & m::kPathMtu) k.path_mtu = at.path_mtu;
+  if (mask & m::kDestQpn) k.dest_qpn = at.dest_qpn;
+  if (mask & m::kRqPsn) k.rq_psn = at.rq_psn;
+  if (mask & m::kSqPsn) k.sq_psn = at.sq_psn;
+  if (mask & m::kMaxDestRdAtomic) k.max_dest_rd_atomic = at.max_dest_rd_atomic;
+  if (mask & m::kMaxRdAtomic) k.max_rd_atomic = at.max_rd_atomic;
+  if (mask & m::kTimeout) k.timeout = at.timeout;
+  if (mask & m::kRetryCnt) k.retry_cnt = at.retry_cnt;
+  if (mask & m::kRnrRetry) k.rnr_retry = at.rnr_retry;
+  if (mask & m::kMinRnrTimer) k.min_rnr_timer = at.min_rnr_timer;
+  if (mask & m::kAv) k.av = at.av;
+  if (mask & m::kSelectiveRepeat) k.selective_repeat = at.selective_repeat;
+  if (mask & m::kState) {
+    k.state = at.state;
+    q->state.store(at.state, std::memory_order_release);
+  }
+  return s;
+}
+
+Status remote_query(const ObjectImpl* qp, QpAttributes* out) noexcept {
+  const auto* q = static_cast<const RemoteQpImpl*>(qp);
+  *out = q->attrs;
+  out->state = q->state.load(std::memory_order_acquire);
+  return Status::kSuccess;
+}
+
+}  // namespace detail
+
+// ---- Adapter::open by name ----------------------------------------------------------------------
+
+Status Adapter::open(std::string_view name, std::unique_ptr<Adapter>* out) noexcept {
+  if (out == nullptr || name.empty())
+    return detail::fail_with(Status::kInvalidParameter, "Adapter::open: no adapter name");
+  return detail::guarded([&]() -> Status {
+    // Attaches on first use (the socket from URNIC_DAEMON or the default path).
+    if (!attached())
+      if (Status s = attach(); s != Status::kSuccess) return s;
+    std::vector<DaemonAdapter> all;
+    if (Status s = daemon_adapters(&all); s != Status::kSuccess) return s;
+    const auto it = std::find_if(all.begin(), all.end(),
+                                 [&](const DaemonAdapter& d) { return d.name == name; });
+    if (it == all.end())
+      return detail::fail_with(Status::kBadNetworkName,
+                               "Adapter::open: the daemon has no adapter '" + std::string(name) +
+                                   "' (urnicctl lists them)");
+    auto impl = std::make_unique<detail::AdapterImpl>();
+    if (Status s = daemon_query_adapter(name, &impl->info, nullptr); s != Status::kSuccess)
+      return s;
+    impl->remote = true;
+    impl->remote_index = static_cast<uint32_t>(it - all.begin());
+    impl->remote_address.mac = it->mac;
+    impl->remote_address.ipv4 = it->ipv4;
+    if (it->ipv6) {
+      impl->remote_address.has_ipv6 = true;
+      impl->remote_address.ipv6 = *it->ipv6;
+    }
+    impl->remote_gids = detail::gids_of(*it);
+    impl->placed.assign(it->engines, 0);  // engines() says how many the daemon's adapter has
+    std::unique_ptr<Adapter> a(new Adapter(impl.get()));
+    impl.release()->pub = a.get();
+    *out = std::move(a);
+    return detail::succeed();
+  });
+}
+
+bool Adapter::attached_mode() const noexcept { return impl_->remote; }
+
+}  // namespace urnic

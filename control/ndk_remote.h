@@ -1,0 +1,102 @@
+// Attach mode's side of the public API (docs/daemon.md "The public API in attach mode"): an
+// Adapter opened by name from urnicd (Adapter::open(name, out)) creates these objects instead of
+// the embedded ones of ndk_internal.h. Each public call tests ObjectImpl::remote first and comes
+// here; posting and polling stay memory operations on the rings shared with the daemon
+// (control/attach.h), every other call is one request to it.
+//
+// Lifetime is the embedded one (AdapterImpl::close, antecedents and successors): every remote
+// object closes inline (its teardown is one synchronous request), and a close that pends behind
+// its successors (a PD closed before its QPs) completes when the last of them closes, its
+// completion then running on that thread (an attached adapter has no control thread).
+//
+// What attach mode does not offer yet answers kNotSupported: SRQs, memory windows,
+// fast-register MRs, the privileged token, datagram QPs and address handles, immediates and
+// atomics (QpExtension), CQ notifications and resize, connectors and listeners, and the
+// adapter's counters.
+#pragma once
+
+#include <atomic>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "control/attach.h"
+#include "control/last_error.h"
+#include "control/ndk_internal.h"
+
+namespace urnic::detail {
+
+// kNotSupported, with last_error() naming `what`.
+inline Status remote_unsupported(const char* what) noexcept {
+  return fail_with(Status::kNotSupported,
+                   std::string(what) + ": not offered in attach mode yet (docs/daemon.md)");
+}
+
+struct RemotePdImpl final : ImplOf<RemotePdImpl, Pd> {
+  explicit RemotePdImpl(AdapterImpl* a) : ImplOf(ObjectType::kPd, a, true) {}
+  Status teardown_locked() override;
+  bool closes_inline() const noexcept override { return true; }
+  uint32_t handle = 0;  // the daemon's
+};
+
+struct RemoteCqImpl final : ImplOf<RemoteCqImpl, Cq> {
+  explicit RemoteCqImpl(AdapterImpl* a) : ImplOf(ObjectType::kCq, a, true) {}
+  Status teardown_locked() override { return cq.destroy(); }
+  bool closes_inline() const noexcept override { return true; }
+  remote::RemoteCq cq;
+};
+
+struct RemoteMrImpl final : ImplOf<RemoteMrImpl, Mr> {
+  RemoteMrImpl(AdapterImpl* a, RemotePdImpl* p) : ImplOf(ObjectType::kMr, a, true), pd(p) {}
+  Status teardown_locked() override;
+  bool closes_inline() const noexcept override { return true; }
+  RemotePdImpl* const pd;
+  // The daemon's MR while registered (0: none); the tokens are read by any thread.
+  uint32_t handle = 0;
+  std::atomic<uint32_t> lkey{0}, rkey{0};
+};
+
+struct RemoteQpImpl final : ImplOf<RemoteQpImpl, Qp> {
+  explicit RemoteQpImpl(AdapterImpl* a) : ImplOf(ObjectType::kQp, a, true), conn_(this) {}
+  void* extension(const ExtensionId& id, Version v) noexcept override;
+  Status teardown_locked() override { return qp.destroy(); }
+  bool closes_inline() const noexcept override { return true; }
+  QpConnectExtension conn_;
+  remote::RemoteQp qp;
+  // What the modifies applied (query), and the state they left: the daemon's engine applies
+  // them synchronously, so these are the engine's until the QP fails on its own (then its
+  // completions say so).
+  QpAttributes attrs;
+  std::atomic<QpState> state{QpState::kInit};
+};
+
+// ---- Routing from the public calls (control/ndk_remote.cc) ----------------------------------
+Status remote_create_cq(AdapterImpl* a, uint32_t depth, CqNotificationCallback notification,
+                        Handle<Cq>* out) noexcept;
+Status remote_create_pd(AdapterImpl* a, Handle<Pd>* out) noexcept;
+Status remote_create_mr(ObjectImpl* pd, bool fast_register, Handle<Mr>* out) noexcept;
+Status remote_create_qp(ObjectImpl* pd, ObjectImpl* receive_cq, ObjectImpl* initiator_cq,
+                        void* qp_context, uint32_t rq_depth, uint32_t sq_depth, uint32_t max_rsge,
+                        uint32_t max_ssge, uint32_t inline_size, Handle<Qp>* out) noexcept;
+Status remote_register_mr(ObjectImpl* mr, const void* address, size_t length,
+                          uint32_t flags) noexcept;
+Status remote_deregister_mr(ObjectImpl* mr) noexcept;
+uint32_t remote_token(const ObjectImpl* mr) noexcept;
+
+size_t remote_poll(ObjectImpl* cq, std::span<Result> out) noexcept;
+size_t remote_poll(ObjectImpl* cq, std::span<ResultEx> out) noexcept;
+
+// Flags outside `allowed` (the operation's, as embedded posts check them) are refused here, not
+// by the daemon's bridge (which would fail the QP).
+Status remote_post(ObjectImpl* qp, shm::SendOp op, uint32_t allowed, void* ctx,
+                   std::span<const Sge> sgl, uint64_t remote_address, uint32_t remote_token,
+                   uint32_t flags) noexcept;
+Status remote_receive(ObjectImpl* qp, void* ctx, std::span<const Sge> sgl) noexcept;
+void remote_flush(ObjectImpl* qp) noexcept;
+
+uint32_t remote_qpn(const ObjectImpl* qp) noexcept;
+QpState remote_qp_state(const ObjectImpl* qp) noexcept;
+Status remote_modify(ObjectImpl* qp, const QpAttributes& at, uint32_t mask) noexcept;
+Status remote_query(const ObjectImpl* qp, QpAttributes* out) noexcept;
+
+}  // namespace urnic::detail

@@ -1,0 +1,293 @@
+// Attach mode through the unchanged public API (issue 38 item 2, docs/daemon.md "The public API
+// in attach mode"): client processes open urnicd's adapters by name (Adapter::open(name)) and use
+// Adapter / Pd / Cq / Mr / Qp / QpConnectExtension exactly as embedded programs do; only the
+// adapter's opening differs. Buffers come from alloc_memory (shared from the start) and from
+// the heap (moved in place at registration). Every byte is checked, every completion counted;
+// what attach mode does not offer yet is refused with kNotSupported and a reason, never left
+// silent; the close rules (an antecedent's close pends until its successors are closed) hold.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attach_side.h"
+#include "urnic/daemon.h"
+#include "urnic/urnic.h"
+
+namespace urnic {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace test;
+
+class DaemonApi : public DaemonFixture {
+ protected:
+  DaemonApi() : DaemonFixture("api") {}
+};
+
+constexpr uint32_t kWrites = 32, kLen = 4096;
+constexpr size_t kMem = 1 << 20;
+
+// One client's objects, made with the public API only.
+struct ApiSide {
+  std::unique_ptr<Adapter> adapter;
+  Handle<Pd> pd;
+  Handle<Cq> cq;
+  Handle<Mr> mr;
+  Handle<Qp> qp;
+  uint8_t* mem = nullptr;
+
+  // `mem_` is the memory to register (alloc_memory's or the heap's).
+  std::string open(const char* name, uint8_t* mem_) {
+    mem = mem_;
+    if (Adapter::open(name, &adapter) != Status::kSuccess)
+      return std::string("open: ") + last_error();
+    if (!adapter->attached_mode()) return "not in attach mode";
+    if (adapter->create_pd(nullptr, nullptr, &pd) != Status::kSuccess) return "create_pd";
+    if (adapter->create_cq(256, nullptr, nullptr, nullptr, nullptr, &cq) != Status::kSuccess)
+      return std::string("create_cq: ") + last_error();
+    if (pd->create_mr(false, nullptr, nullptr, &mr) != Status::kSuccess) return "create_mr";
+    if (mr->register_mr(mem, kMem, mr_flag::kAllowRemoteWrite | mr_flag::kAllowRemoteRead, nullptr,
+                        nullptr) != Status::kSuccess)
+      return std::string("register_mr: ") + last_error();
+    if (pd->create_qp(*cq, *cq, this, 64, 128, 2, 2, 64, nullptr, nullptr, &qp) != Status::kSuccess)
+      return std::string("create_qp: ") + last_error();
+    return "";
+  }
+  // Exchanges QPN, token and address over `sock`, then RTR and RTS towards `peer_ip`.
+  std::string join(int sock, uint32_t peer_ip, PeerInfo* peer) {
+    auto* c = qp->query_extension<QpConnectExtension>();
+    if (c == nullptr) return "no QpConnectExtension";
+    const PeerInfo me{c->qpn(), mr->get_remote_token(), reinterpret_cast<uint64_t>(mem)};
+    if (::write(sock, &me, sizeof me) != sizeof me) return "exchange write";
+    timeval tv{20, 0};
+    ::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (::read(sock, peer, sizeof *peer) != sizeof *peer) return "exchange read";
+    QpAttributes a;
+    a.state = QpState::kRtr;
+    a.path_mtu = 1024;
+    a.dest_qpn = peer->qpn;
+    a.av.dst_ipv4 = peer_ip;
+    namespace m = qp_attr_mask;
+    if (c->modify(a,
+                  m::kState | m::kPathMtu | m::kDestQpn | m::kRqPsn | m::kMaxDestRdAtomic |
+                      m::kMinRnrTimer | m::kAv,
+                  nullptr, nullptr) != Status::kSuccess)
+      return std::string("RTR: ") + last_error();
+    a.state = QpState::kRts;
+    if (c->modify(
+            a, m::kState | m::kSqPsn | m::kTimeout | m::kRetryCnt | m::kRnrRetry | m::kMaxRdAtomic,
+            nullptr, nullptr) != Status::kSuccess)
+      return std::string("RTS: ") + last_error();
+    QpAttributes q;
+    if (c->query(&q) != Status::kSuccess || q.state != QpState::kRts || q.dest_qpn != peer->qpn ||
+        c->state() != QpState::kRts)
+      return "query after RTS";
+    return "";
+  }
+  // Polls until `n` completions or 20 s; all into `out`.
+  size_t wait(size_t n, std::vector<ResultEx>* out) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    ResultEx r[16];
+    for (uint32_t idle = 0; out->size() < n && std::chrono::steady_clock::now() < deadline;) {
+      const size_t got = cq->get_results_ex(r);
+      out->insert(out->end(), r, r + got);
+      if (got == 0 && ++idle % 1024 == 0 && !daemon_alive()) break;
+      if (got == 0) std::this_thread::yield();
+    }
+    return out->size();
+  }
+};
+
+// The writer: memory from alloc_memory; 32 deferred WRITEs of 4 KiB, a READ of them back, an
+// inline SEND.
+std::string writer(int sock) {
+  void* m = nullptr;
+  if (alloc_memory(kMem, &m) != Status::kSuccess) return std::string("alloc: ") + last_error();
+  ApiSide s;
+  if (std::string e = s.open("urnic0", static_cast<uint8_t*>(m)); !e.empty()) return e;
+  PeerInfo peer{};
+  if (std::string e = s.join(sock, kIpB, &peer); !e.empty()) return e;
+  for (uint32_t i = 0; i < kWrites; ++i) {
+    uint8_t* src = s.mem + i * kLen;
+    for (uint32_t j = 0; j < kLen; ++j) src[j] = static_cast<uint8_t>(i * 13 + j);
+    const Sge sge{reinterpret_cast<uint64_t>(src), kLen, s.mr->get_local_token()};
+    if (s.qp->write(reinterpret_cast<void*>(uint64_t{i}), {&sge, 1}, peer.addr + i * kLen,
+                    peer.rkey, i + 1 < kWrites ? op_flag::kDefer : 0) != Status::kSuccess)
+      return "write " + std::to_string(i);
+  }
+  const Sge back{reinterpret_cast<uint64_t>(s.mem + kMem / 2), kWrites * kLen,
+                 s.mr->get_local_token()};
+  if (s.qp->read(reinterpret_cast<void*>(uint64_t{1000}), {&back, 1}, peer.addr, peer.rkey, 0) !=
+      Status::kSuccess)
+    return "read";
+  char msg[48];
+  for (size_t j = 0; j < sizeof msg; ++j) msg[j] = static_cast<char>('a' + j % 26);
+  const Sge inl{reinterpret_cast<uint64_t>(msg), sizeof msg, 0};
+  if (s.qp->send(reinterpret_cast<void*>(uint64_t{2000}), {&inl, 1}, op_flag::kInline) !=
+      Status::kSuccess)
+    return "send";
+  std::vector<ResultEx> done;
+  if (s.wait(kWrites + 2, &done) != kWrites + 2)
+    return "completions: " + std::to_string(done.size());
+  for (size_t i = 0; i < done.size(); ++i) {
+    const uint64_t want = i < kWrites ? i : i == kWrites ? 1000 : 2000;
+    if (done[i].status != Status::kSuccess || done[i].qp_context != &s ||
+        reinterpret_cast<uint64_t>(done[i].request_context) != want)
+      return "completion " + std::to_string(i);
+  }
+  if (std::memcmp(s.mem, s.mem + kMem / 2, kWrites * kLen) != 0) return "read-back bytes";
+  // Memory in use by an MR stays; once the MR is closed it can go.
+  if (free_memory(m) != Status::kDeviceBusy) return "free_memory of registered memory";
+  s.qp.reset();
+  s.mr.reset();
+  if (free_memory(m) != Status::kSuccess) return std::string("free_memory: ") + last_error();
+  return "";
+}
+
+// The target: heap memory (moved in place when registered), a receive for the SEND; checks
+// every byte. Attaches through $URNIC_DAEMON, as the drop-in libraries do.
+std::string target(const std::string& socket, int sock) {
+  ::setenv("URNIC_DAEMON", socket.c_str(), 1);
+  std::vector<uint8_t> heap(kMem + 4096);
+  uint8_t* mem = heap.data() + 100;  // not page-aligned: whole pages around it move
+  ApiSide s;
+  if (std::string e = s.open("urnic1", mem); !e.empty()) return e;
+  const Sge r{reinterpret_cast<uint64_t>(mem + kMem - 4096), 4096, s.mr->get_local_token()};
+  if (s.qp->receive(reinterpret_cast<void*>(uint64_t{77}), {&r, 1}) != Status::kSuccess)
+    return "receive";
+  PeerInfo peer{};
+  if (std::string e = s.join(sock, kIpA, &peer); !e.empty()) return e;
+  std::vector<ResultEx> done;
+  if (s.wait(1, &done) != 1) return "no receive completion";
+  if (done[0].status != Status::kSuccess || done[0].bytes_transferred != 48 ||
+      reinterpret_cast<uint64_t>(done[0].request_context) != 77 ||
+      done[0].type != OperationType::kReceive)
+    return "receive completion";
+  for (uint32_t i = 0; i < kWrites; ++i)
+    for (uint32_t j = 0; j < kLen; ++j)
+      if (mem[i * kLen + j] != static_cast<uint8_t>(i * 13 + j))
+        return "written byte " + std::to_string(i * kLen + j);
+  for (int j = 0; j < 48; ++j)
+    if (mem[kMem - 4096 + j] != 'a' + j % 26) return "sent byte " + std::to_string(j);
+  char c;
+  (void)::read(sock, &c, 1);  // the writer hangs up once it has every completion
+  return "";
+}
+
+TEST_F(DaemonApi, TwoProcessesWriteReadAndSendWithThePublicApi) {
+  const pid_t a = child([&] {
+    if (attach(socket_, "api-writer") != Status::kSuccess) return std::string(last_error());
+    return writer(sp_[0]);
+  });
+  const pid_t b = child([&] { return target(socket_, sp_[1]); });
+  EXPECT_EQ(reap(a), 0) << daemon_->output();
+  ::shutdown(sp_[0], SHUT_RDWR);
+  EXPECT_EQ(reap(b), 0) << daemon_->output();
+}
+
+// The objects this process holds on the daemon, by kind (daemon_clients: we run as root).
+DaemonClient mine() {
+  std::vector<DaemonClient> all;
+  DaemonInfo me;
+  if (daemon_clients(&all) != Status::kSuccess || daemon_info(&me) != Status::kSuccess) return {};
+  for (const DaemonClient& c : all)
+    if (c.id == me.client_id) return c;
+  return {};
+}
+
+void on_close(void* ctx) { ++*static_cast<int*>(ctx); }
+
+TEST_F(DaemonApi, WhatAttachModeLacksIsRefusedAndTheCloseRulesHold) {
+  ASSERT_EQ(attach(socket_, "api-rules"), Status::kSuccess) << last_error();
+  std::unique_ptr<Adapter> ad;
+  EXPECT_EQ(Adapter::open("urnic9", &ad), Status::kBadNetworkName);
+  EXPECT_NE(std::string(last_error()).find("urnic9"), std::string::npos) << last_error();
+  ASSERT_EQ(Adapter::open("urnic0", &ad), Status::kSuccess) << last_error();
+  // The adapter's identity is the daemon's port: its GIDs (link-local, then IPv4-mapped).
+  auto* ext = ad->query_extension<AdapterExtension>();
+  ASSERT_NE(ext, nullptr);
+  EXPECT_EQ(ext->local_address().ipv4, kIpA);
+  ASSERT_EQ(ext->gid_count(), 2u);
+  std::array<uint8_t, 16> gid{};
+  ASSERT_EQ(ext->query_gid(1, &gid), Status::kSuccess);
+  const std::array<uint8_t, 16> mapped{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 1};
+  EXPECT_EQ(gid, mapped);
+  EXPECT_EQ(ad->adapter_info().rdma_technology, RdmaTechnology::kRocev2);
+
+  Handle<Pd> pd;
+  Handle<Cq> cq, cb_cq;
+  ASSERT_EQ(ad->create_pd(nullptr, nullptr, &pd), Status::kSuccess);
+  ASSERT_EQ(ad->create_cq(64, nullptr, nullptr, nullptr, nullptr, &cq), Status::kSuccess);
+  // Refused with a reason, not accepted and left silent.
+  auto unsupported = [](Status s) {
+    return s == Status::kNotSupported &&
+           std::string(last_error()).find("attach mode") != std::string::npos;
+  };
+  EXPECT_TRUE(unsupported(ad->create_cq(
+      64, [](void*, Status) {}, nullptr, nullptr, nullptr, &cb_cq)));
+  Handle<Srq> srq;
+  EXPECT_TRUE(unsupported(pd->create_srq(16, 1, 0, nullptr, nullptr, nullptr, nullptr, &srq)));
+  Handle<Mw> mw;
+  EXPECT_TRUE(unsupported(pd->create_mw(nullptr, nullptr, &mw)));
+  Handle<Mr> frmr, mr;
+  EXPECT_TRUE(unsupported(pd->create_mr(true, nullptr, nullptr, &frmr)));
+  Handle<Connector> conn;
+  EXPECT_TRUE(unsupported(create_connector(*ad, nullptr, nullptr, &conn)));
+  AdapterCounters counters;
+  EXPECT_TRUE(unsupported(ad->query_counters(&counters)));
+  // The stack is not private anonymous memory that can move: a clear error, nothing moved.
+  ASSERT_EQ(pd->create_mr(false, nullptr, nullptr, &mr), Status::kSuccess);
+  char stack_buf[256];
+  EXPECT_EQ(mr->register_mr(stack_buf, sizeof stack_buf, 0, nullptr, nullptr),
+            Status::kNotSupported);
+  EXPECT_NE(std::string(last_error()).find("[stack]"), std::string::npos) << last_error();
+  // A file's pages cannot move either.
+  const int fd = ::open("/proc/self/exe", O_RDONLY);
+  void* file = ::mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  ASSERT_NE(file, MAP_FAILED);
+  EXPECT_EQ(mr->register_mr(file, 4096, 0, nullptr, nullptr), Status::kNotSupported);
+  ::munmap(file, 4096);
+
+  // Registered heap memory, a QP; then the PD closed first: its close pends until the QP's and
+  // the MR's closes, and its callback comes once, with the last of them.
+  std::vector<uint8_t> heap(64 * 1024);
+  ASSERT_EQ(mr->register_mr(heap.data(), heap.size(), mr_flag::kAllowRemoteWrite, nullptr, nullptr),
+            Status::kSuccess)
+      << last_error();
+  EXPECT_NE(mr->get_local_token(), 0u);
+  Handle<Qp> qp;
+  ASSERT_EQ(pd->create_qp(*cq, *cq, nullptr, 16, 16, 1, 1, 0, nullptr, nullptr, &qp),
+            Status::kSuccess)
+      << last_error();
+  EXPECT_EQ(qp->query_extension<QpExtension>(), nullptr);  // no immediates or atomics yet
+  DaemonClient c = mine();
+  EXPECT_EQ(c.pds, 1u);
+  EXPECT_EQ(c.cqs, 1u);
+  EXPECT_EQ(c.qps, 1u);
+  EXPECT_EQ(c.mrs, 1u);
+  int closed = 0;
+  EXPECT_EQ(pd.close(on_close, &closed), Status::kPending);
+  EXPECT_EQ(qp.close(nullptr, nullptr), Status::kSuccess);
+  EXPECT_EQ(closed, 0);
+  EXPECT_EQ(mine().pds, 1u);
+  EXPECT_EQ(mr.close(nullptr, nullptr), Status::kSuccess);
+  EXPECT_EQ(closed, 1);
+  c = mine();
+  EXPECT_EQ(c.pds + c.qps + c.mrs, 0u);
+  EXPECT_EQ(c.cqs, 1u);
+  // What the consumer leaves open is closed with the adapter, and its handle closes later.
+  ad.reset();
+  EXPECT_EQ(mine().cqs, 0u);
+  cq.reset();
+}
+
+}  // namespace
+}  // namespace urnic
