@@ -185,14 +185,14 @@ Status register_mr(uint32_t pd, const void* address, size_t length, uint32_t fla
 
 RemoteCq::~RemoteCq() { (void)destroy(); }
 
-Status RemoteCq::create(uint32_t adapter, uint32_t depth) noexcept {
+Status RemoteCq::create(uint32_t adapter, uint32_t depth, int event_fd) noexcept {
   ipc::CreateCqReq req{};
   req.adapter = adapter;
   req.depth = depth;
   ipc::CreateCqRep rep{};
   int fd = -1;
   Status s = daemon_transact(ipc::MsgType::kCreateCq, &req, sizeof req, &rep, sizeof rep,
-                             "create_cq", &fd);
+                             "create_cq", &fd, event_fd);
   if (s != Status::kSuccess) return s;
   map_ = fd >= 0 ? map_fd(fd, rep.map_bytes, nullptr) : nullptr;
   if (map_ == nullptr || rep.map_bytes < shm::ring_bytes(rep.capacity, sizeof(shm::CqSlot))) {
@@ -224,6 +224,32 @@ size_t RemoteCq::take(std::span<R> out) noexcept {
 }
 template size_t RemoteCq::take(std::span<ResultEx>) noexcept;
 template size_t RemoteCq::take(std::span<Result>) noexcept;
+
+bool RemoteCq::arm(uint32_t level) noexcept {
+  if (map_ == nullptr || level == shm::kArmNone || level > shm::kArmAny) return false;
+  std::atomic<uint32_t>& a = ring_.head->arm;
+  uint32_t cur = a.load(std::memory_order_relaxed);
+  while (cur < level && !a.compare_exchange_weak(cur, level, std::memory_order_relaxed)) {
+  }
+  // Dekker with the bridge's notify(): our arm stored, then its index read.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const uint32_t prod = ring_.head->prod.load(std::memory_order_acquire);
+  uint32_t want = a.load(std::memory_order_relaxed);
+  for (uint32_t i = cons_; i != prod && want != shm::kArmNone; ++i) {
+    ResultEx r;
+    std::memcpy(&r, ring_.slot(i), sizeof r);
+    while (want != shm::kArmNone && shm::satisfies(r, want))
+      if (a.compare_exchange_weak(want, shm::kArmNone, std::memory_order_acq_rel,
+                                  std::memory_order_relaxed))
+        return true;
+  }
+  return false;
+}
+
+uint32_t RemoteCq::disarm() noexcept {
+  if (map_ == nullptr) return shm::kArmNone;
+  return ring_.head->arm.exchange(shm::kArmNone, std::memory_order_acq_rel);
+}
 
 Status RemoteCq::destroy() noexcept {
   if (handle_ == 0) return Status::kSuccess;

@@ -73,7 +73,15 @@ class RemoteCq {
   RemoteCq(const RemoteCq&) = delete;
   RemoteCq& operator=(const RemoteCq&) = delete;
 
-  Status create(uint32_t adapter, uint32_t depth) noexcept;
+  // `event_fd` (an eventfd of the caller's, which keeps it; -1: none) is passed to the daemon,
+  // whose bridge writes it when an arm is satisfied.
+  Status create(uint32_t adapter, uint32_t depth, int event_fd = -1) noexcept;
+  // NdkArmCq (shm::RingHeader::arm, shm::kArm* levels, merged by max). Returns true when a
+  // completion that satisfies it already waits unconsumed in the ring and this call took the arm
+  // back: the caller fires it (the bridge will not). Never a syscall.
+  bool arm(uint32_t level) noexcept;
+  // Takes the arm back unfired; the level it had (kArmNone: none, or it fired already).
+  uint32_t disarm() noexcept;
   // Completions into `out`, oldest first; how many (Result: the first fields of each).
   size_t poll(std::span<ResultEx> out) noexcept { return take(out); }
   size_t poll(std::span<Result> out) noexcept { return take(out); }

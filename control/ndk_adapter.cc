@@ -150,13 +150,13 @@ Status AdapterImpl::close(ObjectImpl* o, CloseCompletion cb, void* ctx) noexcept
     if (guarded([&] { return o->teardown_locked(); }) == Status::kSuccess) {
       std::erase(objects, o);
       for (ObjectImpl* a : o->antecedents) --a->successors;
-      // Attach mode has no control thread: an antecedent whose close waited for this object
-      // (a PD closed before its QPs) completes now, its callback on this thread.
-      const bool pump = remote && !closing.empty();
+      // Attach mode: an antecedent whose close waited for this object (a PD closed before its
+      // QPs) is finished by the event thread, which runs its callback.
+      const bool wake = remote && !closing.empty();
       lk.unlock();
       o->release_unlocked();
       delete o;
-      if (pump) pump_remote();
+      if (wake) wake_remote();
       return Status::kSuccess;
     }
   }
@@ -164,6 +164,10 @@ Status AdapterImpl::close(ObjectImpl* o, CloseCompletion cb, void* ctx) noexcept
   // the control thread finishes the close (pump_closes_locked) and calls back.
   o->close_pending = true;
   closing.push_back(o);
+  if (remote) {
+    lk.unlock();
+    wake_remote();
+  }
   return Status::kPending;
 }
 
@@ -346,33 +350,27 @@ bool AdapterImpl::poll() {
   return any;
 }
 
-void AdapterImpl::pump_remote() {
-  std::unique_lock lk(mu);
-  pump_closes_locked();
-  while (!deferred.empty()) {
-    std::function<void()> fn = std::move(deferred.front());
-    deferred.pop_front();
-    lk.unlock();
-    fn();
-    lk.lock();
-  }
-}
-
 void AdapterImpl::shutdown() {
   if (remote) {
-    // As below, with every teardown inline (one request to the daemon each).
-    {
-      std::lock_guard lk(mu);
-      shutting_down = true;
-      for (ObjectImpl* o : objects) {
-        if (o->life != Life::kLive) continue;
-        o->life = Life::kClosing;
-        o->closing.store(true, std::memory_order_release);
-        o->keep_shell = true;
-        closing.push_back(o);
+    // As below; the event thread finishes the closes (each teardown one request to the daemon).
+    for (;;) {
+      {
+        std::lock_guard lk(mu);
+        shutting_down = true;
+        for (ObjectImpl* o : objects) {
+          if (o->life != Life::kLive) continue;
+          o->life = Life::kClosing;
+          o->closing.store(true, std::memory_order_release);
+          o->stop_events();
+          o->keep_shell = true;
+          closing.push_back(o);
+        }
+        if (objects.empty() && deferred.empty()) break;
       }
+      wake_remote();
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    pump_remote();
+    remote_events.reset();  // joins the event thread: a callback still running returns first
     return;
   }
   if (!ctl) return;
@@ -633,7 +631,8 @@ Status Adapter::create_cq(uint32_t depth, CqNotificationCallback notification,
 Status Adapter::create_cq(uint32_t depth, CqNotificationCallback notification,
                           void* notification_context, uint64_t affinity, CreateCompletion, void*,
                           Handle<Cq>* out) noexcept {
-  if (impl_->remote) return detail::remote_create_cq(impl_, depth, notification, out);
+  if (impl_->remote)
+    return detail::remote_create_cq(impl_, depth, notification, notification_context, out);
   if (out == nullptr || depth == 0 || depth > impl_->info.max_cq_depth)
     return Status::kInvalidParameter;
   return detail::log_create("CQ creation", detail::guarded([&] {

@@ -45,7 +45,7 @@ size_t Cq::get_results_ex(std::span<ResultEx> results) noexcept {
 }
 
 void Cq::arm(CqNotify type) noexcept {
-  if (impl_->remote) return;  // attach mode has no CQ notifications yet (ndk_remote.h)
+  if (impl_->remote) return detail::remote_arm(impl_, type);
   if (detail::is_closing(impl())) return;
   switch (type) {
     case CqNotify::kErrors:
@@ -115,31 +115,40 @@ Status Cq::control_interrupt_moderation(uint32_t interval_us, uint32_t count) no
   return Status::kSuccess;
 }
 
-uint32_t CqExtension::engine() const noexcept { return cq_->engine; }
+// Attach mode's CQs (control/ndk_remote.cc) have their own; cq_ is a CqImpl below that test.
+uint32_t CqExtension::engine() const noexcept {
+  if (cq_->remote) return 0;  // the daemon places it; one engine's worth of QPs either way
+  return static_cast<detail::CqImpl*>(cq_)->engine;
+}
 
 int CqExtension::notification_fd() noexcept {
-  int fd = cq_->event_fd.load(std::memory_order_acquire);
+  if (cq_->remote) return detail::remote_notification_fd(cq_);
+  auto* const cq = static_cast<detail::CqImpl*>(cq_);
+  int fd = cq->event_fd.load(std::memory_order_acquire);
   if (fd >= 0) return fd;
   const int mine = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (mine < 0) return -1;
   // Two first calls at once: one eventfd wins, the other is closed.
-  if (!cq_->event_fd.compare_exchange_strong(fd, mine, std::memory_order_acq_rel)) {
+  if (!cq->event_fd.compare_exchange_strong(fd, mine, std::memory_order_acq_rel)) {
     ::close(mine);
     return fd;
   }
   // From here on the arm's firer writes it (an arm already pending that fires before this is
   // published is written by the control thread instead: either way once).
-  std::lock_guard lk(cq_->adapter->mu);
-  cq_->publish_wake_fd_locked();
+  std::lock_guard lk(cq->adapter->mu);
+  cq->publish_wake_fd_locked();
   return mine;
 }
 
 bool CqExtension::cancel_notification() noexcept {
   // A closing CQ delivers no notification, hence has none to cancel.
-  if (detail::is_closing(cq_) || cq_->cq.disarm() == dp::Cq::kArmNone) return false;
+  if (detail::is_closing(cq_)) return false;
+  if (cq_->remote) return detail::remote_cancel_notification(cq_);
+  auto* const cq = static_cast<detail::CqImpl*>(cq_);
+  if (cq->cq.disarm() == dp::Cq::kArmNone) return false;
   // Release: the control thread that sees the doorbell (acquire) sees the flag.
-  cq_->cancelled_.store(true, std::memory_order_release);
-  cq_->adapter->doorbell.store(1, std::memory_order_release);
+  cq->cancelled_.store(true, std::memory_order_release);
+  cq->adapter->doorbell.store(1, std::memory_order_release);
   return true;
 }
 

@@ -88,6 +88,7 @@ inline constexpr uint32_t kMaxCalleeData = 148;
 
 struct AdapterImpl;
 struct PdImpl;
+class RemoteEvents;
 
 // The connection manager's counters of `a`, its agents gone included (control/cm/
 // ndk_connector.cc).
@@ -310,9 +311,8 @@ struct AdapterImpl {
   // ---- Engine operations and callbacks (mu held) ---------------------------------------------
   // Queues `op` for the control thread and wakes it (ndk_adapter.cc).
   void enqueue_op_locked(std::unique_ptr<EngineOp> op);
-  // Attach mode: finishes the closes that waited for their successors and runs the callbacks
-  // due, on the calling thread (an attached adapter has no control thread). mu not held.
-  void pump_remote();
+  // Attach mode: the event thread has work (control/ndk_remote.h). Any thread.
+  void wake_remote() noexcept;
   void defer_locked(std::function<void()> fn) { deferred.push_back(std::move(fn)); }
   // The control thread's work (a ControlPlane poller). Returns whether it did anything.
   bool poll();
@@ -338,6 +338,10 @@ struct AdapterImpl {
   uint32_t remote_index = 0;
   LocalAddress remote_address;
   std::vector<std::array<uint8_t, 16>> remote_gids;
+  struct StopEvents {
+    void operator()(RemoteEvents* e) const noexcept;  // ndk_remote.cc: stops and joins it
+  };
+  std::unique_ptr<RemoteEvents, StopEvents> remote_events;  // its event thread (ndk_remote.h)
   std::vector<dp::Engine*> engs;  // engine i serves the adapter's port queue i
   std::vector<uint32_t> placed;   // live CQs and SRQs per engine (under mu)
   std::unique_ptr<ctl::Adapter> ctl;

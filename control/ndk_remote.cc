@@ -2,7 +2,12 @@
 // urnicd and its PDs, CQs, MRs and QPs, each backed by the daemon's object of the same kind.
 #include "control/ndk_remote.h"
 
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <system_error>
 
 #include "control/control_plane.h"
 #include "control/last_error.h"
@@ -53,6 +58,161 @@ Status RemoteMrImpl::teardown_locked() {
   return Status::kSuccess;
 }
 
+// ---- CQs and their notifications -------------------------------------------------------------
+
+RemoteCqImpl::~RemoteCqImpl() {
+  if (event_fd >= 0) ::close(event_fd);
+  if (const int fd = user_fd.load(std::memory_order_relaxed); fd >= 0) ::close(fd);
+}
+
+void* RemoteCqImpl::extension(const ExtensionId& id, Version v) noexcept {
+  if (id == CqExtension::kId && version_ok(v, CqExtension::kVersion)) return &ext_;
+  return nullptr;
+}
+
+Status RemoteCqImpl::teardown_locked() {
+  (void)cq.destroy();  // a daemon that is gone took it with it
+  return Status::kSuccess;
+}
+
+void RemoteCqImpl::stop_events() noexcept {
+  events_.store(false, std::memory_order_release);
+  if (adapter->remote_events) adapter->remote_events->remove(this);
+}
+
+RemoteEvents::RemoteEvents(AdapterImpl* a) : a_(a) {
+  ep_ = ::epoll_create1(EPOLL_CLOEXEC);
+  wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;  // the wake fd
+  if (ep_ < 0 || wake_ < 0 || ::epoll_ctl(ep_, EPOLL_CTL_ADD, wake_, &ev) != 0) {
+    const int e = errno;
+    if (ep_ >= 0) ::close(ep_);
+    if (wake_ >= 0) ::close(wake_);
+    throw std::system_error(e, std::generic_category(), "attach-mode event thread");
+  }
+  t_ = std::thread([this] { run(); });
+}
+
+RemoteEvents::~RemoteEvents() {
+  stop_.store(true, std::memory_order_release);
+  wake();
+  t_.join();
+  ::close(ep_);
+  ::close(wake_);
+}
+
+bool RemoteEvents::add(RemoteCqImpl* c) noexcept {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = c;
+  return ::epoll_ctl(ep_, EPOLL_CTL_ADD, c->event_fd, &ev) == 0;
+}
+
+void RemoteEvents::remove(RemoteCqImpl* c) noexcept {
+  (void)::epoll_ctl(ep_, EPOLL_CTL_DEL, c->event_fd, nullptr);
+}
+
+void RemoteEvents::wake() noexcept {
+  const uint64_t one = 1;
+  (void)!::write(wake_, &one, sizeof one);
+}
+
+namespace {
+
+// One notification of `c` (mu held): the consumer's eventfd now, its callback deferred.
+void deliver_locked(AdapterImpl* a, RemoteCqImpl* c, Status s) {
+  if (!c->events_.load(std::memory_order_acquire)) return;
+  if (const int fd = c->user_fd.load(std::memory_order_acquire); fd >= 0) {
+    const uint64_t one = 1;
+    (void)!::write(fd, &one, sizeof one);
+  }
+  if (c->notify_cb == nullptr) return;
+  a->defer_locked([c, s] {
+    if (c->events_.load(std::memory_order_acquire)) c->notify_cb(c->notify_ctx, s);
+  });
+}
+
+}  // namespace
+
+void RemoteEvents::run() {
+  while (!stop_.load(std::memory_order_acquire)) {
+    epoll_event evs[16];
+    // The timeout only bounds how late a stop is seen should a wake be lost; work wakes it.
+    const int n = ::epoll_wait(ep_, evs, 16, 100);
+    {
+      std::lock_guard lk(a_->mu);
+      for (int i = 0; i < n; ++i) {
+        uint64_t count = 0;
+        auto* c = static_cast<RemoteCqImpl*>(evs[i].data.ptr);
+        // A CQ whose close began after epoll_wait returned is still alive: its close completes
+        // in poll() below, on this thread.
+        if (::read(c != nullptr ? c->event_fd : wake_, &count, sizeof count) != sizeof count)
+          continue;
+        for (uint64_t k = 0; c != nullptr && k < count; ++k)
+          deliver_locked(a_, c, Status::kSuccess);
+      }
+      for (ObjectImpl* o : a_->objects) {
+        if (o->type != ObjectType::kCq) continue;
+        auto* c = static_cast<RemoteCqImpl*>(o);
+        if (c->cancelled_.exchange(false, std::memory_order_acq_rel))
+          deliver_locked(a_, c, Status::kCancelled);
+      }
+    }
+    // Pending closes, then the callbacks, one at a time, without the lock.
+    while (a_->poll()) {
+    }
+  }
+}
+
+void remote_arm(ObjectImpl* cq, CqNotify type) noexcept {
+  if (is_closing(cq)) return;
+  auto* c = static_cast<RemoteCqImpl*>(cq);
+  uint32_t level = shm::kArmNone;
+  switch (type) {
+    case CqNotify::kErrors:
+      level = shm::kArmErrors;
+      break;
+    case CqNotify::kSolicited:
+      level = shm::kArmSolicited;
+      break;
+    case CqNotify::kAny:
+      level = shm::kArmAny;
+      break;
+    default:
+      return;  // NdkArmCq is VOID: an unknown type is ignored
+  }
+  if (c->cq.arm(level)) {
+    // Satisfied by what waits in the ring already: fired here, delivered by the event thread.
+    const uint64_t one = 1;
+    (void)!::write(c->event_fd, &one, sizeof one);
+  }
+}
+
+int remote_notification_fd(ObjectImpl* cq) noexcept {
+  auto* c = static_cast<RemoteCqImpl*>(cq);
+  int fd = c->user_fd.load(std::memory_order_acquire);
+  if (fd >= 0) return fd;
+  const int mine = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (mine < 0) return -1;
+  if (!c->user_fd.compare_exchange_strong(fd, mine, std::memory_order_acq_rel)) {
+    ::close(mine);  // two first calls at once: the other's won
+    return fd;
+  }
+  return mine;
+}
+
+bool remote_cancel_notification(ObjectImpl* cq) noexcept {
+  auto* c = static_cast<RemoteCqImpl*>(cq);
+  if (c->cq.disarm() == shm::kArmNone) return false;
+  c->cancelled_.store(true, std::memory_order_release);
+  c->adapter->wake_remote();
+  return true;
+}
+
+// ---- QPs ---------------------------------------------------------------------------------------
+
 void* RemoteQpImpl::extension(const ExtensionId& id, Version v) noexcept {
   if (id == QpConnectExtension::kId && version_ok(v, QpConnectExtension::kVersion)) return &conn_;
   return nullptr;
@@ -61,16 +221,20 @@ void* RemoteQpImpl::extension(const ExtensionId& id, Version v) noexcept {
 // ---- Creation ----------------------------------------------------------------------------------
 
 Status remote_create_cq(AdapterImpl* a, uint32_t depth, CqNotificationCallback notification,
-                        Handle<Cq>* out) noexcept {
+                        void* notification_context, Handle<Cq>* out) noexcept {
   if (out == nullptr || depth == 0 || depth > a->info.max_cq_depth)
     return Status::kInvalidParameter;
-  // Its arms would never be answered: refused rather than left silent.
-  if (notification != nullptr) return remote_unsupported("create_cq with a notification callback");
   return guarded([&] {
-    auto c = std::make_unique<RemoteCqImpl>(a);
-    if (Status s = c->cq.create(a->remote_index, depth); s != Status::kSuccess) return s;
+    auto c = std::make_unique<RemoteCqImpl>(a, notification, notification_context);
+    c->event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (c->event_fd < 0) return fail_with(Status::kInsufficientResources, "create_cq: no eventfd");
+    if (Status s = c->cq.create(a->remote_index, depth, c->event_fd); s != Status::kSuccess)
+      return s;
     std::lock_guard lk(a->mu);
-    if (a->shutting_down) return Status::kInvalidDeviceState;  // ~RemoteCq destroys it
+    // ~RemoteCq destroys the daemon's CQ on either refusal.
+    if (a->shutting_down) return Status::kInvalidDeviceState;
+    if (!a->remote_events->add(c.get()))
+      return fail_with(Status::kInsufficientResources, "create_cq: epoll");
     a->adopt_locked(c.get(), {});
     *out = Handle<Cq>(&c.release()->pub_);
     return Status::kSuccess;
@@ -276,6 +440,7 @@ Status Adapter::open(std::string_view name, std::unique_ptr<Adapter>* out) noexc
     }
     impl->remote_gids = detail::gids_of(*it);
     impl->placed.assign(it->engines, 0);  // engines() says how many the daemon's adapter has
+    impl->remote_events.reset(new detail::RemoteEvents(impl.get()));
     std::unique_ptr<Adapter> a(new Adapter(impl.get()));
     impl.release()->pub = a.get();
     *out = std::move(a);
@@ -284,5 +449,11 @@ Status Adapter::open(std::string_view name, std::unique_ptr<Adapter>* out) noexc
 }
 
 bool Adapter::attached_mode() const noexcept { return impl_->remote; }
+
+void detail::AdapterImpl::StopEvents::operator()(RemoteEvents* e) const noexcept { delete e; }
+
+void detail::AdapterImpl::wake_remote() noexcept {
+  if (remote_events) remote_events->wake();
+}
 
 }  // namespace urnic

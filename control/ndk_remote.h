@@ -4,21 +4,30 @@
 // here; posting and polling stay memory operations on the rings shared with the daemon
 // (control/attach.h), every other call is one request to it.
 //
-// Lifetime is the embedded one (AdapterImpl::close, antecedents and successors): every remote
-// object closes inline (its teardown is one synchronous request), and a close that pends behind
-// its successors (a PD closed before its QPs) completes when the last of them closes, its
-// completion then running on that thread (an attached adapter has no control thread).
+// Lifetime is the embedded one (AdapterImpl::close, antecedents and successors). PDs, MRs and
+// QPs close inline (the teardown is one synchronous request); a CQ's close, and any close that
+// pends behind its successors (a PD closed before its QPs), is finished by the adapter's event
+// thread (RemoteEvents), which also runs every callback, one at a time, as an embedded adapter's
+// control thread does.
+//
+// CQ notifications: each CQ has an eventfd of this process, passed to the daemon at creation.
+// arm() sets the level in the ring header (shm::RingHeader::arm); the daemon's bridge, after it
+// publishes a completion that satisfies it, takes the arm and writes the eventfd (or arm() does,
+// when a satisfying completion already waits in the ring). The event thread reads it and
+// delivers: the notification callback, and the consumer's own eventfd
+// (CqExtension::notification_fd) if one was asked for.
 //
 // What attach mode does not offer yet answers kNotSupported: SRQs, memory windows,
 // fast-register MRs, the privileged token, datagram QPs and address handles, immediates and
-// atomics (QpExtension), CQ notifications and resize, connectors and listeners, and the
-// adapter's counters.
+// atomics (QpExtension), CQ resize and moderation, connectors and listeners, and the adapter's
+// counters.
 #pragma once
 
 #include <atomic>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "control/attach.h"
 #include "control/last_error.h"
@@ -40,10 +49,43 @@ struct RemotePdImpl final : ImplOf<RemotePdImpl, Pd> {
 };
 
 struct RemoteCqImpl final : ImplOf<RemoteCqImpl, Cq> {
-  explicit RemoteCqImpl(AdapterImpl* a) : ImplOf(ObjectType::kCq, a, true) {}
-  Status teardown_locked() override { return cq.destroy(); }
-  bool closes_inline() const noexcept override { return true; }
+  RemoteCqImpl(AdapterImpl* a, CqNotificationCallback cb, void* ctx)
+      : ImplOf(ObjectType::kCq, a, true), ext_(this), notify_cb(cb), notify_ctx(ctx) {}
+  ~RemoteCqImpl() override;
+  void* extension(const ExtensionId& id, Version v) noexcept override;
+  Status teardown_locked() override;
+  // Not inline: the event thread may be delivering its notification (it finishes the close).
+  void stop_events() noexcept override;
+
+  CqExtension ext_;
   remote::RemoteCq cq;
+  int event_fd = -1;  // ours, the daemon's copy written by its bridge; written by arm() too
+  std::atomic<int> user_fd{-1};  // CqExtension::notification_fd, once asked for
+  const CqNotificationCallback notify_cb;
+  void* const notify_ctx;
+  std::atomic<bool> events_{true};
+  std::atomic<bool> cancelled_{false};  // an arm was cancelled: deliver kCancelled
+};
+
+// An attached adapter's event thread: waits (epoll) on its CQs' eventfds and a wake eventfd,
+// delivers CQ notifications, and runs AdapterImpl::poll() (pending closes, callbacks).
+class RemoteEvents {
+ public:
+  explicit RemoteEvents(AdapterImpl* a);  // throws std::system_error if it cannot start
+  ~RemoteEvents();                        // stops and joins it; not from the thread itself
+  RemoteEvents(const RemoteEvents&) = delete;
+  RemoteEvents& operator=(const RemoteEvents&) = delete;
+  bool add(RemoteCqImpl* c) noexcept;
+  void remove(RemoteCqImpl* c) noexcept;
+  // The thread has work (a close to finish, a cancelled arm): it looks now. Any thread.
+  void wake() noexcept;
+
+ private:
+  void run();
+  AdapterImpl* const a_;
+  int ep_ = -1, wake_ = -1;
+  std::atomic<bool> stop_{false};
+  std::thread t_;
 };
 
 struct RemoteMrImpl final : ImplOf<RemoteMrImpl, Mr> {
@@ -72,7 +114,7 @@ struct RemoteQpImpl final : ImplOf<RemoteQpImpl, Qp> {
 
 // ---- Routing from the public calls (control/ndk_remote.cc) ----------------------------------
 Status remote_create_cq(AdapterImpl* a, uint32_t depth, CqNotificationCallback notification,
-                        Handle<Cq>* out) noexcept;
+                        void* notification_context, Handle<Cq>* out) noexcept;
 Status remote_create_pd(AdapterImpl* a, Handle<Pd>* out) noexcept;
 Status remote_create_mr(ObjectImpl* pd, bool fast_register, Handle<Mr>* out) noexcept;
 Status remote_create_qp(ObjectImpl* pd, ObjectImpl* receive_cq, ObjectImpl* initiator_cq,
@@ -83,6 +125,9 @@ Status remote_register_mr(ObjectImpl* mr, const void* address, size_t length,
 Status remote_deregister_mr(ObjectImpl* mr) noexcept;
 uint32_t remote_token(const ObjectImpl* mr) noexcept;
 
+void remote_arm(ObjectImpl* cq, CqNotify type) noexcept;
+int remote_notification_fd(ObjectImpl* cq) noexcept;
+bool remote_cancel_notification(ObjectImpl* cq) noexcept;
 size_t remote_poll(ObjectImpl* cq, std::span<Result> out) noexcept;
 size_t remote_poll(ObjectImpl* cq, std::span<ResultEx> out) noexcept;
 

@@ -122,6 +122,7 @@ BridgeCounters Bridge::counters() const noexcept {
   c.sends = sends_.load(std::memory_order_relaxed);
   c.receives = receives_.load(std::memory_order_relaxed);
   c.completions = completions_.load(std::memory_order_relaxed);
+  c.cq_events = cq_events_.load(std::memory_order_relaxed);
   c.client_errors = client_errors_.load(std::memory_order_relaxed);
   c.sleeps = sleeps_.load(std::memory_order_relaxed);
   c.wakeups = wakeups_.load(std::memory_order_relaxed);
@@ -282,7 +283,28 @@ bool Bridge::fill_cq(LiveCq& c) noexcept {
   c.prod += static_cast<uint32_t>(got);
   r.head->prod.store(c.prod, std::memory_order_release);  // the slots are the client's to read
   completions_.fetch_add(got, std::memory_order_relaxed);
+  if (c.r.event_fd >= 0) notify(c, std::span<const ResultEx>(out, got));
   return true;
+}
+
+void Bridge::notify(LiveCq& c, std::span<const ResultEx> fresh) noexcept {
+  // Dekker with the client's arm() (shm::RingHeader::arm): prod stored above, then the arm read.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  std::atomic<uint32_t>& arm = c.r.ring.head->arm;
+  uint32_t level = arm.load(std::memory_order_relaxed);
+  while (level != shm::kArmNone) {
+    const bool met = std::any_of(fresh.begin(), fresh.end(),
+                                 [&](const ResultEx& r) { return shm::satisfies(r, level); });
+    if (!met) return;
+    if (arm.compare_exchange_weak(level, shm::kArmNone, std::memory_order_acq_rel,
+                                  std::memory_order_relaxed)) {
+      // One syscall per satisfied arm, never per completion; the eventfd is non-blocking.
+      const uint64_t one = 1;
+      (void)!::write(c.r.event_fd, &one, sizeof one);
+      cq_events_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
 }
 
 }  // namespace urnic::daemon

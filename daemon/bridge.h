@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "daemon/shm.h"
@@ -30,6 +31,7 @@ namespace urnic::daemon {
 
 struct BridgeCounters {
   uint64_t sends = 0, receives = 0, completions = 0;
+  uint64_t cq_events = 0;      // client arms satisfied by the bridge (eventfd writes)
   uint64_t client_errors = 0;  // QPs and CQs failed for what their client wrote
   uint64_t sleeps = 0;         // naps with the doorbell armed
   uint64_t wakeups = 0;        // of them ended by a client's doorbell
@@ -45,6 +47,7 @@ class Bridge {
   struct CqRing {
     Cq* cq = nullptr;
     shm::RingView ring;
+    int event_fd = -1;  // the client's, written when its arm is satisfied (-1: none)
   };
 
   Bridge();
@@ -93,6 +96,8 @@ class Bridge {
   bool drain_sq(LiveQp& q) noexcept;
   bool drain_rq(LiveQp& q) noexcept;
   bool fill_cq(LiveCq& c) noexcept;
+  // After `fresh` was published into `c`'s ring: fires the client's arm if they satisfy it.
+  void notify(LiveCq& c, std::span<const ResultEx> fresh) noexcept;
   // Whether a client published work the bridge has not taken yet (the lcore's, before a nap).
   bool pending() const noexcept;
   // Takes a QP out of service for its client's fault: to ERR, its work flushed.
@@ -107,6 +112,7 @@ class Bridge {
   std::vector<LiveQp> qps_;
   std::vector<LiveCq> cqs_;
   std::atomic<uint64_t> sends_{0}, receives_{0}, completions_{0}, client_errors_{0};
+  std::atomic<uint64_t> cq_events_{0};
   std::atomic<uint64_t> sleeps_{0}, wakeups_{0};
   int page_fd_ = -1, wake_fd_ = -1;
   shm::EngineDoorbell* door_ = nullptr;

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "daemon/server.h"
 #include "urnic/extensions.h"
@@ -179,8 +181,31 @@ Status ClientObjects::create_pd(const ipc::CreatePdReq& q, ipc::HandleRep* rep) 
   return s;
 }
 
-Status ClientObjects::create_cq(const ipc::CreateCqReq& q, ipc::CreateCqRep* rep, int* fd) {
+namespace {
+
+// Whether `fd` is an eventfd; made non-blocking (the lcore must never block on it).
+bool usable_eventfd(int fd) {
+  char link[64] = {};
+  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = ::readlink(self.c_str(), link, sizeof link - 1);
+  if (n <= 0 || std::strcmp(link, "anon_inode:[eventfd]") != 0) return false;
+  const int fl = ::fcntl(fd, F_GETFL);
+  return fl >= 0 && ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
+}
+
+}  // namespace
+
+Status ClientObjects::create_cq(const ipc::CreateCqReq& q, int event_fd, ipc::CreateCqRep* rep,
+                                int* fd) {
+  // The eventfd is ours from here: closed on every refusal, kept by the CQ otherwise.
+  struct Closer {
+    int fd;
+    ~Closer() {
+      if (fd >= 0) ::close(fd);
+    }
+  } ev{event_fd};
   if (q.adapter >= adapters_.size()) return Status::kInvalidParameter;
+  if (event_fd >= 0 && !usable_eventfd(event_fd)) return Status::kInvalidParameter;
   if (count(Kind::kCq) >= quotas_.cqs) return Status::kInsufficientResources;
   Adapter& a = *adapters_[q.adapter].adapter;
   if (q.depth > a.adapter_info().max_cq_depth) return Status::kInvalidParameter;
@@ -195,7 +220,8 @@ Status ClientObjects::create_cq(const ipc::CreateCqReq& q, ipc::CreateCqRep* rep
     s = Status::kInsufficientResources;
   if (s == Status::kSuccess) {
     o.engine = o.cq->query_extension<CqExtension>()->engine();
-    const Bridge::CqRing ring{o.cq.get(), shm::ring_at(o.map, 0, cap, sizeof(shm::CqSlot))};
+    const Bridge::CqRing ring{o.cq.get(), shm::ring_at(o.map, 0, cap, sizeof(shm::CqSlot)),
+                              event_fd};
     if (o.engine >= bridges_.size() || !bridges_[o.engine]->add_cq(ring))
       s = Status::kDeviceNotReady;
   }
@@ -206,6 +232,7 @@ Status ClientObjects::create_cq(const ipc::CreateCqReq& q, ipc::CreateCqRep* rep
     release(h);
     return s;
   }
+  o.event_fd = std::exchange(ev.fd, -1);
   rep->handle = h;
   rep->capacity = cap;
   rep->map_bytes = o.map_len;
@@ -367,6 +394,7 @@ Status ClientObjects::destroy(uint32_t handle) {
   o.cq.reset();
   o.pd.reset();
   if (o.map != nullptr && released) ::munmap(o.map, o.map_len);
+  if (o.event_fd >= 0 && released) ::close(o.event_fd);  // the bridge writes it no more
   release(handle);
   return Status::kSuccess;
 }

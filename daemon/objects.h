@@ -48,7 +48,10 @@ class ClientObjects {
   // Maps the client's memfd `fd` (ours to close) at the client's address.
   Status share_memory(const ipc::ShareMemoryReq& q, int fd, ipc::HandleRep* rep);
   Status create_pd(const ipc::CreatePdReq& q, ipc::HandleRep* rep);
-  Status create_cq(const ipc::CreateCqReq& q, ipc::CreateCqRep* rep, int* fd);
+  // `event_fd` (ours to close; -1: none) must be an eventfd: the bridge writes it, non-blocking,
+  // when the client's arm is satisfied. Anything else is refused (kInvalidParameter): a pipe
+  // that filled up would stall the engine's lcore.
+  Status create_cq(const ipc::CreateCqReq& q, int event_fd, ipc::CreateCqRep* rep, int* fd);
   Status create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep, int* fd);
   Status modify_qp(const ipc::ModifyQpReq& q);
   Status register_mr(const ipc::RegisterMrReq& q, ipc::RegisterMrRep* rep);
@@ -68,6 +71,7 @@ class ClientObjects {
     uint32_t engine = 0;    // CQ, QP: the bridge that serves it
     uint32_t users = 0;     // QPs and MRs of a PD, QPs of a CQ, MRs in shared memory
     uint32_t uses[3] = {};  // handles it counts as a user of (QP: PD, CQs; MR: PD, 1-2 shm)
+    int event_fd = -1;      // a CQ's: the client's eventfd (closed when the CQ goes)
     void* map = nullptr;    // shared memory, a CQ's or QP's rings: our mapping
     size_t map_len = 0;
     Handle<Pd> pd;

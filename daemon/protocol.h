@@ -29,7 +29,8 @@ inline constexpr uint32_t kMagic = 0x444e5255;  // "URND" in memory on little-en
 // The major version changes when a layout changes; a client and a daemon of different majors
 // refuse each other at kHello. The minor grows when message types are added.
 inline constexpr uint16_t kVersionMajor = 1;
-inline constexpr uint16_t kVersionMinor = 3;  // 1: objects and rings (5 .. 11); 2: 12; 3: 13
+// 1: objects and rings (5 .. 11); 2: 12; 3: 13; 4: CreateCq carries the client's eventfd
+inline constexpr uint16_t kVersionMinor = 4;
 // Names (adapters, clients): 1 .. 31 characters of [A-Za-z0-9_.-], NUL-padded to 32 bytes.
 inline constexpr size_t kNameSize = 32;
 // Adapters one daemon serves (ListAdapters answers with all of them in one message).
@@ -196,6 +197,8 @@ struct HandleRep {
 };
 static_assert(sizeof(CreatePdReq) == 24 && sizeof(HandleRep) == 32);
 
+// With an eventfd of the client's (since minor 4; optional): the bridge writes it when an arm
+// in the ring header is satisfied (shm::RingHeader::arm). Without one, arms are never answered.
 struct CreateCqReq {
   Header h;
   uint32_t adapter;

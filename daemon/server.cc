@@ -152,10 +152,11 @@ bool Server::serve(Client& c) {
       static_cast<size_t>(n) > sizeof buf
           ? ipc::Decoded{Status::kInvalidParameter, "longer than any message", false}
           : ipc::decode_request({buf, static_cast<size_t>(n)}, &r);
-  // A descriptor is kShareMemory's; on anything else it is closed now, before the reply (a
-  // client that sees the reply may count our descriptors).
-  const bool takes_fd =
-      d.status == Status::kSuccess && r.h.type == static_cast<uint16_t>(ipc::MsgType::kShareMemory);
+  // A descriptor is kShareMemory's or kCreateCq's; on anything else it is closed now, before the
+  // reply (a client that sees the reply may count our descriptors).
+  const bool takes_fd = d.status == Status::kSuccess &&
+                        (r.h.type == static_cast<uint16_t>(ipc::MsgType::kShareMemory) ||
+                         r.h.type == static_cast<uint16_t>(ipc::MsgType::kCreateCq));
   if (fd >= 0 && !takes_fd) ::close(fd);
   c.passed_fd = takes_fd ? fd : -1;
   if (d.status == Status::kSuccess) {
@@ -284,7 +285,8 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
       s = o.create_pd(r.create_pd, reinterpret_cast<ipc::HandleRep*>(buf));
       break;
     case ipc::MsgType::kCreateCq:
-      s = o.create_cq(r.create_cq, reinterpret_cast<ipc::CreateCqRep*>(buf), &fd);
+      s = o.create_cq(r.create_cq, std::exchange(c.passed_fd, -1),
+                      reinterpret_cast<ipc::CreateCqRep*>(buf), &fd);
       break;
     case ipc::MsgType::kCreateQp:
       s = o.create_qp(r.create_qp, reinterpret_cast<ipc::CreateQpRep*>(buf), &fd);

@@ -25,7 +25,22 @@ namespace urnic::shm {
 struct alignas(64) RingHeader {
   alignas(64) std::atomic<uint32_t> prod;
   alignas(64) std::atomic<uint32_t> cons;
+  // A completion ring's arm (NdkArmCq): kArm*, set by the client (merged by max, as the
+  // embedded dp::Cq does), taken back to kArmNone by a compare-exchange by whoever fires it: the
+  // bridge after it publishes a completion that satisfies it, or the client's arm() when one
+  // waits unconsumed in the ring. The winner writes the CQ's eventfd (the client's, passed with
+  // CreateCq). Dekker: the bridge stores prod, then (full fence) loads arm; the client stores arm,
+  // then (full fence) loads prod; one of the two sees the other. Untrusted like the indices:
+  // the bridge only compares it.
+  std::atomic<uint32_t> arm;
 };
+inline constexpr uint32_t kArmNone = 0, kArmErrors = 1, kArmSolicited = 2, kArmAny = 3;
+// Whether completion `r` satisfies arm `level`.
+inline bool satisfies(const ResultEx& r, uint32_t level) noexcept {
+  const bool error = r.status != Status::kSuccess;
+  return level == kArmAny || (level == kArmSolicited && ((r.flags & kResultSolicited) || error)) ||
+         (level == kArmErrors && error);
+}
 static_assert(sizeof(RingHeader) == 128 && std::atomic<uint32_t>::is_always_lock_free);
 
 // An engine's doorbell page: the engine sets `sleeping` before it naps and clears it when it

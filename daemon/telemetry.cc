@@ -87,6 +87,7 @@ int server_cmd(const char*, const char*, rte_tel_data* d) {
     b.sends += x.sends;
     b.receives += x.receives;
     b.completions += x.completions;
+    b.cq_events += x.cq_events;
     b.client_errors += x.client_errors;
     b.sleeps += x.sleeps;
     b.wakeups += x.wakeups;
@@ -94,6 +95,7 @@ int server_cmd(const char*, const char*, rte_tel_data* d) {
   rte_tel_data_add_dict_u64(d, "ring_sends", b.sends);
   rte_tel_data_add_dict_u64(d, "ring_receives", b.receives);
   rte_tel_data_add_dict_u64(d, "ring_completions", b.completions);
+  rte_tel_data_add_dict_u64(d, "ring_cq_events", b.cq_events);
   rte_tel_data_add_dict_u64(d, "ring_client_errors", b.client_errors);
   rte_tel_data_add_dict_u64(d, "engine_sleeps", b.sleeps);
   rte_tel_data_add_dict_u64(d, "engine_doorbell_wakeups", b.wakeups);

@@ -29,6 +29,7 @@ namespace detail {
 struct AdapterImpl;
 struct ObjectImpl;
 struct RemoteQpImpl;
+struct RemoteCqImpl;
 }  // namespace detail
 
 class AddressHandle;  // datagram.h
@@ -202,8 +203,9 @@ class CqExtension {
 
  private:
   friend struct detail::CqImpl;
-  explicit CqExtension(detail::CqImpl* cq) noexcept : cq_(cq) {}
-  detail::CqImpl* cq_;
+  friend struct detail::RemoteCqImpl;
+  explicit CqExtension(detail::ObjectImpl* cq) noexcept : cq_(cq) {}
+  detail::ObjectImpl* cq_;  // a CqImpl, or a RemoteCqImpl (attach mode)
 };
 
 // ---- Adapter ----------------------------------------------------------------------------------

@@ -10,12 +10,16 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <poll.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "../common/shell.h"
 #include "attach_side.h"
 #include "urnic/daemon.h"
 #include "urnic/urnic.h"
@@ -60,15 +64,23 @@ struct ApiSide {
       return std::string("create_qp: ") + last_error();
     return "";
   }
-  // Exchanges QPN, token and address over `sock`, then RTR and RTS towards `peer_ip`.
+  PeerInfo me() {
+    return PeerInfo{qp->query_extension<QpConnectExtension>()->qpn(), mr->get_remote_token(),
+                    reinterpret_cast<uint64_t>(mem)};
+  }
+  // Exchanges QPN, token and address over `sock`, then connects.
   std::string join(int sock, uint32_t peer_ip, PeerInfo* peer) {
-    auto* c = qp->query_extension<QpConnectExtension>();
-    if (c == nullptr) return "no QpConnectExtension";
-    const PeerInfo me{c->qpn(), mr->get_remote_token(), reinterpret_cast<uint64_t>(mem)};
-    if (::write(sock, &me, sizeof me) != sizeof me) return "exchange write";
+    const PeerInfo mine = me();
+    if (::write(sock, &mine, sizeof mine) != sizeof mine) return "exchange write";
     timeval tv{20, 0};
     ::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     if (::read(sock, peer, sizeof *peer) != sizeof *peer) return "exchange read";
+    return connect(peer_ip, peer);
+  }
+  // RTR and RTS towards `peer` at `peer_ip`.
+  std::string connect(uint32_t peer_ip, const PeerInfo* peer) {
+    auto* c = qp->query_extension<QpConnectExtension>();
+    if (c == nullptr) return "no QpConnectExtension";
     QpAttributes a;
     a.state = QpState::kRtr;
     a.path_mtu = 1024;
@@ -202,7 +214,18 @@ DaemonClient mine() {
   return {};
 }
 
-void on_close(void* ctx) { ++*static_cast<int*>(ctx); }
+void on_close(void* ctx) { static_cast<std::atomic<int>*>(ctx)->fetch_add(1); }
+
+// Whether `pred` holds within 10 s (what another thread does, e.g. the event thread's callbacks).
+template <class P>
+bool eventually(P pred) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
 
 TEST_F(DaemonApi, WhatAttachModeLacksIsRefusedAndTheCloseRulesHold) {
   ASSERT_EQ(attach(socket_, "api-rules"), Status::kSuccess) << last_error();
@@ -222,7 +245,7 @@ TEST_F(DaemonApi, WhatAttachModeLacksIsRefusedAndTheCloseRulesHold) {
   EXPECT_EQ(ad->adapter_info().rdma_technology, RdmaTechnology::kRocev2);
 
   Handle<Pd> pd;
-  Handle<Cq> cq, cb_cq;
+  Handle<Cq> cq;
   ASSERT_EQ(ad->create_pd(nullptr, nullptr, &pd), Status::kSuccess);
   ASSERT_EQ(ad->create_cq(64, nullptr, nullptr, nullptr, nullptr, &cq), Status::kSuccess);
   // Refused with a reason, not accepted and left silent.
@@ -230,8 +253,6 @@ TEST_F(DaemonApi, WhatAttachModeLacksIsRefusedAndTheCloseRulesHold) {
     return s == Status::kNotSupported &&
            std::string(last_error()).find("attach mode") != std::string::npos;
   };
-  EXPECT_TRUE(unsupported(ad->create_cq(
-      64, [](void*, Status) {}, nullptr, nullptr, nullptr, &cb_cq)));
   Handle<Srq> srq;
   EXPECT_TRUE(unsupported(pd->create_srq(16, 1, 0, nullptr, nullptr, nullptr, nullptr, &srq)));
   Handle<Mw> mw;
@@ -273,13 +294,15 @@ TEST_F(DaemonApi, WhatAttachModeLacksIsRefusedAndTheCloseRulesHold) {
   EXPECT_EQ(c.cqs, 1u);
   EXPECT_EQ(c.qps, 1u);
   EXPECT_EQ(c.mrs, 1u);
-  int closed = 0;
+  std::atomic<int> closed{0};
   EXPECT_EQ(pd.close(on_close, &closed), Status::kPending);
   EXPECT_EQ(qp.close(nullptr, nullptr), Status::kSuccess);
-  EXPECT_EQ(closed, 0);
+  EXPECT_EQ(closed.load(), 0);
   EXPECT_EQ(mine().pds, 1u);
   EXPECT_EQ(mr.close(nullptr, nullptr), Status::kSuccess);
-  EXPECT_EQ(closed, 1);
+  // The event thread finishes the PD's close and calls back, once.
+  EXPECT_TRUE(eventually([&] { return closed.load() == 1; }));
+  EXPECT_EQ(closed.load(), 1);
   c = mine();
   EXPECT_EQ(c.pds + c.qps + c.mrs, 0u);
   EXPECT_EQ(c.cqs, 1u);
@@ -287,6 +310,111 @@ TEST_F(DaemonApi, WhatAttachModeLacksIsRefusedAndTheCloseRulesHold) {
   ad.reset();
   EXPECT_EQ(mine().cqs, 0u);
   cq.reset();
+}
+
+}  // namespace
+}  // namespace urnic
+
+namespace urnic {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace test;
+
+struct Notified {
+  std::atomic<int> success{0}, cancelled{0};
+};
+void on_cq(void* ctx, Status s) {
+  auto* n = static_cast<Notified*>(ctx);
+  (s == Status::kCancelled ? n->cancelled : n->success).fetch_add(1);
+}
+
+// Whether `fd` becomes readable within 5 s; then reads it (the count of notifications).
+uint64_t readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, 5000) != 1) return 0;
+  uint64_t n = 0;
+  return ::read(fd, &n, sizeof n) == sizeof n ? n : 0;
+}
+
+// CQ notifications in attach mode: arms answered by the daemon's bridge through the CQ's
+// eventfd, delivered as the callback (the adapter's event thread) and on
+// CqExtension::notification_fd; an arm that a waiting completion satisfies fires at once;
+// SOLICITED is not satisfied by a plain SEND; a cancelled arm calls back with kCancelled.
+TEST_F(DaemonApi, CqNotificationsArriveOnEventfdsAndCallbacks) {
+  ASSERT_EQ(attach(socket_, "api-events"), Status::kSuccess) << last_error();
+  void* ma = nullptr;
+  void* mb = nullptr;
+  ASSERT_EQ(alloc_memory(kMem, &ma), Status::kSuccess);
+  ASSERT_EQ(alloc_memory(kMem, &mb), Status::kSuccess);
+  ApiSide a, b;
+  ASSERT_EQ(a.open("urnic0", static_cast<uint8_t*>(ma)), "");
+  // B's CQ with a callback: its own, made beside the one open() made.
+  ASSERT_EQ(b.open("urnic1", static_cast<uint8_t*>(mb)), "");
+  Notified n;
+  Handle<Cq> ncq;
+  ASSERT_EQ(b.adapter->create_cq(64, on_cq, &n, nullptr, nullptr, &ncq), Status::kSuccess)
+      << last_error();
+  Handle<Qp> bq;
+  ASSERT_EQ(b.pd->create_qp(*ncq, *b.cq, &b, 16, 16, 1, 1, 64, nullptr, nullptr, &bq),
+            Status::kSuccess);
+  b.qp = std::move(bq);  // B receives into ncq
+  const PeerInfo pa = a.me(), pb = b.me();
+  ASSERT_EQ(a.connect(kIpB, &pb), "");
+  ASSERT_EQ(b.connect(kIpA, &pa), "");
+  auto* ext = ncq->query_extension<CqExtension>();
+  ASSERT_NE(ext, nullptr);
+  const int fd = ext->notification_fd();
+  ASSERT_GE(fd, 0);
+  for (uint64_t i = 0; i < 8; ++i) {
+    const Sge r{reinterpret_cast<uint64_t>(b.mem + i * 64), 64, b.mr->get_local_token()};
+    ASSERT_EQ(b.qp->receive(reinterpret_cast<void*>(i), {&r, 1}), Status::kSuccess);
+  }
+  char msg[16] = "notify me";
+  const Sge inl{reinterpret_cast<uint64_t>(msg), sizeof msg, 0};
+  std::vector<ResultEx> sent;
+  auto send = [&](uint32_t flags) {
+    ASSERT_EQ(a.qp->send(nullptr, {&inl, 1}, op_flag::kInline | flags), Status::kSuccess);
+    sent.clear();
+    ASSERT_EQ(a.wait(1, &sent), 1u);
+    ASSERT_EQ(sent[0].status, Status::kSuccess);
+  };
+  ResultEx r[4];
+
+  // 1. Armed, then a SEND: the fd and the callback, once.
+  ncq->arm(CqNotify::kAny);
+  send(0);
+  EXPECT_EQ(readable(fd), 1u);
+  EXPECT_TRUE(eventually([&] { return n.success.load() == 1; }));
+  EXPECT_EQ(ncq->get_results_ex(r), 1u);
+  EXPECT_EQ(r[0].bytes_transferred, sizeof msg);
+  // 2. A completion waits unconsumed: the arm fires at once.
+  send(0);
+  ncq->arm(CqNotify::kAny);
+  EXPECT_EQ(readable(fd), 1u);
+  EXPECT_TRUE(eventually([&] { return n.success.load() == 2; }));
+  EXPECT_EQ(ncq->get_results_ex(r), 1u);
+  // 3. SOLICITED: a plain SEND does not satisfy it, a solicited one does.
+  ncq->arm(CqNotify::kSolicited);
+  send(0);
+  EXPECT_TRUE(eventually([&] { return ncq->get_results_ex(r) == 1; }));
+  send(op_flag::kSendAndSolicitEvent);
+  EXPECT_EQ(readable(fd), 1u);
+  EXPECT_TRUE(eventually([&] { return n.success.load() == 3; }));
+  EXPECT_EQ(ncq->get_results_ex(r), 1u);
+  EXPECT_NE(r[0].flags & kResultSolicited, 0u);
+  // 4. Cancelled: kCancelled once, no kSuccess.
+  ncq->arm(CqNotify::kAny);
+  EXPECT_TRUE(ext->cancel_notification());
+  EXPECT_FALSE(ext->cancel_notification());
+  EXPECT_EQ(readable(fd), 1u);
+  EXPECT_TRUE(eventually([&] { return n.cancelled.load() == 1; }));
+  EXPECT_EQ(n.success.load(), 3);
+  // The daemon counted the arms its bridge answered (1 and 3; 2 fired in arm()).
+  const std::string srv = test::dpdk_telemetry(prefix_, "/urnicd/server");
+  EXPECT_NE(srv.find("\"ring_cq_events\": 2"), std::string::npos) << srv;
+  b.qp.reset();
+  ncq.reset();
 }
 
 }  // namespace
