@@ -113,6 +113,8 @@ class Runtime {
   Runtime();
   int bring_up_locked() noexcept;
   void tear_down_locked() noexcept;
+  void attach_devices() noexcept;
+  bool attached_ = false;  // URNIC_DAEMON: the devices are a urnicd's adapters
   std::mutex mu_;
   Config cfg_;
   std::vector<std::unique_ptr<Device>> devs_;

@@ -54,22 +54,27 @@ Status post_one(VQp& q, const ibv_send_wr& wr, uint32_t flags) {
   const auto sgl = sgl_of(wr.sg_list, wr.num_sge);
   const uint32_t imm = be32toh(wr.imm_data);
   urnic::Qp& h = *q.h;
+  // Attach mode has no QpExtension yet (immediates, atomics): those are not offered there.
+  const bool ext = q.ext != nullptr;
   switch (wr.opcode) {
     case IBV_WR_SEND:
       return h.send(ctx, sgl, flags);
     case IBV_WR_SEND_WITH_IMM:
+      if (!ext) return Status::kNotSupported;
       return q.ext->send_with_immediate(ctx, sgl, flags, imm);
     case IBV_WR_SEND_WITH_INV:
       return h.send_and_invalidate(ctx, sgl, flags, wr.invalidate_rkey);
     case IBV_WR_RDMA_WRITE:
       return h.write(ctx, sgl, wr.wr.rdma.remote_addr, wr.wr.rdma.rkey, flags);
     case IBV_WR_RDMA_WRITE_WITH_IMM:
+      if (!ext) return Status::kNotSupported;
       return q.ext->write_with_immediate(ctx, sgl, wr.wr.rdma.remote_addr, wr.wr.rdma.rkey, flags,
                                          imm);
     case IBV_WR_RDMA_READ:
       return h.read(ctx, sgl, wr.wr.rdma.remote_addr, wr.wr.rdma.rkey, flags & ~op_flag::kInline);
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD: {
+      if (!ext) return Status::kNotSupported;
       if (wr.num_sge != 1 || (flags & op_flag::kInline)) return Status::kInvalidParameter;
       const auto& a = wr.wr.atomic;
       return wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP

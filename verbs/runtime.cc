@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "dataplane/log.h"
+#include "urnic/daemon.h"
 #include "verbs/internal.h"
 
 namespace urnic::verbs {
@@ -165,6 +166,11 @@ Runtime& Runtime::get() noexcept {
 
 Runtime::Runtime() : cfg_(load_config()) {
   if (!cfg_.error.empty()) return;
+  if (daemon_configured()) {
+    attached_ = true;
+    attach_devices();
+    return;
+  }
   std::string why;
   if (cfg_.devargs.empty() && cfg_.pci.empty()) {
     // No port configured: two devices wired back to back in memory (net_ring), so that a verbs
@@ -249,7 +255,38 @@ int start_eal(const Config& c) {
 
 }  // namespace
 
+// Attach mode (URNIC_DAEMON, docs/daemon.md): one device per adapter of the daemon, by its name,
+// with its addresses; no EAL, port or engine in this process.
+void Runtime::attach_devices() noexcept {
+  std::vector<DaemonAdapter> ads;
+  if (attach() != Status::kSuccess || daemon_adapters(&ads) != Status::kSuccess) {
+    cfg_.error = std::string("URNIC_DAEMON: ") + last_error();
+    return;
+  }
+  for (unsigned i = 0; i < ads.size(); ++i) {
+    if (ads[i].name.size() >= IBV_SYSFS_NAME_MAX - 1) continue;  // a name ibverbs cannot carry
+    auto d = make_device(ads[i].name, i);
+    d->ipv4 = ads[i].ipv4;
+    d->ipv6 = ads[i].ipv6;
+    d->mac = ads[i].mac;
+    d->port_mtu = ads[i].mtu;
+    devs_.push_back(std::move(d));
+  }
+}
+
 int Runtime::bring_up_locked() noexcept {
+  if (attached_) {
+    for (auto& d : devs_) {
+      if (const Status s = Adapter::open(d->dev.name, &d->adapter); s != Status::kSuccess) {
+        std::fprintf(stderr, "urnic verbs: %s: %s\n", d->dev.name, last_error());
+        tear_down_locked();
+        return status_errno(s);
+      }
+      d->ext = d->adapter->query_extension<AdapterExtension>();
+      d->info = d->adapter->adapter_info();
+    }
+    return 0;
+  }
   if (const int err = start_eal(cfg_); err != 0) return err;
   static bool ring_made = false;  // net_ring ports live as long as the process
   static uint16_t ring_a = 0, ring_b = 0;
@@ -313,6 +350,7 @@ constexpr int64_t kAppActiveNs = 200'000;
 }  // namespace
 
 void Runtime::drive() noexcept {
+  if (attached_) return;  // the daemon's engines run by themselves
   last_app_drive_.store(now_ns(), std::memory_order_relaxed);
   engine_->run_once();
 }

@@ -279,7 +279,9 @@ TEST_F(DaemonApi, WhatAttachModeLacksIsRefusedAndTheCloseRulesHold) {
 
   // Registered heap memory, a QP; then the PD closed first: its close pends until the QP's and
   // the MR's closes, and its callback comes once, with the last of them.
-  std::vector<uint8_t> heap(64 * 1024);
+  // 1 MiB: its own mapping (glibc and ASan alike). A small heap buffer of an ASan build sits in
+  // ASan's fixed allocator range, which an ASan-built daemon has reserved too: kInvalidAddress.
+  std::vector<uint8_t> heap(1 << 20);
   ASSERT_EQ(mr->register_mr(heap.data(), heap.size(), mr_flag::kAllowRemoteWrite, nullptr, nullptr),
             Status::kSuccess)
       << last_error();
