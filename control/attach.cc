@@ -415,7 +415,8 @@ Status RemoteQp::destroy() noexcept {
 }
 
 Status RemoteQp::post(shm::SendOp op, void* ctx, std::span<const Sge> sgl, uint64_t remote_address,
-                      uint32_t rkey, uint32_t flags) noexcept {
+                      uint32_t rkey, uint32_t flags, uint32_t imm, uint64_t compare_add,
+                      uint64_t swap) noexcept {
   if (map_ == nullptr) return Status::kInvalidDeviceState;
   if (sgl.data() == nullptr && !sgl.empty()) return Status::kInvalidParameter;
   const bool inl = (flags & op_flag::kInline) != 0;
@@ -435,6 +436,10 @@ Status RemoteQp::post(shm::SendOp op, void* ctx, std::span<const Sge> sgl, uint6
   w->flags = flags;
   w->rkey = rkey;
   w->remote_addr = remote_address;
+  w->imm = imm;
+  w->reserved2 = 0;
+  w->compare_add = compare_add;
+  w->swap = swap;
   if (inl) {
     // Inline bytes are copied now, into the slot: the buffer is the caller's again at return.
     auto* dst = reinterpret_cast<uint8_t*>(&w->sge[0]);

@@ -127,9 +127,11 @@ class RemoteQp {
               uint32_t flags) noexcept;
   Status receive(void* ctx, std::span<const Sge> sgl) noexcept;
 
-  // Any of them by its operation.
+  // Any of them by its operation; `imm` for kSendImm / kWriteImm, `compare_add` and `swap` for
+  // the atomics.
   Status post(shm::SendOp op, void* ctx, std::span<const Sge> sgl, uint64_t remote_address,
-              uint32_t rkey, uint32_t flags) noexcept;
+              uint32_t rkey, uint32_t flags, uint32_t imm = 0, uint64_t compare_add = 0,
+              uint64_t swap = 0) noexcept;
 
   // For the tests of the daemon's checks: the raw rings, written as a hostile client would.
   const shm::RingView& send_ring() const noexcept { return sq_; }

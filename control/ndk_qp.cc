@@ -608,61 +608,86 @@ void Qp::flush() noexcept {
 
 // ---- Extensions ---------------------------------------------------------------------------------
 
+// Attach mode's QPs (control/ndk_remote.cc) post these on their shared ring (the same checks
+// first); qp_ is a QpImpl below that test.
 Status QpExtension::send_with_immediate(void* request_context, std::span<const Sge> sgl,
                                         uint32_t flags, uint32_t immediate) noexcept {
-  return detail::post_data(qp_, WrOpcode::kSendWithImm, request_context, sgl, flags,
-                           detail::kSendFlags, qp_->max_send_sge, 0, 0, immediate);
+  if (qp_->remote)
+    return detail::remote_post(qp_, shm::SendOp::kSendImm, detail::kSendFlags, request_context, sgl,
+                               0, 0, flags, immediate);
+  auto* const q = static_cast<QpImpl*>(qp_);
+  return detail::post_data(q, WrOpcode::kSendWithImm, request_context, sgl, flags,
+                           detail::kSendFlags, q->max_send_sge, 0, 0, immediate);
 }
 
 Status QpExtension::write_with_immediate(void* request_context, std::span<const Sge> sgl,
                                          uint64_t remote_address, uint32_t remote_token,
                                          uint32_t flags, uint32_t immediate) noexcept {
-  return detail::post_data(qp_, WrOpcode::kWriteWithImm, request_context, sgl, flags,
-                           detail::kWriteImmFlags, qp_->max_send_sge, remote_address, remote_token,
+  if (qp_->remote)
+    return detail::remote_post(qp_, shm::SendOp::kWriteImm, detail::kWriteImmFlags, request_context,
+                               sgl, remote_address, remote_token, flags, immediate);
+  auto* const q = static_cast<QpImpl*>(qp_);
+  return detail::post_data(q, WrOpcode::kWriteWithImm, request_context, sgl, flags,
+                           detail::kWriteImmFlags, q->max_send_sge, remote_address, remote_token,
                            immediate);
 }
 
 Status QpExtension::compare_swap(void* request_context, const Sge& result, uint64_t remote_address,
                                  uint32_t remote_token, uint64_t compare, uint64_t swap,
                                  uint32_t flags) noexcept {
-  return detail::post_atomic(qp_, WrOpcode::kCompareSwap, request_context, result, remote_address,
-                             remote_token, compare, swap, flags);
+  if (qp_->remote)
+    return detail::remote_atomic(qp_, shm::SendOp::kCompareSwap, request_context, result,
+                                 remote_address, remote_token, compare, swap, flags);
+  return detail::post_atomic(static_cast<QpImpl*>(qp_), WrOpcode::kCompareSwap, request_context,
+                             result, remote_address, remote_token, compare, swap, flags);
 }
 
 Status QpExtension::fetch_add(void* request_context, const Sge& result, uint64_t remote_address,
                               uint32_t remote_token, uint64_t add, uint32_t flags) noexcept {
-  return detail::post_atomic(qp_, WrOpcode::kFetchAdd, request_context, result, remote_address,
-                             remote_token, add, 0, flags);
+  if (qp_->remote)
+    return detail::remote_atomic(qp_, shm::SendOp::kFetchAdd, request_context, result,
+                                 remote_address, remote_token, add, 0, flags);
+  return detail::post_atomic(static_cast<QpImpl*>(qp_), WrOpcode::kFetchAdd, request_context,
+                             result, remote_address, remote_token, add, 0, flags);
 }
 
 Status QpExtension::send_datagram(void* request_context, std::span<const Sge> sgl, uint32_t flags,
                                   const AddressHandle& destination, uint32_t remote_qpn,
                                   uint32_t remote_qkey, const uint32_t* immediate) noexcept {
-  if (detail::is_closing(qp_)) return detail::fail(qp_, Status::kInvalidDeviceState);
-  if (!qp_->qp.config().ud) return detail::fail(qp_, Status::kInvalidDeviceRequest);
+  if (qp_->remote) return Status::kInvalidDeviceRequest;  // attached QPs are RC
+  auto* const q = static_cast<QpImpl*>(qp_);
+  if (detail::is_closing(q)) return detail::fail(q, Status::kInvalidDeviceState);
+  if (!q->qp.config().ud) return detail::fail(q, Status::kInvalidDeviceRequest);
   constexpr uint32_t kAllowed =
       op_flag::kSilentSuccess | op_flag::kSendAndSolicitEvent | op_flag::kInline | op_flag::kDefer;
   if ((flags & ~kAllowed) != 0 || remote_qpn > 0xFFFFFF ||
-      detail::AddressHandleAccess::adapter(destination) != qp_->adapter)
-    return detail::fail(qp_, Status::kInvalidParameter);
+      detail::AddressHandleAccess::adapter(destination) != q->adapter)
+    return detail::fail(q, Status::kInvalidParameter);
   dp::SendWqe w;
   w.opcode = immediate != nullptr ? WrOpcode::kSendWithImm : WrOpcode::kSend;
   w.request_context = request_context;
   w.flags = flags;
   w.imm_or_inv = immediate != nullptr ? *immediate : 0;
   dp::set_ud_destination(w, detail::AddressHandleAccess::net(destination), remote_qpn, remote_qkey);
-  if (Status s = detail::fill_data(qp_, w, sgl, qp_->max_send_sge); s != Status::kSuccess)
-    return detail::fail(qp_, s);
+  if (Status s = detail::fill_data(q, w, sgl, q->max_send_sge); s != Status::kSuccess)
+    return detail::fail(q, s);
   // One datagram is one packet (IBTA §9.8.2).
-  if (w.length > qp_->qp.config().ud_mtu) return detail::fail(qp_, Status::kBufferOverflow);
-  return detail::post(qp_, w);
+  if (w.length > q->qp.config().ud_mtu) return detail::fail(q, Status::kBufferOverflow);
+  return detail::post(q, w);
 }
 
 uint32_t QpExtension::max_datagram_size() const noexcept {
-  return qp_->qp.config().ud ? qp_->qp.config().ud_mtu : 0;
+  if (qp_->remote) return 0;
+  const auto* const q = static_cast<const QpImpl*>(qp_);
+  return q->qp.config().ud ? q->qp.config().ud_mtu : 0;
 }
 
-QpCounters QpExtension::counters() const noexcept { return qp_->qp.counters(); }
+// Attach mode: the daemon's engine counts, not this process (/urnic/qp telemetry of the daemon's
+// adapter shows them); zeros here.
+QpCounters QpExtension::counters() const noexcept {
+  if (qp_->remote) return QpCounters{};
+  return static_cast<const QpImpl*>(qp_)->qp.counters();
+}
 
 // Attach mode's QPs (control/ndk_remote.cc) have their own; qp_ is a QpImpl below that test.
 uint32_t QpConnectExtension::qpn() const noexcept {

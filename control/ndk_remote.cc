@@ -214,6 +214,7 @@ bool remote_cancel_notification(ObjectImpl* cq) noexcept {
 // ---- QPs ---------------------------------------------------------------------------------------
 
 void* RemoteQpImpl::extension(const ExtensionId& id, Version v) noexcept {
+  if (id == QpExtension::kId && version_ok(v, QpExtension::kVersion)) return &ext_;
   if (id == QpConnectExtension::kId && version_ok(v, QpConnectExtension::kVersion)) return &conn_;
   return nullptr;
 }
@@ -348,10 +349,23 @@ size_t remote_poll(ObjectImpl* cq, std::span<ResultEx> out) noexcept {
 
 Status remote_post(ObjectImpl* qp, shm::SendOp op, uint32_t allowed, void* ctx,
                    std::span<const Sge> sgl, uint64_t remote_address, uint32_t remote_token,
-                   uint32_t flags) noexcept {
+                   uint32_t flags, uint32_t imm) noexcept {
   if (is_closing(qp)) return Status::kInvalidDeviceState;
   if ((flags & ~allowed) != 0) return Status::kInvalidParameter;
-  return static_cast<RemoteQpImpl*>(qp)->qp.post(op, ctx, sgl, remote_address, remote_token, flags);
+  return static_cast<RemoteQpImpl*>(qp)->qp.post(op, ctx, sgl, remote_address, remote_token, flags,
+                                                 imm);
+}
+
+Status remote_atomic(ObjectImpl* qp, shm::SendOp op, void* ctx, const Sge& result,
+                     uint64_t remote_address, uint32_t remote_token, uint64_t compare_add,
+                     uint64_t swap, uint32_t flags) noexcept {
+  constexpr uint32_t kLocal = op_flag::kSilentSuccess | op_flag::kReadFence | op_flag::kDefer;
+  if (is_closing(qp)) return Status::kInvalidDeviceState;
+  if ((flags & ~kLocal) != 0 || result.length != sizeof(uint64_t) ||
+      result.addr > UINT64_MAX - sizeof(uint64_t) || (remote_address & 7) != 0)
+    return Status::kInvalidParameter;
+  return static_cast<RemoteQpImpl*>(qp)->qp.post(op, ctx, {&result, 1}, remote_address,
+                                                 remote_token, flags, 0, compare_add, swap);
 }
 
 Status remote_receive(ObjectImpl* qp, void* ctx, std::span<const Sge> sgl) noexcept {

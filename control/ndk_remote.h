@@ -18,9 +18,8 @@
 // (CqExtension::notification_fd) if one was asked for.
 //
 // What attach mode does not offer yet answers kNotSupported: SRQs, memory windows,
-// fast-register MRs, the privileged token, datagram QPs and address handles, immediates and
-// atomics (QpExtension), CQ resize and moderation, connectors and listeners, and the adapter's
-// counters.
+// fast-register MRs, the privileged token, datagram QPs and address handles, CQ resize and
+// moderation, connectors and listeners, and the adapter's counters.
 #pragma once
 
 #include <atomic>
@@ -99,10 +98,12 @@ struct RemoteMrImpl final : ImplOf<RemoteMrImpl, Mr> {
 };
 
 struct RemoteQpImpl final : ImplOf<RemoteQpImpl, Qp> {
-  explicit RemoteQpImpl(AdapterImpl* a) : ImplOf(ObjectType::kQp, a, true), conn_(this) {}
+  explicit RemoteQpImpl(AdapterImpl* a)
+      : ImplOf(ObjectType::kQp, a, true), ext_(this), conn_(this) {}
   void* extension(const ExtensionId& id, Version v) noexcept override;
   Status teardown_locked() override { return qp.destroy(); }
   bool closes_inline() const noexcept override { return true; }
+  QpExtension ext_;  // immediates and atomics (RC only: no datagrams in attach mode)
   QpConnectExtension conn_;
   remote::RemoteQp qp;
   // What the modifies applied (query), and the state they left: the daemon's engine applies
@@ -135,7 +136,12 @@ size_t remote_poll(ObjectImpl* cq, std::span<ResultEx> out) noexcept;
 // by the daemon's bridge (which would fail the QP).
 Status remote_post(ObjectImpl* qp, shm::SendOp op, uint32_t allowed, void* ctx,
                    std::span<const Sge> sgl, uint64_t remote_address, uint32_t remote_token,
-                   uint32_t flags) noexcept;
+                   uint32_t flags, uint32_t imm = 0) noexcept;
+// QpExtension's atomics: embedded's checks (one 8-byte result SGE, an 8-byte aligned remote
+// address, local flags only), then the ring.
+Status remote_atomic(ObjectImpl* qp, shm::SendOp op, void* ctx, const Sge& result,
+                     uint64_t remote_address, uint32_t remote_token, uint64_t compare_add,
+                     uint64_t swap, uint32_t flags) noexcept;
 Status remote_receive(ObjectImpl* qp, void* ctx, std::span<const Sge> sgl) noexcept;
 void remote_flush(ObjectImpl* qp) noexcept;
 

@@ -190,7 +190,7 @@ bool Bridge::drain_sq(LiveQp& q) noexcept {
   for (; done < std::min(n, kBurst); ++done) {
     std::memcpy(buf, r.slot(q.sq_cons + done), r.stride);
     const bool inl = (w->flags & op_flag::kInline) != 0;
-    if (w->reserved != 0 || (w->flags & ~kClientFlags) != 0 ||
+    if (w->reserved != 0 || w->reserved2 != 0 || (w->flags & ~kClientFlags) != 0 ||
         (inl ? w->length > q.r.max_inline || offsetof(shm::SendSlot, sge) + w->length > r.stride
              : w->num_sge > q.r.max_send_sge)) {
       fail(q);
@@ -217,6 +217,22 @@ bool Bridge::drain_sq(LiveQp& q) noexcept {
         break;
       case shm::SendOp::kSendInvalidate:
         s = q.r.qp->send_and_invalidate(ctx, sgl, flags, w->rkey);
+        break;
+      case shm::SendOp::kSendImm:
+        s = q.r.ext->send_with_immediate(ctx, sgl, flags, w->imm);
+        break;
+      case shm::SendOp::kWriteImm:
+        s = q.r.ext->write_with_immediate(ctx, sgl, w->remote_addr, w->rkey, flags, w->imm);
+        break;
+      case shm::SendOp::kCompareSwap:
+      case shm::SendOp::kFetchAdd:
+        // One result SGE, never inline (the public API checks its length and alignment).
+        if (inl || w->num_sge != 1) break;
+        s = static_cast<shm::SendOp>(w->op) == shm::SendOp::kCompareSwap
+                ? q.r.ext->compare_swap(ctx, w->sge[0], w->remote_addr, w->rkey, w->compare_add,
+                                        w->swap, flags)
+                : q.r.ext->fetch_add(ctx, w->sge[0], w->remote_addr, w->rkey, w->compare_add,
+                                     flags);
         break;
     }
     if (s == Status::kNoMoreEntries) break;  // the QP's queue is full: the rest waits

@@ -25,6 +25,7 @@
 #include "dataplane/ring.h"
 #include "urnic/cq.h"
 #include "urnic/engine.h"
+#include "urnic/extensions.h"
 #include "urnic/qp.h"
 
 namespace urnic::daemon {
@@ -41,6 +42,7 @@ class Bridge {
  public:
   struct QpRings {
     Qp* qp = nullptr;
+    QpExtension* ext = nullptr;  // immediates and atomics (found by add_qp's caller)
     shm::RingView sq, rq;
     uint32_t max_send_sge = 0, max_recv_sge = 0, max_inline = 0;
   };

@@ -269,6 +269,7 @@ Status ClientObjects::create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep
     s = Status::kInsufficientResources;
   if (s == Status::kSuccess) {
     Bridge::QpRings rings{o.qp.get(),
+                          o.qp->query_extension<QpExtension>(),
                           shm::ring_at(o.map, 0, sq_cap, sq_stride),
                           shm::ring_at(o.map, sq_bytes, rq_cap, rq_stride),
                           q.max_send_sge,

@@ -29,8 +29,11 @@ inline constexpr uint32_t kMagic = 0x444e5255;  // "URND" in memory on little-en
 // The major version changes when a layout changes; a client and a daemon of different majors
 // refuse each other at kHello. The minor grows when message types are added.
 inline constexpr uint16_t kVersionMajor = 1;
-// 1: objects and rings (5 .. 11); 2: 12; 3: 13; 4: CreateCq carries the client's eventfd
-inline constexpr uint16_t kVersionMinor = 4;
+// 1: objects and rings (5 .. 11); 2: 12; 3: 13; 4: CreateCq carries the client's eventfd;
+// 5: send slots carry immediate data and atomic operands (shm::SendSlot), so a client must be
+// of minor 5 at least (kMinClientMinor): its slots are laid out so.
+inline constexpr uint16_t kVersionMinor = 5;
+inline constexpr uint16_t kMinClientMinor = 5;
 // Names (adapters, clients): 1 .. 31 characters of [A-Za-z0-9_.-], NUL-padded to 32 bytes.
 inline constexpr size_t kNameSize = 32;
 // Adapters one daemon serves (ListAdapters answers with all of them in one message).

@@ -220,7 +220,8 @@ bool Server::on_hello(Client& c, const ipc::HelloReq& r) {
     reply_status(c, r.h, Status::kInsufficientResources);
     return false;  // refused at accept: told why, then closed
   }
-  if (r.major != ipc::kVersionMajor) return reply_status(c, r.h, Status::kNotSupported);
+  if (r.major != ipc::kVersionMajor || r.minor < ipc::kMinClientMinor)
+    return reply_status(c, r.h, Status::kNotSupported);
   c.objects = std::make_unique<ClientObjects>(adapters_, bridges_, opts_.quotas);
   {
     std::lock_guard lock(mu_);

@@ -54,7 +54,17 @@ struct alignas(64) EngineDoorbell {
 
 // Work request opcodes in a send slot (what the client library writes; the bridge maps each to
 // the public API call that posts it).
-enum class SendOp : uint8_t { kSend = 1, kWrite = 2, kRead = 3, kSendInvalidate = 4 };
+enum class SendOp : uint8_t {
+  kSend = 1,
+  kWrite = 2,
+  kRead = 3,
+  kSendInvalidate = 4,
+  // QpExtension's (since protocol 1.5):
+  kSendImm = 5,
+  kWriteImm = 6,
+  kCompareSwap = 7,  // one SGE, the 8-byte result
+  kFetchAdd = 8,
+};
 
 // A send WQE: the fixed part, then `sge_or_inline` (num_sge SGEs, or `length` inline bytes when
 // flags has op_flag::kInline).
@@ -67,9 +77,13 @@ struct SendSlot {
   uint32_t length;  // inline bytes
   uint32_t rkey;    // write/read: the remote token; send-and-invalidate: the token to invalidate
   uint64_t remote_addr;
-  Sge sge[1];  // really num_sge of them (the slot's stride gives the room)
+  uint32_t imm;          // kSendImm / kWriteImm: the immediate data (host order)
+  uint32_t reserved2;    // 0
+  uint64_t compare_add;  // kCompareSwap: compare; kFetchAdd: add
+  uint64_t swap;         // kCompareSwap
+  Sge sge[1];            // really num_sge of them (the slot's stride gives the room)
 };
-static_assert(sizeof(SendSlot) == 48 && offsetof(SendSlot, sge) == 32);
+static_assert(sizeof(SendSlot) == 72 && offsetof(SendSlot, sge) == 56);
 
 struct RecvSlot {
   uint64_t request_context;

@@ -83,8 +83,9 @@ class QpExtension {
 
  private:
   friend struct detail::QpImpl;
-  explicit QpExtension(detail::QpImpl* qp) noexcept : qp_(qp) {}
-  detail::QpImpl* qp_;
+  friend struct detail::RemoteQpImpl;
+  explicit QpExtension(detail::ObjectImpl* qp) noexcept : qp_(qp) {}
+  detail::ObjectImpl* qp_;  // a QpImpl, or a RemoteQpImpl (attach mode)
 };
 
 // ---- Manual connect ---------------------------------------------------------------------------

@@ -57,8 +57,9 @@ struct ApiSide {
     if (adapter->create_cq(256, nullptr, nullptr, nullptr, nullptr, &cq) != Status::kSuccess)
       return std::string("create_cq: ") + last_error();
     if (pd->create_mr(false, nullptr, nullptr, &mr) != Status::kSuccess) return "create_mr";
-    if (mr->register_mr(mem, kMem, mr_flag::kAllowRemoteWrite | mr_flag::kAllowRemoteRead, nullptr,
-                        nullptr) != Status::kSuccess)
+    constexpr uint32_t kRights = mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite |
+                                 mr_flag::kAllowRemoteRead | mr_flag::kAllowRemoteAtomic;
+    if (mr->register_mr(mem, kMem, kRights, nullptr, nullptr) != Status::kSuccess)
       return std::string("register_mr: ") + last_error();
     if (pd->create_qp(*cq, *cq, this, 64, 128, 2, 2, 64, nullptr, nullptr, &qp) != Status::kSuccess)
       return std::string("create_qp: ") + last_error();
@@ -290,7 +291,14 @@ TEST_F(DaemonApi, WhatAttachModeLacksIsRefusedAndTheCloseRulesHold) {
   ASSERT_EQ(pd->create_qp(*cq, *cq, nullptr, 16, 16, 1, 1, 0, nullptr, nullptr, &qp),
             Status::kSuccess)
       << last_error();
-  EXPECT_EQ(qp->query_extension<QpExtension>(), nullptr);  // no immediates or atomics yet
+  auto* qx = qp->query_extension<QpExtension>();
+  ASSERT_NE(qx, nullptr);
+  EXPECT_EQ(qx->max_datagram_size(), 0u);  // RC
+  // The atomics' checks are made here, as embedded: a misaligned address, a result of 4 bytes.
+  const Sge res4{reinterpret_cast<uint64_t>(heap.data()), 4, mr->get_local_token()};
+  const Sge res8{reinterpret_cast<uint64_t>(heap.data()), 8, mr->get_local_token()};
+  EXPECT_EQ(qx->fetch_add(nullptr, res4, 0x1000, 1, 1, 0), Status::kInvalidParameter);
+  EXPECT_EQ(qx->fetch_add(nullptr, res8, 0x1004, 1, 1, 0), Status::kInvalidParameter);
   DaemonClient c = mine();
   EXPECT_EQ(c.pds, 1u);
   EXPECT_EQ(c.cqs, 1u);
@@ -343,7 +351,9 @@ uint64_t readable(int fd) {
 // eventfd, delivered as the callback (the adapter's event thread) and on
 // CqExtension::notification_fd; an arm that a waiting completion satisfies fires at once;
 // SOLICITED is not satisfied by a plain SEND; a cancelled arm calls back with kCancelled.
-TEST_F(DaemonApi, CqNotificationsArriveOnEventfdsAndCallbacks) {
+// QpExtension through the rings: SEND and WRITE with immediate data, FETCH_ADD, CMP_SWAP, every
+// value and byte checked.
+TEST_F(DaemonApi, CqNotificationsImmediatesAndAtomics) {
   ASSERT_EQ(attach(socket_, "api-events"), Status::kSuccess) << last_error();
   void* ma = nullptr;
   void* mb = nullptr;
@@ -405,6 +415,45 @@ TEST_F(DaemonApi, CqNotificationsArriveOnEventfdsAndCallbacks) {
   EXPECT_TRUE(eventually([&] { return n.success.load() == 3; }));
   EXPECT_EQ(ncq->get_results_ex(r), 1u);
   EXPECT_NE(r[0].flags & kResultSolicited, 0u);
+  // Immediates and atomics (QpExtension) through the shared rings.
+  auto* ax = a.qp->query_extension<QpExtension>();
+  ASSERT_NE(ax, nullptr);
+  ASSERT_EQ(ax->send_with_immediate(nullptr, {&inl, 1}, op_flag::kInline, 0xabcd1234),
+            Status::kSuccess);
+  std::memset(a.mem, 0x5a, 256);
+  const Sge w{reinterpret_cast<uint64_t>(a.mem), 256, a.mr->get_local_token()};
+  ASSERT_EQ(ax->write_with_immediate(nullptr, {&w, 1}, pb.addr + 4096, pb.rkey, 0, 77),
+            Status::kSuccess);
+  uint64_t* word = reinterpret_cast<uint64_t*>(b.mem + 8192);
+  *word = 40;
+  const Sge res{reinterpret_cast<uint64_t>(a.mem + 1024), 8, a.mr->get_local_token()};
+  ASSERT_EQ(ax->fetch_add(nullptr, res, pb.addr + 8192, pb.rkey, 2, 0), Status::kSuccess);
+  sent.clear();
+  ASSERT_EQ(a.wait(3, &sent), 3u);
+  for (const ResultEx& x : sent) EXPECT_EQ(x.status, Status::kSuccess);
+  EXPECT_EQ(sent[2].type, OperationType::kFetchAdd);
+  EXPECT_EQ(*reinterpret_cast<uint64_t*>(a.mem + 1024), 40u);  // the original value
+  EXPECT_EQ(*word, 42u);
+  ASSERT_EQ(ax->compare_swap(nullptr, res, pb.addr + 8192, pb.rkey, 42, 7, 0), Status::kSuccess);
+  sent.clear();
+  ASSERT_EQ(a.wait(1, &sent), 1u);
+  EXPECT_EQ(sent[0].status, Status::kSuccess);
+  EXPECT_EQ(sent[0].type, OperationType::kCompareSwap);
+  EXPECT_EQ(*word, 7u);
+  std::vector<ResultEx> got;
+  EXPECT_TRUE(eventually([&] {
+    ResultEx x[4];
+    const size_t k = ncq->get_results_ex(x);
+    got.insert(got.end(), x, x + k);
+    return got.size() >= 2;
+  }));
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_NE(got[0].flags & kResultHasImmediate, 0u);
+  EXPECT_EQ(got[0].type_specific_completion_output, 0xabcd1234u);
+  EXPECT_EQ(got[1].type_specific_completion_output, 77u);
+  EXPECT_EQ(got[1].bytes_transferred, 256u);
+  for (int k = 0; k < 256; ++k) ASSERT_EQ(b.mem[4096 + k], 0x5a) << k;
+
   // 4. Cancelled: kCancelled once, no kSuccess.
   ncq->arm(CqNotify::kAny);
   EXPECT_TRUE(ext->cancel_notification());

@@ -114,6 +114,7 @@ class Raw {
     ipc::HelloReq h{};
     h.h = ipc::make_header(ipc::MsgType::kHello, sizeof h, 1);
     h.major = ipc::kVersionMajor;
+    h.minor = ipc::kVersionMinor;
     ipc::set_name(h.name, "raw");
     return ask(&h, sizeof h);
   }
@@ -378,7 +379,11 @@ TEST_F(DaemonTest, PassedDescriptorsAreCheckedOrClosed) {
   ipc::HelloReq hello{};
   hello.h = ipc::make_header(ipc::MsgType::kHello, sizeof hello, 1);
   hello.major = ipc::kVersionMajor;
+  // A client older than kMinClientMinor lays out its send slots otherwise: refused.
+  hello.minor = ipc::kMinClientMinor - 1;
   ipc::set_name(hello.name, "fds");
+  ASSERT_EQ(ask(&hello, sizeof hello, -1), Status::kNotSupported);
+  hello.minor = ipc::kVersionMinor;
   ASSERT_EQ(ask(&hello, sizeof hello, -1), Status::kSuccess);
   const size_t before = open_fds(daemon_->pid());
   // Descriptors riding on messages that take none: all closed by the daemon.
