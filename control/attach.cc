@@ -39,6 +39,17 @@ void* map_fd(int fd, size_t len, void* at, uint64_t* ino = nullptr) {
 
 Status fail(Status s, const char* why) { return detail::fail_with(s, why); }
 
+// The rings of a new CQ, QP or SRQ: its memfd `fd` (closed here) mapped, when the reply's
+// geometry fits in `bytes` (`geometry_ok`). Else null, and the daemon's object `handle` is
+// destroyed: posting and polling refuse an object without rings.
+void* map_rings(int fd, uint64_t bytes, bool geometry_ok, uint32_t handle) {
+  void* m = fd >= 0 ? map_fd(fd, bytes, nullptr) : nullptr;
+  if (m != nullptr && geometry_ok) return m;
+  if (m != nullptr) ::munmap(m, bytes);
+  (void)destroy(handle);
+  return nullptr;
+}
+
 }  // namespace
 
 Status alloc_shared(size_t length, SharedMemory* out) noexcept {
@@ -207,13 +218,10 @@ Status RemoteCq::create(uint32_t adapter, uint32_t depth, int event_fd) noexcept
   Status s = daemon_transact(ipc::MsgType::kCreateCq, &req, sizeof req, &rep, sizeof rep,
                              "create_cq", &fd, event_fd);
   if (s != Status::kSuccess) return s;
-  map_ = fd >= 0 ? map_fd(fd, rep.map_bytes, nullptr) : nullptr;
-  if (map_ == nullptr || rep.map_bytes < shm::ring_bytes(rep.capacity, sizeof(shm::CqSlot))) {
-    (void)remote::destroy(rep.handle);
-    if (map_ != nullptr) ::munmap(map_, rep.map_bytes);
-    map_ = nullptr;  // posting and polling refuse an object without rings
+  map_ = map_rings(fd, rep.map_bytes,
+                   rep.map_bytes >= shm::ring_bytes(rep.capacity, sizeof(shm::CqSlot)), rep.handle);
+  if (map_ == nullptr)
     return fail(Status::kInsufficientResources, "create_cq: cannot map its ring");
-  }
   handle_ = rep.handle;
   map_len_ = rep.map_bytes;
   ring_ = shm::ring_at(map_, 0, rep.capacity, sizeof(shm::CqSlot));
@@ -323,21 +331,92 @@ Status doorbell(uint32_t engine, const shm::EngineDoorbell** page, int* wake_fd)
 
 }  // namespace
 
-void RemoteQp::ring() noexcept {
-  // Pairs with the engine's fence between setting its sleeping flag and reading our index
-  // (Bridge::nap): one of the two sees the other's store.
+namespace {
+
+// Rings the engine's doorbell after a publish, only while it sleeps. Pairs with the engine's
+// fence between setting its sleeping flag and reading our index (Bridge::nap): one of the two
+// sees the other's store.
+void ring_doorbell(const shm::EngineDoorbell* door, int wake_fd) noexcept {
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (door_ != nullptr && door_->sleeping.load(std::memory_order_relaxed) != 0) {
+  if (door != nullptr && door->sleeping.load(std::memory_order_relaxed) != 0) {
     const uint64_t one = 1;
-    (void)::write(wake_fd_, &one, sizeof one);  // only while the engine sleeps
+    (void)::write(wake_fd, &one, sizeof one);
   }
+}
+
+// Posts one receive slot into `r` (a QP's receive ring or an SRQ's) and publishes it.
+Status post_receive(const shm::RingView& r, uint32_t* prod, uint32_t max_sge, void* ctx,
+                    std::span<const Sge> sgl) noexcept {
+  if ((sgl.data() == nullptr && !sgl.empty())) return Status::kInvalidParameter;
+  if (sgl.size() > max_sge) return Status::kDataOverrun;
+  const uint32_t cons = r.head->cons.load(std::memory_order_acquire);  // pairs with the daemon
+  if (*prod - cons == r.capacity) return Status::kNoMoreEntries;
+  auto* w = reinterpret_cast<shm::RecvSlot*>(r.slot(*prod));
+  w->request_context = reinterpret_cast<uint64_t>(ctx);
+  w->num_sge = static_cast<uint32_t>(sgl.size());
+  w->reserved = 0;
+  std::memcpy(&w->sge[0], sgl.data(), sgl.size_bytes());
+  ++*prod;
+  r.head->prod.store(*prod, std::memory_order_release);
+  return Status::kSuccess;
+}
+
+}  // namespace
+
+void RemoteQp::ring() noexcept { ring_doorbell(door_, wake_fd_); }
+
+// ---- SRQ --------------------------------------------------------------------------------------
+
+RemoteSrq::~RemoteSrq() { (void)destroy(); }
+
+Status RemoteSrq::create(uint32_t pd, uint32_t depth, uint32_t max_sge, uint32_t engine) noexcept {
+  ipc::CreateSrqReq req{};
+  req.pd = pd;
+  req.depth = depth;
+  req.max_sge = max_sge;
+  req.engine = engine;
+  ipc::CreateSrqRep rep{};
+  int fd = -1;
+  Status s = daemon_transact(ipc::MsgType::kCreateSrq, &req, sizeof req, &rep, sizeof rep,
+                             "create_srq", &fd);
+  if (s != Status::kSuccess) return s;
+  map_ = map_rings(fd, rep.map_bytes,
+                   shm::ring_bytes(rep.capacity, rep.stride) <= rep.map_bytes &&
+                       rep.stride >= shm::recv_stride(max_sge),
+                   rep.handle);
+  if (map_ == nullptr)
+    return fail(Status::kInsufficientResources, "create_srq: cannot map its ring");
+  handle_ = rep.handle;
+  map_len_ = rep.map_bytes;
+  ring_ = shm::ring_at(map_, 0, rep.capacity, rep.stride);
+  max_sge_ = max_sge;
+  if (doorbell(rep.engine, &door_, &wake_fd_) != Status::kSuccess) door_ = nullptr;
+  return detail::succeed();
+}
+
+Status RemoteSrq::receive(void* ctx, std::span<const Sge> sgl) noexcept {
+  if (map_ == nullptr) return Status::kInvalidDeviceState;
+  const Status s = post_receive(ring_, &prod_, max_sge_, ctx, sgl);
+  if (s == Status::kSuccess) ring_doorbell(door_, wake_fd_);
+  return s;
+}
+
+Status RemoteSrq::destroy() noexcept {
+  if (handle_ == 0) return Status::kSuccess;
+  const Status s = remote::destroy(handle_);
+  if (s == Status::kDeviceBusy) return s;  // QPs still use it
+  ::munmap(map_, map_len_);
+  map_ = nullptr;
+  handle_ = 0;
+  return s;
 }
 
 RemoteQp::~RemoteQp() { (void)destroy(); }
 
 Status RemoteQp::create(uint32_t pd, const RemoteCq& send_cq, const RemoteCq& recv_cq,
                         uint32_t sq_depth, uint32_t rq_depth, uint32_t max_send_sge,
-                        uint32_t max_recv_sge, uint32_t max_inline, void* qp_context) noexcept {
+                        uint32_t max_recv_sge, uint32_t max_inline, void* qp_context,
+                        uint32_t srq) noexcept {
   ipc::CreateQpReq req{};
   req.pd = pd;
   req.send_cq = send_cq.handle();
@@ -348,20 +427,19 @@ Status RemoteQp::create(uint32_t pd, const RemoteCq& send_cq, const RemoteCq& re
   req.max_recv_sge = max_recv_sge;
   req.max_inline = max_inline;
   req.qp_context = reinterpret_cast<uint64_t>(qp_context);
+  req.srq = srq;
   ipc::CreateQpRep rep{};
   int fd = -1;
   Status s = daemon_transact(ipc::MsgType::kCreateQp, &req, sizeof req, &rep, sizeof rep,
                              "create_qp", &fd);
   if (s != Status::kSuccess) return s;
-  map_ = fd >= 0 ? map_fd(fd, rep.map_bytes, nullptr) : nullptr;
-  if (map_ == nullptr ||
-      rep.rq_offset + shm::ring_bytes(rep.rq_capacity, rep.rq_stride) > rep.map_bytes ||
-      shm::ring_bytes(rep.sq_capacity, rep.sq_stride) > rep.rq_offset) {
-    (void)remote::destroy(rep.handle);
-    if (map_ != nullptr) ::munmap(map_, rep.map_bytes);
-    map_ = nullptr;  // posting and polling refuse an object without rings
+  map_ =
+      map_rings(fd, rep.map_bytes,
+                rep.rq_offset + shm::ring_bytes(rep.rq_capacity, rep.rq_stride) <= rep.map_bytes &&
+                    shm::ring_bytes(rep.sq_capacity, rep.sq_stride) <= rep.rq_offset,
+                rep.handle);
+  if (map_ == nullptr)
     return fail(Status::kInsufficientResources, "create_qp: cannot map its rings");
-  }
   handle_ = rep.handle;
   qpn_ = rep.qpn;
   map_len_ = rep.map_bytes;
@@ -370,6 +448,7 @@ Status RemoteQp::create(uint32_t pd, const RemoteCq& send_cq, const RemoteCq& re
   max_send_sge_ = max_send_sge;
   max_recv_sge_ = max_recv_sge;
   max_inline_ = max_inline;
+  engine_ = rep.engine;
   // Without a doorbell the engine still finds the work after its nap (at most idle_sleep_us).
   if (doorbell(rep.engine, &door_, &wake_fd_) != Status::kSuccess) door_ = nullptr;
   return detail::succeed();
@@ -476,19 +555,9 @@ Status RemoteQp::read(void* ctx, std::span<const Sge> sgl, uint64_t remote_addre
 
 Status RemoteQp::receive(void* ctx, std::span<const Sge> sgl) noexcept {
   if (map_ == nullptr) return Status::kInvalidDeviceState;
-  if ((sgl.data() == nullptr && !sgl.empty())) return Status::kInvalidParameter;
-  if (sgl.size() > max_recv_sge_) return Status::kDataOverrun;
-  const uint32_t cons = rq_.head->cons.load(std::memory_order_acquire);  // pairs with daemon
-  if (rq_prod_ - cons == rq_.capacity) return Status::kNoMoreEntries;
-  auto* w = reinterpret_cast<shm::RecvSlot*>(rq_.slot(rq_prod_));
-  w->request_context = reinterpret_cast<uint64_t>(ctx);
-  w->num_sge = static_cast<uint32_t>(sgl.size());
-  w->reserved = 0;
-  std::memcpy(&w->sge[0], sgl.data(), sgl.size_bytes());
-  ++rq_prod_;
-  rq_.head->prod.store(rq_prod_, std::memory_order_release);
-  ring();
-  return Status::kSuccess;
+  const Status s = post_receive(rq_, &rq_prod_, max_recv_sge_, ctx, sgl);
+  if (s == Status::kSuccess) ring();
+  return s;
 }
 
 }  // namespace urnic::remote

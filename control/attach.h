@@ -101,6 +101,30 @@ class RemoteCq {
   uint32_t cons_ = 0;
 };
 
+class RemoteSrq {
+ public:
+  RemoteSrq() = default;
+  ~RemoteSrq();
+  RemoteSrq(const RemoteSrq&) = delete;
+  RemoteSrq& operator=(const RemoteSrq&) = delete;
+
+  // On the daemon adapter's engine `engine` (that of the CQs of the QPs that will use it).
+  Status create(uint32_t pd, uint32_t depth, uint32_t max_sge, uint32_t engine) noexcept;
+  // Posting, as Srq::receive (kNoMoreEntries when the ring is full).
+  Status receive(void* ctx, std::span<const Sge> sgl) noexcept;
+  uint32_t handle() const noexcept { return handle_; }
+  Status destroy() noexcept;
+
+ private:
+  uint32_t handle_ = 0;
+  void* map_ = nullptr;
+  size_t map_len_ = 0;
+  shm::RingView ring_;
+  uint32_t prod_ = 0, max_sge_ = 0;
+  const shm::EngineDoorbell* door_ = nullptr;
+  int wake_fd_ = -1;
+};
+
 class RemoteQp {
  public:
   RemoteQp() = default;
@@ -109,9 +133,13 @@ class RemoteQp {
   RemoteQp& operator=(const RemoteQp&) = delete;
 
   // An RC QP in INIT, completing into `send_cq` and `recv_cq` (of the PD's adapter).
+  // With `srq` (its handle; 0: none) the QP takes its receives from it (rq_depth and
+  // max_recv_sge are then 1: its own receive ring stays unused).
   Status create(uint32_t pd, const RemoteCq& send_cq, const RemoteCq& recv_cq, uint32_t sq_depth,
                 uint32_t rq_depth, uint32_t max_send_sge, uint32_t max_recv_sge,
-                uint32_t max_inline, void* qp_context) noexcept;
+                uint32_t max_inline, void* qp_context, uint32_t srq = 0) noexcept;
+  // The engine its CQs (and so it) run on.
+  uint32_t engine() const noexcept { return engine_; }
   // QpConnectExtension::modify, synchronously (kCongestion is not offered in attach mode).
   Status modify(const QpAttributes& a, uint32_t mask) noexcept;
   uint32_t qpn() const noexcept { return qpn_; }
@@ -138,7 +166,7 @@ class RemoteQp {
   const shm::RingView& recv_ring() const noexcept { return rq_; }
 
  private:
-  uint32_t handle_ = 0, qpn_ = 0;
+  uint32_t handle_ = 0, qpn_ = 0, engine_ = 0;
   void* map_ = nullptr;
   size_t map_len_ = 0;
   shm::RingView sq_, rq_;

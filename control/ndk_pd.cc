@@ -129,7 +129,9 @@ Status Pd::create_srq(uint32_t depth, uint32_t max_receive_request_sge, uint32_t
 Status Pd::create_srq(uint32_t depth, uint32_t max_receive_request_sge, uint32_t notify_threshold,
                       SrqNotificationCallback notification, void* notification_context,
                       uint64_t affinity, CreateCompletion, void*, Handle<Srq>* out) noexcept {
-  if (impl_->remote) return detail::remote_unsupported("Pd::create_srq");
+  if (impl_->remote)
+    return detail::remote_create_srq(impl_, depth, max_receive_request_sge, notify_threshold,
+                                     notification, affinity, out);
   const AdapterInfo& info = impl()->adapter->info;
   if (out == nullptr || depth == 0 || depth > info.max_srq_depth ||
       max_receive_request_sge > info.max_receive_request_sge)
@@ -267,7 +269,9 @@ uint32_t Mw::get_remote_token() const noexcept {
 // ---- Srq ----------------------------------------------------------------------------------------
 
 Status Srq::receive(void* request_context, std::span<const Sge> sgl) noexcept {
-  if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
+  if (detail::is_closing(impl_)) return Status::kInvalidDeviceState;
+  if (impl_->remote) [[unlikely]]
+    return detail::remote_srq_receive(impl_, request_context, sgl);
   dp::RecvWqe w;
   w.request_context = request_context;
   if (Status s = detail::fill_sgl(w, sgl, impl()->srq.max_sge()); s != Status::kSuccess) return s;
@@ -275,7 +279,8 @@ Status Srq::receive(void* request_context, std::span<const Sge> sgl) noexcept {
 }
 
 Status Srq::modify(uint32_t depth, uint32_t notify_threshold, RequestCompletion, void*) noexcept {
-  if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
+  if (detail::is_closing(impl_)) return Status::kInvalidDeviceState;
+  if (impl_->remote) return detail::remote_unsupported("Srq::modify");
   if (depth > impl()->adapter->info.max_srq_depth) return Status::kInvalidParameter;
   return detail::guarded([&] {
     std::lock_guard lk(impl()->adapter->mu);

@@ -405,8 +405,12 @@ Status Pd::create_qp_with_srq(Cq& receive_cq, Cq& initiator_cq, Srq& srq, void* 
                               uint32_t initiator_queue_depth, uint32_t max_initiator_request_sge,
                               uint32_t inline_data_size, CreateCompletion completion,
                               void* request_context, Handle<Qp>* out) noexcept {
-  if (impl_->remote) return detail::remote_unsupported("Pd::create_qp_with_srq");
   using C = detail::CqImpl;
+  if (impl_->remote)
+    return detail::remote_create_qp(impl_, C::base_of(receive_cq), C::base_of(initiator_cq),
+                                    qp_context, 1, initiator_queue_depth, 1,
+                                    max_initiator_request_sge, inline_data_size, out,
+                                    detail::SrqImpl::base_of(srq));
   if (C::base_of(receive_cq)->remote || C::base_of(initiator_cq)->remote ||
       detail::SrqImpl::base_of(srq)->remote)
     return Status::kInvalidParameter;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <system_error>
 
 #include "control/control_plane.h"
@@ -274,9 +275,10 @@ Status remote_create_mr(ObjectImpl* pd, bool fast_register, Handle<Mr>* out) noe
 
 Status remote_create_qp(ObjectImpl* pd, ObjectImpl* rcq, ObjectImpl* scq, void* qp_context,
                         uint32_t rq_depth, uint32_t sq_depth, uint32_t max_rsge, uint32_t max_ssge,
-                        uint32_t inline_size, Handle<Qp>* out) noexcept {
+                        uint32_t inline_size, Handle<Qp>* out, ObjectImpl* srq) noexcept {
   AdapterImpl* a = pd->adapter;
-  if (out == nullptr || !rcq->remote || !scq->remote || rcq->adapter != a || scq->adapter != a)
+  if (out == nullptr || !rcq->remote || !scq->remote || rcq->adapter != a || scq->adapter != a ||
+      (srq != nullptr && (!srq->remote || srq->adapter != a)))
     return Status::kInvalidParameter;
   const AdapterInfo& i = a->info;
   if (rq_depth == 0 || rq_depth > i.max_receive_queue_depth || sq_depth == 0 ||
@@ -288,21 +290,54 @@ Status remote_create_qp(ObjectImpl* pd, ObjectImpl* rcq, ObjectImpl* scq, void* 
     {
       std::lock_guard lk(a->mu);
       if (a->shutting_down || pd->life != Life::kLive || rcq->life != Life::kLive ||
-          scq->life != Life::kLive)
+          scq->life != Life::kLive || (srq != nullptr && srq->life != Life::kLive))
         return Status::kInvalidDeviceState;
     }
     const auto& r = static_cast<RemoteCqImpl*>(rcq)->cq;
     const auto& s = static_cast<RemoteCqImpl*>(scq)->cq;
+    const uint32_t srq_handle = srq != nullptr ? static_cast<RemoteSrqImpl*>(srq)->srq.handle() : 0;
     if (Status st = q->qp.create(static_cast<RemotePdImpl*>(pd)->handle, s, r, sq_depth, rq_depth,
-                                 max_ssge, max_rsge, inline_size, qp_context);
+                                 max_ssge, max_rsge, inline_size, qp_context, srq_handle);
         st != Status::kSuccess)
       return st;
     std::lock_guard lk(a->mu);
     // Between the two locks a close may have begun: ~RemoteQp destroys the daemon's QP then.
-    if (Status st = adopt_remote_locked(pd, q.get(), {rcq, scq}); st != Status::kSuccess) return st;
+    const Status st = srq != nullptr ? adopt_remote_locked(pd, q.get(), {rcq, scq, srq})
+                                     : adopt_remote_locked(pd, q.get(), {rcq, scq});
+    if (st != Status::kSuccess) return st;
+    q->has_srq = srq != nullptr;
     *out = Handle<Qp>(&q.release()->pub_);
     return Status::kSuccess;
   });
+}
+
+Status remote_create_srq(ObjectImpl* pd, uint32_t depth, uint32_t max_sge,
+                         uint32_t notify_threshold, SrqNotificationCallback notification,
+                         uint64_t affinity, Handle<Srq>* out) noexcept {
+  AdapterImpl* a = pd->adapter;
+  const AdapterInfo& i = a->info;
+  if (out == nullptr || depth == 0 || depth > i.max_srq_depth || max_sge == 0 ||
+      max_sge > i.max_receive_request_sge)
+    return Status::kInvalidParameter;
+  // A limit would never be reported: refused rather than left silent. (A callback alone is
+  // fine: it fires only once a limit is armed, which attach mode refuses.)
+  (void)notification;
+  if (notify_threshold != 0) return remote_unsupported("create_srq with a limit");
+  const uint32_t engine = affinity == 0 ? 0 : static_cast<uint32_t>(std::countr_zero(affinity));
+  return guarded([&] {
+    auto q = std::make_unique<RemoteSrqImpl>(a);
+    if (Status s = q->srq.create(static_cast<RemotePdImpl*>(pd)->handle, depth, max_sge, engine);
+        s != Status::kSuccess)
+      return s;
+    std::lock_guard lk(a->mu);
+    if (Status s = adopt_remote_locked(pd, q.get()); s != Status::kSuccess) return s;
+    *out = Handle<Srq>(&q.release()->pub_);
+    return Status::kSuccess;
+  });
+}
+
+Status remote_srq_receive(ObjectImpl* srq, void* ctx, std::span<const Sge> sgl) noexcept {
+  return static_cast<RemoteSrqImpl*>(srq)->srq.receive(ctx, sgl);
 }
 
 // ---- MR ----------------------------------------------------------------------------------------
@@ -369,7 +404,11 @@ Status remote_atomic(ObjectImpl* qp, shm::SendOp op, void* ctx, const Sge& resul
 }
 
 Status remote_receive(ObjectImpl* qp, void* ctx, std::span<const Sge> sgl) noexcept {
-  return static_cast<RemoteQpImpl*>(qp)->qp.receive(ctx, sgl);
+  auto* q = static_cast<RemoteQpImpl*>(qp);
+  // As embedded: a QP with an SRQ has no receive queue of its own (posting to its unused ring
+  // would fail it in the daemon).
+  if (q->has_srq) return Status::kInvalidDeviceRequest;
+  return q->qp.receive(ctx, sgl);
 }
 
 void remote_flush(ObjectImpl* qp) noexcept {

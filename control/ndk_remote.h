@@ -17,7 +17,7 @@
 // delivers: the notification callback, and the consumer's own eventfd
 // (CqExtension::notification_fd) if one was asked for.
 //
-// What attach mode does not offer yet answers kNotSupported: SRQs, memory windows,
+// What attach mode does not offer yet answers kNotSupported: SRQ limits, memory windows,
 // fast-register MRs, the privileged token, datagram QPs and address handles, CQ resize and
 // moderation, connectors and listeners, and the adapter's counters.
 #pragma once
@@ -45,6 +45,16 @@ struct RemotePdImpl final : ImplOf<RemotePdImpl, Pd> {
   Status teardown_locked() override;
   bool closes_inline() const noexcept override { return true; }
   uint32_t handle = 0;  // the daemon's
+};
+
+struct RemoteSrqImpl final : ImplOf<RemoteSrqImpl, Srq> {
+  explicit RemoteSrqImpl(AdapterImpl* a) : ImplOf(ObjectType::kSrq, a, true) {}
+  Status teardown_locked() override {
+    (void)srq.destroy();  // its QPs (successors) are gone; a daemon that is gone took it along
+    return Status::kSuccess;
+  }
+  bool closes_inline() const noexcept override { return true; }
+  remote::RemoteSrq srq;
 };
 
 struct RemoteCqImpl final : ImplOf<RemoteCqImpl, Cq> {
@@ -111,6 +121,7 @@ struct RemoteQpImpl final : ImplOf<RemoteQpImpl, Qp> {
   // completions say so).
   QpAttributes attrs;
   std::atomic<QpState> state{QpState::kInit};
+  bool has_srq = false;  // its receives come from an SRQ
 };
 
 // ---- Routing from the public calls (control/ndk_remote.cc) ----------------------------------
@@ -118,9 +129,16 @@ Status remote_create_cq(AdapterImpl* a, uint32_t depth, CqNotificationCallback n
                         void* notification_context, Handle<Cq>* out) noexcept;
 Status remote_create_pd(AdapterImpl* a, Handle<Pd>* out) noexcept;
 Status remote_create_mr(ObjectImpl* pd, bool fast_register, Handle<Mr>* out) noexcept;
+// `srq` (null: none): the QP's receives come from it (rq_depth and max_rsge are then 1).
 Status remote_create_qp(ObjectImpl* pd, ObjectImpl* receive_cq, ObjectImpl* initiator_cq,
                         void* qp_context, uint32_t rq_depth, uint32_t sq_depth, uint32_t max_rsge,
-                        uint32_t max_ssge, uint32_t inline_size, Handle<Qp>* out) noexcept;
+                        uint32_t max_ssge, uint32_t inline_size, Handle<Qp>* out,
+                        ObjectImpl* srq = nullptr) noexcept;
+// On the engine `affinity` names first (0: engine 0); no limit (threshold) in attach mode.
+Status remote_create_srq(ObjectImpl* pd, uint32_t depth, uint32_t max_sge,
+                         uint32_t notify_threshold, SrqNotificationCallback notification,
+                         uint64_t affinity, Handle<Srq>* out) noexcept;
+Status remote_srq_receive(ObjectImpl* srq, void* ctx, std::span<const Sge> sgl) noexcept;
 Status remote_register_mr(ObjectImpl* mr, const void* address, size_t length,
                           uint32_t flags) noexcept;
 Status remote_deregister_mr(ObjectImpl* mr) noexcept;

@@ -64,6 +64,8 @@ bool Bridge::pending() const noexcept {
         q.r.rq.head->prod.load(std::memory_order_acquire) != q.rq_cons)
       return true;
   }
+  for (const LiveSrq& q : srqs_)
+    if (!q.failed && q.r.ring.head->prod.load(std::memory_order_acquire) != q.cons) return true;
   return false;
 }
 
@@ -108,6 +110,16 @@ bool Bridge::remove_qp(Qp* qp, std::chrono::milliseconds patience) {
   q.qp = qp;
   return submit(Cmd{Cmd::Kind::kRemoveQp, q, {}}, patience);
 }
+bool Bridge::add_srq(const SrqRing& s, std::chrono::milliseconds patience) {
+  Cmd c{Cmd::Kind::kAddSrq, {}, {}};
+  c.srq = s;
+  return submit(c, patience);
+}
+bool Bridge::remove_srq(Srq* srq, std::chrono::milliseconds patience) {
+  Cmd c{Cmd::Kind::kRemoveSrq, {}, {}};
+  c.srq.srq = srq;
+  return submit(c, patience);
+}
 bool Bridge::add_cq(const CqRing& c, std::chrono::milliseconds patience) {
   return submit(Cmd{Cmd::Kind::kAddCq, {}, c}, patience);
 }
@@ -143,6 +155,12 @@ void Bridge::apply(const Cmd& c) {
     case Cmd::Kind::kRemoveCq:
       std::erase_if(cqs_, [&](const LiveCq& q) { return q.r.cq == c.cq.cq; });
       break;
+    case Cmd::Kind::kAddSrq:
+      srqs_.push_back(LiveSrq{c.srq});
+      break;
+    case Cmd::Kind::kRemoveSrq:
+      std::erase_if(srqs_, [&](const LiveSrq& q) { return q.r.srq == c.srq.srq; });
+      break;
   }
 }
 
@@ -159,6 +177,8 @@ bool Bridge::poll() noexcept {
     busy |= drain_rq(q);  // receives first: a send of ours may be answered at once
     busy |= drain_sq(q);
   }
+  for (LiveSrq& q : srqs_)
+    if (!q.failed) busy |= drain_srq(q);
   for (LiveCq& cq : cqs_)
     if (!cq.failed) busy |= fill_cq(cq);
   return busy;
@@ -247,36 +267,48 @@ bool Bridge::drain_sq(LiveQp& q) noexcept {
   return done != 0;
 }
 
-bool Bridge::drain_rq(LiveQp& q) noexcept {
-  const shm::RingView& r = q.r.rq;
+template <class Post>
+Bridge::Drained Bridge::drain_receives(const shm::RingView& r, uint32_t* cons, uint32_t max_sge,
+                                       Post post) noexcept {
   const uint32_t prod = r.head->prod.load(std::memory_order_acquire);  // pairs with the client
-  const uint32_t n = prod - q.rq_cons;
-  if (n == 0) return false;
-  if (n > r.capacity) {
-    fail(q);
-    return true;
-  }
+  const uint32_t n = prod - *cons;
+  if (n == 0) return Drained::kIdle;
+  if (n > r.capacity) return Drained::kFault;
   alignas(16) uint8_t buf[kMaxSlot];
   auto* w = reinterpret_cast<shm::RecvSlot*>(buf);
   uint32_t done = 0;
   for (; done < std::min(n, kBurst); ++done) {
-    std::memcpy(buf, r.slot(q.rq_cons + done), r.stride);
-    if (w->reserved != 0 || w->num_sge > q.r.max_recv_sge) {
-      fail(q);
-      return true;
-    }
-    const Status s = q.r.qp->receive(reinterpret_cast<void*>(w->request_context),
-                                     std::span<const Sge>(w->sge, w->num_sge));
+    std::memcpy(buf, r.slot(*cons + done), r.stride);
+    if (w->reserved != 0 || w->num_sge > max_sge) return Drained::kFault;
+    const Status s =
+        post(reinterpret_cast<void*>(w->request_context), std::span<const Sge>(w->sge, w->num_sge));
     if (s == Status::kNoMoreEntries) break;
-    if (s != Status::kSuccess) {
-      fail(q);
-      return true;
-    }
+    if (s != Status::kSuccess) return Drained::kFault;
   }
-  q.rq_cons += done;
-  r.head->cons.store(q.rq_cons, std::memory_order_release);
+  *cons += done;
+  r.head->cons.store(*cons, std::memory_order_release);
   receives_.fetch_add(done, std::memory_order_relaxed);
-  return done != 0;
+  return done != 0 ? Drained::kBusy : Drained::kIdle;
+}
+
+bool Bridge::drain_rq(LiveQp& q) noexcept {
+  const Drained d = drain_receives(
+      q.r.rq, &q.rq_cons, q.r.max_recv_sge,
+      [&](void* ctx, std::span<const Sge> sgl) { return q.r.qp->receive(ctx, sgl); });
+  if (d == Drained::kFault) fail(q);
+  return d != Drained::kIdle;
+}
+
+bool Bridge::drain_srq(LiveSrq& q) noexcept {
+  const Drained d = drain_receives(
+      q.r.ring, &q.cons, q.r.max_sge,
+      [&](void* ctx, std::span<const Sge> sgl) { return q.r.srq->receive(ctx, sgl); });
+  if (d == Drained::kFault) {
+    // Its client's fault: the SRQ takes no more receives (its QPs run dry: RNR at their peers).
+    q.failed = true;
+    client_errors_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return d != Drained::kIdle;
 }
 
 bool Bridge::fill_cq(LiveCq& c) noexcept {

@@ -27,6 +27,7 @@
 #include "urnic/engine.h"
 #include "urnic/extensions.h"
 #include "urnic/qp.h"
+#include "urnic/srq.h"
 
 namespace urnic::daemon {
 
@@ -45,6 +46,11 @@ class Bridge {
     QpExtension* ext = nullptr;  // immediates and atomics (found by add_qp's caller)
     shm::RingView sq, rq;
     uint32_t max_send_sge = 0, max_recv_sge = 0, max_inline = 0;
+  };
+  struct SrqRing {
+    Srq* srq = nullptr;
+    shm::RingView ring;
+    uint32_t max_sge = 0;
   };
   struct CqRing {
     Cq* cq = nullptr;
@@ -69,6 +75,8 @@ class Bridge {
   bool add_qp(const QpRings& q, std::chrono::milliseconds patience = std::chrono::seconds(5));
   bool remove_qp(Qp* qp, std::chrono::milliseconds patience = std::chrono::seconds(5));
   bool add_cq(const CqRing& c, std::chrono::milliseconds patience = std::chrono::seconds(5));
+  bool add_srq(const SrqRing& s, std::chrono::milliseconds patience = std::chrono::seconds(5));
+  bool remove_srq(Srq* srq, std::chrono::milliseconds patience = std::chrono::seconds(5));
   bool remove_cq(Cq* cq, std::chrono::milliseconds patience = std::chrono::seconds(5));
   BridgeCounters counters() const noexcept;
 
@@ -78,13 +86,19 @@ class Bridge {
 
  private:
   struct Cmd {
-    enum class Kind : uint8_t { kAddQp, kRemoveQp, kAddCq, kRemoveCq } kind;
+    enum class Kind : uint8_t { kAddQp, kRemoveQp, kAddCq, kRemoveCq, kAddSrq, kRemoveSrq } kind;
     QpRings qp;
     CqRing cq;
+    SrqRing srq{};
   };
   struct LiveQp {
     QpRings r;
     uint32_t sq_cons = 0, rq_cons = 0;  // ours: the client's copies are only published
+    bool failed = false;
+  };
+  struct LiveSrq {
+    SrqRing r;
+    uint32_t cons = 0;
     bool failed = false;
   };
   struct LiveCq {
@@ -97,6 +111,12 @@ class Bridge {
   void apply(const Cmd& c);
   bool drain_sq(LiveQp& q) noexcept;
   bool drain_rq(LiveQp& q) noexcept;
+  bool drain_srq(LiveSrq& q) noexcept;
+  // A receive ring's new slots, each checked (reserved 0, at most `max_sge` SGEs) and posted.
+  enum class Drained : uint8_t { kIdle, kBusy, kFault };
+  template <class Post>
+  Drained drain_receives(const shm::RingView& r, uint32_t* cons, uint32_t max_sge,
+                         Post post) noexcept;
   bool fill_cq(LiveCq& c) noexcept;
   // After `fresh` was published into `c`'s ring: fires the client's arm if they satisfy it.
   void notify(LiveCq& c, std::span<const ResultEx> fresh) noexcept;
@@ -113,6 +133,7 @@ class Bridge {
   // ---- the lcore's
   std::vector<LiveQp> qps_;
   std::vector<LiveCq> cqs_;
+  std::vector<LiveSrq> srqs_;
   std::atomic<uint64_t> sends_{0}, receives_{0}, completions_{0}, client_errors_{0};
   std::atomic<uint64_t> cq_events_{0};
   std::atomic<uint64_t> sleeps_{0}, wakeups_{0};

@@ -195,6 +195,15 @@ bool usable_eventfd(int fd) {
 
 }  // namespace
 
+Status ClientObjects::undo_create(uint32_t h, int* fd, Status s) {
+  Obj& o = table_[index_of(h)];
+  if (o.map != nullptr) ::munmap(o.map, o.map_len);
+  if (*fd >= 0) ::close(*fd);
+  *fd = -1;
+  release(h);  // its Handle (if the create got that far) closes the object
+  return s;
+}
+
 Status ClientObjects::create_cq(const ipc::CreateCqReq& q, int event_fd, ipc::CreateCqRep* rep,
                                 int* fd) {
   // The eventfd is ours from here: closed on every refusal, kept by the CQ otherwise.
@@ -225,13 +234,7 @@ Status ClientObjects::create_cq(const ipc::CreateCqReq& q, int event_fd, ipc::Cr
     if (o.engine >= bridges_.size() || !bridges_[o.engine]->add_cq(ring))
       s = Status::kDeviceNotReady;
   }
-  if (s != Status::kSuccess) {
-    if (o.map != nullptr) ::munmap(o.map, o.map_len);
-    if (*fd >= 0) ::close(*fd);
-    *fd = -1;
-    release(h);
-    return s;
-  }
+  if (s != Status::kSuccess) return undo_create(h, fd, s);
   o.event_fd = std::exchange(ev.fd, -1);
   rep->handle = h;
   rep->capacity = cap;
@@ -243,23 +246,31 @@ Status ClientObjects::create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep
   Obj* pd = find(q.pd, Kind::kPd);
   Obj* scq = find(q.send_cq, Kind::kCq);
   Obj* rcq = find(q.recv_cq, Kind::kCq);
-  if (pd == nullptr || scq == nullptr || rcq == nullptr) return Status::kInvalidHandle;
-  if (scq->adapter != pd->adapter || rcq->adapter != pd->adapter || scq->engine != rcq->engine)
+  Obj* srq = q.srq != 0 ? find(q.srq, Kind::kSrq) : nullptr;
+  if (pd == nullptr || scq == nullptr || rcq == nullptr || (q.srq != 0 && srq == nullptr))
+    return Status::kInvalidHandle;
+  if (scq->adapter != pd->adapter || rcq->adapter != pd->adapter || scq->engine != rcq->engine ||
+      (srq != nullptr && (srq->adapter != pd->adapter || srq->engine != scq->engine)))
     return Status::kInvalidParameterMix;
   if (q.max_send_sge > kMaxSge || q.max_recv_sge > kMaxSge || q.max_inline > kMaxInline)
     return Status::kInvalidParameter;
-  if (count(Kind::kQp) >= quotas_.qps) return Status::kInsufficientResources;
+  if (count(Kind::kQp) + count(Kind::kSrq) >= quotas_.qps) return Status::kInsufficientResources;
   const uint32_t h = add(Kind::kQp);
   if (h == 0) return Status::kInsufficientResources;
   // `pd`, `scq`, `rcq` may have moved with the table: look them up again from here on.
   Obj& o = table_[index_of(h)];
   o.adapter = find(q.pd, Kind::kPd)->adapter;
   o.engine = find(q.send_cq, Kind::kCq)->engine;
-  Status s =
-      find(q.pd, Kind::kPd)
-          ->pd->create_qp(*find(q.recv_cq, Kind::kCq)->cq, *find(q.send_cq, Kind::kCq)->cq,
-                          reinterpret_cast<void*>(q.qp_context), q.rq_depth, q.sq_depth,
-                          q.max_recv_sge, q.max_send_sge, q.max_inline, nullptr, nullptr, &o.qp);
+  Pd& p = *find(q.pd, Kind::kPd)->pd;
+  Cq& r = *find(q.recv_cq, Kind::kCq)->cq;
+  Cq& sc = *find(q.send_cq, Kind::kCq)->cq;
+  void* ctx = reinterpret_cast<void*>(q.qp_context);
+  // With an SRQ the receive ring stays unused: a receive the client posts there fails its QP.
+  Status s = q.srq != 0
+                 ? p.create_qp_with_srq(r, sc, *find(q.srq, Kind::kSrq)->srq, ctx, q.sq_depth,
+                                        q.max_send_sge, q.max_inline, nullptr, nullptr, &o.qp)
+                 : p.create_qp(r, sc, ctx, q.rq_depth, q.sq_depth, q.max_recv_sge, q.max_send_sge,
+                               q.max_inline, nullptr, nullptr, &o.qp);
   const uint32_t sq_cap = shm::ring_capacity(q.sq_depth), rq_cap = shm::ring_capacity(q.rq_depth);
   const auto sq_stride = static_cast<uint32_t>(shm::send_stride(q.max_send_sge, q.max_inline));
   const auto rq_stride = static_cast<uint32_t>(shm::recv_stride(q.max_recv_sge));
@@ -277,17 +288,13 @@ Status ClientObjects::create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep
                           q.max_inline};
     if (!bridges_[o.engine]->add_qp(rings)) s = Status::kDeviceNotReady;
   }
-  if (s != Status::kSuccess) {
-    if (o.map != nullptr) ::munmap(o.map, o.map_len);
-    if (*fd >= 0) ::close(*fd);
-    *fd = -1;
-    release(h);
-    return s;
-  }
+  if (s != Status::kSuccess) return undo_create(h, fd, s);
   o.uses[0] = q.pd;
   o.uses[1] = q.send_cq;
   o.uses[2] = q.recv_cq;
-  for (uint32_t u : o.uses) ++table_[index_of(u)].users;
+  o.uses[3] = q.srq;
+  for (uint32_t u : o.uses)
+    if (u != 0) ++table_[index_of(u)].users;
   rep->handle = h;
   rep->qpn = o.qp->query_extension<QpConnectExtension>()->qpn();
   rep->sq_capacity = sq_cap;
@@ -295,6 +302,45 @@ Status ClientObjects::create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep
   rep->rq_capacity = rq_cap;
   rep->rq_stride = rq_stride;
   rep->rq_offset = sq_bytes;
+  rep->engine = o.engine;
+  rep->map_bytes = o.map_len;
+  return s;
+}
+
+Status ClientObjects::create_srq(const ipc::CreateSrqReq& q, ipc::CreateSrqRep* rep, int* fd) {
+  Obj* pd = find(q.pd, Kind::kPd);
+  if (pd == nullptr) return Status::kInvalidHandle;
+  Adapter& a = *adapters_[pd->adapter].adapter;
+  const AdapterInfo info = a.adapter_info();
+  if (q.depth > info.max_srq_depth || q.max_sge > info.max_receive_request_sge ||
+      q.engine >= a.engines())
+    return Status::kInvalidParameter;
+  if (count(Kind::kQp) + count(Kind::kSrq) >= quotas_.qps) return Status::kInsufficientResources;
+  const uint32_t adapter = pd->adapter;
+  const uint32_t h = add(Kind::kSrq);
+  if (h == 0) return Status::kInsufficientResources;
+  Obj& o = table_[index_of(h)];  // `pd` may have moved with the table
+  o.adapter = adapter;
+  o.engine = q.engine;
+  // On the engine the client names (that of the CQs of its QPs); no limit notification.
+  Status s = find(q.pd, Kind::kPd)
+                 ->pd->create_srq(q.depth, q.max_sge, 0, nullptr, nullptr, uint64_t{1} << q.engine,
+                                  nullptr, nullptr, &o.srq);
+  const uint32_t cap = shm::ring_capacity(q.depth);
+  const auto stride = static_cast<uint32_t>(shm::recv_stride(q.max_sge));
+  o.map_len = shm::ring_bytes(cap, stride);
+  if (s == Status::kSuccess && (*fd = make_memfd("urnic-srq", o.map_len, &o.map)) < 0)
+    s = Status::kInsufficientResources;
+  if (s == Status::kSuccess &&
+      (o.engine >= bridges_.size() ||
+       !bridges_[o.engine]->add_srq({o.srq.get(), shm::ring_at(o.map, 0, cap, stride), q.max_sge})))
+    s = Status::kDeviceNotReady;
+  if (s != Status::kSuccess) return undo_create(h, fd, s);
+  o.uses[0] = q.pd;
+  ++table_[index_of(q.pd)].users;
+  rep->handle = h;
+  rep->capacity = cap;
+  rep->stride = stride;
   rep->engine = o.engine;
   rep->map_bytes = o.map_len;
   return s;
@@ -383,6 +429,10 @@ Status ClientObjects::destroy(uint32_t handle) {
       released = bridges_[o.engine]->remove_cq(o.cq.get());
       if (!released) (void)o.cq.release();
       break;
+    case Kind::kSrq:
+      released = bridges_[o.engine]->remove_srq(o.srq.get());
+      if (!released) (void)o.srq.release();
+      break;
     case Kind::kShared:
       shared_bytes_ -= o.map_len;
       break;
@@ -392,6 +442,7 @@ Status ClientObjects::destroy(uint32_t handle) {
   // Handles close their objects (synchronously: QPs are flushed first) as the slot is reset.
   o.qp.reset();
   o.mr.reset();
+  o.srq.reset();
   o.cq.reset();
   o.pd.reset();
   if (o.map != nullptr && released) ::munmap(o.map, o.map_len);
@@ -401,8 +452,8 @@ Status ClientObjects::destroy(uint32_t handle) {
 }
 
 void ClientObjects::destroy_all() {
-  // Users before what they use: QPs, MRs, then CQs, PDs and shared memory.
-  for (Kind k : {Kind::kQp, Kind::kMr, Kind::kCq, Kind::kPd, Kind::kShared})
+  // Users before what they use: QPs, MRs, then SRQs, CQs, PDs and shared memory.
+  for (Kind k : {Kind::kQp, Kind::kMr, Kind::kSrq, Kind::kCq, Kind::kPd, Kind::kShared})
     for (uint32_t i = 0; i < table_.size(); ++i)
       if (table_[i].kind == k) (void)destroy(static_cast<uint32_t>(table_[i].gen) << 16 | (i + 1));
 }

@@ -53,6 +53,8 @@ class ClientObjects {
   // that filled up would stall the engine's lcore.
   Status create_cq(const ipc::CreateCqReq& q, int event_fd, ipc::CreateCqRep* rep, int* fd);
   Status create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep, int* fd);
+  // SRQs count against the QP quota.
+  Status create_srq(const ipc::CreateSrqReq& q, ipc::CreateSrqRep* rep, int* fd);
   Status modify_qp(const ipc::ModifyQpReq& q);
   Status register_mr(const ipc::RegisterMrReq& q, ipc::RegisterMrRep* rep);
   // kInvalidHandle for a handle of nothing; kDeviceBusy for an object others still use (a PD
@@ -63,14 +65,15 @@ class ClientObjects {
   ObjectCounts counts() const noexcept;
 
  private:
-  enum class Kind : uint8_t { kFree, kShared, kPd, kCq, kQp, kMr };
+  enum class Kind : uint8_t { kFree, kShared, kPd, kCq, kQp, kMr, kSrq };
   struct Obj {
     Kind kind = Kind::kFree;
     uint16_t gen = 0;       // bumped on every reuse of the slot: stale handles name nothing
     uint32_t adapter = 0;   // PD, CQ, QP, MR
     uint32_t engine = 0;    // CQ, QP: the bridge that serves it
     uint32_t users = 0;     // QPs and MRs of a PD, QPs of a CQ, MRs in shared memory
-    uint32_t uses[3] = {};  // handles it counts as a user of (QP: PD, CQs; MR: PD, 1-2 shm)
+    uint32_t uses[4] = {};  // handles it counts as a user of (QP: PD, CQs, SRQ; MR: PD, 1-2 shm;
+                            // SRQ: PD)
     int event_fd = -1;      // a CQ's: the client's eventfd (closed when the CQ goes)
     void* map = nullptr;    // shared memory, a CQ's or QP's rings: our mapping
     size_t map_len = 0;
@@ -78,6 +81,7 @@ class ClientObjects {
     Handle<Cq> cq;
     Handle<Qp> qp;
     Handle<Mr> mr;
+    Handle<Srq> srq;
   };
 
   // A free slot's handle (or 0 when the table is full); the slot is kind `k` from then on.
@@ -85,6 +89,9 @@ class ClientObjects {
   Obj* find(uint32_t handle, Kind k);
   void release(uint32_t handle);
   uint32_t count(Kind k) const noexcept;
+  // A create of object `h` that failed with `s` (its rings mapped or not, *fd made or not):
+  // unmaps, closes *fd (-1 from then), frees the slot; returns `s`.
+  Status undo_create(uint32_t h, int* fd, Status s);
   // The shared memory slot holding `address`, or -1.
   int shared_at(uint64_t address) const noexcept;
   // Whether [address, + length) lies in this client's shared memory (one region, or two that
@@ -96,7 +103,7 @@ class ClientObjects {
   const Quotas quotas_;
   std::vector<Obj> table_;
   // Live objects by kind, kept by add() and release(): quotas and counts without a table walk.
-  std::array<uint32_t, 6> live_{};
+  std::array<uint32_t, 7> live_{};
   uint64_t shared_bytes_ = 0;
 };
 

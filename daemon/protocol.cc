@@ -46,7 +46,10 @@ Decoded check_object_fields(const Request& r) noexcept {
     case MsgType::kCreateCq:
       return r.create_cq.depth == 0 ? no("create_cq.depth") : ok();
     case MsgType::kCreateQp:
+      if (r.create_qp.reserved != 0) return no("create_qp.reserved");
       return r.create_qp.sq_depth == 0 || r.create_qp.rq_depth == 0 ? no("create_qp.depth") : ok();
+    case MsgType::kCreateSrq:
+      return r.create_srq.depth == 0 || r.create_srq.max_sge == 0 ? no("create_srq") : ok();
     case MsgType::kModifyQp: {
       const WireQpAttr& a = r.modify_qp.attr;
       if (a.state > static_cast<uint8_t>(QpState::kErr)) return no("modify_qp.state");
@@ -132,6 +135,11 @@ bool check_reply_fields(MsgType type, const void* out) noexcept {
       auto pow2 = [](uint32_t c) { return c != 0 && (c & (c - 1)) == 0; };
       return pow2(r->sq_capacity) && pow2(r->rq_capacity) && r->rq_offset < r->map_bytes;
     }
+    case MsgType::kCreateSrq: {
+      const auto* r = static_cast<const CreateSrqRep*>(out);
+      return r->capacity != 0 && (r->capacity & (r->capacity - 1)) == 0 && r->stride != 0 &&
+             r->stride % 16 == 0 && r->engine < 8;
+    }
     case MsgType::kAllocShared:
     case MsgType::kShareMemory:
     case MsgType::kEngineDoorbell:
@@ -195,6 +203,8 @@ size_t request_size(MsgType type) noexcept {
       return sizeof(ShareMemoryReq);
     case MsgType::kEngineDoorbell:
       return sizeof(EngineDoorbellReq);
+    case MsgType::kCreateSrq:
+      return sizeof(CreateSrqReq);
     default:
       return 0;
   }
@@ -223,6 +233,8 @@ size_t reply_size(MsgType type) noexcept {
       return sizeof(ReplyHead);
     case MsgType::kRegisterMr:
       return sizeof(RegisterMrRep);
+    case MsgType::kCreateSrq:
+      return sizeof(CreateSrqRep);
     case MsgType::kShareMemory:
     case MsgType::kEngineDoorbell:
       return sizeof(HandleRep);

@@ -30,8 +30,9 @@ inline constexpr uint32_t kMagic = 0x444e5255;  // "URND" in memory on little-en
 // refuse each other at kHello. The minor grows when message types are added.
 inline constexpr uint16_t kVersionMajor = 1;
 // 1: objects and rings (5 .. 11); 2: 12; 3: 13; 4: CreateCq carries the client's eventfd;
-// 5: send slots carry immediate data and atomic operands (shm::SendSlot), so a client must be
-// of minor 5 at least (kMinClientMinor): its slots are laid out so.
+// 5: send slots carry immediate data and atomic operands (shm::SendSlot), CreateQp names an SRQ,
+// CreateSrq (14); a client must be of minor 5 at least (kMinClientMinor): its slots and
+// CreateQp are laid out so.
 inline constexpr uint16_t kVersionMinor = 5;
 inline constexpr uint16_t kMinClientMinor = 5;
 // Names (adapters, clients): 1 .. 31 characters of [A-Za-z0-9_.-], NUL-padded to 32 bytes.
@@ -59,6 +60,7 @@ enum class MsgType : uint16_t {
   kDestroy = 11,         // any object by its handle
   kShareMemory = 12,     // the client's memfd (SCM_RIGHTS) holding pages it moved there in place
   kEngineDoorbell = 13,  // + an engine's doorbell: its sleeping flag's page, or its wake eventfd
+  kCreateSrq = 14,       // + its receive ring (since 1.5)
   kReplyFlag = 0x8000    // a reply carries its request's type with this bit set
 };
 
@@ -221,6 +223,8 @@ struct CreateQpReq {
   uint32_t sq_depth, rq_depth;    // 1 .. max queue depth
   uint32_t max_send_sge, max_recv_sge, max_inline;
   uint64_t qp_context;  // returned in the QP's completions
+  uint32_t srq;         // 0, or the SRQ (same PD, same engine) its receives come from
+  uint32_t reserved;
 };
 struct CreateQpRep {
   ReplyHead r;
@@ -232,7 +236,25 @@ struct CreateQpRep {
   uint32_t engine;  // the daemon's engine it runs on (whose doorbell wakes it)
   uint32_t reserved;
 };
-static_assert(sizeof(CreateQpReq) == 56 && sizeof(CreateQpRep) == 72);
+static_assert(sizeof(CreateQpReq) == 64 && sizeof(CreateQpRep) == 72);
+
+// A shared receive queue on the PD's adapter, on its engine `engine` (the engine of the CQs of
+// the QPs that will use it).
+struct CreateSrqReq {
+  Header h;
+  uint32_t pd;
+  uint32_t depth;    // 1 .. max_srq_depth
+  uint32_t max_sge;  // 1 .. max_receive_request_sge
+  uint32_t engine;   // 0 .. the adapter's engines - 1
+};
+struct CreateSrqRep {
+  ReplyHead r;
+  uint32_t handle;
+  uint32_t capacity, stride;  // its receive ring (shm::RecvSlot)
+  uint32_t engine;            // whose doorbell wakes it
+  uint64_t map_bytes;
+};
+static_assert(sizeof(CreateSrqReq) == 32 && sizeof(CreateSrqRep) == 48);
 
 // An engine's doorbell (docs/daemon.md "Doorbells"): `what` 0 asks for the memfd of the page
 // holding its sleeping flag (shm::EngineDoorbell), 1 for its wake eventfd.
@@ -315,6 +337,7 @@ union Request {
   DestroyReq destroy;
   ShareMemoryReq share_memory;
   EngineDoorbellReq engine_doorbell;
+  CreateSrqReq create_srq;
 };
 
 // What decode_* found: kSuccess, or the status to answer with and the first bad field.

@@ -292,6 +292,9 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
     case ipc::MsgType::kCreateQp:
       s = o.create_qp(r.create_qp, reinterpret_cast<ipc::CreateQpRep*>(buf), &fd);
       break;
+    case ipc::MsgType::kCreateSrq:
+      s = o.create_srq(r.create_srq, reinterpret_cast<ipc::CreateSrqRep*>(buf), &fd);
+      break;
     case ipc::MsgType::kModifyQp:
       s = o.modify_qp(r.modify_qp);
       break;

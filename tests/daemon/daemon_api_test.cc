@@ -255,7 +255,7 @@ TEST_F(DaemonApi, WhatAttachModeLacksIsRefusedAndTheCloseRulesHold) {
            std::string(last_error()).find("attach mode") != std::string::npos;
   };
   Handle<Srq> srq;
-  EXPECT_TRUE(unsupported(pd->create_srq(16, 1, 0, nullptr, nullptr, nullptr, nullptr, &srq)));
+  EXPECT_TRUE(unsupported(pd->create_srq(16, 1, 4, nullptr, nullptr, nullptr, nullptr, &srq)));
   Handle<Mw> mw;
   EXPECT_TRUE(unsupported(pd->create_mw(nullptr, nullptr, &mw)));
   Handle<Mr> frmr, mr;
@@ -331,6 +331,18 @@ namespace {
 using namespace std::chrono_literals;
 using namespace test;
 
+// This process attached as `client`, `a` on urnic0 and `b` on urnic1, each on alloc_memory's
+// memory; "" or what failed.
+std::string open_pair(const std::string& socket, const char* client, ApiSide* a, ApiSide* b) {
+  if (attach(socket, client) != Status::kSuccess) return std::string("attach: ") + last_error();
+  void* ma = nullptr;
+  void* mb = nullptr;
+  if (alloc_memory(kMem, &ma) != Status::kSuccess || alloc_memory(kMem, &mb) != Status::kSuccess)
+    return std::string("alloc_memory: ") + last_error();
+  if (std::string e = a->open("urnic0", static_cast<uint8_t*>(ma)); !e.empty()) return e;
+  return b->open("urnic1", static_cast<uint8_t*>(mb));
+}
+
 struct Notified {
   std::atomic<int> success{0}, cancelled{0};
 };
@@ -354,15 +366,9 @@ uint64_t readable(int fd) {
 // QpExtension through the rings: SEND and WRITE with immediate data, FETCH_ADD, CMP_SWAP, every
 // value and byte checked.
 TEST_F(DaemonApi, CqNotificationsImmediatesAndAtomics) {
-  ASSERT_EQ(attach(socket_, "api-events"), Status::kSuccess) << last_error();
-  void* ma = nullptr;
-  void* mb = nullptr;
-  ASSERT_EQ(alloc_memory(kMem, &ma), Status::kSuccess);
-  ASSERT_EQ(alloc_memory(kMem, &mb), Status::kSuccess);
   ApiSide a, b;
-  ASSERT_EQ(a.open("urnic0", static_cast<uint8_t*>(ma)), "");
+  ASSERT_EQ(open_pair(socket_, "api-events", &a, &b), "");
   // B's CQ with a callback: its own, made beside the one open() made.
-  ASSERT_EQ(b.open("urnic1", static_cast<uint8_t*>(mb)), "");
   Notified n;
   Handle<Cq> ncq;
   ASSERT_EQ(b.adapter->create_cq(64, on_cq, &n, nullptr, nullptr, &ncq), Status::kSuccess)
@@ -466,6 +472,66 @@ TEST_F(DaemonApi, CqNotificationsImmediatesAndAtomics) {
   EXPECT_NE(srv.find("\"ring_cq_events\": 2"), std::string::npos) << srv;
   b.qp.reset();
   ncq.reset();
+}
+
+}  // namespace
+}  // namespace urnic
+
+namespace urnic {
+namespace {
+
+using namespace test;
+
+// A shared receive queue in attach mode: receives posted to the SRQ (its own shared ring) feed
+// the QP created with it; every message lands in the next receive, byte for byte. What attach
+// mode lacks on SRQs (the limit notification, modify) is refused with a reason.
+TEST_F(DaemonApi, ASharedReceiveQueueFeedsItsQp) {
+  ApiSide a, b;
+  ASSERT_EQ(open_pair(socket_, "api-srq", &a, &b), "");
+  Handle<Srq> srq, limited;
+  EXPECT_EQ(b.pd->create_srq(16, 2, 4, nullptr, nullptr, nullptr, nullptr, &limited),
+            Status::kNotSupported);  // a limit: never reported in attach mode
+  ASSERT_EQ(b.pd->create_srq(16, 2, 0, nullptr, nullptr, nullptr, nullptr, &srq), Status::kSuccess)
+      << last_error();
+  EXPECT_EQ(srq->modify(0, 2, nullptr, nullptr), Status::kNotSupported);
+  Handle<Qp> bq;
+  ASSERT_EQ(b.pd->create_qp_with_srq(*b.cq, *b.cq, *srq, &b, 16, 1, 64, nullptr, nullptr, &bq),
+            Status::kSuccess)
+      << last_error();
+  b.qp = std::move(bq);
+  // Receives on the SRQ, none on the QP (refused there, as embedded).
+  const Sge none{reinterpret_cast<uint64_t>(b.mem), 64, b.mr->get_local_token()};
+  EXPECT_EQ(b.qp->receive(nullptr, {&none, 1}), Status::kInvalidDeviceRequest);
+  constexpr uint64_t kMsgs = 8;
+  for (uint64_t i = 0; i < kMsgs; ++i) {
+    const Sge r{reinterpret_cast<uint64_t>(b.mem + i * 256), 256, b.mr->get_local_token()};
+    ASSERT_EQ(srq->receive(reinterpret_cast<void*>(100 + i), {&r, 1}), Status::kSuccess);
+  }
+  const PeerInfo pa = a.me(), pb = b.me();
+  ASSERT_EQ(a.connect(kIpB, &pb), "");
+  ASSERT_EQ(b.connect(kIpA, &pa), "");
+  for (uint64_t i = 0; i < kMsgs; ++i) {
+    std::memset(a.mem + i * 256, static_cast<int>(0x30 + i), 200);
+    const Sge s{reinterpret_cast<uint64_t>(a.mem + i * 256), 200, a.mr->get_local_token()};
+    ASSERT_EQ(a.qp->send(reinterpret_cast<void*>(i), {&s, 1}, 0), Status::kSuccess);
+  }
+  std::vector<ResultEx> sent, got;
+  ASSERT_EQ(a.wait(kMsgs, &sent), kMsgs);
+  ASSERT_EQ(b.wait(kMsgs, &got), kMsgs);
+  for (uint64_t i = 0; i < kMsgs; ++i) {
+    EXPECT_EQ(sent[i].status, Status::kSuccess);
+    EXPECT_EQ(got[i].status, Status::kSuccess);
+    EXPECT_EQ(got[i].type, OperationType::kReceive);
+    EXPECT_EQ(got[i].bytes_transferred, 200u);
+    EXPECT_EQ(reinterpret_cast<uint64_t>(got[i].request_context), 100 + i);
+    EXPECT_EQ(got[i].qp_context, &b);
+    for (int k = 0; k < 200; ++k) ASSERT_EQ(b.mem[i * 256 + k], 0x30 + i) << i << " " << k;
+  }
+  // The SRQ's close pends while the QP uses it; both go with the QP's.
+  std::atomic<int> closed{0};
+  EXPECT_EQ(srq.close(on_close, &closed), Status::kPending);
+  b.qp.reset();
+  EXPECT_TRUE(eventually([&] { return closed.load() == 1; }));
 }
 
 }  // namespace

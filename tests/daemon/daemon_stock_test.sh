@@ -1,57 +1,106 @@
 #!/usr/bin/env bash
-# ctest daemon_stock (issue 38, "the same with Debian's stock ib_write_bw, ibv_rc_pingpong --chk
-# ... in attach mode"): Debian's own perftest and ibverbs-utils binaries, never recompiled, on
-# urnic's libibverbs.so.1 in attach mode (urnic-run --daemon): one urnicd owns the in-memory pair
-# urnic0 / urnic1 (192.0.2.1 / .2); each case runs a server process on urnic1 and a client
-# process on urnic0, which find each other over TCP on localhost (the tools' own exchange), their
-# RC traffic going through the daemon's engine.
+# ctest daemon_stock, daemon_stock_veth (issue 38, "the same with Debian's stock ib_write_bw,
+# ibv_rc_pingpong --chk ... in attach mode"): Debian's own perftest and ibverbs-utils binaries,
+# never recompiled, on urnic's libibverbs.so.1 in attach mode (urnic-run --daemon). Each case
+# runs a server process and a client process, which find each other over TCP (the tools' own
+# exchange); their RC traffic goes through the daemons' engines.
+#   memory: one urnicd owns the in-memory pair urnic0 / urnic1 (192.0.2.1 / .2); the server uses
+#           urnic1, the client urnic0, and they meet on localhost.
+#   veth:   two urnicds in two network namespaces of this test's own, each owning one end of a
+#           veth pair (net_af_packet; adapters ua 198.18.2.1, ub 198.18.2.2, no kernel
+#           addresses on it); the tools meet over a second veth pair (198.18.3.1/30 - .2). Needs
+#           root.
 #
 # Every case checks both exit codes, the tool's result lines and that no error line was printed;
 # ibv_rc_pingpong runs with --chk, which checks every received buffer byte for byte. Afterwards
-# the daemon must hold no client and no object (every process's objects were freed), and what
-# attach mode does not offer yet (SRQs) must fail with a clear message rather than hang.
+# the daemons must hold no client and no object (every process's objects were freed), and what
+# attach mode does not offer yet (UD QPs) must fail with a clear message rather than hang.
 #
-# Usage: daemon_stock_test.sh path/to/urnicd path/to/urnic-run path/to/urnicctl [CASE-REGEX].
-# Exits 77 (ctest SKIP_RETURN_CODE) without the stock tools.
+# Usage: daemon_stock_test.sh path/to/urnicd path/to/urnic-run path/to/urnicctl [memory|veth]
+# [CASE-REGEX]. Exits 77 (ctest SKIP_RETURN_CODE) without the stock tools (or root, for veth).
 set -u
-urnicd=${1:?usage: daemon_stock_test.sh urnicd urnic-run urnicctl [case-regex]}
+urnicd=${1:?usage: daemon_stock_test.sh urnicd urnic-run urnicctl [memory|veth] [case-regex]}
 run_wrapper=${2:?}
 urnicctl=${3:?}
-only=${4:-.}
+mode=${4:-memory}
+only=${5:-.}
 SKIP=77
-for t in ibv_devinfo ibv_rc_pingpong ib_write_bw ib_read_lat ss; do
+for t in ibv_devinfo ibv_rc_pingpong ibv_srq_pingpong ibv_ud_pingpong ib_write_bw ib_read_lat ss; do
   command -v $t >/dev/null || { echo "SKIP: $t is not installed (scripts/install-deps.sh)"; exit $SKIP; }
 done
 
 tmp=$(mktemp -d)
-sock=$tmp/urnicd.sock
-prefix=urnicd-stock$$
-daemon_pid=
+A=stkA$$
+B=stkB$$
+daemons=()
 cleanup() {
-  [ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null
-  rm -rf "/var/run/dpdk/$prefix"
+  for p in "${daemons[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+  if [ "$mode" = veth ]; then
+    ip netns pids "$A" 2>/dev/null | xargs -r kill 2>/dev/null
+    ip netns pids "$B" 2>/dev/null | xargs -r kill 2>/dev/null
+    ip netns del "$A" 2>/dev/null
+    ip netns del "$B" 2>/dev/null
+  fi
+  rm -rf /var/run/dpdk/urnicd-stock$$*
   [ -n "${KEEP_TMP:-}" ] && echo "logs kept in $tmp" || rm -rf "$tmp"
 }
 trap cleanup EXIT
 
-"$urnicd" --foreground --socket "$sock" --set "daemon.lock_dir=$tmp/locks" \
-  --set "daemon.file_prefix=$prefix" --set daemon.memory=nohuge --set daemon.memory_mb=512 \
-  >"$tmp/daemon.log" 2>&1 &
-daemon_pid=$!
-for _ in $(seq 300); do
-  grep -q 'urnicd: ready' "$tmp/daemon.log" && break
-  kill -0 "$daemon_pid" 2>/dev/null || break
-  sleep 0.1  # polls the condition above; it is not the synchronisation itself
-done
-grep -q 'urnicd: ready' "$tmp/daemon.log" || { echo "FAIL: urnicd did not start"; cat "$tmp/daemon.log"; exit 1; }
+# start_daemon NAME NETNS-PREFIX-CMD... : an urnicd with socket $tmp/NAME.sock, ready or exit 1.
+start_daemon() {
+  local name=$1
+  shift
+  "$@" "$urnicd" --foreground --socket "$tmp/$name.sock" --set "daemon.lock_dir=$tmp/locks" \
+    --set "daemon.file_prefix=urnicd-stock$$$name" --set daemon.memory=nohuge \
+    --set daemon.memory_mb=256 "${extra[@]}" >"$tmp/$name.log" 2>&1 &
+  daemons+=($!)
+  for _ in $(seq 300); do
+    grep -q 'urnicd: ready' "$tmp/$name.log" && return 0
+    kill -0 "${daemons[-1]}" 2>/dev/null || break
+    sleep 0.1  # polls the condition above; it is not the synchronisation itself
+  done
+  echo "FAIL: urnicd $name did not start"
+  cat "$tmp/$name.log"
+  exit 1
+}
 
-run() { timeout 120 "$run_wrapper" --daemon="$sock" "$@"; }
+if [ "$mode" = veth ]; then
+  [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for network namespaces and veth pairs"; exit $SKIP; }
+  command -v ip >/dev/null || { echo "SKIP: no ip tool (iproute2)"; exit $SKIP; }
+  ip netns add "$A" 2>/dev/null && ip netns add "$B" || { echo "SKIP: ip netns add failed"; exit $SKIP; }
+  ip link add roce0 netns "$A" type veth peer name roce1 netns "$B" || { echo "SKIP: no veth"; exit $SKIP; }
+  ip link add oob0 netns "$A" type veth peer name oob1 netns "$B" || exit 1
+  for ns in "$A" "$B"; do
+    ip -n "$ns" link set lo up
+    ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
+  done
+  ip -n "$A" link set roce0 mtu 4200 up && ip -n "$B" link set roce1 mtu 4200 up || exit 1
+  ip -n "$A" addr add 198.18.3.1/30 dev oob0 && ip -n "$B" addr add 198.18.3.2/30 dev oob1 || exit 1
+  ip -n "$A" link set oob0 up && ip -n "$B" link set oob1 up || exit 1
+  extra=(--set port.ua.devargs=net_af_packet0,iface=roce0 --set port.ua.ipv4=198.18.2.1)
+  start_daemon a ip netns exec "$A"
+  extra=(--set port.ub.devargs=net_af_packet0,iface=roce1 --set port.ub.ipv4=198.18.2.2)
+  start_daemon b ip netns exec "$B"
+  srv=(ip netns exec "$A" timeout 120 "$run_wrapper" --daemon="$tmp/a.sock")
+  cli=(ip netns exec "$B" timeout 120 "$run_wrapper" --daemon="$tmp/b.sock")
+  srv_dev=ua cli_dev=ub host=198.18.3.1
+  in_srv_ns=(ip netns exec "$A")
+  sockets=("$tmp/a.sock" "$tmp/b.sock")
+else
+  extra=()
+  start_daemon m
+  srv=(timeout 120 "$run_wrapper" --daemon="$tmp/m.sock")
+  cli=("${srv[@]}")
+  srv_dev=urnic1 cli_dev=urnic0 host=localhost
+  in_srv_ns=()
+  sockets=("$tmp/m.sock")
+fi
 
 # Waits (up to 30 s) until the server listens on its TCP port, or has exited.
 wait_listen() {
   local port=$1 pid=$2
   for _ in $(seq 300); do
-    ss -Hltn "sport = :$port" 2>/dev/null | grep -q LISTEN && return 0
+    "${in_srv_ns[@]}" ss -Hltn "sport = :$port" 2>/dev/null | grep -q LISTEN && return 0
     kill -0 "$pid" 2>/dev/null || return 1
     sleep 0.1  # polls the condition above; it is not the synchronisation itself
   done
@@ -74,7 +123,7 @@ record() {  # NAME WHY(empty = pass) SUMMARY
   fi
 }
 
-# pair NAME ROWS-REGEX WANT-ROWS PORT CMD ARGS...: the server on urnic1, the client on urnic0;
+# pair NAME ROWS-REGEX WANT-ROWS CMD ARGS...: the server on $srv_dev, the client on $cli_dev;
 # both exit 0, the client prints WANT-ROWS lines matching ROWS-REGEX, neither an error line.
 port=18600
 pair() {
@@ -84,10 +133,11 @@ pair() {
   port=$((port + 1))
   local cmd=$1
   shift
-  run "$cmd" -d urnic1 -p "$port" "$@" >"$tmp/$name.srv" 2>&1 &
+  "${srv[@]}" "$cmd" -d "$srv_dev" -p "$port" "$@" >"$tmp/$name.srv" 2>&1 &
   local spid=$! why=""
   if wait_listen "$port" "$spid"; then
-    run "$cmd" -d urnic0 -p "$port" "$@" localhost >"$tmp/$name.cli" 2>&1 || why="$why client exit $?"
+    "${cli[@]}" "$cmd" -d "$cli_dev" -p "$port" "$@" "$host" >"$tmp/$name.cli" 2>&1 ||
+      why="$why client exit $?"
   else
     why=" the server never listened on port $port"
     : >"$tmp/$name.cli"
@@ -107,11 +157,11 @@ pair() {
 
 # ---- the devices are the daemon's adapters ------------------------------------------------------
 if [[ devinfo =~ $only ]]; then
-  run ibv_devinfo >"$tmp/devinfo.cli" 2>&1
+  "${cli[@]}" ibv_devinfo >"$tmp/devinfo.cli" 2>&1
   why=""
-  for d in urnic0 urnic1; do grep -q "hca_id:.*$d" "$tmp/devinfo.cli" || why="$why no $d"; done
-  [ "$(grep -c 'PORT_ACTIVE' "$tmp/devinfo.cli")" -eq 2 ] || why="$why ports not active"
-  record devinfo "$why" "$(grep -c hca_id "$tmp/devinfo.cli") devices"
+  grep -q "hca_id:.*$cli_dev" "$tmp/devinfo.cli" || why="$why no $cli_dev"
+  grep -q 'PORT_ACTIVE' "$tmp/devinfo.cli" || why="$why port not active"
+  record devinfo "$why" "$(grep -c hca_id "$tmp/devinfo.cli") device(s)"
 fi
 
 # ---- ibverbs-utils: every buffer checked (--chk), polling and event-driven ---------------------
@@ -121,6 +171,7 @@ ping_re='^[0-9]+ iters in'
 pair rc_pingpong "$ping_re" 1 ibv_rc_pingpong -g 1 -n 100 -c
 pair rc_pingpong_events "$ping_re" 1 ibv_rc_pingpong -g 1 -n 300 -c -e
 pair rc_pingpong_64k "$ping_re" 1 ibv_rc_pingpong -g 1 -n 50 -s 65536 -c -e
+pair srq_pingpong "$ping_re" 1 ibv_srq_pingpong -g 1 -n 100 -q 4 -c -e
 
 # ---- perftest --------------------------------------------------------------------------------------
 row_re='^ [0-9]+ +[0-9]+ +[0-9.]+'
@@ -134,30 +185,32 @@ pair read_lat "$row_re" 1 ib_read_lat -x 1 -F -n 100
 pair atomic_bw "$row_re" 1 ib_atomic_bw -x 1 -F -n 1000
 pair atomic_lat "$row_re" 1 ib_atomic_lat -x 1 -F -n 100
 
-# ---- what attach mode does not offer yet (SRQs): a clear refusal, no hang --------------------------
-if [[ srq_refused =~ $only ]]; then
+# ---- what attach mode does not offer yet (UD QPs): a clear refusal, no hang ----------------------
+if [[ ud_refused =~ $only ]]; then
   port=$((port + 1))
-  run ibv_srq_pingpong -d urnic1 -p "$port" -g 1 -n 10 >"$tmp/srq_refused.srv" 2>&1
+  "${srv[@]}" ibv_ud_pingpong -d "$srv_dev" -p "$port" -g 1 -n 10 >"$tmp/ud_refused.srv" 2>&1
   src=$?
   why=""
   [ $src -ne 0 ] || why=" the server exited 0"
-  grep -qiE "couldn't create SRQ" "$tmp/srq_refused.srv" || why="$why no error message"
-  record srq_refused "$why" "exit $src: $(grep -iE 'couldn' "$tmp/srq_refused.srv" | head -1)"
+  grep -qiE "couldn't create QP" "$tmp/ud_refused.srv" || why="$why no error message"
+  record ud_refused "$why" "exit $src: $(grep -iE 'couldn' "$tmp/ud_refused.srv" | head -1)"
 fi
 
 # ---- every client gone, every object freed ---------------------------------------------------------
 # (urnicctl lists itself.)
 others() { grep -E '^ *[0-9]+ ' "$tmp/clients" | grep -v ' urnicctl '; }
-for _ in $(seq 100); do
-  URNIC_DAEMON=$sock "$urnicctl" clients >"$tmp/clients" 2>&1
-  others >/dev/null || break
-  sleep 0.1  # polls until the daemon has seen every connection close
+for sock in "${sockets[@]}"; do
+  for _ in $(seq 100); do
+    URNIC_DAEMON=$sock "$urnicctl" clients >"$tmp/clients" 2>&1
+    others >/dev/null || break
+    sleep 0.1  # polls until the daemon has seen every connection close
+  done
+  if others >/dev/null; then
+    record "clients_gone_${sock##*/}" " clients left: $(cat "$tmp/clients")" ""
+  else
+    record "clients_gone_${sock##*/}" "" "no client left"
+  fi
 done
-if others >/dev/null; then
-  record clients_gone " clients left: $(cat "$tmp/clients")" ""
-else
-  record clients_gone "" "no client left"
-fi
 
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -11,7 +11,8 @@
 #   3. 64 QPs through a hop with finite buffers: WRITEs, and READs that overrun it.
 #   4. The soak: write / read / send / atomic, 64 B and 64 KiB, through loss of 1 % and 5 %,
 #      duplication, corruption, reordering and delay; for 64 KiB WRITE and 64 B SEND the goodput
-#      is printed as a ratio of a clean run through the same hop right before. (64 QPs: see 3.)
+#      is printed as a ratio of a clean run through the same hop right before. 64 QPs (see 3.)
+#      under loss; under the other faults, which each QP meets alone, one QP.
 #
 # Usage: perf_impair_test.sh path/to/urnic-perf path/to/urnic-hop [--quick]. Exits 77 (ctest
 # SKIP_RETURN_CODE) without root or network namespaces. Run alone: three processes poll.
@@ -186,7 +187,7 @@ runs=(
   "send_64k_q1:send_bw -s 65536 -n 300 --report_gbits"
   "atomic_q1:atomic_bw -n 3000 --report_gbits"
 )
-# 64 QPs through the hop's bottleneck (see 3.).
+# 64 QPs through the hop's bottleneck (see 3.), under the loss faults only (below).
 runs+=(
   "write_64b_q64:write_bw -s 64 -q 64 -n 6400 --report_gbits"
   "read_64k_q64:read_bw -s 65536 -q 64 -n 640 --report_gbits"
@@ -208,6 +209,9 @@ for f in "${faults[@]}"; do
   hop_start ${f#*:} --seed=7 $big
   for r in "${runs[@]}"; do
     rname=${r%%:*}
+    # 64 QPs under loss (1 % and 5 %: where many QPs recover at once); the other faults, which
+    # each QP meets on its own, with one (CI time: 16 runs of about 3.5 s each).
+    case $rname:$fname in *_q64:loss*) ;; *_q64:*) continue ;; esac
     # shellcheck disable=SC2086
     check "${fname}_$rname" ${r#*:}
     case $rname in
