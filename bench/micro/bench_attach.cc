@@ -1,7 +1,7 @@
 // Attach mode against embedded mode (issue 38 targets): the 64 B RDMA WRITE message rate of one
 // QP pair, first with the application in the engine's process (embedded: public API, the engine
-// launched on lcore 1), then with the application in a client process of urnicd (the client
-// stage of control/attach.h, the daemon's engine on lcore 1 with its bridge), the same loop
+// launched on lcore 1), then with the application in a client process of urnicd (the same public
+// API, the adapter opened by name: the daemon's engine on lcore 1 with its bridge), the same loop
 // either way: the send queue kept full of WRITEs, one in 64 signaled, the CQ reaped. The ratio of
 // the two comes from one run. Then `--clients` writer processes share the daemon's one engine,
 // each with its own QP pair, for the same window: their rates and Jain's fairness index
@@ -24,8 +24,8 @@
 #include <thread>
 #include <vector>
 
-#include "control/attach.h"
 #include "ring_adapters.h"
+#include "urnic/daemon.h"
 #include "urnic/urnic.h"
 
 namespace urnic {
@@ -101,35 +101,50 @@ struct Peer {
   uint64_t addr;
 };
 
-// One client's side: shared memory, a PD, an MR, a CQ and an RC QP on adapter `adapter`.
+// One client's side, through the public API exactly as an embedded program (only the adapter's
+// opening differs): memory from alloc_memory, a PD, an MR, a CQ and an RC QP on the daemon's
+// adapter `name`.
 struct Client {
-  remote::SharedMemory mem;
-  uint32_t pd = 0, mr = 0, lkey = 0, rkey = 0;
-  remote::RemoteCq cq;
-  remote::RemoteQp qp;
-  bool open(uint32_t adapter) {
-    return remote::alloc_shared(1 << 16, &mem) == Status::kSuccess &&
-           remote::create_pd(adapter, &pd) == Status::kSuccess &&
-           remote::register_mr(pd, mem.address, mem.length, mr_flag::kAllowRemoteWrite, &mr, &lkey,
-                               &rkey) == Status::kSuccess &&
-           cq.create(adapter, 1024) == Status::kSuccess &&
-           qp.create(pd, cq, cq, kDepth, 16, 1, 1, 0, nullptr) == Status::kSuccess;
+  std::unique_ptr<Adapter> adapter;
+  void* mem = nullptr;
+  Handle<Pd> pd;
+  Handle<Mr> mr;
+  Handle<Cq> cq;
+  Handle<Qp> qp;
+  bool open(const char* name) {
+    return Adapter::open(name, &adapter) == Status::kSuccess &&
+           alloc_memory(1 << 16, &mem) == Status::kSuccess &&
+           adapter->create_pd(nullptr, nullptr, &pd) == Status::kSuccess &&
+           pd->create_mr(false, nullptr, nullptr, &mr) == Status::kSuccess &&
+           mr->register_mr(mem, 1 << 16, mr_flag::kAllowRemoteWrite, nullptr, nullptr) ==
+               Status::kSuccess &&
+           adapter->create_cq(1024, nullptr, nullptr, nullptr, nullptr, &cq) == Status::kSuccess &&
+           pd->create_qp(*cq, *cq, nullptr, 16, kDepth, 1, 1, 0, nullptr, nullptr, &qp) ==
+               Status::kSuccess;
   }
   bool connect(uint32_t ip, const Peer& p) {
+    auto* c = qp->query_extension<QpConnectExtension>();
     QpAttributes a;
     a.state = QpState::kRtr;
     a.dest_qpn = p.qpn;
     a.av.dst_ipv4 = ip;
-    if (qp.modify(a, qp_attr_mask::kState | qp_attr_mask::kPathMtu | qp_attr_mask::kDestQpn |
-                         qp_attr_mask::kRqPsn | qp_attr_mask::kMaxDestRdAtomic |
-                         qp_attr_mask::kMinRnrTimer | qp_attr_mask::kAv) != Status::kSuccess)
+    if (c->modify(a,
+                  qp_attr_mask::kState | qp_attr_mask::kPathMtu | qp_attr_mask::kDestQpn |
+                      qp_attr_mask::kRqPsn | qp_attr_mask::kMaxDestRdAtomic |
+                      qp_attr_mask::kMinRnrTimer | qp_attr_mask::kAv,
+                  nullptr, nullptr) != Status::kSuccess)
       return false;
     a.state = QpState::kRts;
-    return qp.modify(a, qp_attr_mask::kState | qp_attr_mask::kSqPsn | qp_attr_mask::kTimeout |
-                            qp_attr_mask::kRetryCnt | qp_attr_mask::kRnrRetry |
-                            qp_attr_mask::kMaxRdAtomic) == Status::kSuccess;
+    return c->modify(a,
+                     qp_attr_mask::kState | qp_attr_mask::kSqPsn | qp_attr_mask::kTimeout |
+                         qp_attr_mask::kRetryCnt | qp_attr_mask::kRnrRetry |
+                         qp_attr_mask::kMaxRdAtomic,
+                     nullptr, nullptr) == Status::kSuccess;
   }
-  Peer me() const { return Peer{qp.qpn(), rkey, reinterpret_cast<uint64_t>(mem.address)}; }
+  Peer me() const {
+    return Peer{qp->query_extension<QpConnectExtension>()->qpn(), mr->get_remote_token(),
+                reinterpret_cast<uint64_t>(mem)};
+  }
 };
 
 bool send_all(int fd, const void* p, size_t n) { return ::write(fd, p, n) == ssize_t(n); }
@@ -145,7 +160,7 @@ int writer(const std::string& socket, int sock, int ready, int go, int results, 
            double seconds) {
   Client c;
   Peer t{};
-  if (attach(socket, "writer") != Status::kSuccess || !c.open(0)) {
+  if (attach(socket, "writer") != Status::kSuccess || !c.open("urnic0")) {
     std::fprintf(stderr, "bench_attach: writer: %s\n", last_error());
     return 1;
   }
@@ -157,14 +172,14 @@ int writer(const std::string& socket, int sock, int ready, int go, int results, 
   }
   char ch = 'r';
   if (!send_all(ready, &ch, 1) || ::read(go, &ch, 1) != 1) return 3;  // ready; then together
-  const Sge sge{reinterpret_cast<uint64_t>(c.mem.address), kMsg, c.lkey};
+  const Sge sge{reinterpret_cast<uint64_t>(c.mem), kMsg, c.mr->get_local_token()};
   bool failed = false;
   const double rate = loop(
       seconds,
       [&](uint32_t f) {
-        return c.qp.write(nullptr, {&sge, 1}, t.addr, t.rkey, f) == Status::kSuccess;
+        return c.qp->write(nullptr, {&sge, 1}, t.addr, t.rkey, f) == Status::kSuccess;
       },
-      [&](std::span<ResultEx> r) { return c.cq.poll(r); }, &failed);
+      [&](std::span<ResultEx> r) { return c.cq->get_results_ex(r); }, &failed);
   const Result r{index, rate};
   return send_all(results, &r, sizeof r) && !failed ? 0 : 4;
 }
@@ -176,7 +191,7 @@ int target(const std::string& socket, const std::vector<int>& socks, int hold) {
   for (int s : socks) {
     auto c = std::make_unique<Client>();
     Peer w{};
-    if (!c->open(1) || !recv_all(s, &w, sizeof w)) {
+    if (!c->open("urnic1") || !recv_all(s, &w, sizeof w)) {
       std::fprintf(stderr, "bench_attach: target: %s\n", last_error());
       return 2;
     }
