@@ -5,6 +5,7 @@
 // stops (SIGTERM) or dies (SIGKILL): a clear status, never a hang.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -355,8 +356,9 @@ size_t open_fds(pid_t pid) {
 }
 
 // Descriptors a client passes: ShareMemory takes only a memfd sealed against shrinking (else
-// the engine could fault on memory the client shrank under it); a descriptor sent with any
-// other message is closed at once, so that no client can fill the daemon's descriptor table.
+// the engine could fault on memory the client shrank under it), CreateCq only an eventfd; a
+// descriptor sent with any other message is closed at once, so that no client can fill the
+// daemon's descriptor table.
 TEST_F(DaemonTest, PassedDescriptorsAreCheckedOrClosed) {
   start();
   const int sock = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -412,8 +414,31 @@ TEST_F(DaemonTest, PassedDescriptorsAreCheckedOrClosed) {
   ASSERT_EQ(::ftruncate(good, 8192), 0);
   ASSERT_EQ(::fcntl(good, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
   EXPECT_EQ(ask(&sm, sizeof sm, good), Status::kSuccess);
-  for (int fd : {devnull, plain, sealed, good}) ::close(fd);
-  EXPECT_EQ(open_fds(daemon_->pid()), before);  // mapped, not held open
+  // CreateCq takes an eventfd (its bridge writes it from the engine's lcore): anything else, a
+  // pipe that could fill up and block the lcore or a file, is refused; an eventfd is kept (made
+  // non-blocking) until the CQ goes.
+  ipc::CreateCqReq cc{};
+  cc.h = ipc::make_header(ipc::MsgType::kCreateCq, sizeof cc, 4);
+  cc.depth = 16;
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  EXPECT_EQ(ask(&cc, sizeof cc, pipe_fds[1]), Status::kInvalidParameter);
+  EXPECT_EQ(ask(&cc, sizeof cc, devnull), Status::kInvalidParameter);
+  const int ev = ::eventfd(0, EFD_CLOEXEC);  // blocking here: the daemon makes it non-blocking
+  ASSERT_EQ(ipc::send_with_fd(sock, &cc, sizeof cc, ev, 0), static_cast<ssize_t>(sizeof cc));
+  ipc::CreateCqRep cq{};
+  int ring = -1;
+  ASSERT_EQ(ipc::recv_with_fd(sock, &cq, sizeof cq, &ring, 0), static_cast<ssize_t>(sizeof cq));
+  EXPECT_EQ(static_cast<Status>(cq.r.status), Status::kSuccess);
+  if (ring >= 0) ::close(ring);
+  EXPECT_NE(::fcntl(ev, F_GETFL) & O_NONBLOCK, 0);  // one open file: the daemon's flag is ours
+  EXPECT_EQ(open_fds(daemon_->pid()), before + 1);  // the eventfd, held by the CQ
+  ipc::DestroyReq d{};
+  d.h = ipc::make_header(ipc::MsgType::kDestroy, sizeof d, 5);
+  d.handle = cq.handle;
+  EXPECT_EQ(ask(&d, sizeof d, -1), Status::kSuccess);
+  for (int fd : {devnull, plain, sealed, good, pipe_fds[0], pipe_fds[1], ev}) ::close(fd);
+  EXPECT_EQ(open_fds(daemon_->pid()), before);  // mapped, not held open; the eventfd closed
   ::close(sock);
 }
 
