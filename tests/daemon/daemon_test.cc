@@ -432,6 +432,8 @@ TEST_F(DaemonTest, PassedDescriptorsAreCheckedOrClosed) {
   EXPECT_EQ(static_cast<Status>(cq.r.status), Status::kSuccess);
   if (ring >= 0) ::close(ring);
   EXPECT_NE(::fcntl(ev, F_GETFL) & O_NONBLOCK, 0);  // one open file: the daemon's flag is ours
+  // The daemon closes the ring's memfd after its reply: once the next request is answered.
+  ASSERT_EQ(ask(&la, sizeof la, -1), Status::kSuccess);
   EXPECT_EQ(open_fds(daemon_->pid()), before + 1);  // the eventfd, held by the CQ
   ipc::DestroyReq d{};
   d.h = ipc::make_header(ipc::MsgType::kDestroy, sizeof d, 5);
