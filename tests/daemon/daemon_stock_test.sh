@@ -14,7 +14,7 @@
 # Every case checks both exit codes, the tool's result lines and that no error line was printed;
 # ibv_rc_pingpong runs with --chk, which checks every received buffer byte for byte. Afterwards
 # the daemons must hold no client and no object (every process's objects were freed), and what
-# attach mode does not offer yet (UD QPs) must fail with a clear message rather than hang.
+# attach mode does not offer yet (UD QPs, rdma_cm) must fail with a clear message, not hang.
 #
 # Usage: daemon_stock_test.sh path/to/urnicd path/to/urnic-run path/to/urnicctl [memory|veth]
 # [CASE-REGEX]. Exits 77 (ctest SKIP_RETURN_CODE) without the stock tools (or root, for veth).
@@ -194,6 +194,18 @@ if [[ ud_refused =~ $only ]]; then
   [ $src -ne 0 ] || why=" the server exited 0"
   grep -qiE "couldn't create QP" "$tmp/ud_refused.srv" || why="$why no error message"
   record ud_refused "$why" "exit $src: $(grep -iE 'couldn' "$tmp/ud_refused.srv" | head -1)"
+fi
+
+# rdma_cm (librdmacm) needs the daemon's connection manager, not offered to clients yet: rping's
+# listen fails at once with EOPNOTSUPP, no hang.
+if [[ cm_refused =~ $only ]] && command -v rping >/dev/null; then
+  ip=$([ "$mode" = veth ] && echo 198.18.2.1 || echo 192.0.2.2)
+  "${srv[@]}" rping -s -a "$ip" -C 1 -V >"$tmp/cm_refused.srv" 2>&1
+  src=$?
+  why=""
+  [ $src -ne 0 ] || why=" rping exited 0"
+  grep -q "rdma_listen: Operation not supported" "$tmp/cm_refused.srv" || why="$why no error message"
+  record cm_refused "$why" "exit $src: $(head -1 "$tmp/cm_refused.srv")"
 fi
 
 # ---- every client gone, every object freed ---------------------------------------------------------
