@@ -114,6 +114,8 @@ class RemoteSrq {
   Status receive(void* ctx, std::span<const Sge> sgl) noexcept;
   uint32_t handle() const noexcept { return handle_; }
   Status destroy() noexcept;
+  // For the tests of the daemon's checks: the raw ring.
+  const shm::RingView& ring() const noexcept { return ring_; }
 
  private:
   uint32_t handle_ = 0;

@@ -161,8 +161,9 @@ TEST_F(DaemonRings, AClientKilledMidTransferIsADeadHostToItsPeer) {
 }
 
 // What a hostile client can write into its own rings: a producer index more than a ring ahead,
-// an unknown opcode, more SGEs than its QP has, a CQ consumer index past the producer. Each
-// fails that client's own QP or CQ (counted); a pair of honest clients still works afterwards.
+// an unknown opcode, more SGEs than its QP has, a CQ consumer index past the producer, an SRQ
+// producer index more than a ring ahead. Each fails that client's own QP, CQ or SRQ (counted); a
+// pair of honest clients still works afterwards.
 TEST_F(DaemonRings, GarbageInItsOwnRingsFailsOnlyTheClientsOwnQueues) {
   if (::access("/usr/bin/dpdk-telemetry.py", X_OK) != 0) GTEST_SKIP() << "no dpdk-telemetry.py";
   ASSERT_EQ(server_counter(prefix_, "ring_client_errors"), 0u);
@@ -189,6 +190,10 @@ TEST_F(DaemonRings, GarbageInItsOwnRingsFailsOnlyTheClientsOwnQueues) {
     remote::RemoteCq cq2;
     if (cq2.create(0, 16) != Status::kSuccess) return "cq2";
     cq2.ring().head->cons.store(100, std::memory_order_release);
+    // 5: an SRQ whose producer index runs a ring and more ahead (its QPs' receives stop).
+    remote::RemoteSrq srq;
+    if (srq.create(s.pd, 16, 1, 0) != Status::kSuccess) return "srq";
+    srq.ring().head->prod.store(srq.ring().capacity + 1, std::memory_order_release);
     char c;
     (void)::read(sp_[0], &c, 1);  // stays until the test has counted
     return "";
@@ -196,8 +201,8 @@ TEST_F(DaemonRings, GarbageInItsOwnRingsFailsOnlyTheClientsOwnQueues) {
   // The bridge counts each as it finds it.
   auto errors = [&] { return server_counter(prefix_, "ring_client_errors"); };
   const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (std::chrono::steady_clock::now() < deadline && errors() < 4) std::this_thread::yield();
-  EXPECT_EQ(errors(), 4u);
+  while (std::chrono::steady_clock::now() < deadline && errors() < 5) std::this_thread::yield();
+  EXPECT_EQ(errors(), 5u);
   ::shutdown(sp_[1], SHUT_RDWR);
   EXPECT_EQ(reap(hostile), 0);
 }
