@@ -536,3 +536,48 @@ TEST_F(DaemonApi, ASharedReceiveQueueFeedsItsQp) {
 
 }  // namespace
 }  // namespace urnic
+
+namespace urnic {
+namespace {
+
+using namespace test;
+
+// Memory moved in place, given back and mapped anew at the same address: the next registration
+// finds the process's table stale (the pages are no longer that memfd's, /proc/self/maps says),
+// shares the new pages, and the peer READs what they hold now, not the old memfd's contents.
+TEST_F(DaemonApi, MemoryFreedAndMappedAgainIsSharedAnew) {
+  ApiSide a, b;
+  ASSERT_EQ(open_pair(socket_, "api-stale", &a, &b), "");
+  const PeerInfo pa = a.me(), pb = b.me();
+  ASSERT_EQ(a.connect(kIpB, &pb), "");
+  ASSERT_EQ(b.connect(kIpA, &pa), "");
+  constexpr size_t kLen = 1 << 20;
+  void* p = ::mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  std::memset(p, 0x11, kLen);
+  Handle<Mr> mr;
+  ASSERT_EQ(a.pd->create_mr(false, nullptr, nullptr, &mr), Status::kSuccess);
+  ASSERT_EQ(mr->register_mr(p, kLen, mr_flag::kAllowRemoteRead, nullptr, nullptr), Status::kSuccess)
+      << last_error();
+  ASSERT_EQ(mr->deregister_mr(nullptr, nullptr), Status::kSuccess);
+  ASSERT_EQ(::munmap(p, kLen), 0);
+  void* q = ::mmap(p, kLen, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  ASSERT_EQ(q, p);
+  std::memset(q, 0x22, kLen);
+  ASSERT_EQ(mr->register_mr(q, kLen, mr_flag::kAllowRemoteRead, nullptr, nullptr), Status::kSuccess)
+      << last_error();
+  const Sge into{reinterpret_cast<uint64_t>(b.mem), 4096, b.mr->get_local_token()};
+  ASSERT_EQ(b.qp->read(nullptr, {&into, 1}, reinterpret_cast<uint64_t>(q) + 8192,
+                       mr->get_remote_token(), 0),
+            Status::kSuccess);
+  std::vector<ResultEx> done;
+  ASSERT_EQ(b.wait(1, &done), 1u);
+  EXPECT_EQ(done[0].status, Status::kSuccess);
+  for (int k = 0; k < 4096; ++k) ASSERT_EQ(b.mem[k], 0x22) << k;
+  mr.reset();
+  ::munmap(q, kLen);
+}
+
+}  // namespace
+}  // namespace urnic
