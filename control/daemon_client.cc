@@ -310,7 +310,7 @@ Status daemon_clients(std::vector<DaemonClient>* out) noexcept {
         const ipc::ClientEntry& e = rep->entries[i];
         out->push_back(DaemonClient{e.id, e.pid, e.uid, e.gid, std::string(ipc::name_of(e.name)),
                                     e.requests, e.errors, e.shared, e.pds, e.cqs, e.qps, e.mrs,
-                                    e.shared_bytes});
+                                    e.srqs, e.shared_bytes});
       }
       first += rep->count;
       if (rep->count == 0 || first >= rep->total) return s;

@@ -78,8 +78,8 @@ void ClientObjects::release(uint32_t handle) {
 uint32_t ClientObjects::count(Kind k) const noexcept { return live_[static_cast<size_t>(k)]; }
 
 ObjectCounts ClientObjects::counts() const noexcept {
-  return ObjectCounts{count(Kind::kShared), count(Kind::kPd), count(Kind::kCq),
-                      count(Kind::kQp),     count(Kind::kMr), shared_bytes_};
+  return ObjectCounts{count(Kind::kShared), count(Kind::kPd),  count(Kind::kCq), count(Kind::kQp),
+                      count(Kind::kMr),     count(Kind::kSrq), shared_bytes_};
 }
 
 int ClientObjects::shared_at(uint64_t address) const noexcept {

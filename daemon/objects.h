@@ -28,7 +28,7 @@ struct Quotas {
 struct ServedAdapter;
 
 struct ObjectCounts {
-  uint32_t shared = 0, pds = 0, cqs = 0, qps = 0, mrs = 0;
+  uint32_t shared = 0, pds = 0, cqs = 0, qps = 0, mrs = 0, srqs = 0;
   uint64_t shared_bytes = 0;
 };
 

@@ -156,7 +156,7 @@ struct ClientEntry {
   uint64_t requests;                    // messages it sent
   uint64_t errors;                      // of them refused (malformed or not allowed)
   uint32_t shared, pds, cqs, qps, mrs;  // the objects it holds now
-  uint32_t reserved;
+  uint32_t srqs;                        // (since 1.5; 0 before)
   uint64_t shared_bytes;
 };
 static_assert(sizeof(ClientEntry) == 96);

@@ -328,6 +328,7 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
     c.entry.cqs = n.cqs;
     c.entry.qps = n.qps;
     c.entry.mrs = n.mrs;
+    c.entry.srqs = n.srqs;
     c.entry.shared_bytes = n.shared_bytes;
     c.entry.errors += s != Status::kSuccess ? 1 : 0;
   }

@@ -36,6 +36,7 @@ int clients_cmd(const char*, const char*, rte_tel_data* d) {
     rte_tel_data_add_dict_u64(c, "cqs", e.cqs);
     rte_tel_data_add_dict_u64(c, "qps", e.qps);
     rte_tel_data_add_dict_u64(c, "mrs", e.mrs);
+    rte_tel_data_add_dict_u64(c, "srqs", e.srqs);
     rte_tel_data_add_dict_u64(c, "shared", e.shared);
     rte_tel_data_add_dict_u64(c, "shared_bytes", e.shared_bytes);
     if (rte_tel_data_add_dict_container(d, std::to_string(e.id).c_str(), c, 0) != 0)

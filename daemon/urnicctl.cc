@@ -69,12 +69,12 @@ int show_adapter(const char* name) {
 int show_clients() {
   std::vector<DaemonClient> cs;
   if (daemon_clients(&cs) != Status::kSuccess) return failed("clients");
-  std::printf("%6s %8s %6s %-20s %9s %7s %4s %4s %4s %5s %12s\n", "ID", "PID", "UID", "NAME",
-              "REQUESTS", "ERRORS", "PDS", "CQS", "QPS", "MRS", "SHARED");
+  std::printf("%6s %8s %6s %-20s %9s %7s %4s %4s %4s %4s %5s %12s\n", "ID", "PID", "UID", "NAME",
+              "REQUESTS", "ERRORS", "PDS", "CQS", "QPS", "SRQS", "MRS", "SHARED");
   for (const auto& c : cs)
-    std::printf("%6u %8u %6u %-20s %9" PRIu64 " %7" PRIu64 " %4u %4u %4u %5u %12" PRIu64 "\n", c.id,
-                c.pid, c.uid, c.name.c_str(), c.requests, c.errors, c.pds, c.cqs, c.qps, c.mrs,
-                c.shared_bytes);
+    std::printf("%6u %8u %6u %-20s %9" PRIu64 " %7" PRIu64 " %4u %4u %4u %4u %5u %12" PRIu64 "\n",
+                c.id, c.pid, c.uid, c.name.c_str(), c.requests, c.errors, c.pds, c.cqs, c.qps,
+                c.srqs, c.mrs, c.shared_bytes);
   return 0;
 }
 

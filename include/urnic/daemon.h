@@ -105,7 +105,7 @@ struct DaemonClient {
   uint32_t id = 0, pid = 0, uid = 0, gid = 0;  // pid, uid, gid: SO_PEERCRED when it connected
   std::string name;
   uint64_t requests = 0, errors = 0;  // messages it sent, and those the daemon refused
-  uint32_t shared = 0, pds = 0, cqs = 0, qps = 0, mrs = 0;  // the objects it holds
+  uint32_t shared = 0, pds = 0, cqs = 0, qps = 0, mrs = 0, srqs = 0;  // the objects it holds
   uint64_t shared_bytes = 0;
 };
 // Every attached client (this one included). Operators only: a process whose uid is 0 or the

@@ -494,6 +494,7 @@ TEST_F(DaemonApi, ASharedReceiveQueueFeedsItsQp) {
   ASSERT_EQ(b.pd->create_srq(16, 2, 0, nullptr, nullptr, nullptr, nullptr, &srq), Status::kSuccess)
       << last_error();
   EXPECT_EQ(srq->modify(0, 2, nullptr, nullptr), Status::kNotSupported);
+  EXPECT_EQ(mine().srqs, 1u);  // urnicctl's and telemetry's count
   Handle<Qp> bq;
   ASSERT_EQ(b.pd->create_qp_with_srq(*b.cq, *b.cq, *srq, &b, 16, 1, 64, nullptr, nullptr, &bq),
             Status::kSuccess)
@@ -532,6 +533,7 @@ TEST_F(DaemonApi, ASharedReceiveQueueFeedsItsQp) {
   EXPECT_EQ(srq.close(on_close, &closed), Status::kPending);
   b.qp.reset();
   EXPECT_TRUE(eventually([&] { return closed.load() == 1; }));
+  EXPECT_EQ(mine().srqs, 0u);
 }
 
 }  // namespace
