@@ -86,28 +86,60 @@ Status free_shared(SharedMemory* m) noexcept {
   return s;
 }
 
+}  // namespace urnic::remote
+
+namespace urnic::detail {
+
+std::vector<Mapping> read_maps() {
+  std::vector<Mapping> out;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    unsigned long lo = 0, hi = 0, ino = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s %*x %*s %lu", &lo, &hi, perms, &ino) != 4) continue;
+    const size_t slash = line.find_first_of("/[");
+    out.push_back(
+        Mapping{lo, hi, ino, perms, slash == std::string::npos ? "" : line.substr(slash), line});
+  }
+  return out;
+}
+
+bool all_mapped(const std::vector<Mapping>& maps, uint64_t lo, uint64_t hi,
+                const std::function<bool(const Mapping&)>& ok, const Mapping** bad) {
+  *bad = nullptr;
+  uint64_t covered = lo;
+  for (const Mapping& m : maps) {
+    if (covered >= hi) break;
+    if (m.hi <= covered || m.lo >= hi) continue;
+    if (m.lo > covered) return false;  // a hole
+    if (!ok(m)) {
+      *bad = &m;
+      return false;
+    }
+    covered = m.hi;
+  }
+  return covered >= hi;
+}
+
+}  // namespace urnic::detail
+
+namespace urnic::remote {
 namespace {
 
 // Whether every page of [start, end) is private anonymous memory of this process (what can be
 // moved onto a memfd in place); else false with *why naming the mapping.
 bool movable(uint64_t start, uint64_t end, std::string* why) {
-  std::ifstream maps("/proc/self/maps");
-  uint64_t covered = start;
-  for (std::string line; covered < end && std::getline(maps, line);) {
-    uint64_t lo = 0, hi = 0;
-    char perms[5] = {};
-    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &lo, &hi, perms) != 3) continue;
-    if (hi <= covered || lo >= end) continue;
-    const size_t slash = line.find_first_of("/[");
-    const std::string path = slash == std::string::npos ? "" : line.substr(slash);
-    if (lo > covered || std::string(perms, 4) != "rw-p" || (!path.empty() && path != "[heap]")) {
-      *why = lo > covered ? "an unmapped page" : "the mapping '" + line + "'";
-      return false;
-    }
-    covered = hi;
-  }
-  if (covered < end) *why = "an unmapped page";
-  return covered >= end;
+  const std::vector<detail::Mapping> maps = detail::read_maps();  // *bad points into it
+  const detail::Mapping* bad = nullptr;
+  if (detail::all_mapped(
+          maps, start, end,
+          [](const detail::Mapping& m) {
+            return m.perms == "rw-p" && (m.path.empty() || m.path == "[heap]");
+          },
+          &bad))
+    return true;
+  *why = bad == nullptr ? "an unmapped page" : "the mapping '" + bad->line + "'";
+  return false;
 }
 
 // Copies whole pages of this process's memory. The pages around a heap buffer hold other

@@ -10,7 +10,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "daemon/protocol.h"
 #include "daemon/shm.h"
@@ -24,6 +27,18 @@ namespace urnic::detail {
 // descriptor the reply carries, if `fd` is not null.
 Status daemon_transact(ipc::MsgType type, void* req, size_t req_size, void* rep, size_t rep_size,
                        const char* what, int* fd = nullptr, int send_fd = -1) noexcept;
+
+// One line of /proc/self/maps.
+struct Mapping {
+  uint64_t lo = 0, hi = 0, ino = 0;
+  std::string perms, path, line;  // path: "" for anonymous memory, else a file or [heap], ...
+};
+std::vector<Mapping> read_maps();
+// Whether every page of [lo, hi) lies in `maps` (in address order, as the kernel lists them)
+// in mappings `ok` accepts; else false, with *bad the first that `ok` refused (null: a page that
+// is not mapped).
+bool all_mapped(const std::vector<Mapping>& maps, uint64_t lo, uint64_t hi,
+                const std::function<bool(const Mapping&)>& ok, const Mapping** bad);
 
 // Attach mode's Mr::register_mr: shares the pages of [address, + length) with the daemon (in
 // place, those not shared yet: control/shared_memory.cc). kSuccess, or why not (last_error()).

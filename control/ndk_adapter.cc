@@ -351,30 +351,8 @@ bool AdapterImpl::poll() {
 }
 
 void AdapterImpl::shutdown() {
-  if (remote) {
-    // As below; the event thread finishes the closes (each teardown one request to the daemon).
-    for (;;) {
-      {
-        std::lock_guard lk(mu);
-        shutting_down = true;
-        for (ObjectImpl* o : objects) {
-          if (o->life != Life::kLive) continue;
-          o->life = Life::kClosing;
-          o->closing.store(true, std::memory_order_release);
-          o->stop_events();
-          o->keep_shell = true;
-          closing.push_back(o);
-        }
-        if (objects.empty() && deferred.empty()) break;
-      }
-      wake_remote();
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-    remote_events.reset();  // joins the event thread: a callback still running returns first
-    return;
-  }
-  if (!ctl) return;
-  telemetry_remove(this);  // before anything its handlers read goes away
+  if (!ctl && !remote) return;
+  if (ctl) telemetry_remove(this);  // before anything its handlers read goes away
   {
     std::lock_guard lk(mu);
     shutting_down = true;
@@ -396,9 +374,16 @@ void AdapterImpl::shutdown() {
       }
       if (objects.empty() && ops.empty() && deferred.empty()) break;
     }
+    // Attach mode: the event thread finishes the closes (each teardown one request to the
+    // daemon); it has no engine to step.
+    if (remote) wake_remote();
     bool manual = false;
     (void)step_engines(&manual);
     if (!manual) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  if (remote) {
+    remote_events.reset();  // joins the event thread: a callback still running returns first
+    return;
   }
   // Joins the control thread: a callback still running (a close completion) returns first.
   ctl->control().stop();

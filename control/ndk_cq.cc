@@ -121,23 +121,34 @@ uint32_t CqExtension::engine() const noexcept {
   return static_cast<detail::CqImpl*>(cq_)->engine;
 }
 
-int CqExtension::notification_fd() noexcept {
-  if (cq_->remote) return detail::remote_notification_fd(cq_);
-  auto* const cq = static_cast<detail::CqImpl*>(cq_);
-  int fd = cq->event_fd.load(std::memory_order_acquire);
+namespace detail {
+int lazy_eventfd(std::atomic<int>* slot, bool* made) noexcept {
+  *made = false;
+  int fd = slot->load(std::memory_order_acquire);
   if (fd >= 0) return fd;
   const int mine = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (mine < 0) return -1;
-  // Two first calls at once: one eventfd wins, the other is closed.
-  if (!cq->event_fd.compare_exchange_strong(fd, mine, std::memory_order_acq_rel)) {
-    ::close(mine);
+  if (!slot->compare_exchange_strong(fd, mine, std::memory_order_acq_rel)) {
+    ::close(mine);  // the other first call's won
     return fd;
   }
-  // From here on the arm's firer writes it (an arm already pending that fires before this is
-  // published is written by the control thread instead: either way once).
-  std::lock_guard lk(cq->adapter->mu);
-  cq->publish_wake_fd_locked();
+  *made = true;
   return mine;
+}
+}  // namespace detail
+
+int CqExtension::notification_fd() noexcept {
+  if (cq_->remote) return detail::remote_notification_fd(cq_);
+  auto* const cq = static_cast<detail::CqImpl*>(cq_);
+  bool made = false;
+  const int fd = detail::lazy_eventfd(&cq->event_fd, &made);
+  if (made) {
+    // From here on the arm's firer writes it (an arm already pending that fires before this is
+    // published is written by the control thread instead: either way once).
+    std::lock_guard lk(cq->adapter->mu);
+    cq->publish_wake_fd_locked();
+  }
+  return fd;
 }
 
 bool CqExtension::cancel_notification() noexcept {

@@ -398,6 +398,11 @@ struct SyncWait {
   static void on_request(void* ctx, Status s) noexcept;
 };
 
+// CqExtension::notification_fd's eventfd in `slot`, made on the first call (non-blocking,
+// close-on-exec): two first calls at once keep one, the other is closed. -1 if none can be made;
+// *made tells whether this call made it.
+int lazy_eventfd(std::atomic<int>* slot, bool* made) noexcept;
+
 // Whether close() was requested for `o` (lock-free; see ObjectImpl::closing).
 inline bool is_closing(const ObjectImpl* o) noexcept {
   return o->closing.load(std::memory_order_acquire);

@@ -18,18 +18,19 @@ namespace urnic {
 namespace detail {
 namespace {
 
-// A PD's child (MR, QP): checks the PD is still usable, then registers the object (mu held).
-Status adopt_remote_locked(ObjectImpl* pd, ObjectImpl* o,
-                           std::initializer_list<ObjectImpl*> more = {}) {
-  AdapterImpl* a = pd->adapter;
-  if (a->shutting_down || pd->life != Life::kLive) return Status::kInvalidDeviceState;
-  for (ObjectImpl* m : more)
-    if (m->life != Life::kLive) return Status::kInvalidDeviceState;
-  a->adopt_locked(o, {pd});
-  for (ObjectImpl* m : more) {
-    ++m->successors;
-    o->antecedents.push_back(m);
-  }
+// Whether `a` is open and each of `objs` (null ones skipped) is live: what a new object may
+// depend on (mu held).
+bool usable_locked(const AdapterImpl* a, std::initializer_list<ObjectImpl*> objs) {
+  if (a->shutting_down) return false;
+  return std::none_of(objs.begin(), objs.end(),
+                      [](const ObjectImpl* m) { return m != nullptr && m->life != Life::kLive; });
+}
+
+// A PD's child (MR, SRQ, QP): registered with its antecedents (the PD first; null ones skipped)
+// if they are still usable (mu held).
+Status adopt_remote_locked(ObjectImpl* o, std::initializer_list<ObjectImpl*> antecedents) {
+  if (!usable_locked(o->adapter, antecedents)) return Status::kInvalidDeviceState;
+  o->adapter->adopt_locked(o, antecedents);
   return Status::kSuccess;
 }
 
@@ -192,16 +193,8 @@ void remote_arm(ObjectImpl* cq, CqNotify type) noexcept {
 }
 
 int remote_notification_fd(ObjectImpl* cq) noexcept {
-  auto* c = static_cast<RemoteCqImpl*>(cq);
-  int fd = c->user_fd.load(std::memory_order_acquire);
-  if (fd >= 0) return fd;
-  const int mine = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (mine < 0) return -1;
-  if (!c->user_fd.compare_exchange_strong(fd, mine, std::memory_order_acq_rel)) {
-    ::close(mine);  // two first calls at once: the other's won
-    return fd;
-  }
-  return mine;
+  bool made = false;
+  return lazy_eventfd(&static_cast<RemoteCqImpl*>(cq)->user_fd, &made);
 }
 
 bool remote_cancel_notification(ObjectImpl* cq) noexcept {
@@ -267,7 +260,7 @@ Status remote_create_mr(ObjectImpl* pd, bool fast_register, Handle<Mr>* out) noe
   return guarded([&] {
     auto m = std::make_unique<RemoteMrImpl>(a, static_cast<RemotePdImpl*>(pd));
     std::lock_guard lk(a->mu);
-    if (Status s = adopt_remote_locked(pd, m.get()); s != Status::kSuccess) return s;
+    if (Status s = adopt_remote_locked(m.get(), {pd}); s != Status::kSuccess) return s;
     *out = Handle<Mr>(&m.release()->pub_);
     return Status::kSuccess;
   });
@@ -289,9 +282,7 @@ Status remote_create_qp(ObjectImpl* pd, ObjectImpl* rcq, ObjectImpl* scq, void* 
     auto q = std::make_unique<RemoteQpImpl>(a);
     {
       std::lock_guard lk(a->mu);
-      if (a->shutting_down || pd->life != Life::kLive || rcq->life != Life::kLive ||
-          scq->life != Life::kLive || (srq != nullptr && srq->life != Life::kLive))
-        return Status::kInvalidDeviceState;
+      if (!usable_locked(a, {pd, rcq, scq, srq})) return Status::kInvalidDeviceState;
     }
     const auto& r = static_cast<RemoteCqImpl*>(rcq)->cq;
     const auto& s = static_cast<RemoteCqImpl*>(scq)->cq;
@@ -302,9 +293,8 @@ Status remote_create_qp(ObjectImpl* pd, ObjectImpl* rcq, ObjectImpl* scq, void* 
       return st;
     std::lock_guard lk(a->mu);
     // Between the two locks a close may have begun: ~RemoteQp destroys the daemon's QP then.
-    const Status st = srq != nullptr ? adopt_remote_locked(pd, q.get(), {rcq, scq, srq})
-                                     : adopt_remote_locked(pd, q.get(), {rcq, scq});
-    if (st != Status::kSuccess) return st;
+    if (Status st = adopt_remote_locked(q.get(), {pd, rcq, scq, srq}); st != Status::kSuccess)
+      return st;
     q->has_srq = srq != nullptr;
     *out = Handle<Qp>(&q.release()->pub_);
     return Status::kSuccess;
@@ -330,7 +320,7 @@ Status remote_create_srq(ObjectImpl* pd, uint32_t depth, uint32_t max_sge,
         s != Status::kSuccess)
       return s;
     std::lock_guard lk(a->mu);
-    if (Status s = adopt_remote_locked(pd, q.get()); s != Status::kSuccess) return s;
+    if (Status s = adopt_remote_locked(q.get(), {pd}); s != Status::kSuccess) return s;
     *out = Handle<Srq>(&q.release()->pub_);
     return Status::kSuccess;
   });

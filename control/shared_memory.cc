@@ -13,8 +13,6 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -47,31 +45,13 @@ Table& table() {
   return *t;
 }
 
-struct Mapping {
-  uint64_t lo = 0, hi = 0, ino = 0;
-};
-std::vector<Mapping> read_maps() {
-  std::vector<Mapping> out;
-  std::ifstream maps("/proc/self/maps");
-  for (std::string line; std::getline(maps, line);) {
-    Mapping m;
-    unsigned long lo = 0, hi = 0, ino = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx %*s %*x %*s %lu", &lo, &hi, &ino) == 3)
-      out.push_back(Mapping{lo, hi, ino});
-  }
-  return out;
-}
+using detail::Mapping;
 
 // Whether every page of [lo, hi) is still mapped from the memfd with inode `ino`.
 bool still_ours(const std::vector<Mapping>& maps, uint64_t lo, uint64_t hi, uint64_t ino) {
-  uint64_t at = lo;
-  for (const Mapping& m : maps) {
-    if (m.hi <= at || m.lo > at) continue;
-    if (m.ino != ino) return false;
-    at = m.hi;
-    if (at >= hi) return true;
-  }
-  return at >= hi;
+  const Mapping* bad = nullptr;
+  return detail::all_mapped(
+      maps, lo, hi, [&](const Mapping& m) { return m.ino == ino; }, &bad);
 }
 
 bool current(const Region& r, const DaemonInfo& d) {
@@ -83,7 +63,7 @@ bool current(const Region& r, const DaemonInfo& d) {
 // of [lo, hi) whose pages are no longer the memfd's (their daemon side destroyed). kSuccess, or
 // kInvalidBufferSize when the daemon still has an MR on pages the application gave back.
 Status drop_stale(Table& t, const DaemonInfo& d, uint64_t lo, uint64_t hi) {
-  const std::vector<Mapping> maps = read_maps();
+  const std::vector<Mapping> maps = detail::read_maps();
   for (size_t i = 0; i < t.regions.size();) {
     Region& r = t.regions[i];
     if (!current(r, d)) {

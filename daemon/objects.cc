@@ -21,6 +21,7 @@ constexpr uint32_t kMaxSge = 16;
 constexpr uint32_t kMaxInline = 256;
 
 uint32_t index_of(uint32_t handle) { return (handle & 0xffff) - 1; }
+uint32_t handle_of(uint16_t gen, uint32_t index) { return uint32_t{gen} << 16 | (index + 1); }
 
 // A memfd of `len` bytes mapped here; -1 / nullptr on failure. Sealed at that size before the
 // client gets it: a client that could shrink it would make the engine's next access of the
@@ -49,13 +50,13 @@ uint32_t ClientObjects::add(Kind k) {
     if (table_[i].kind != Kind::kFree) continue;
     table_[i].kind = k;
     ++live_[static_cast<size_t>(k)];
-    return static_cast<uint32_t>(table_[i].gen) << 16 | (i + 1);
+    return handle_of(table_[i].gen, i);
   }
   if (table_.size() >= kMaxObjects - 1) return 0;
   table_.emplace_back();
   table_.back().kind = k;
   ++live_[static_cast<size_t>(k)];
-  return static_cast<uint32_t>(table_.size());
+  return handle_of(table_.back().gen, static_cast<uint32_t>(table_.size() - 1));
 }
 
 ClientObjects::Obj* ClientObjects::find(uint32_t handle, Kind k) {
@@ -104,7 +105,7 @@ bool ClientObjects::inside_shared(uint64_t address, uint64_t length, uint32_t sh
     const int i = shared_at(at);
     if (i < 0) return false;
     const Obj& o = table_[static_cast<uint32_t>(i)];
-    shm[k] = static_cast<uint32_t>(o.gen) << 16 | static_cast<uint32_t>(i + 1);
+    shm[k] = handle_of(o.gen, static_cast<uint32_t>(i));
     at = reinterpret_cast<uint64_t>(o.map) + o.map_len;
     if (at >= end) return true;
   }
@@ -455,7 +456,7 @@ void ClientObjects::destroy_all() {
   // Users before what they use: QPs, MRs, then SRQs, CQs, PDs and shared memory.
   for (Kind k : {Kind::kQp, Kind::kMr, Kind::kSrq, Kind::kCq, Kind::kPd, Kind::kShared})
     for (uint32_t i = 0; i < table_.size(); ++i)
-      if (table_[i].kind == k) (void)destroy(static_cast<uint32_t>(table_[i].gen) << 16 | (i + 1));
+      if (table_[i].kind == k) (void)destroy(handle_of(table_[i].gen, i));
 }
 
 }  // namespace urnic::daemon
