@@ -256,7 +256,8 @@ int start_eal(const Config& c) {
 }  // namespace
 
 // Attach mode (URNIC_DAEMON, docs/daemon.md): one device per adapter of the daemon, by its name,
-// with its addresses; no EAL, port or engine in this process.
+// with its addresses (a daemon's names are at most 31 characters: they fit ibv_device's); no EAL,
+// port or engine in this process.
 void Runtime::attach_devices() noexcept {
   std::vector<DaemonAdapter> ads;
   if (attach() != Status::kSuccess || daemon_adapters(&ads) != Status::kSuccess) {
@@ -264,7 +265,6 @@ void Runtime::attach_devices() noexcept {
     return;
   }
   for (unsigned i = 0; i < ads.size(); ++i) {
-    if (ads[i].name.size() >= IBV_SYSFS_NAME_MAX - 1) continue;  // a name ibverbs cannot carry
     auto d = make_device(ads[i].name, i);
     d->ipv4 = ads[i].ipv4;
     d->ipv6 = ads[i].ipv6;
