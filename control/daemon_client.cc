@@ -108,6 +108,7 @@ Status transact(Connection& c, ipc::MsgType type, void* req, size_t req_size, vo
     return fail(Status::kInternalError,
                 std::string(what) + ": the daemon's reply is malformed (" + d.why + ")");
   const auto s = static_cast<Status>(static_cast<const ipc::ReplyHead*>(rep)->status);
+  if (s == Status::kPending) return s;  // a CM call accepted: its outcome comes as an event
   if (s != Status::kSuccess) {
     if (fd != nullptr && *fd >= 0) ::close(*fd);
     if (fd != nullptr) *fd = -1;

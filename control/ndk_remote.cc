@@ -101,6 +101,11 @@ RemoteEvents::~RemoteEvents() {
   stop_.store(true, std::memory_order_release);
   wake();
   t_.join();
+  // The channel's connectors and listeners are closed by now (the adapter's close closes every
+  // object first); a daemon that is gone took the channel with it.
+  if (const uint32_t ch = cm_channel_.load(std::memory_order_acquire); ch != 0)
+    (void)remote::destroy(ch);
+  if (cm_fd_ >= 0) ::close(cm_fd_);
   ::close(ep_);
   ::close(wake_);
 }
@@ -143,10 +148,15 @@ void RemoteEvents::run() {
     epoll_event evs[16];
     // The timeout only bounds how late a stop is seen should a wake be lost; work wakes it.
     const int n = ::epoll_wait(ep_, evs, 16, 100);
+    bool cm = false;
     {
       std::lock_guard lk(a_->mu);
       for (int i = 0; i < n; ++i) {
         uint64_t count = 0;
+        if (evs[i].data.ptr == &cm_fd_) {  // the CM channel's: taken below, without the lock
+          cm = ::read(cm_fd_, &count, sizeof count) == sizeof count;
+          continue;
+        }
         auto* c = static_cast<RemoteCqImpl*>(evs[i].data.ptr);
         // A CQ whose close began after epoll_wait returned is still alive: its close completes
         // in poll() below, on this thread.
@@ -162,6 +172,7 @@ void RemoteEvents::run() {
           deliver_locked(a_, c, Status::kCancelled);
       }
     }
+    if (cm) remote_cm_events(a_, cm_channel_.load(std::memory_order_acquire));
     // Pending closes, then the callbacks, one at a time, without the lock.
     while (a_->poll()) {
     }

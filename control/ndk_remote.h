@@ -17,20 +17,30 @@
 // delivers: the notification callback, and the consumer's own eventfd
 // (CqExtension::notification_fd) if one was asked for.
 //
+// Connectors and listeners (control/ndk_remote_cm.cc): each is the client side of one of the
+// daemon's, whose connection manager speaks for this process. What happens later (a request
+// completing, a connection request, a peer's disconnect) the daemon queues on the adapter's CM
+// channel and signals on its eventfd; the event thread takes the events (kCmEvents) and runs the
+// callbacks, as an embedded adapter's control thread does.
+//
 // What attach mode does not offer yet answers kNotSupported: SRQ limits, memory windows,
 // fast-register MRs, the privileged token, datagram QPs and address handles, CQ resize and
-// moderation, connectors and listeners, and the adapter's counters.
+// moderation, and the adapter's counters.
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 
 #include "control/attach.h"
 #include "control/last_error.h"
 #include "control/ndk_internal.h"
+#include "urnic/connector.h"
+#include "urnic/listener.h"
 
 namespace urnic::detail {
 
@@ -88,11 +98,20 @@ class RemoteEvents {
   void remove(RemoteCqImpl* c) noexcept;
   // The thread has work (a close to finish, a cancelled arm): it looks now. Any thread.
   void wake() noexcept;
+  // The adapter's CM channel in the daemon, made on the first call (with its eventfd, which this
+  // thread watches). kSuccess with *handle set, or why not.
+  Status cm_channel(uint32_t* handle) noexcept;
+  // The adapter's connectors and listeners by their daemon handles (guarded by the adapter's mu):
+  // whom an event is for.
+  std::unordered_map<uint32_t, ObjectImpl*> cm_objects;
 
  private:
   void run();
   AdapterImpl* const a_;
   int ep_ = -1, wake_ = -1;
+  std::mutex cm_mu_;  // making the channel
+  int cm_fd_ = -1;
+  std::atomic<uint32_t> cm_channel_{0};
   std::atomic<bool> stop_{false};
   std::thread t_;
 };
@@ -124,7 +143,11 @@ struct RemoteQpImpl final : ImplOf<RemoteQpImpl, Qp> {
   bool has_srq = false;  // its receives come from an SRQ
 };
 
-// ---- Routing from the public calls (control/ndk_remote.cc) ----------------------------------
+// Takes the events waiting on CM channel `channel` and delivers them (the event thread, no lock
+// held): request completions and disconnects to their connectors, requests to their listeners.
+void remote_cm_events(AdapterImpl* a, uint32_t channel) noexcept;
+
+// ---- Routing from the public calls (control/ndk_remote.cc, ndk_remote_cm.cc) ---------------
 Status remote_create_cq(AdapterImpl* a, uint32_t depth, CqNotificationCallback notification,
                         void* notification_context, Handle<Cq>* out) noexcept;
 Status remote_create_pd(AdapterImpl* a, Handle<Pd>* out) noexcept;
@@ -167,5 +190,38 @@ uint32_t remote_qpn(const ObjectImpl* qp) noexcept;
 QpState remote_qp_state(const ObjectImpl* qp) noexcept;
 Status remote_modify(ObjectImpl* qp, const QpAttributes& at, uint32_t mask) noexcept;
 Status remote_query(const ObjectImpl* qp, QpAttributes* out) noexcept;
+
+// Connector and Listener (urnic/connector.h, listener.h): the daemon's own checks and results.
+// `qp` is the QP's base impl (another adapter's, or an embedded one: kInvalidParameter).
+Status remote_create_connector(AdapterImpl* a, Handle<Connector>* out) noexcept;
+Status remote_create_listener(AdapterImpl* a, ConnectEventCallback cb, void* ctx,
+                              Handle<Listener>* out) noexcept;
+Status remote_connect(ObjectImpl* c, ObjectImpl* qp, const sockaddr* src, uint32_t src_length,
+                      const sockaddr* dst, uint32_t dst_length, uint32_t inbound, uint32_t outbound,
+                      const void* data, uint32_t data_length, RequestCompletion completion,
+                      void* context) noexcept;
+Status remote_complete_connect(ObjectImpl* c, DisconnectEventCallback cb, void* ctx) noexcept;
+Status remote_accept(ObjectImpl* c, ObjectImpl* qp, uint32_t inbound, uint32_t outbound,
+                     const void* data, uint32_t data_length, DisconnectEventCallback disc,
+                     void* disc_ctx, RequestCompletion completion, void* context) noexcept;
+Status remote_reject(ObjectImpl* c, const void* data, uint32_t data_length) noexcept;
+Status remote_resolve_datagram(ObjectImpl* c, const sockaddr* src, uint32_t src_length,
+                               const sockaddr* dst, uint32_t dst_length, const void* data,
+                               uint32_t data_length, RequestCompletion completion,
+                               void* context) noexcept;
+Status remote_datagram_peer(ObjectImpl* c, uint32_t* qpn, uint32_t* qkey) noexcept;
+bool remote_is_datagram(ObjectImpl* c) noexcept;
+Status remote_accept_datagram(ObjectImpl* c, uint32_t qpn, uint32_t qkey, const void* data,
+                              uint32_t data_length) noexcept;
+Status remote_connection_data(ObjectImpl* c, uint32_t* inbound, uint32_t* outbound, void* data,
+                              uint32_t* data_length) noexcept;
+// The connector's local (peer false) or peer address.
+Status remote_connector_address(ObjectImpl* c, bool peer, sockaddr* address,
+                                uint32_t* length) noexcept;
+Status remote_disconnect(ObjectImpl* c, RequestCompletion completion, void* context) noexcept;
+Status remote_listen(ObjectImpl* l, const sockaddr* address, uint32_t length,
+                     bool datagram) noexcept;
+Status remote_listener_address(ObjectImpl* l, sockaddr* address, uint32_t* length) noexcept;
+void remote_pause(ObjectImpl* l, bool pause) noexcept;
 
 }  // namespace urnic::detail

@@ -20,9 +20,6 @@ constexpr uint32_t kMaxObjects = 1u << 16;  // handle = generation << 16 | (inde
 constexpr uint32_t kMaxSge = 16;
 constexpr uint32_t kMaxInline = 256;
 
-uint32_t index_of(uint32_t handle) { return (handle & 0xffff) - 1; }
-uint32_t handle_of(uint16_t gen, uint32_t index) { return uint32_t{gen} << 16 | (index + 1); }
-
 // A memfd of `len` bytes mapped here; -1 / nullptr on failure. Sealed at that size before the
 // client gets it: a client that could shrink it would make the engine's next access of the
 // memory a SIGBUS in the daemon.
@@ -79,8 +76,18 @@ void ClientObjects::release(uint32_t handle) {
 uint32_t ClientObjects::count(Kind k) const noexcept { return live_[static_cast<size_t>(k)]; }
 
 ObjectCounts ClientObjects::counts() const noexcept {
-  return ObjectCounts{count(Kind::kShared), count(Kind::kPd),  count(Kind::kCq), count(Kind::kQp),
-                      count(Kind::kMr),     count(Kind::kSrq), shared_bytes_};
+  ObjectCounts n{count(Kind::kShared),
+                 count(Kind::kPd),
+                 count(Kind::kCq),
+                 count(Kind::kQp),
+                 count(Kind::kMr),
+                 count(Kind::kSrq),
+                 0,
+                 0,
+                 shared_bytes_};
+  n.connectors = count(Kind::kConnector);
+  n.listeners = count(Kind::kListener);
+  return n;
 }
 
 int ClientObjects::shared_at(uint64_t address) const noexcept {
@@ -182,9 +189,7 @@ Status ClientObjects::create_pd(const ipc::CreatePdReq& q, ipc::HandleRep* rep) 
   return s;
 }
 
-namespace {
-
-// Whether `fd` is an eventfd; made non-blocking (the lcore must never block on it).
+// The lcore and the control thread must never block on it.
 bool usable_eventfd(int fd) {
   char link[64] = {};
   const std::string self = "/proc/self/fd/" + std::to_string(fd);
@@ -193,8 +198,6 @@ bool usable_eventfd(int fd) {
   const int fl = ::fcntl(fd, F_GETFL);
   return fl >= 0 && ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
 }
-
-}  // namespace
 
 Status ClientObjects::undo_create(uint32_t h, int* fd, Status s) {
   Obj& o = table_[index_of(h)];
@@ -440,7 +443,11 @@ Status ClientObjects::destroy(uint32_t handle) {
     default:
       break;
   }
-  // Handles close their objects (synchronously: QPs are flushed first) as the slot is reset.
+  // A connector's or listener's close finishes on the adapter's control thread, after its last
+  // callback: its context goes with the close's completion.
+  if (o.conn || o.lis) close_cm(o);
+  // Handles close their objects (QPs are flushed first) as the slot is reset.
+  o.queue.reset();
   o.qp.reset();
   o.mr.reset();
   o.srq.reset();
@@ -453,8 +460,10 @@ Status ClientObjects::destroy(uint32_t handle) {
 }
 
 void ClientObjects::destroy_all() {
-  // Users before what they use: QPs, MRs, then SRQs, CQs, PDs and shared memory.
-  for (Kind k : {Kind::kQp, Kind::kMr, Kind::kSrq, Kind::kCq, Kind::kPd, Kind::kShared})
+  // Users before what they use: connectors and listeners, QPs, MRs, then SRQs, CQs, PDs,
+  // channels and shared memory.
+  for (Kind k : {Kind::kConnector, Kind::kListener, Kind::kQp, Kind::kMr, Kind::kSrq, Kind::kCq,
+                 Kind::kPd, Kind::kCmChannel, Kind::kShared})
     for (uint32_t i = 0; i < table_.size(); ++i)
       if (table_[i].kind == k) (void)destroy(handle_of(table_[i].gen, i));
 }

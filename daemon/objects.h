@@ -10,11 +10,16 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "daemon/bridge.h"
 #include "daemon/protocol.h"
 #include "urnic/adapter.h"
+#include "urnic/connector.h"
+#include "urnic/listener.h"
 #include "urnic/mr.h"
 #include "urnic/pd.h"
 
@@ -27,8 +32,53 @@ struct Quotas {
 
 struct ServedAdapter;
 
+// A handle names slot `index` of its client's table in generation `gen`.
+inline uint32_t index_of(uint32_t handle) { return (handle & 0xffff) - 1; }
+inline uint32_t handle_of(uint16_t gen, uint32_t index) {
+  return uint32_t{gen} << 16 | (index + 1);
+}
+
+// Whether `fd` is an eventfd; made non-blocking (neither an lcore nor the control thread may
+// block on a client's descriptor).
+bool usable_eventfd(int fd);
+
+// A client's CM event channel (docs/daemon.md "Connections"): the daemon's connectors and
+// listeners report here from the adapter's control thread; the client takes the events with
+// kCmEvents (the main thread). A new connector of a request waits here, owned by the queue,
+// until the client takes it (or the queue goes: then it is closed, which refuses the request).
+class CmQueue {
+ public:
+  explicit CmQueue(int event_fd) : event_fd_(event_fd) {}
+  ~CmQueue();
+  CmQueue(const CmQueue&) = delete;
+  CmQueue& operator=(const CmQueue&) = delete;
+  struct Pending {
+    ipc::CmEvent ev{};
+    Handle<Connector> fresh;  // kRequest's new connector
+  };
+  // Any thread. Writes the client's eventfd. A request beyond kMaxPending is refused (its
+  // connector closed): a client that never takes its events cannot make the daemon hold more.
+  void push(ipc::CmEvent e, Connector* fresh = nullptr);
+  // Up to `max` events, oldest first; *more says whether others wait.
+  std::vector<Pending> take(size_t max, bool* more);
+  static constexpr size_t kMaxPending = 4096;
+
+ private:
+  std::mutex mu_;
+  std::deque<Pending> events_;
+  const int event_fd_;
+};
+
+// What a connector's or listener's callbacks report to: made with its table entry, freed by the
+// completion of its close (its last callback), which may come after the entry is gone.
+struct CmCtx {
+  std::shared_ptr<CmQueue> queue;
+  uint32_t handle = 0;
+};
+
 struct ObjectCounts {
   uint32_t shared = 0, pds = 0, cqs = 0, qps = 0, mrs = 0, srqs = 0;
+  uint32_t connectors = 0, listeners = 0;
   uint64_t shared_bytes = 0;
 };
 
@@ -57,6 +107,14 @@ class ClientObjects {
   Status create_srq(const ipc::CreateSrqReq& q, ipc::CreateSrqRep* rep, int* fd);
   Status modify_qp(const ipc::ModifyQpReq& q);
   Status register_mr(const ipc::RegisterMrReq& q, ipc::RegisterMrRep* rep);
+  // Connectors and listeners (cm_objects.cc). `event_fd` (ours to close) must be an eventfd.
+  // Connectors and listeners count against the QP quota, as the kernel's rdma_cm ids do not, but
+  // each holds CM state in the daemon.
+  Status cm_channel(const ipc::CmChannelReq& q, int event_fd, ipc::HandleRep* rep);
+  Status cm_create(const ipc::CmCreateReq& q, ipc::HandleRep* rep);
+  // kPending for a call whose outcome arrives as an event (kCompleted).
+  Status cm_call(const ipc::CmCallReq& q, ipc::CmCallRep* rep);
+  Status cm_events(const ipc::CmEventsReq& q, ipc::CmEventsRep* rep);
   // kInvalidHandle for a handle of nothing; kDeviceBusy for an object others still use (a PD
   // with QPs or MRs, a CQ with QPs, shared memory with MRs in it), as NDK's close would pend.
   Status destroy(uint32_t handle);
@@ -65,7 +123,19 @@ class ClientObjects {
   ObjectCounts counts() const noexcept;
 
  private:
-  enum class Kind : uint8_t { kFree, kShared, kPd, kCq, kQp, kMr, kSrq };
+  enum class Kind : uint8_t {
+    kFree,
+    kShared,
+    kPd,
+    kCq,
+    kQp,
+    kMr,
+    kSrq,
+    kCmChannel,
+    kConnector,
+    kListener,
+    kCount
+  };
   struct Obj {
     Kind kind = Kind::kFree;
     uint16_t gen = 0;       // bumped on every reuse of the slot: stale handles name nothing
@@ -73,7 +143,7 @@ class ClientObjects {
     uint32_t engine = 0;    // CQ, QP: the bridge that serves it
     uint32_t users = 0;     // QPs and MRs of a PD, QPs of a CQ, MRs in shared memory
     uint32_t uses[4] = {};  // handles it counts as a user of (QP: PD, CQs, SRQ; MR: PD, 1-2 shm;
-                            // SRQ: PD)
+                            // SRQ: PD; connector: channel, QP; listener: channel)
     int event_fd = -1;      // a CQ's: the client's eventfd (closed when the CQ goes)
     void* map = nullptr;    // shared memory, a CQ's or QP's rings: our mapping
     size_t map_len = 0;
@@ -82,6 +152,10 @@ class ClientObjects {
     Handle<Qp> qp;
     Handle<Mr> mr;
     Handle<Srq> srq;
+    Handle<Connector> conn;
+    Handle<Listener> lis;
+    std::shared_ptr<CmQueue> queue;  // a channel's
+    std::unique_ptr<CmCtx> cm_ctx;   // a connector's or listener's callbacks' context
   };
 
   // A free slot's handle (or 0 when the table is full); the slot is kind `k` from then on.
@@ -97,13 +171,20 @@ class ClientObjects {
   // Whether [address, + length) lies in this client's shared memory (one region, or two that
   // touch); shm[] gets their handles (0 for none).
   bool inside_shared(uint64_t address, uint64_t length, uint32_t shm[2]);
+  // A table entry for connector `c` (a listener's request) reporting to channel `channel`; 0
+  // when the table or quota is full.
+  uint32_t adopt_connector(Handle<Connector> c, uint32_t channel, uint32_t adapter);
+  // Closes o's connector or listener; its context is freed once the close completes.
+  static void close_cm(Obj& o);
+  Status connector_call(Obj& o, const ipc::CmCallReq& q, ipc::CmCallRep* rep);
+  Status listener_call(Obj& o, const ipc::CmCallReq& q, ipc::CmCallRep* rep);
 
   const std::vector<ServedAdapter>& adapters_;
   const std::vector<Bridge*>& bridges_;
   const Quotas quotas_;
   std::vector<Obj> table_;
   // Live objects by kind, kept by add() and release(): quotas and counts without a table walk.
-  std::array<uint32_t, 7> live_{};
+  std::array<uint32_t, static_cast<size_t>(Kind::kCount)> live_{};
   uint64_t shared_bytes_ = 0;
 };
 

@@ -1,6 +1,8 @@
 // Encoding and validation of urnicd's control messages (protocol.h).
 #include "daemon/protocol.h"
 
+#include <sys/socket.h>
+
 #include <cstring>
 
 namespace urnic::ipc {
@@ -30,6 +32,24 @@ bool all_zero(const void* p, size_t n) noexcept {
   for (size_t i = 0; i < n; ++i)
     if (b[i] != 0) return false;
   return true;
+}
+
+// An address field: none, or an IPv4 one (its unused bytes zero), or an IPv6 one.
+bool valid_addr(const WireAddr& a) noexcept {
+  if (a.family == 0) return a.port == 0 && all_zero(a.addr, sizeof a.addr);
+  if (a.family == AF_INET) return all_zero(a.addr + 4, sizeof a.addr - 4);
+  return a.family == AF_INET6;
+}
+
+Decoded check_cm_call(const CmCallReq& c) noexcept {
+  auto no = [](const char* why) { return bad(Status::kInvalidParameter, why, true); };
+  if (c.op == 0 || c.op > static_cast<uint32_t>(CmOp::kLast)) return no("cm_call.op");
+  if (c.flag > 1) return no("cm_call.flag");
+  if (!valid_addr(c.src) || !valid_addr(c.dst)) return no("cm_call address");
+  if (c.data_length > kCmDataMax) return no("cm_call.data_length");
+  // Bytes past the data are zero: nothing of the client's memory rides along unnoticed.
+  if (!all_zero(c.data + c.data_length, kCmDataMax - c.data_length)) return no("cm_call.data");
+  return {Status::kSuccess, "", true};
 }
 
 // The object requests' own fields (handles are looked up by the daemon, in the client's table).
@@ -75,6 +95,15 @@ Decoded check_object_fields(const Request& r) noexcept {
                  ? no("share_memory range")
                  : ok();
     }
+    case MsgType::kCmChannel:
+      return r.cm_channel.reserved != 0 ? no("cm_channel.reserved") : ok();
+    case MsgType::kCmCreate:
+      return r.cm_create.kind > static_cast<uint32_t>(CmKind::kListener) ? no("cm_create.kind")
+                                                                         : ok();
+    case MsgType::kCmCall:
+      return check_cm_call(r.cm_call);
+    case MsgType::kCmEvents:
+      return r.cm_events.reserved != 0 ? no("cm_events.reserved") : ok();
     default:
       return bad(Status::kInvalidDeviceRequest, "type", true);
   }
@@ -140,6 +169,20 @@ bool check_reply_fields(MsgType type, const void* out) noexcept {
       return r->capacity != 0 && (r->capacity & (r->capacity - 1)) == 0 && r->stride != 0 &&
              r->stride % 16 == 0 && r->engine < 8;
     }
+    case MsgType::kCmCall: {
+      const auto* r = static_cast<const CmCallRep*>(out);
+      return r->data_length <= kCmDataMax && r->datagram <= 1 && valid_addr(r->local) &&
+             valid_addr(r->peer);
+    }
+    case MsgType::kCmEvents: {
+      const auto* r = static_cast<const CmEventsRep*>(out);
+      if (r->count > kCmEventsPerReply || r->more > 1) return false;
+      for (uint32_t i = 0; i < r->count; ++i) {
+        const CmEvent& e = r->events[i];
+        if (e.kind < 1 || e.kind > 3 || e.datagram > 1 || e.reserved != 0) return false;
+      }
+      return true;
+    }
     case MsgType::kAllocShared:
     case MsgType::kShareMemory:
     case MsgType::kEngineDoorbell:
@@ -147,6 +190,8 @@ bool check_reply_fields(MsgType type, const void* out) noexcept {
     case MsgType::kModifyQp:
     case MsgType::kRegisterMr:
     case MsgType::kDestroy:
+    case MsgType::kCmChannel:
+    case MsgType::kCmCreate:
       return true;
     default:
       return false;
@@ -205,6 +250,14 @@ size_t request_size(MsgType type) noexcept {
       return sizeof(EngineDoorbellReq);
     case MsgType::kCreateSrq:
       return sizeof(CreateSrqReq);
+    case MsgType::kCmChannel:
+      return sizeof(CmChannelReq);
+    case MsgType::kCmCreate:
+      return sizeof(CmCreateReq);
+    case MsgType::kCmCall:
+      return sizeof(CmCallReq);
+    case MsgType::kCmEvents:
+      return sizeof(CmEventsReq);
     default:
       return 0;
   }
@@ -237,7 +290,13 @@ size_t reply_size(MsgType type) noexcept {
       return sizeof(CreateSrqRep);
     case MsgType::kShareMemory:
     case MsgType::kEngineDoorbell:
+    case MsgType::kCmChannel:
+    case MsgType::kCmCreate:
       return sizeof(HandleRep);
+    case MsgType::kCmCall:
+      return sizeof(CmCallRep);
+    case MsgType::kCmEvents:
+      return sizeof(CmEventsRep);
     default:
       return 0;
   }

@@ -32,8 +32,8 @@ inline constexpr uint16_t kVersionMajor = 1;
 // 1: objects and rings (5 .. 11); 2: 12; 3: 13; 4: CreateCq carries the client's eventfd;
 // 5: send slots carry immediate data and atomic operands (shm::SendSlot), CreateQp names an SRQ,
 // CreateSrq (14); a client must be of minor 5 at least (kMinClientMinor): its slots and
-// CreateQp are laid out so.
-inline constexpr uint16_t kVersionMinor = 5;
+// CreateQp are laid out so. 6: connectors and listeners (CmChannel, CmCreate, CmCall, CmEvents).
+inline constexpr uint16_t kVersionMinor = 6;
 inline constexpr uint16_t kMinClientMinor = 5;
 // Names (adapters, clients): 1 .. 31 characters of [A-Za-z0-9_.-], NUL-padded to 32 bytes.
 inline constexpr size_t kNameSize = 32;
@@ -61,7 +61,13 @@ enum class MsgType : uint16_t {
   kShareMemory = 12,     // the client's memfd (SCM_RIGHTS) holding pages it moved there in place
   kEngineDoorbell = 13,  // + an engine's doorbell: its sleeping flag's page, or its wake eventfd
   kCreateSrq = 14,       // + its receive ring (since 1.5)
-  kReplyFlag = 0x8000    // a reply carries its request's type with this bit set
+  // Connectors and listeners (since 1.6; docs/daemon.md "Connections"): the daemon's connection
+  // manager acts for the client; what happens later arrives as events on a channel.
+  kCmChannel = 15,     // a channel: the client's eventfd (SCM_RIGHTS), written when events wait
+  kCmCreate = 16,      // a connector or a listener, reporting on a channel
+  kCmCall = 17,        // one call of a connector or a listener (CmOp)
+  kCmEvents = 18,      // takes the events waiting on a channel
+  kReplyFlag = 0x8000  // a reply carries its request's type with this bit set
 };
 
 struct Header {
@@ -321,6 +327,107 @@ struct DestroyReq {
 };
 static_assert(sizeof(DestroyReq) == 24);
 
+// ---- Connectors and listeners (since 1.6) --------------------------------------------------
+
+// An IP address and port as rdma_cm names a connection's ends.
+struct WireAddr {
+  uint16_t family;   // 0: none; AF_INET or AF_INET6
+  uint16_t port;     // host order
+  uint8_t addr[16];  // network order; IPv4 in the first 4 bytes, the rest zero
+};
+static_assert(sizeof(WireAddr) == 20);
+
+// The largest private data a CM call carries either way: a REP's 196 bytes (IBTA table 106).
+inline constexpr uint32_t kCmDataMax = 196;
+
+struct CmChannelReq {
+  Header h;
+  uint32_t adapter;
+  uint32_t reserved;
+};
+static_assert(sizeof(CmChannelReq) == 24);
+
+enum class CmKind : uint32_t { kConnector = 0, kListener = 1 };
+struct CmCreateReq {
+  Header h;
+  uint32_t channel;  // where its events go
+  uint32_t kind;     // CmKind
+};
+static_assert(sizeof(CmCreateReq) == 24);
+
+// The calls of urnic/connector.h and urnic/listener.h, each with the fields it names.
+enum class CmOp : uint32_t {
+  kListen = 1,           // listener: src, flag (0: rdma_cm's TCP port space, 1: UDP)
+  kPause = 2,            // listener: flag (1: pause, 0: resume)
+  kConnect = 3,          // connector: qp, src (family 0: none), dst, inbound, outbound, data
+  kCompleteConnect = 4,  // connector
+  kAccept = 5,           // connector: qp, inbound, outbound, data
+  kReject = 6,           // connector: data
+  kResolveDatagram = 7,  // connector: src, dst, data
+  kAcceptDatagram = 8,   // connector: qpn, qkey, data
+  kDisconnect = 9,       // connector
+  kInfo = 10,            // connector or listener: CmCallRep's fields
+  kLast = kInfo,
+};
+struct CmCallReq {
+  Header h;
+  uint32_t object;             // the connector's or listener's handle
+  uint32_t op;                 // CmOp
+  uint32_t qp;                 // kConnect, kAccept: the QP's handle
+  uint32_t inbound, outbound;  // read limits
+  uint32_t qpn, qkey;          // kAcceptDatagram
+  uint32_t flag;               // kListen, kPause: 0 or 1
+  WireAddr src, dst;
+  uint32_t data_length;  // 0 .. kCmDataMax (each call has its own smaller limit)
+  uint8_t data[kCmDataMax];
+};
+static_assert(sizeof(CmCallReq) == 288);
+
+// The reply of every CmCall of kSuccess. kListen and kInfo of a listener: `local` is what it
+// listens on. kInfo of a connector: what the get_* calls of urnic/connector.h read.
+struct CmCallRep {
+  ReplyHead r;
+  uint32_t data_status;  // get_connection_data's status (kSuccess or kConnectionInvalid)
+  uint32_t data_length;  // the peer's private data, 0 .. kCmDataMax
+  uint32_t inbound, outbound;
+  uint32_t peer_status;  // get_datagram_peer's status
+  uint32_t qpn, qkey;
+  uint32_t datagram;     // 0 or 1: is_datagram()
+  WireAddr local, peer;  // family 0: none yet
+  uint8_t data[kCmDataMax];
+};
+static_assert(sizeof(CmCallRep) == 292);
+
+enum class CmEventKind : uint32_t {
+  kCompleted = 1,     // the object's outstanding request completed with `status`
+  kRequest = 2,       // a request reached listener `object`: the new connector `connector`
+  kDisconnected = 3,  // the peer disconnected connector `object`
+};
+struct CmEvent {
+  uint32_t kind;  // CmEventKind
+  uint32_t object;
+  uint32_t status;     // kCompleted
+  uint32_t connector;  // kRequest: the new connector's handle, the client's from now
+  uint32_t datagram;   // kRequest: 0 or 1
+  uint32_t reserved;
+};
+static_assert(sizeof(CmEvent) == 24);
+
+inline constexpr uint32_t kCmEventsPerReply = 64;
+struct CmEventsReq {
+  Header h;
+  uint32_t channel;
+  uint32_t reserved;
+};
+struct CmEventsRep {
+  ReplyHead r;
+  uint32_t count;  // 0 .. kCmEventsPerReply, oldest first
+  uint32_t more;   // 1 when more wait (ask again)
+  CmEvent events[kCmEventsPerReply];
+};
+static_assert(sizeof(CmEventsReq) == 24 && sizeof(CmEventsRep) == 32 + 24 * kCmEventsPerReply);
+static_assert(sizeof(CmEventsRep) <= kMaxMessage);
+
 // A request as the daemon sees it once decode_request accepted it.
 union Request {
   Header h;
@@ -338,6 +445,10 @@ union Request {
   ShareMemoryReq share_memory;
   EngineDoorbellReq engine_doorbell;
   CreateSrqReq create_srq;
+  CmChannelReq cm_channel;
+  CmCreateReq cm_create;
+  CmCallReq cm_call;
+  CmEventsReq cm_events;
 };
 
 // What decode_* found: kSuccess, or the status to answer with and the first bad field.

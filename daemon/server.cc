@@ -152,11 +152,12 @@ bool Server::serve(Client& c) {
       static_cast<size_t>(n) > sizeof buf
           ? ipc::Decoded{Status::kInvalidParameter, "longer than any message", false}
           : ipc::decode_request({buf, static_cast<size_t>(n)}, &r);
-  // A descriptor is kShareMemory's or kCreateCq's; on anything else it is closed now, before the
-  // reply (a client that sees the reply may count our descriptors).
+  // A descriptor is kShareMemory's, kCreateCq's or kCmChannel's; on anything else it is closed now,
+  // before the reply (a client that sees the reply may count our descriptors).
   const bool takes_fd = d.status == Status::kSuccess &&
                         (r.h.type == static_cast<uint16_t>(ipc::MsgType::kShareMemory) ||
-                         r.h.type == static_cast<uint16_t>(ipc::MsgType::kCreateCq));
+                         r.h.type == static_cast<uint16_t>(ipc::MsgType::kCreateCq) ||
+                         r.h.type == static_cast<uint16_t>(ipc::MsgType::kCmChannel));
   if (fd >= 0 && !takes_fd) ::close(fd);
   c.passed_fd = takes_fd ? fd : -1;
   if (d.status == Status::kSuccess) {
@@ -312,6 +313,24 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
         reinterpret_cast<ipc::HandleRep*>(buf)->handle = r.engine_doorbell.engine;
       }
       break;
+    case ipc::MsgType::kCmChannel:
+      s = o.cm_channel(r.cm_channel, std::exchange(c.passed_fd, -1),
+                       reinterpret_cast<ipc::HandleRep*>(buf));
+      break;
+    case ipc::MsgType::kCmCreate:
+      s = o.cm_create(r.cm_create, reinterpret_cast<ipc::HandleRep*>(buf));
+      break;
+    case ipc::MsgType::kCmCall: {
+      auto* rep = reinterpret_cast<ipc::CmCallRep*>(buf);
+      s = o.cm_call(r.cm_call, rep);
+      if (s == Status::kSuccess && r.cm_call.op == static_cast<uint32_t>(ipc::CmOp::kListen))
+        dp::log_line(dp::LogType::kDaemon, RTE_LOG_NOTICE, "urnicd: client %u listens on port %u%s",
+                     c.entry.id, rep->local.port, r.cm_call.flag != 0 ? " (datagrams)" : "");
+      break;
+    }
+    case ipc::MsgType::kCmEvents:
+      s = o.cm_events(r.cm_events, reinterpret_cast<ipc::CmEventsRep*>(buf));
+      break;
     case ipc::MsgType::kShareMemory:
       s = o.share_memory(r.share_memory, std::exchange(c.passed_fd, -1),
                          reinterpret_cast<ipc::HandleRep*>(buf));
@@ -330,7 +349,8 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
     c.entry.mrs = n.mrs;
     c.entry.srqs = n.srqs;
     c.entry.shared_bytes = n.shared_bytes;
-    c.entry.errors += s != Status::kSuccess ? 1 : 0;
+    // kPending is an accepted CM call whose outcome comes as an event.
+    c.entry.errors += s != Status::kSuccess && s != Status::kPending ? 1 : 0;
   }
   if (s != Status::kSuccess) return reply_status(c, r.h, s);
   const size_t size = ipc::reply_size(static_cast<ipc::MsgType>(r.h.type));

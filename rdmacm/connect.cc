@@ -299,6 +299,11 @@ int rdma_listen(rdma_cm_id* id, int) {
     }
   }
   if (devs.empty()) return fail(EADDRNOTAVAIL);
+  // Every device listens on the address as bound (the wildcard stays the wildcard for each);
+  // with port 0 the first picks the port and the others take the same.
+  sockaddr_storage want{};
+  std::memcpy(&want, a, addr_len(a));
+  auto* w = reinterpret_cast<sockaddr*>(&want);
   for (ibv_context* c : devs) {
     auto lc = std::make_unique<ListenCtx>();
     lc->parent = i;
@@ -306,8 +311,8 @@ int rdma_listen(rdma_cm_id* id, int) {
     Handle<Listener> l;
     Status s = create_listener(verbs::adapter_of(c), on_request, lc.get(), nullptr, nullptr, &l);
     if (s == Status::kSuccess)
-      s = id->ps == RDMA_PS_UDP ? l->listen_datagram(a, addr_len(a), nullptr, nullptr)
-                                : l->listen(a, addr_len(a), nullptr, nullptr);
+      s = id->ps == RDMA_PS_UDP ? l->listen_datagram(w, addr_len(w), nullptr, nullptr)
+                                : l->listen(w, addr_len(w), nullptr, nullptr);
     if (s != Status::kSuccess) {
       verbs::close_sync(l);
       for (auto& h : i->listeners) verbs::close_sync(h);
@@ -315,9 +320,21 @@ int rdma_listen(rdma_cm_id* id, int) {
       i->listen_ctx.clear();
       return fail_status(s);
     }
-    // Port 0: the first listener picked one; the others listen on the same.
-    uint32_t len = sizeof(sockaddr_storage);
-    (void)l->get_local_address(reinterpret_cast<sockaddr*>(&id->route.addr.src_storage), &len);
+    // Port 0: the first listener picked one; the others listen on the same. The id reports the
+    // address it was bound to (a wildcard stays one, as rdma_cm's does) with that port.
+    sockaddr_storage got{};
+    uint32_t len = sizeof got;
+    if (l->get_local_address(reinterpret_cast<sockaddr*>(&got), &len) == Status::kSuccess) {
+      const uint16_t port = got.ss_family == AF_INET6
+                                ? reinterpret_cast<sockaddr_in6*>(&got)->sin6_port
+                                : reinterpret_cast<sockaddr_in*>(&got)->sin_port;
+      for (sockaddr* x : {w, a}) {
+        if (x->sa_family == AF_INET6)
+          reinterpret_cast<sockaddr_in6*>(x)->sin6_port = port;
+        else
+          reinterpret_cast<sockaddr_in*>(x)->sin_port = port;
+      }
+    }
     i->listeners.push_back(std::move(l));
     i->listen_ctx.push_back(std::move(lc));
   }

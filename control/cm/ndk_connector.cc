@@ -185,16 +185,14 @@ CmCounters cm_counters(AdapterImpl* a) {
   return t;
 }
 
-struct ConnectorImpl final : ObjectImpl {
+struct ConnectorImpl final : ImplOf<ConnectorImpl, Connector> {
   // `from_listener`: the connection of a request; null for a new, active one.
   ConnectorImpl(AdapterImpl* a, std::shared_ptr<ctl::cm_detail::Conn> from_listener)
-      : ObjectImpl(ObjectType::kConnector, a),
-        pub_(this),
+      : ImplOf(ObjectType::kConnector, a),
         agent(acquire_agent(a)),
         cm(agent->core()),
         conn(from_listener ? std::move(from_listener) : std::make_shared<ctl::cm_detail::Conn>()) {}
   ~ConnectorImpl() override { ConnectorImpl::release_unlocked(); }
-  Object& pub() noexcept override { return pub_; }
   // The CM connection and this adapter's share of the agent go with the close, also when the
   // object itself is kept (defunct, after the adapter's close): the agent uses the adapter.
   void release_unlocked() noexcept override {
@@ -283,7 +281,6 @@ struct ConnectorImpl final : ObjectImpl {
     req_pending = false;
   }
 
-  Connector pub_;
   ctl::CmAgent* agent;                         // null once released
   std::shared_ptr<ctl::cm_detail::Core> cm;    // the agent's; null once released
   std::shared_ptr<ctl::cm_detail::Conn> conn;  // null once released
@@ -296,17 +293,15 @@ struct ConnectorImpl final : ObjectImpl {
   void* disc_ctx = nullptr;
 };
 
-struct ListenerImpl final : ObjectImpl {
+struct ListenerImpl final : ImplOf<ListenerImpl, Listener> {
   ListenerImpl(AdapterImpl* a, ConnectEventCallback cb, void* ctx)
-      : ObjectImpl(ObjectType::kListener, a),
-        pub_(this),
+      : ImplOf(ObjectType::kListener, a),
         agent(acquire_agent(a)),
         cm(agent->core()),
         listen(std::make_shared<ctl::cm_detail::Listen>()),
         event_cb(cb),
         event_ctx(ctx) {}
   ~ListenerImpl() override { ListenerImpl::release_unlocked(); }
-  Object& pub() noexcept override { return pub_; }
   void release_unlocked() noexcept override {  // as ConnectorImpl's
     if (agent == nullptr) return;
     cm->close_listener(*listen);
@@ -336,7 +331,6 @@ struct ListenerImpl final : ObjectImpl {
     adapter->defer_locked([cb = event_cb, ctx = event_ctx, ci] { cb(ctx, &ci->pub_); });
   }
 
-  Listener pub_;
   ctl::CmAgent* agent;                             // null once released
   std::shared_ptr<ctl::cm_detail::Core> cm;        // the agent's; null once released
   std::shared_ptr<ctl::cm_detail::Listen> listen;  // null once released
@@ -367,13 +361,17 @@ Status adopt_new(AdapterImpl* a, Impl* o, Handle<Pub>* out) {
 // ---- Connector
 // ------------------------------------------------------------------------------------
 
-Connector::Connector(detail::ConnectorImpl* impl) noexcept : Object(impl), c_(impl) {}
-
 Status Connector::connect(Qp& qp, const sockaddr* src, uint32_t src_length, const sockaddr* dst,
                           uint32_t dst_length, uint32_t inbound_read_limit,
                           uint32_t outbound_read_limit, const void* private_data,
                           uint32_t private_data_length, RequestCompletion completion,
                           void* request_context) noexcept {
+  if (impl_->remote)
+    return detail::remote_connect(impl_, detail::QpImpl::base_of(qp), src, src_length, dst,
+                                  dst_length, inbound_read_limit, outbound_read_limit, private_data,
+                                  private_data_length, completion, request_context);
+  detail::ConnectorImpl* const c_ = impl();
+  if (detail::QpImpl::base_of(qp)->remote) return Status::kInvalidParameter;  // another adapter
   // Closed (or defunct: its adapter, engine and CM may be gone): nothing below may be reached.
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   detail::AdapterImpl* a = c_->adapter;
@@ -394,6 +392,9 @@ Status Connector::connect(Qp& qp, const sockaddr* src, uint32_t src_length, cons
 
 Status Connector::complete_connect(DisconnectEventCallback disconnect_event,
                                    void* disconnect_context, RequestCompletion, void*) noexcept {
+  if (impl_->remote)
+    return detail::remote_complete_connect(impl_, disconnect_event, disconnect_context);
+  detail::ConnectorImpl* const c_ = impl();
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   return detail::guarded([&] {
     c_->on_disconnect(disconnect_event, disconnect_context);
@@ -405,6 +406,12 @@ Status Connector::accept(Qp& qp, uint32_t inbound_read_limit, uint32_t outbound_
                          const void* private_data, uint32_t private_data_length,
                          DisconnectEventCallback disconnect_event, void* disconnect_context,
                          RequestCompletion completion, void* request_context) noexcept {
+  if (impl_->remote)
+    return detail::remote_accept(impl_, detail::QpImpl::base_of(qp), inbound_read_limit,
+                                 outbound_read_limit, private_data, private_data_length,
+                                 disconnect_event, disconnect_context, completion, request_context);
+  detail::ConnectorImpl* const c_ = impl();
+  if (detail::QpImpl::base_of(qp)->remote) return Status::kInvalidParameter;  // another adapter
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   detail::AdapterImpl* a = c_->adapter;
   detail::QpImpl* q = detail::QpImpl::of(qp);
@@ -421,6 +428,8 @@ Status Connector::accept(Qp& qp, uint32_t inbound_read_limit, uint32_t outbound_
 }
 
 Status Connector::reject(const void* private_data, uint32_t private_data_length) noexcept {
+  if (impl_->remote) return detail::remote_reject(impl_, private_data, private_data_length);
+  detail::ConnectorImpl* const c_ = impl();
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   if (private_data == nullptr && private_data_length != 0) return Status::kInvalidParameter;
   if (private_data_length > detail::kMaxCalleeData) return Status::kInvalidBufferSize;
@@ -434,6 +443,10 @@ Status Connector::resolve_datagram(const sockaddr* src, uint32_t src_length, con
                                    uint32_t dst_length, const void* private_data,
                                    uint32_t private_data_length, RequestCompletion completion,
                                    void* request_context) noexcept {
+  if (impl_->remote)
+    return detail::remote_resolve_datagram(impl_, src, src_length, dst, dst_length, private_data,
+                                           private_data_length, completion, request_context);
+  detail::ConnectorImpl* const c_ = impl();
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   ctl::cm::Gid dgid{};
   uint16_t dport = 0;
@@ -451,17 +464,24 @@ Status Connector::resolve_datagram(const sockaddr* src, uint32_t src_length, con
 }
 
 Status Connector::get_datagram_peer(uint32_t* qpn, uint32_t* qkey) noexcept {
+  if (impl_->remote) return detail::remote_datagram_peer(impl_, qpn, qkey);
+  detail::ConnectorImpl* const c_ = impl();
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   return detail::guarded([&] { return c_->cm->datagram_peer(*c_->conn, qpn, qkey); });
 }
 
 bool Connector::is_datagram() const noexcept {
+  if (impl_->remote) return detail::remote_is_datagram(impl_);
+  detail::ConnectorImpl* const c_ = impl();
   if (detail::is_closing(c_)) return false;
   return c_->cm->info(*c_->conn).datagram;
 }
 
 Status Connector::accept_datagram(uint32_t qpn, uint32_t qkey, const void* private_data,
                                   uint32_t private_data_length) noexcept {
+  if (impl_->remote)
+    return detail::remote_accept_datagram(impl_, qpn, qkey, private_data, private_data_length);
+  detail::ConnectorImpl* const c_ = impl();
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   if (private_data == nullptr && private_data_length != 0) return Status::kInvalidParameter;
   if (private_data_length > kMaxDatagramReplyData) return Status::kInvalidBufferSize;
@@ -473,6 +493,10 @@ Status Connector::accept_datagram(uint32_t qpn, uint32_t qkey, const void* priva
 
 Status Connector::get_connection_data(uint32_t* inbound_read_limit, uint32_t* outbound_read_limit,
                                       void* private_data, uint32_t* private_data_length) noexcept {
+  if (impl_->remote)
+    return detail::remote_connection_data(impl_, inbound_read_limit, outbound_read_limit,
+                                          private_data, private_data_length);
+  detail::ConnectorImpl* const c_ = impl();
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   return detail::guarded([&] {
     ctl::ReadLimits lim;
@@ -487,6 +511,8 @@ Status Connector::get_connection_data(uint32_t* inbound_read_limit, uint32_t* ou
 }
 
 Status Connector::get_local_address(sockaddr* address, uint32_t* length) noexcept {
+  if (impl_->remote) return detail::remote_connector_address(impl_, false, address, length);
+  detail::ConnectorImpl* const c_ = impl();
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   const ctl::CmConnInfo i = c_->cm->info(*c_->conn);
   if (i.local_gid == ctl::cm::Gid{}) return Status::kConnectionInvalid;
@@ -494,6 +520,8 @@ Status Connector::get_local_address(sockaddr* address, uint32_t* length) noexcep
 }
 
 Status Connector::get_peer_address(sockaddr* address, uint32_t* length) noexcept {
+  if (impl_->remote) return detail::remote_connector_address(impl_, true, address, length);
+  detail::ConnectorImpl* const c_ = impl();
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   const ctl::CmConnInfo i = c_->cm->info(*c_->conn);
   if (i.peer_gid == ctl::cm::Gid{}) return Status::kConnectionInvalid;
@@ -501,6 +529,8 @@ Status Connector::get_peer_address(sockaddr* address, uint32_t* length) noexcept
 }
 
 Status Connector::disconnect(RequestCompletion completion, void* request_context) noexcept {
+  if (impl_->remote) return detail::remote_disconnect(impl_, completion, request_context);
+  detail::ConnectorImpl* const c_ = impl();
   if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
   return c_->request(completion, request_context, nullptr, [&](ctl::CmCompletion done) {
     return c_->cm->disconnect(*c_->conn, std::move(done));
@@ -511,15 +541,13 @@ Status create_connector(Adapter& adapter, CreateCompletion, void*,
                         Handle<Connector>* out) noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
   detail::AdapterImpl* a = &adapter.impl();
-  if (a->remote) return detail::remote_unsupported("create_connector");
+  if (a->remote) return detail::remote_create_connector(a, out);
   return detail::guarded(
       [&] { return detail::adopt_new(a, new detail::ConnectorImpl(a, nullptr), out); });
 }
 
 // ---- Listener
 // -------------------------------------------------------------------------------------
-
-Listener::Listener(detail::ListenerImpl* impl) noexcept : Object(impl), l_(impl) {}
 
 namespace detail {
 
@@ -556,15 +584,21 @@ Status listen_in(ListenerImpl* l, const sockaddr* address, uint32_t address_leng
 
 Status Listener::listen(const sockaddr* address, uint32_t address_length, RequestCompletion,
                         void*) noexcept {
+  if (impl_->remote) return detail::remote_listen(impl_, address, address_length, false);
+  detail::ListenerImpl* const l_ = impl();
   return detail::listen_in(l_, address, address_length, ctl::cm::kPsTcp);
 }
 
 Status Listener::listen_datagram(const sockaddr* address, uint32_t address_length,
                                  RequestCompletion, void*) noexcept {
+  if (impl_->remote) return detail::remote_listen(impl_, address, address_length, true);
+  detail::ListenerImpl* const l_ = impl();
   return detail::listen_in(l_, address, address_length, ctl::cm::kPsUdp);
 }
 
 Status Listener::get_local_address(sockaddr* address, uint32_t* length) noexcept {
+  if (impl_->remote) return detail::remote_listener_address(impl_, address, length);
+  detail::ListenerImpl* const l_ = impl();
   if (detail::is_closing(l_)) return Status::kInvalidDeviceState;
   ctl::cm::Gid g;
   {
@@ -581,6 +615,8 @@ Status Listener::get_local_address(sockaddr* address, uint32_t* length) noexcept
 
 // A closing listener refuses requests already (ListenerImpl::stop_events).
 void Listener::control_connect_events(bool pause) noexcept {
+  if (impl_->remote) return detail::remote_pause(impl_, pause);
+  detail::ListenerImpl* const l_ = impl();
   if (!detail::is_closing(l_)) l_->cm->pause(*l_->listen, pause);
 }
 
@@ -589,7 +625,8 @@ Status create_listener(Adapter& adapter, ConnectEventCallback connect_event,
                        Handle<Listener>* out) noexcept {
   if (out == nullptr || connect_event == nullptr) return Status::kInvalidParameter;
   detail::AdapterImpl* a = &adapter.impl();
-  if (a->remote) return detail::remote_unsupported("create_listener");
+  if (a->remote)
+    return detail::remote_create_listener(a, connect_event, connect_event_context, out);
   return detail::guarded([&] {
     return detail::adopt_new(a, new detail::ListenerImpl(a, connect_event, connect_event_context),
                              out);

@@ -60,7 +60,7 @@ namespace detail {
 struct ConnectorImpl;
 }  // namespace detail
 
-class Connector final : public Object {
+class Connector final : public detail::ObjectOf<detail::ConnectorImpl> {
  public:
   // NdkConnect. `src` (may be null) must be one of the adapter's addresses (its port is not
   // used: the IP CM source port is ephemeral); `dst` is AF_INET or AF_INET6 with a non-zero
@@ -135,9 +135,7 @@ class Connector final : public Object {
   Status disconnect(RequestCompletion completion, void* request_context) noexcept;
 
  private:
-  friend struct detail::ConnectorImpl;
-  explicit Connector(detail::ConnectorImpl* impl) noexcept;
-  detail::ConnectorImpl* c_;
+  using ObjectOf::ObjectOf;  // made by the provider only (object.h)
 };
 
 // NdkCreateConnector (an NDK_ADAPTER dispatch slot; a free function here so that the adapter's

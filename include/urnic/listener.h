@@ -25,7 +25,7 @@ namespace detail {
 struct ListenerImpl;
 }  // namespace detail
 
-class Listener final : public Object {
+class Listener final : public detail::ObjectOf<detail::ListenerImpl> {
  public:
   // NdkListen on `address`: AF_INET / AF_INET6, the adapter's address or the wildcard; port 0
   // picks one from 49152-65535 (get_local_address tells which). Done at once: kSuccess (no
@@ -46,9 +46,7 @@ class Listener final : public Object {
   void control_connect_events(bool pause) noexcept;
 
  private:
-  friend struct detail::ListenerImpl;
-  explicit Listener(detail::ListenerImpl* impl) noexcept;
-  detail::ListenerImpl* l_;
+  using ObjectOf::ObjectOf;  // made by the provider only (object.h)
 };
 
 // NdkCreateListener: `connect_event` (not null) is called with `connect_event_context` for every

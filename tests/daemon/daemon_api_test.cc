@@ -260,8 +260,6 @@ TEST_F(DaemonApi, WhatAttachModeLacksIsRefusedAndTheCloseRulesHold) {
   EXPECT_TRUE(unsupported(pd->create_mw(nullptr, nullptr, &mw)));
   Handle<Mr> frmr, mr;
   EXPECT_TRUE(unsupported(pd->create_mr(true, nullptr, nullptr, &frmr)));
-  Handle<Connector> conn;
-  EXPECT_TRUE(unsupported(create_connector(*ad, nullptr, nullptr, &conn)));
   AdapterCounters counters;
   EXPECT_TRUE(unsupported(ad->query_counters(&counters)));
   // The stack is not private anonymous memory that can move: a clear error, nothing moved.

@@ -14,7 +14,8 @@
 # Every case checks both exit codes, the tool's result lines and that no error line was printed;
 # ibv_rc_pingpong runs with --chk, which checks every received buffer byte for byte. Afterwards
 # the daemons must hold no client and no object (every process's objects were freed), and what
-# attach mode does not offer yet (UD QPs, rdma_cm) must fail with a clear message, not hang.
+# attach mode does not offer yet (UD QPs) must fail with a clear message, not hang. rping
+# (librdmacm) connects through the daemons' connection managers.
 #
 # Usage: daemon_stock_test.sh path/to/urnicd path/to/urnic-run path/to/urnicctl [memory|veth]
 # [CASE-REGEX]. Exits 77 (ctest SKIP_RETURN_CODE) without the stock tools (or root, for veth).
@@ -123,8 +124,26 @@ record() {  # NAME WHY(empty = pass) SUMMARY
   fi
 }
 
+# Waits (up to 30 s) until a client of the server's daemon listens on rdma_cm port $1 (the
+# daemon's log says so), or the server $2 has exited.
+srv_log=$([ "$mode" = veth ] && echo "$tmp/a.log" || echo "$tmp/m.log")
+wait_cm_listen() {
+  local port=$1 pid=$2
+  for _ in $(seq 300); do
+    grep -q "listens on port $port\$" "$srv_log" && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.1  # polls the condition above; it is not the synchronisation itself
+  done
+  return 1
+}
+# The server's adapter address and the client's (rdma_cm's ends).
+sip=$([ "$mode" = veth ] && echo 198.18.2.1 || echo 192.0.2.2)
+cip=$([ "$mode" = veth ] && echo 198.18.2.2 || echo 192.0.2.1)
+
 # pair NAME ROWS-REGEX WANT-ROWS CMD ARGS...: the server on $srv_dev, the client on $cli_dev;
 # both exit 0, the client prints WANT-ROWS lines matching ROWS-REGEX, neither an error line.
+# With -R among ARGS (perftest over rdma_cm) the tools meet on the server's adapter address
+# through the daemons' connection managers instead of TCP.
 port=18600
 pair() {
   local name=$1 rows_re=$2 want=$3
@@ -133,10 +152,12 @@ pair() {
   port=$((port + 1))
   local cmd=$1
   shift
+  local ready=wait_listen dest=$host
+  [[ " $* " == *" -R "* ]] && ready=wait_cm_listen dest=$sip
   "${srv[@]}" "$cmd" -d "$srv_dev" -p "$port" "$@" >"$tmp/$name.srv" 2>&1 &
   local spid=$! why=""
-  if wait_listen "$port" "$spid"; then
-    "${cli[@]}" "$cmd" -d "$cli_dev" -p "$port" "$@" "$host" >"$tmp/$name.cli" 2>&1 ||
+  if $ready "$port" "$spid"; then
+    "${cli[@]}" "$cmd" -d "$cli_dev" -p "$port" "$@" "$dest" >"$tmp/$name.cli" 2>&1 ||
       why="$why client exit $?"
   else
     why=" the server never listened on port $port"
@@ -184,6 +205,9 @@ pair read_lat "$row_re" 1 ib_read_lat -x 1 -F -n 100
 
 pair atomic_bw "$row_re" 1 ib_atomic_bw -x 1 -F -n 1000
 pair atomic_lat "$row_re" 1 ib_atomic_lat -x 1 -F -n 100
+# Connected through rdma_cm (librdmacm on the daemons' connection managers).
+pair write_bw_cm "$row_re" 1 ib_write_bw -R -x 1 -F -n 2000
+pair send_lat_cm "$row_re" 1 ib_send_lat -R -x 1 -F -n 200
 
 # ---- what attach mode does not offer yet (UD QPs): a clear refusal, no hang ----------------------
 if [[ ud_refused =~ $only ]]; then
@@ -196,16 +220,30 @@ if [[ ud_refused =~ $only ]]; then
   record ud_refused "$why" "exit $src: $(grep -iE 'couldn' "$tmp/ud_refused.srv" | head -1)"
 fi
 
-# rdma_cm (librdmacm) needs the daemon's connection manager, not offered to clients yet: rping's
-# listen fails at once with EOPNOTSUPP, no hang.
-if [[ cm_refused =~ $only ]] && command -v rping >/dev/null; then
-  ip=$([ "$mode" = veth ] && echo 198.18.2.1 || echo 192.0.2.2)
-  "${srv[@]}" rping -s -a "$ip" -C 1 -V >"$tmp/cm_refused.srv" 2>&1
-  src=$?
+# ---- librdmacm: rping through the daemons' connection managers (IB CM on QP1); -V checks every
+# ping's data, -v prints each (the client's rows are counted). rping listens on rdma_cm, not TCP:
+# the daemon's log says when (its "listens on port" line).
+if [[ rping =~ $only ]] && command -v rping >/dev/null; then
+  port=$((port + 1))
+  "${srv[@]}" rping -s -a "$sip" -p "$port" -C 20 -V >"$tmp/rping.srv" 2>&1 &
+  spid=$!
   why=""
-  [ $src -ne 0 ] || why=" rping exited 0"
-  grep -q "rdma_listen: Operation not supported" "$tmp/cm_refused.srv" || why="$why no error message"
-  record cm_refused "$why" "exit $src: $(head -1 "$tmp/cm_refused.srv")"
+  if wait_cm_listen "$port" "$spid"; then
+    "${cli[@]}" rping -c -a "$sip" -I "$cip" -p "$port" -C 20 -v -V >"$tmp/rping.cli" 2>&1 ||
+      why="$why client exit $?"
+  else
+    why=" the server never listened on port $port"
+    : >"$tmp/rping.cli"
+  fi
+  wait "$spid" || why="$why server exit $?"
+  for f in "$tmp/rping.srv" "$tmp/rping.cli"; do
+    if grep -qiE 'error|fail|couldn|unable|not supported|timeout' "$f"; then
+      why="$why error line in ${f##*.}: $(grep -iE 'error|fail|couldn|unable|not supported|timeout' "$f" | head -1)"
+    fi
+  done
+  rows=$(grep -c '^ping data: rdma-ping-' "$tmp/rping.cli")
+  [ "$rows" -eq 20 ] || why="$why $rows pings (want 20)"
+  record rping "$why" "$rows pings checked"
 fi
 
 # ---- every client gone, every object freed ---------------------------------------------------------

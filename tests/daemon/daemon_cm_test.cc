@@ -1,0 +1,325 @@
+// Connectors and listeners in attach mode (issue 38, docs/daemon.md "Connections"): the
+// daemon's connection manager (IB CM on QP1) connects a client's QPs, driven through the
+// unchanged public Connector / Listener. One process, two of the daemon's adapters (urnic0 and
+// urnic1, wired back to back in memory): a listener on one, a connector on the other; every
+// callback counted, every byte checked, private data both ways, refusals and rejects with their
+// statuses, disconnects seen by the peer, and nothing left in the daemon afterwards.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attach_side.h"
+#include "urnic/daemon.h"
+#include "urnic/urnic.h"
+
+namespace urnic {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace test;
+
+class DaemonCm : public DaemonFixture {
+ protected:
+  DaemonCm() : DaemonFixture("cm") {}
+};
+
+constexpr size_t kMem = 1 << 20;
+constexpr uint16_t kPort = 7471;
+
+template <class P>
+bool eventually(P pred) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+sockaddr_in ipv4(uint32_t ip, uint16_t port) {
+  sockaddr_in s{};
+  s.sin_family = AF_INET;
+  s.sin_port = htons(port);
+  s.sin_addr.s_addr = htonl(ip);
+  return s;
+}
+
+// One side: adapter, PD, CQ, MR over alloc_memory's memory, an RC QP.
+struct Side {
+  std::unique_ptr<Adapter> adapter;
+  Handle<Pd> pd;
+  Handle<Cq> cq;
+  Handle<Mr> mr;
+  Handle<Qp> qp;
+  uint8_t* mem = nullptr;
+  std::string open(const char* name) {
+    void* m = nullptr;
+    if (alloc_memory(kMem, &m) != Status::kSuccess) return std::string("alloc: ") + last_error();
+    mem = static_cast<uint8_t*>(m);
+    if (Adapter::open(name, &adapter) != Status::kSuccess) return last_error();
+    if (adapter->create_pd(nullptr, nullptr, &pd) != Status::kSuccess ||
+        adapter->create_cq(64, nullptr, nullptr, nullptr, nullptr, &cq) != Status::kSuccess ||
+        pd->create_mr(false, nullptr, nullptr, &mr) != Status::kSuccess ||
+        mr->register_mr(mem, kMem, mr_flag::kAllowLocalWrite | mr_flag::kAllowRemoteWrite, nullptr,
+                        nullptr) != Status::kSuccess)
+      return std::string("objects: ") + last_error();
+    return new_qp();
+  }
+  std::string new_qp() {
+    qp.reset();
+    return pd->create_qp(*cq, *cq, this, 16, 16, 1, 1, 0, nullptr, nullptr, &qp) == Status::kSuccess
+               ? ""
+               : std::string("create_qp: ") + last_error();
+  }
+  size_t wait(size_t n, std::vector<Result>* out) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    Result r[8];
+    while (out->size() < n && std::chrono::steady_clock::now() < deadline) {
+      const size_t got = cq->get_results(r);
+      out->insert(out->end(), r, r + got);
+      if (got == 0) std::this_thread::yield();
+    }
+    return out->size();
+  }
+};
+
+// What the callbacks saw.
+struct Seen {
+  std::atomic<int> requests{0}, disconnects{0}, completions{0};
+  std::atomic<Status> last{Status::kPending};
+  std::atomic<Connector*> incoming{nullptr};
+};
+void on_request(void* ctx, Connector* c) {
+  auto* s = static_cast<Seen*>(ctx);
+  s->incoming.store(c);
+  s->requests.fetch_add(1);
+}
+void on_done(void* ctx, Status st) {
+  auto* s = static_cast<Seen*>(ctx);
+  s->last.store(st);
+  s->completions.fetch_add(1);
+}
+void on_disconnect(void* ctx) { static_cast<Seen*>(ctx)->disconnects.fetch_add(1); }
+
+// The objects of this process in the daemon.
+DaemonClient mine() {
+  std::vector<DaemonClient> all;
+  DaemonInfo me;
+  if (daemon_clients(&all) != Status::kSuccess || daemon_info(&me) != Status::kSuccess) return {};
+  for (const DaemonClient& c : all)
+    if (c.id == me.client_id) return c;
+  return {};
+}
+
+TEST_F(DaemonCm, ConnectAcceptWriteAndDisconnectThroughTheDaemonsCm) {
+  ASSERT_EQ(attach(socket_, "cm-both"), Status::kSuccess) << last_error();
+  Side srv, cli;
+  ASSERT_EQ(srv.open("urnic0"), "");
+  ASSERT_EQ(cli.open("urnic1"), "");
+
+  Seen ls, cs, as;
+  Handle<Listener> l;
+  ASSERT_EQ(create_listener(*srv.adapter, on_request, &ls, nullptr, nullptr, &l), Status::kSuccess)
+      << last_error();
+  const sockaddr_in any = ipv4(0, kPort);
+  ASSERT_EQ(l->listen(reinterpret_cast<const sockaddr*>(&any), sizeof any, nullptr, nullptr),
+            Status::kSuccess)
+      << last_error();
+  // Listening on the wildcard reports the adapter's own address and the port.
+  sockaddr_in got{};
+  uint32_t len = sizeof got;
+  ASSERT_EQ(l->get_local_address(reinterpret_cast<sockaddr*>(&got), &len), Status::kSuccess);
+  EXPECT_EQ(ntohl(got.sin_addr.s_addr), kIpA);
+  EXPECT_EQ(ntohs(got.sin_port), kPort);
+  // A second listener on the port is refused by the daemon's CM.
+  Handle<Listener> l2;
+  ASSERT_EQ(create_listener(*srv.adapter, on_request, &ls, nullptr, nullptr, &l2),
+            Status::kSuccess);
+  EXPECT_EQ(l2->listen(reinterpret_cast<const sockaddr*>(&any), sizeof any, nullptr, nullptr),
+            Status::kAddressAlreadyAssociated);
+  l2.reset();
+
+  Handle<Connector> c;
+  ASSERT_EQ(create_connector(*cli.adapter, nullptr, nullptr, &c), Status::kSuccess) << last_error();
+  const sockaddr_in dst = ipv4(kIpA, kPort);
+  const char hello[] = "from the active side";
+  ASSERT_EQ(c->connect(*cli.qp, nullptr, 0, reinterpret_cast<const sockaddr*>(&dst), sizeof dst, 4,
+                       2, hello, sizeof hello, on_done, &cs),
+            Status::kPending)
+      << last_error();
+  // A second request while one is outstanding.
+  EXPECT_EQ(c->connect(*cli.qp, nullptr, 0, reinterpret_cast<const sockaddr*>(&dst), sizeof dst, 1,
+                       1, nullptr, 0, on_done, &cs),
+            Status::kConnectionActive);
+  ASSERT_TRUE(eventually([&] { return ls.requests.load() == 1; })) << daemon_->output();
+  Handle<Connector> in(ls.incoming.load());
+  EXPECT_FALSE(in->is_datagram());
+  // The request's private data (56 bytes, rdma_cm's share of the REQ, ours at its start) and
+  // limits; the addresses of both ends.
+  uint8_t data[256] = {};
+  uint32_t n = sizeof data, ird = 0, ord = 0;
+  ASSERT_EQ(in->get_connection_data(&ird, &ord, data, &n), Status::kSuccess) << last_error();
+  EXPECT_EQ(n, 56u);
+  EXPECT_EQ(std::memcmp(data, hello, sizeof hello), 0);
+  EXPECT_EQ(ird, 2u);  // the passive side's view: what the active side may read from it
+  EXPECT_EQ(ord, 4u);
+  uint32_t small = 8;
+  EXPECT_EQ(in->get_connection_data(nullptr, nullptr, data, &small), Status::kBufferTooSmall);
+  EXPECT_EQ(small, 56u);
+  sockaddr_in peer{};
+  len = sizeof peer;
+  ASSERT_EQ(in->get_peer_address(reinterpret_cast<sockaddr*>(&peer), &len), Status::kSuccess);
+  EXPECT_EQ(ntohl(peer.sin_addr.s_addr), kIpB);
+  len = 4;
+  EXPECT_EQ(in->get_local_address(reinterpret_cast<sockaddr*>(&peer), &len),
+            Status::kBufferTooSmall);
+  EXPECT_EQ(len, sizeof(sockaddr_in));
+
+  const char answer[] = "from the passive side";
+  ASSERT_EQ(in->accept(*srv.qp, 2, 4, answer, sizeof answer, on_disconnect, &as, on_done, &as),
+            Status::kPending)
+      << last_error();
+  ASSERT_TRUE(eventually([&] { return cs.completions.load() == 1; }));
+  ASSERT_EQ(cs.last.load(), Status::kSuccess);
+  n = sizeof data;
+  ASSERT_EQ(c->get_connection_data(&ird, &ord, data, &n), Status::kSuccess);
+  EXPECT_EQ(std::memcmp(data, answer, sizeof answer), 0);
+  ASSERT_EQ(c->complete_connect(on_disconnect, &cs, nullptr, nullptr), Status::kSuccess)
+      << last_error();
+  EXPECT_EQ(cli.qp->query_extension<QpConnectExtension>()->state(), QpState::kRts);
+  ASSERT_TRUE(eventually([&] { return as.completions.load() == 1; }));
+  EXPECT_EQ(as.last.load(), Status::kSuccess);
+  EXPECT_EQ(srv.qp->query_extension<QpConnectExtension>()->state(), QpState::kRts);
+
+  // Data over the connection the CM made: WRITEs both ways, every byte checked.
+  for (size_t i = 0; i < 4096; ++i) {
+    cli.mem[i] = static_cast<uint8_t>(i * 7 + 1);
+    srv.mem[i] = static_cast<uint8_t>(i * 13 + 5);
+  }
+  const Sge sc{reinterpret_cast<uint64_t>(cli.mem), 4096, cli.mr->get_local_token()};
+  const Sge ss{reinterpret_cast<uint64_t>(srv.mem), 4096, srv.mr->get_local_token()};
+  ASSERT_EQ(cli.qp->write(nullptr, {&sc, 1}, reinterpret_cast<uint64_t>(srv.mem) + 8192,
+                          srv.mr->get_remote_token(), 0),
+            Status::kSuccess);
+  ASSERT_EQ(srv.qp->write(nullptr, {&ss, 1}, reinterpret_cast<uint64_t>(cli.mem) + 8192,
+                          cli.mr->get_remote_token(), 0),
+            Status::kSuccess);
+  std::vector<Result> rc, rs;
+  ASSERT_EQ(cli.wait(1, &rc), 1u);
+  ASSERT_EQ(srv.wait(1, &rs), 1u);
+  EXPECT_EQ(rc[0].status, Status::kSuccess);
+  EXPECT_EQ(rs[0].status, Status::kSuccess);
+  EXPECT_EQ(std::memcmp(srv.mem + 8192, cli.mem, 4096), 0);
+  EXPECT_EQ(std::memcmp(cli.mem + 8192, srv.mem, 4096), 0);
+
+  // The active side disconnects: its completion, the passive side's disconnect event.
+  ASSERT_EQ(c->disconnect(on_done, &cs), Status::kPending) << last_error();
+  ASSERT_TRUE(eventually([&] { return cs.completions.load() == 2; }));
+  EXPECT_EQ(cs.last.load(), Status::kSuccess);
+  ASSERT_TRUE(eventually([&] { return as.disconnects.load() == 1; }));
+  EXPECT_EQ(cs.disconnects.load(), 0);  // not after its own disconnect
+  EXPECT_EQ(srv.qp->query_extension<QpConnectExtension>()->state(), QpState::kErr);
+
+  // The QPs cannot go before their connectors (antecedents): their closes pend.
+  std::atomic<int> closed{0};
+  EXPECT_EQ(cli.qp.close([](void* x) { static_cast<std::atomic<int>*>(x)->fetch_add(1); }, &closed),
+            Status::kPending);
+  c.reset();
+  EXPECT_TRUE(eventually([&] { return closed.load() == 1; }));
+  in.reset();
+  l.reset();
+  const DaemonClient d = mine();
+  EXPECT_EQ(d.qps, 1u);  // srv.qp only
+}
+
+TEST_F(DaemonCm, RefusalsRejectsAndClosesComeBackWithTheirStatuses) {
+  ASSERT_EQ(attach(socket_, "cm-refusals"), Status::kSuccess) << last_error();
+  Side srv, cli;
+  ASSERT_EQ(srv.open("urnic0"), "");
+  ASSERT_EQ(cli.open("urnic1"), "");
+  Seen cs;
+  const sockaddr_in dst = ipv4(kIpA, kPort);
+  const auto* dsa = reinterpret_cast<const sockaddr*>(&dst);
+
+  // Nobody listens on the port (the peer adapter's CM runs: a listener elsewhere): REJ,
+  // kConnectionRefused.
+  Seen ls;
+  Handle<Listener> l;
+  ASSERT_EQ(create_listener(*srv.adapter, on_request, &ls, nullptr, nullptr, &l), Status::kSuccess);
+  const sockaddr_in other = ipv4(kIpA, kPort + 1);
+  ASSERT_EQ(l->listen(reinterpret_cast<const sockaddr*>(&other), sizeof other, nullptr, nullptr),
+            Status::kSuccess);
+  Handle<Connector> c;
+  ASSERT_EQ(create_connector(*cli.adapter, nullptr, nullptr, &c), Status::kSuccess);
+  ASSERT_EQ(c->connect(*cli.qp, nullptr, 0, dsa, sizeof dst, 1, 1, nullptr, 0, on_done, &cs),
+            Status::kPending);
+  ASSERT_TRUE(eventually([&] { return cs.completions.load() == 1; }));
+  EXPECT_EQ(cs.last.load(), Status::kConnectionRefused);
+  c.reset();
+
+  // Bad arguments are refused inline, before or by the daemon.
+  ASSERT_EQ(create_connector(*cli.adapter, nullptr, nullptr, &c), Status::kSuccess);
+  uint8_t big[200] = {};
+  EXPECT_EQ(c->connect(*cli.qp, nullptr, 0, dsa, sizeof dst, 1, 1, big, 57, on_done, &cs),
+            Status::kInvalidBufferSize);
+  const sockaddr_in port0 = ipv4(kIpA, 0);
+  EXPECT_EQ(c->connect(*cli.qp, nullptr, 0, reinterpret_cast<const sockaddr*>(&port0), sizeof port0,
+                       1, 1, nullptr, 0, on_done, &cs),
+            Status::kInvalidParameter);
+  EXPECT_EQ(c->connect(*srv.qp, nullptr, 0, dsa, sizeof dst, 1, 1, nullptr, 0, on_done, &cs),
+            Status::kInvalidParameter);  // another adapter's QP
+  const sockaddr_in not_ours = ipv4(0x0a000001, 0);
+  EXPECT_EQ(c->connect(*cli.qp, reinterpret_cast<const sockaddr*>(&not_ours), sizeof not_ours, dsa,
+                       sizeof dst, 1, 1, nullptr, 0, on_done, &cs),
+            Status::kInvalidAddress);
+  EXPECT_EQ(c->complete_connect(nullptr, nullptr, nullptr, nullptr), Status::kConnectionInvalid);
+  uint32_t n = 0;
+  EXPECT_EQ(c->get_connection_data(nullptr, nullptr, nullptr, &n), Status::kConnectionInvalid);
+
+  // Rejected with private data: kConnectionRefused and the REJ's data on the active side.
+  l.reset();
+  ASSERT_EQ(create_listener(*srv.adapter, on_request, &ls, nullptr, nullptr, &l), Status::kSuccess);
+  const sockaddr_in at = ipv4(kIpA, kPort);
+  ASSERT_EQ(l->listen(reinterpret_cast<const sockaddr*>(&at), sizeof at, nullptr, nullptr),
+            Status::kSuccess);
+  ASSERT_EQ(c->connect(*cli.qp, nullptr, 0, dsa, sizeof dst, 1, 1, nullptr, 0, on_done, &cs),
+            Status::kPending);
+  ASSERT_TRUE(eventually([&] { return ls.requests.load() == 1; }));
+  Handle<Connector> in(ls.incoming.load());
+  const char no[] = "not today";
+  ASSERT_EQ(in->reject(no, sizeof no), Status::kSuccess) << last_error();
+  EXPECT_EQ(in->reject(no, sizeof no), Status::kConnectionInvalid);  // decided already
+  ASSERT_TRUE(eventually([&] { return cs.completions.load() == 2; }));
+  EXPECT_EQ(cs.last.load(), Status::kConnectionRefused);
+  uint8_t data[200] = {};
+  n = sizeof data;
+  ASSERT_EQ(c->get_connection_data(nullptr, nullptr, data, &n), Status::kSuccess);
+  EXPECT_EQ(std::memcmp(data, no, sizeof no), 0);
+  in.reset();
+  c.reset();
+
+  // A connector closed with its request outstanding completes it with kCancelled, before its
+  // close; the listener's pending request is refused when the listener closes.
+  ASSERT_EQ(create_connector(*cli.adapter, nullptr, nullptr, &c), Status::kSuccess);
+  ASSERT_EQ(cli.new_qp(), "");
+  ASSERT_EQ(c->connect(*cli.qp, nullptr, 0, dsa, sizeof dst, 1, 1, nullptr, 0, on_done, &cs),
+            Status::kPending);
+  ASSERT_TRUE(eventually([&] { return ls.requests.load() == 2; }));
+  c.reset();
+  EXPECT_TRUE(eventually([&] { return cs.completions.load() == 3; }));
+  EXPECT_EQ(cs.last.load(), Status::kCancelled);
+  Handle<Connector> late(ls.incoming.load());
+  late.reset();
+  l.reset();
+  const DaemonClient d = mine();
+  EXPECT_EQ(d.qps, 2u);
+}
+
+}  // namespace
+}  // namespace urnic
