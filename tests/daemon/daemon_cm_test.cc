@@ -7,6 +7,8 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -51,7 +53,7 @@ sockaddr_in ipv4(uint32_t ip, uint16_t port) {
 }
 
 // One side: adapter, PD, CQ, MR over alloc_memory's memory, an RC QP.
-struct Side {
+struct CmSide {
   std::unique_ptr<Adapter> adapter;
   Handle<Pd> pd;
   Handle<Cq> cq;
@@ -119,7 +121,7 @@ DaemonClient mine() {
 
 TEST_F(DaemonCm, ConnectAcceptWriteAndDisconnectThroughTheDaemonsCm) {
   ASSERT_EQ(attach(socket_, "cm-both"), Status::kSuccess) << last_error();
-  Side srv, cli;
+  CmSide srv, cli;
   ASSERT_EQ(srv.open("urnic0"), "");
   ASSERT_EQ(cli.open("urnic1"), "");
 
@@ -240,7 +242,7 @@ TEST_F(DaemonCm, ConnectAcceptWriteAndDisconnectThroughTheDaemonsCm) {
 
 TEST_F(DaemonCm, RefusalsRejectsAndClosesComeBackWithTheirStatuses) {
   ASSERT_EQ(attach(socket_, "cm-refusals"), Status::kSuccess) << last_error();
-  Side srv, cli;
+  CmSide srv, cli;
   ASSERT_EQ(srv.open("urnic0"), "");
   ASSERT_EQ(cli.open("urnic1"), "");
   Seen cs;
@@ -319,6 +321,61 @@ TEST_F(DaemonCm, RefusalsRejectsAndClosesComeBackWithTheirStatuses) {
   l.reset();
   const DaemonClient d = mine();
   EXPECT_EQ(d.qps, 2u);
+}
+
+// A client killed (-9) while connected: the daemon closes its connector with the rest of its
+// objects, which sends a DREQ, as the kernel's rdma_cm does for a process that exits with
+// connected ids: the peer's disconnect event comes, its QP is flushed.
+TEST_F(DaemonCm, AClientKilledWhileConnectedDisconnectsItsPeer) {
+  const pid_t kid = child([&] {
+    if (attach(socket_, "cm-victim") != Status::kSuccess) return std::string(last_error());
+    CmSide cli;
+    if (std::string e = cli.open("urnic1"); !e.empty()) return e;
+    Handle<Connector> c;
+    if (create_connector(*cli.adapter, nullptr, nullptr, &c) != Status::kSuccess)
+      return std::string("create_connector: ") + last_error();
+    // Told when the listener listens.
+    char go = 0;
+    if (::read(sp_[1], &go, 1) != 1) return std::string("no go");
+    Seen cs;
+    const sockaddr_in dst = ipv4(kIpA, kPort);
+    if (c->connect(*cli.qp, nullptr, 0, reinterpret_cast<const sockaddr*>(&dst), sizeof dst, 1, 1,
+                   nullptr, 0, on_done, &cs) != Status::kPending)
+      return std::string("connect: ") + last_error();
+    if (!eventually([&] { return cs.completions.load() == 1; }) ||
+        cs.last.load() != Status::kSuccess)
+      return std::string("not accepted");
+    if (c->complete_connect(nullptr, nullptr, nullptr, nullptr) != Status::kSuccess)
+      return std::string("complete_connect: ") + last_error();
+    if (::write(sp_[1], "c", 1) != 1) return std::string("signal");
+    (void)::read(sp_[1], &go, 1);  // killed while waiting here
+    return std::string("not killed");
+  });
+  ASSERT_EQ(attach(socket_, "cm-survivor"), Status::kSuccess) << last_error();
+  CmSide srv;
+  ASSERT_EQ(srv.open("urnic0"), "");
+  Seen ls, as;
+  Handle<Listener> l;
+  ASSERT_EQ(create_listener(*srv.adapter, on_request, &ls, nullptr, nullptr, &l), Status::kSuccess);
+  const sockaddr_in at = ipv4(kIpA, kPort);
+  ASSERT_EQ(l->listen(reinterpret_cast<const sockaddr*>(&at), sizeof at, nullptr, nullptr),
+            Status::kSuccess);
+  ASSERT_EQ(::write(sp_[0], "g", 1), 1);
+  ASSERT_TRUE(eventually([&] { return ls.requests.load() == 1; })) << daemon_->output();
+  Handle<Connector> in(ls.incoming.load());
+  ASSERT_EQ(in->accept(*srv.qp, 1, 1, nullptr, 0, on_disconnect, &as, on_done, &as),
+            Status::kPending);
+  char got = 0;
+  ASSERT_EQ(::read(sp_[0], &got, 1), 1);  // the child connected
+  ASSERT_TRUE(eventually([&] { return as.completions.load() == 1; }));
+  EXPECT_EQ(as.last.load(), Status::kSuccess);
+  ::kill(kid, SIGKILL);
+  EXPECT_EQ(reap(kid), 128 + SIGKILL);
+  EXPECT_TRUE(eventually([&] { return as.disconnects.load() == 1; })) << daemon_->output();
+  EXPECT_TRUE(eventually(
+      [&] { return srv.qp->query_extension<QpConnectExtension>()->state() == QpState::kErr; }));
+  // The survivor's connection is still its own to close.
+  EXPECT_EQ(in->disconnect(nullptr, nullptr), Status::kSuccess);
 }
 
 }  // namespace

@@ -2,9 +2,11 @@
 // without a daemon: every field a hostile client can get wrong is refused with the status and
 // the field name, and every configuration error names its key.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -155,6 +157,65 @@ TEST(DaemonProtocol, ObjectRequestsAreCheckedFieldByField) {
   ReplyHead out{};
   EXPECT_EQ(decode_reply(bytes_of(&ok, sizeof ok), MsgType::kDestroy, 4, &out, sizeof out).status,
             Status::kSuccess);
+}
+
+// CM calls (since 1.6): the op, the flag, both addresses and the bytes past the private data.
+TEST(DaemonProtocol, CmCallsAreCheckedFieldByField) {
+  CmCallReq c{};
+  c.h = make_header(MsgType::kCmCall, sizeof c, 6);
+  c.op = static_cast<uint32_t>(CmOp::kConnect);
+  c.dst.family = AF_INET;
+  c.dst.port = 7471;
+  c.data_length = 3;
+  std::memcpy(c.data, "abc", 3);
+  EXPECT_EQ(decode(bytes_of(&c, sizeof c)).status, Status::kSuccess);
+  CmCallReq bad = c;
+  bad.op = 0;
+  EXPECT_STREQ(decode(bytes_of(&bad, sizeof bad)).why, "cm_call.op");
+  bad.op = static_cast<uint32_t>(CmOp::kLast) + 1;
+  EXPECT_STREQ(decode(bytes_of(&bad, sizeof bad)).why, "cm_call.op");
+  bad = c;
+  bad.flag = 2;
+  EXPECT_STREQ(decode(bytes_of(&bad, sizeof bad)).why, "cm_call.flag");
+  bad = c;
+  bad.dst.addr[4] = 1;  // IPv4 uses 4 of the 16 bytes
+  EXPECT_STREQ(decode(bytes_of(&bad, sizeof bad)).why, "cm_call address");
+  bad = c;
+  bad.src.port = 1;  // no address, but a port
+  EXPECT_STREQ(decode(bytes_of(&bad, sizeof bad)).why, "cm_call address");
+  bad = c;
+  bad.src.family = AF_UNIX;
+  EXPECT_STREQ(decode(bytes_of(&bad, sizeof bad)).why, "cm_call address");
+  bad = c;
+  bad.data_length = kCmDataMax + 1;
+  EXPECT_STREQ(decode(bytes_of(&bad, sizeof bad)).why, "cm_call.data_length");
+  bad = c;
+  bad.data[3] = 'd';  // past the length
+  EXPECT_STREQ(decode(bytes_of(&bad, sizeof bad)).why, "cm_call.data");
+  CmCreateReq cr{make_header(MsgType::kCmCreate, sizeof cr, 7), 1, 2};
+  EXPECT_STREQ(decode(bytes_of(&cr, sizeof cr)).why, "cm_create.kind");
+  CmEventsReq ev{make_header(MsgType::kCmEvents, sizeof ev, 8), 1, 1};
+  EXPECT_STREQ(decode(bytes_of(&ev, sizeof ev)).why, "cm_events.reserved");
+  // The client checks the events it is given: a count beyond the array, an unknown kind.
+  auto rep = std::make_unique<CmEventsRep>();
+  rep->r = make_reply(ev.h, sizeof *rep, Status::kSuccess);
+  rep->count = kCmEventsPerReply + 1;
+  auto out = std::make_unique<CmEventsRep>();
+  EXPECT_STREQ(
+      decode_reply(bytes_of(rep.get(), sizeof *rep), MsgType::kCmEvents, 8, out.get(), sizeof *out)
+          .why,
+      "reply field");
+  rep->count = 1;
+  rep->events[0].kind = 4;
+  EXPECT_STREQ(
+      decode_reply(bytes_of(rep.get(), sizeof *rep), MsgType::kCmEvents, 8, out.get(), sizeof *out)
+          .why,
+      "reply field");
+  rep->events[0].kind = static_cast<uint32_t>(CmEventKind::kDisconnected);
+  EXPECT_EQ(
+      decode_reply(bytes_of(rep.get(), sizeof *rep), MsgType::kCmEvents, 8, out.get(), sizeof *out)
+          .status,
+      Status::kSuccess);
 }
 
 TEST(DaemonProtocol, RepliesAreCheckedByTheClient) {
