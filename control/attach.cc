@@ -447,9 +447,10 @@ RemoteQp::~RemoteQp() { (void)destroy(); }
 
 Status RemoteQp::create(uint32_t pd, const RemoteCq& send_cq, const RemoteCq& recv_cq,
                         uint32_t sq_depth, uint32_t rq_depth, uint32_t max_send_sge,
-                        uint32_t max_recv_sge, uint32_t max_inline, void* qp_context,
-                        uint32_t srq) noexcept {
-  ipc::CreateQpReq req{};
+                        uint32_t max_recv_sge, uint32_t max_inline, void* qp_context, uint32_t srq,
+                        const uint32_t* qkey) noexcept {
+  ipc::CreateDatagramQpReq dreq{};
+  ipc::CreateQpReq& req = dreq.qp;
   req.pd = pd;
   req.send_cq = send_cq.handle();
   req.recv_cq = recv_cq.handle();
@@ -462,8 +463,11 @@ Status RemoteQp::create(uint32_t pd, const RemoteCq& send_cq, const RemoteCq& re
   req.srq = srq;
   ipc::CreateQpRep rep{};
   int fd = -1;
-  Status s = daemon_transact(ipc::MsgType::kCreateQp, &req, sizeof req, &rep, sizeof rep,
-                             "create_qp", &fd);
+  if (qkey != nullptr) dreq.qkey = *qkey;
+  Status s = qkey != nullptr ? daemon_transact(ipc::MsgType::kCreateDatagramQp, &dreq, sizeof dreq,
+                                               &rep, sizeof rep, "create_datagram_qp", &fd)
+                             : daemon_transact(ipc::MsgType::kCreateQp, &req, sizeof req, &rep,
+                                               sizeof rep, "create_qp", &fd);
   if (s != Status::kSuccess) return s;
   map_ =
       map_rings(fd, rep.map_bytes,
@@ -481,15 +485,35 @@ Status RemoteQp::create(uint32_t pd, const RemoteCq& send_cq, const RemoteCq& re
   max_recv_sge_ = max_recv_sge;
   max_inline_ = max_inline;
   engine_ = rep.engine;
+  max_datagram_ = rep.max_datagram;
   // Without a doorbell the engine still finds the work after its nap (at most idle_sleep_us).
   if (doorbell(rep.engine, &door_, &wake_fd_) != Status::kSuccess) door_ = nullptr;
   return detail::succeed();
+}
+
+Status create_ah(uint32_t adapter, const AddressVector& av, uint32_t* handle) noexcept {
+  ipc::CreateAhReq req{};
+  req.adapter = adapter;
+  req.ipv6 = av.ipv6 ? 1 : 0;
+  req.traffic_class = av.traffic_class;
+  req.hop_limit = av.hop_limit;
+  req.dst_ipv4 = av.dst_ipv4;
+  std::memcpy(req.dst_ipv6, av.dst_ipv6.data(), 16);
+  std::memcpy(req.dst_mac, av.dst_mac.data(), 6);
+  req.flow_label = av.flow_label;
+  req.sgid_index = av.sgid_index;
+  ipc::HandleRep rep{};
+  const Status s = daemon_transact(ipc::MsgType::kCreateAh, &req, sizeof req, &rep, sizeof rep,
+                                   "create_address_handle");
+  *handle = rep.handle;
+  return s;
 }
 
 Status RemoteQp::modify(const QpAttributes& a, uint32_t mask) noexcept {
   ipc::ModifyQpReq req{};
   req.qp = handle_;
   req.mask = mask;
+  req.qkey = a.qkey;
   ipc::WireQpAttr& w = req.attr;
   w.state = static_cast<uint8_t>(a.state);
   w.max_dest_rd_atomic = a.max_dest_rd_atomic;

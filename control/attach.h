@@ -76,6 +76,9 @@ Status share_in_place(const void* address, size_t length, SharedMemory* out) noe
 Status destroy(uint32_t handle) noexcept;
 // A PD on the daemon's adapter `adapter` (its index in daemon_adapters()).
 Status create_pd(uint32_t adapter, uint32_t* handle) noexcept;
+// An address handle on the daemon's adapter `adapter` for `av` (the daemon resolves the MAC
+// unless given, and keeps the handle): *handle names it in send slots.
+Status create_ah(uint32_t adapter, const AddressVector& av, uint32_t* handle) noexcept;
 // Registers [address, address + length), inside this process's shared memory, with mr_flag
 // rights: the keys are the daemon adapter's.
 Status register_mr(uint32_t pd, const void* address, size_t length, uint32_t flags,
@@ -152,9 +155,13 @@ class RemoteQp {
   // An RC QP in INIT, completing into `send_cq` and `recv_cq` (of the PD's adapter).
   // With `srq` (its handle; 0: none) the QP takes its receives from it (rq_depth and
   // max_recv_sge are then 1: its own receive ring stays unused).
+  // With `qkey` (not null) a datagram (UD) QP with that Q_Key (no SRQ then).
   Status create(uint32_t pd, const RemoteCq& send_cq, const RemoteCq& recv_cq, uint32_t sq_depth,
                 uint32_t rq_depth, uint32_t max_send_sge, uint32_t max_recv_sge,
-                uint32_t max_inline, void* qp_context, uint32_t srq = 0) noexcept;
+                uint32_t max_inline, void* qp_context, uint32_t srq = 0,
+                const uint32_t* qkey = nullptr) noexcept;
+  // A datagram QP's largest payload (the daemon's port's path MTU); 0 for RC.
+  uint32_t max_datagram() const noexcept { return max_datagram_; }
   // The engine its CQs (and so it) run on.
   uint32_t engine() const noexcept { return engine_; }
   // QpConnectExtension::modify, synchronously (kCongestion is not offered in attach mode).
@@ -183,7 +190,7 @@ class RemoteQp {
   const shm::RingView& recv_ring() const noexcept { return rq_; }
 
  private:
-  uint32_t handle_ = 0, qpn_ = 0, engine_ = 0;
+  uint32_t handle_ = 0, qpn_ = 0, engine_ = 0, max_datagram_ = 0;
   void* map_ = nullptr;
   size_t map_len_ = 0;
   shm::RingView sq_, rq_;

@@ -53,7 +53,7 @@ Status create_address_handle(Adapter& adapter, const AddressVector& av,
                              AddressHandle* out) noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
   detail::AdapterImpl* a = &adapter.impl();
-  if (a->remote) return detail::remote_unsupported("create_address_handle");
+  if (a->remote) return detail::remote_create_address_handle(a, av, out);
   if (a->on_control_thread()) return Status::kInvalidDeviceState;  // resolution blocks
   return detail::guarded([&] {
     {
@@ -80,7 +80,12 @@ Status create_datagram_qp(Pd& pd, Cq& receive_cq, Cq& initiator_cq, Srq* srq, vo
                           uint32_t max_receive_request_sge, uint32_t max_initiator_request_sge,
                           uint32_t inline_data_size, uint32_t qkey, Handle<Qp>* out) noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
-  if (detail::PdImpl::base_of(pd)->remote) return detail::remote_unsupported("create_datagram_qp");
+  if (detail::PdImpl::base_of(pd)->remote)
+    return detail::remote_create_qp(
+        detail::PdImpl::base_of(pd), detail::CqImpl::base_of(receive_cq),
+        detail::CqImpl::base_of(initiator_cq), qp_context, receive_queue_depth,
+        initiator_queue_depth, max_receive_request_sge, max_initiator_request_sge, inline_data_size,
+        out, srq != nullptr ? detail::SrqImpl::base_of(*srq) : nullptr, &qkey);
   if (detail::CqImpl::base_of(receive_cq)->remote || detail::CqImpl::base_of(initiator_cq)->remote)
     return Status::kInvalidParameter;
   detail::SrqImpl* s = srq != nullptr ? detail::SrqImpl::of(*srq) : nullptr;

@@ -528,6 +528,19 @@ struct AddressHandleAccess {
     h->av_ = av;
     h->adapter_ = a;
   }
+  // Attach mode: the daemon's address handle (CreateAh) in place of the headers.
+  static void set_remote(AddressHandle* h, const AdapterImpl* a, const AddressVector& av,
+                         uint32_t handle) noexcept {
+    std::memset(h->net_, 0, sizeof h->net_);
+    std::memcpy(h->net_, &handle, sizeof handle);
+    h->av_ = av;
+    h->adapter_ = a;
+  }
+  static uint32_t remote_handle(const AddressHandle& h) noexcept {
+    uint32_t v = 0;
+    std::memcpy(&v, h.net_, sizeof v);
+    return v;
+  }
 };
 
 }  // namespace detail

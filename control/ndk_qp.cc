@@ -658,7 +658,9 @@ Status QpExtension::fetch_add(void* request_context, const Sge& result, uint64_t
 Status QpExtension::send_datagram(void* request_context, std::span<const Sge> sgl, uint32_t flags,
                                   const AddressHandle& destination, uint32_t remote_qpn,
                                   uint32_t remote_qkey, const uint32_t* immediate) noexcept {
-  if (qp_->remote) return Status::kInvalidDeviceRequest;  // attached QPs are RC
+  if (qp_->remote)
+    return detail::remote_send_datagram(qp_, request_context, sgl, flags, destination, remote_qpn,
+                                        remote_qkey, immediate);
   auto* const q = static_cast<QpImpl*>(qp_);
   if (detail::is_closing(q)) return detail::fail(q, Status::kInvalidDeviceState);
   if (!q->qp.config().ud) return detail::fail(q, Status::kInvalidDeviceRequest);
@@ -681,7 +683,7 @@ Status QpExtension::send_datagram(void* request_context, std::span<const Sge> sg
 }
 
 uint32_t QpExtension::max_datagram_size() const noexcept {
-  if (qp_->remote) return 0;
+  if (qp_->remote) return detail::remote_max_datagram(qp_);
   const auto* const q = static_cast<const QpImpl*>(qp_);
   return q->qp.config().ud ? q->qp.config().ud_mtu : 0;
 }

@@ -279,8 +279,10 @@ Status remote_create_mr(ObjectImpl* pd, bool fast_register, Handle<Mr>* out) noe
 
 Status remote_create_qp(ObjectImpl* pd, ObjectImpl* rcq, ObjectImpl* scq, void* qp_context,
                         uint32_t rq_depth, uint32_t sq_depth, uint32_t max_rsge, uint32_t max_ssge,
-                        uint32_t inline_size, Handle<Qp>* out, ObjectImpl* srq) noexcept {
+                        uint32_t inline_size, Handle<Qp>* out, ObjectImpl* srq,
+                        const uint32_t* qkey) noexcept {
   AdapterImpl* a = pd->adapter;
+  if (qkey != nullptr && srq != nullptr) return remote_unsupported("a datagram QP on an SRQ");
   if (out == nullptr || !rcq->remote || !scq->remote || rcq->adapter != a || scq->adapter != a ||
       (srq != nullptr && (!srq->remote || srq->adapter != a)))
     return Status::kInvalidParameter;
@@ -299,9 +301,11 @@ Status remote_create_qp(ObjectImpl* pd, ObjectImpl* rcq, ObjectImpl* scq, void* 
     const auto& s = static_cast<RemoteCqImpl*>(scq)->cq;
     const uint32_t srq_handle = srq != nullptr ? static_cast<RemoteSrqImpl*>(srq)->srq.handle() : 0;
     if (Status st = q->qp.create(static_cast<RemotePdImpl*>(pd)->handle, s, r, sq_depth, rq_depth,
-                                 max_ssge, max_rsge, inline_size, qp_context, srq_handle);
+                                 max_ssge, max_rsge, inline_size, qp_context, srq_handle, qkey);
         st != Status::kSuccess)
       return st;
+    q->datagram = qkey != nullptr;
+    if (qkey != nullptr) q->attrs.qkey = *qkey;
     std::lock_guard lk(a->mu);
     // Between the two locks a close may have begun: ~RemoteQp destroys the daemon's QP then.
     if (Status st = adopt_remote_locked(q.get(), {pd, rcq, scq, srq}); st != Status::kSuccess)
@@ -404,6 +408,45 @@ Status remote_atomic(ObjectImpl* qp, shm::SendOp op, void* ctx, const Sge& resul
                                                  remote_token, flags, 0, compare_add, swap);
 }
 
+Status remote_create_address_handle(AdapterImpl* a, const AddressVector& av,
+                                    AddressHandle* out) noexcept {
+  return guarded([&] {
+    {
+      std::lock_guard lk(a->mu);
+      if (a->shutting_down) return Status::kInvalidDeviceState;
+    }
+    uint32_t h = 0;
+    if (Status s = remote::create_ah(a->remote_index, av, &h); s != Status::kSuccess) return s;
+    AddressHandleAccess::set_remote(out, a, av, h);
+    return Status::kSuccess;
+  });
+}
+
+Status remote_send_datagram(ObjectImpl* qp, void* ctx, std::span<const Sge> sgl, uint32_t flags,
+                            const AddressHandle& destination, uint32_t remote_qpn,
+                            uint32_t remote_qkey, const uint32_t* immediate) noexcept {
+  auto* q = static_cast<RemoteQpImpl*>(qp);
+  if (is_closing(q)) return Status::kInvalidDeviceState;
+  if (!q->datagram) return Status::kInvalidDeviceRequest;
+  constexpr uint32_t kAllowed =
+      op_flag::kSilentSuccess | op_flag::kSendAndSolicitEvent | op_flag::kInline | op_flag::kDefer;
+  if ((flags & ~kAllowed) != 0 || remote_qpn > 0xFFFFFF ||
+      AddressHandleAccess::adapter(destination) != q->adapter)
+    return Status::kInvalidParameter;
+  // One datagram is one packet (IBTA §9.8.2): refused here as the embedded post refuses it.
+  uint64_t total = 0;
+  for (const Sge& s : sgl) total += s.length;
+  if (total > q->qp.max_datagram()) return Status::kBufferOverflow;
+  const uint64_t ah = AddressHandleAccess::remote_handle(destination);
+  return q->qp.post(immediate != nullptr ? shm::SendOp::kDatagramImm : shm::SendOp::kDatagram, ctx,
+                    sgl, ah | uint64_t{remote_qkey} << 32, remote_qpn, flags,
+                    immediate != nullptr ? *immediate : 0);
+}
+
+uint32_t remote_max_datagram(const ObjectImpl* qp) noexcept {
+  return static_cast<const RemoteQpImpl*>(qp)->qp.max_datagram();
+}
+
 Status remote_receive(ObjectImpl* qp, void* ctx, std::span<const Sge> sgl) noexcept {
   auto* q = static_cast<RemoteQpImpl*>(qp);
   // As embedded: a QP with an SRQ has no receive queue of its own (posting to its unused ring
@@ -448,6 +491,7 @@ Status remote_modify(ObjectImpl* qp, const QpAttributes& at, uint32_t mask) noex
   if (mask & m::kMinRnrTimer) k.min_rnr_timer = at.min_rnr_timer;
   if (mask & m::kAv) k.av = at.av;
   if (mask & m::kSelectiveRepeat) k.selective_repeat = at.selective_repeat;
+  if (mask & m::kQkey) k.qkey = at.qkey;
   if (mask & m::kState) {
     k.state = at.state;
     q->state.store(at.state, std::memory_order_release);

@@ -24,8 +24,8 @@
 // callbacks, as an embedded adapter's control thread does.
 //
 // What attach mode does not offer yet answers kNotSupported: SRQ limits, memory windows,
-// fast-register MRs, the privileged token, datagram QPs and address handles, CQ resize and
-// moderation, and the adapter's counters.
+// fast-register MRs, the privileged token, datagram QPs on an SRQ, CQ resize and moderation,
+// and the adapter's counters.
 #pragma once
 
 #include <atomic>
@@ -140,7 +140,8 @@ struct RemoteQpImpl final : ImplOf<RemoteQpImpl, Qp> {
   // completions say so).
   QpAttributes attrs;
   std::atomic<QpState> state{QpState::kInit};
-  bool has_srq = false;  // its receives come from an SRQ
+  bool has_srq = false;   // its receives come from an SRQ
+  bool datagram = false;  // a UD QP (send_datagram)
 };
 
 // Takes the events waiting on CM channel `channel` and delivers them (the event thread, no lock
@@ -153,10 +154,18 @@ Status remote_create_cq(AdapterImpl* a, uint32_t depth, CqNotificationCallback n
 Status remote_create_pd(AdapterImpl* a, Handle<Pd>* out) noexcept;
 Status remote_create_mr(ObjectImpl* pd, bool fast_register, Handle<Mr>* out) noexcept;
 // `srq` (null: none): the QP's receives come from it (rq_depth and max_rsge are then 1).
+// `qkey` (null: RC): a datagram QP with that Q_Key (no SRQ in attach mode).
 Status remote_create_qp(ObjectImpl* pd, ObjectImpl* receive_cq, ObjectImpl* initiator_cq,
                         void* qp_context, uint32_t rq_depth, uint32_t sq_depth, uint32_t max_rsge,
                         uint32_t max_ssge, uint32_t inline_size, Handle<Qp>* out,
-                        ObjectImpl* srq = nullptr) noexcept;
+                        ObjectImpl* srq = nullptr, const uint32_t* qkey = nullptr) noexcept;
+// Datagrams (urnic/datagram.h): the daemon resolves the address and keeps the handle.
+Status remote_create_address_handle(AdapterImpl* a, const AddressVector& av,
+                                    AddressHandle* out) noexcept;
+Status remote_send_datagram(ObjectImpl* qp, void* ctx, std::span<const Sge> sgl, uint32_t flags,
+                            const AddressHandle& destination, uint32_t remote_qpn,
+                            uint32_t remote_qkey, const uint32_t* immediate) noexcept;
+uint32_t remote_max_datagram(const ObjectImpl* qp) noexcept;
 // On the engine `affinity` names first (0: engine 0); no limit (threshold) in attach mode.
 Status remote_create_srq(ObjectImpl* pd, uint32_t depth, uint32_t max_sge,
                          uint32_t notify_threshold, SrqNotificationCallback notification,

@@ -254,6 +254,19 @@ bool Bridge::drain_sq(LiveQp& q) noexcept {
                 : q.r.ext->fetch_add(ctx, w->sge[0], w->remote_addr, w->rkey, w->compare_add,
                                      flags);
         break;
+      case shm::SendOp::kDatagram:
+      case shm::SendOp::kDatagramImm: {
+        // The address handle by its 1-based index; a handle the client never made fails its QP.
+        const auto ah = static_cast<uint32_t>(w->remote_addr);
+        if (q.r.ahs == nullptr || ah == 0 || ah > q.r.ahs->count.load(std::memory_order_acquire))
+          break;
+        const uint32_t imm = w->imm;
+        const bool with_imm = static_cast<shm::SendOp>(w->op) == shm::SendOp::kDatagramImm;
+        s = q.r.ext->send_datagram(ctx, sgl, flags, q.r.ahs->ah[ah - 1], w->rkey,
+                                   static_cast<uint32_t>(w->remote_addr >> 32),
+                                   with_imm ? &imm : nullptr);
+        break;
+      }
     }
     if (s == Status::kNoMoreEntries) break;  // the QP's queue is full: the rest waits
     if (s != Status::kSuccess) {

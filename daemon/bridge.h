@@ -14,6 +14,7 @@
 // while the lcore may still touch its rings.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -24,12 +25,22 @@
 #include "daemon/shm.h"
 #include "dataplane/ring.h"
 #include "urnic/cq.h"
+#include "urnic/datagram.h"
 #include "urnic/engine.h"
 #include "urnic/extensions.h"
 #include "urnic/qp.h"
 #include "urnic/srq.h"
 
 namespace urnic::daemon {
+
+// A client's address handles (CreateAh), read by the bridges' lcores when a datagram's send slot
+// names one (1-based): entries below `count` are written before `count` is published (release)
+// and never change afterwards, so a send may use one until it completes.
+struct AhTable {
+  static constexpr uint32_t kMax = 1024;
+  std::array<AddressHandle, kMax> ah;
+  std::atomic<uint32_t> count{0};
+};
 
 struct BridgeCounters {
   uint64_t sends = 0, receives = 0, completions = 0;
@@ -46,6 +57,7 @@ class Bridge {
     QpExtension* ext = nullptr;  // immediates and atomics (found by add_qp's caller)
     shm::RingView sq, rq;
     uint32_t max_send_sge = 0, max_recv_sge = 0, max_inline = 0;
+    const AhTable* ahs = nullptr;  // a datagram QP's: its client's address handles
   };
   struct SrqRing {
     Srq* srq = nullptr;

@@ -246,7 +246,8 @@ Status ClientObjects::create_cq(const ipc::CreateCqReq& q, int event_fd, ipc::Cr
   return s;
 }
 
-Status ClientObjects::create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep, int* fd) {
+Status ClientObjects::create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep, int* fd,
+                                const uint32_t* qkey) {
   Obj* pd = find(q.pd, Kind::kPd);
   Obj* scq = find(q.send_cq, Kind::kCq);
   Obj* rcq = find(q.recv_cq, Kind::kCq);
@@ -270,7 +271,10 @@ Status ClientObjects::create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep
   Cq& sc = *find(q.send_cq, Kind::kCq)->cq;
   void* ctx = reinterpret_cast<void*>(q.qp_context);
   // With an SRQ the receive ring stays unused: a receive the client posts there fails its QP.
-  Status s = q.srq != 0
+  Status s = qkey != nullptr
+                 ? create_datagram_qp(p, r, sc, nullptr, ctx, q.rq_depth, q.sq_depth,
+                                      q.max_recv_sge, q.max_send_sge, q.max_inline, *qkey, &o.qp)
+             : q.srq != 0
                  ? p.create_qp_with_srq(r, sc, *find(q.srq, Kind::kSrq)->srq, ctx, q.sq_depth,
                                         q.max_send_sge, q.max_inline, nullptr, nullptr, &o.qp)
                  : p.create_qp(r, sc, ctx, q.rq_depth, q.sq_depth, q.max_recv_sge, q.max_send_sge,
@@ -289,7 +293,12 @@ Status ClientObjects::create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep
                           shm::ring_at(o.map, sq_bytes, rq_cap, rq_stride),
                           q.max_send_sge,
                           q.max_recv_sge,
-                          q.max_inline};
+                          q.max_inline,
+                          qkey != nullptr ? ahs_.get() : nullptr};
+    if (qkey != nullptr && rings.ahs == nullptr) {
+      ahs_ = std::make_unique<AhTable>();  // before the bridge can read it
+      rings.ahs = ahs_.get();
+    }
     if (!bridges_[o.engine]->add_qp(rings)) s = Status::kDeviceNotReady;
   }
   if (s != Status::kSuccess) return undo_create(h, fd, s);
@@ -308,6 +317,29 @@ Status ClientObjects::create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep
   rep->rq_offset = sq_bytes;
   rep->engine = o.engine;
   rep->map_bytes = o.map_len;
+  rep->max_datagram = o.qp->query_extension<QpExtension>()->max_datagram_size();
+  return s;
+}
+
+Status ClientObjects::create_ah(const ipc::CreateAhReq& q, ipc::HandleRep* rep) {
+  if (q.adapter >= adapters_.size()) return Status::kInvalidParameter;
+  if (!ahs_) ahs_ = std::make_unique<AhTable>();
+  const uint32_t n = ahs_->count.load(std::memory_order_relaxed);
+  if (n >= AhTable::kMax) return Status::kInsufficientResources;
+  AddressVector av;
+  av.ipv6 = q.ipv6 != 0;
+  av.dst_ipv4 = q.dst_ipv4;
+  std::memcpy(av.dst_ipv6.data(), q.dst_ipv6, 16);
+  std::memcpy(av.dst_mac.data(), q.dst_mac, 6);
+  av.traffic_class = q.traffic_class;
+  av.hop_limit = q.hop_limit;
+  av.flow_label = q.flow_label;
+  av.sgid_index = q.sgid_index;
+  // Written before it is counted: a bridge reads only entries below the count (AhTable).
+  const Status s = create_address_handle(*adapters_[q.adapter].adapter, av, &ahs_->ah[n]);
+  if (s != Status::kSuccess) return s;
+  ahs_->count.store(n + 1, std::memory_order_release);
+  rep->handle = n + 1;
   return s;
 }
 
@@ -376,6 +408,7 @@ Status ClientObjects::modify_qp(const ipc::ModifyQpReq& q) {
   a.av.hop_limit = w.hop_limit;
   a.av.flow_label = w.flow_label;
   a.av.sgid_index = w.sgid_index;
+  a.qkey = q.qkey;
   // The client's congestion settings are the adapter's (kCongestion is not offered).
   if ((q.mask & qp_attr_mask::kCongestion) != 0) return Status::kNotSupported;
   // Synchronous: the engine applies it (the lcore loop runs it meanwhile); the public API checks

@@ -102,7 +102,12 @@ class ClientObjects {
   // when the client's arm is satisfied. Anything else is refused (kInvalidParameter): a pipe
   // that filled up would stall the engine's lcore.
   Status create_cq(const ipc::CreateCqReq& q, int event_fd, ipc::CreateCqRep* rep, int* fd);
-  Status create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep, int* fd);
+  // `qkey` (null: an RC QP) makes a datagram QP with that Q_Key.
+  Status create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep, int* fd,
+                   const uint32_t* qkey = nullptr);
+  // An address handle on the adapter (blocks this thread while the daemon resolves the MAC,
+  // up to 2 s); kept until the client goes, at most AhTable::kMax of them.
+  Status create_ah(const ipc::CreateAhReq& q, ipc::HandleRep* rep);
   // SRQs count against the QP quota.
   Status create_srq(const ipc::CreateSrqReq& q, ipc::CreateSrqRep* rep, int* fd);
   Status modify_qp(const ipc::ModifyQpReq& q);
@@ -185,6 +190,9 @@ class ClientObjects {
   std::vector<Obj> table_;
   // Live objects by kind, kept by add() and release(): quotas and counts without a table walk.
   std::array<uint32_t, static_cast<size_t>(Kind::kCount)> live_{};
+  // Address handles, made with the first; the bridges read them while the client's datagram QPs
+  // live (destroy_all removes those first). Freed with this table.
+  std::unique_ptr<AhTable> ahs_;
   uint64_t shared_bytes_ = 0;
 };
 

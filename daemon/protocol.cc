@@ -74,8 +74,7 @@ Decoded check_object_fields(const Request& r) noexcept {
       const WireQpAttr& a = r.modify_qp.attr;
       if (a.state > static_cast<uint8_t>(QpState::kErr)) return no("modify_qp.state");
       if (a.selective_repeat > 1 || a.av_ipv6 > 1) return no("modify_qp flag byte");
-      if (a.reserved != 0 || a.reserved2 != 0 || r.modify_qp.reserved != 0)
-        return no("modify_qp.reserved");
+      if (a.reserved != 0 || a.reserved2 != 0) return no("modify_qp.reserved");
       return ok();
     }
     case MsgType::kRegisterMr:
@@ -97,6 +96,18 @@ Decoded check_object_fields(const Request& r) noexcept {
     }
     case MsgType::kCmChannel:
       return r.cm_channel.reserved != 0 ? no("cm_channel.reserved") : ok();
+    case MsgType::kCreateDatagramQp: {
+      const CreateDatagramQpReq& d = r.create_datagram_qp;
+      if (d.qp.reserved != 0 || d.qp.srq != 0 || d.reserved != 0)
+        return no("create_datagram_qp.reserved");
+      return d.qp.sq_depth == 0 || d.qp.rq_depth == 0 ? no("create_datagram_qp.depth") : ok();
+    }
+    case MsgType::kCreateAh: {
+      const CreateAhReq& a = r.create_ah;
+      if (a.ipv6 > 1 || a.reserved != 0 || a.reserved2 != 0 || a.reserved3 != 0)
+        return no("create_ah flag byte");
+      return a.flow_label >= (1u << 20) || a.sgid_index < -1 ? no("create_ah field") : ok();
+    }
     case MsgType::kCmCreate:
       return r.cm_create.kind > static_cast<uint32_t>(CmKind::kListener) ? no("cm_create.kind")
                                                                          : ok();
@@ -159,7 +170,8 @@ bool check_reply_fields(MsgType type, const void* out) noexcept {
       const auto* r = static_cast<const CreateCqRep*>(out);
       return r->capacity != 0 && (r->capacity & (r->capacity - 1)) == 0;
     }
-    case MsgType::kCreateQp: {
+    case MsgType::kCreateQp:
+    case MsgType::kCreateDatagramQp: {
       const auto* r = static_cast<const CreateQpRep*>(out);
       auto pow2 = [](uint32_t c) { return c != 0 && (c & (c - 1)) == 0; };
       return pow2(r->sq_capacity) && pow2(r->rq_capacity) && r->rq_offset < r->map_bytes;
@@ -192,6 +204,7 @@ bool check_reply_fields(MsgType type, const void* out) noexcept {
     case MsgType::kDestroy:
     case MsgType::kCmChannel:
     case MsgType::kCmCreate:
+    case MsgType::kCreateAh:
       return true;
     default:
       return false;
@@ -258,6 +271,10 @@ size_t request_size(MsgType type) noexcept {
       return sizeof(CmCallReq);
     case MsgType::kCmEvents:
       return sizeof(CmEventsReq);
+    case MsgType::kCreateAh:
+      return sizeof(CreateAhReq);
+    case MsgType::kCreateDatagramQp:
+      return sizeof(CreateDatagramQpReq);
     default:
       return 0;
   }
@@ -280,6 +297,7 @@ size_t reply_size(MsgType type) noexcept {
     case MsgType::kCreateCq:
       return sizeof(CreateCqRep);
     case MsgType::kCreateQp:
+    case MsgType::kCreateDatagramQp:
       return sizeof(CreateQpRep);
     case MsgType::kModifyQp:
     case MsgType::kDestroy:
@@ -292,6 +310,7 @@ size_t reply_size(MsgType type) noexcept {
     case MsgType::kEngineDoorbell:
     case MsgType::kCmChannel:
     case MsgType::kCmCreate:
+    case MsgType::kCreateAh:
       return sizeof(HandleRep);
     case MsgType::kCmCall:
       return sizeof(CmCallRep);

@@ -32,7 +32,9 @@ inline constexpr uint16_t kVersionMajor = 1;
 // 1: objects and rings (5 .. 11); 2: 12; 3: 13; 4: CreateCq carries the client's eventfd;
 // 5: send slots carry immediate data and atomic operands (shm::SendSlot), CreateQp names an SRQ,
 // CreateSrq (14); a client must be of minor 5 at least (kMinClientMinor): its slots and
-// CreateQp are laid out so. 6: connectors and listeners (CmChannel, CmCreate, CmCall, CmEvents).
+// CreateQp are laid out so. 6: connectors and listeners (CmChannel, CmCreate, CmCall, CmEvents);
+// datagram QPs and address handles (CreateAh, CreateDatagramQp, ModifyQpReq::qkey,
+// CreateQpRep::max_datagram, shm::SendOp::kDatagram).
 inline constexpr uint16_t kVersionMinor = 6;
 inline constexpr uint16_t kMinClientMinor = 5;
 // Names (adapters, clients): 1 .. 31 characters of [A-Za-z0-9_.-], NUL-padded to 32 bytes.
@@ -63,11 +65,13 @@ enum class MsgType : uint16_t {
   kCreateSrq = 14,       // + its receive ring (since 1.5)
   // Connectors and listeners (since 1.6; docs/daemon.md "Connections"): the daemon's connection
   // manager acts for the client; what happens later arrives as events on a channel.
-  kCmChannel = 15,     // a channel: the client's eventfd (SCM_RIGHTS), written when events wait
-  kCmCreate = 16,      // a connector or a listener, reporting on a channel
-  kCmCall = 17,        // one call of a connector or a listener (CmOp)
-  kCmEvents = 18,      // takes the events waiting on a channel
-  kReplyFlag = 0x8000  // a reply carries its request's type with this bit set
+  kCmChannel = 15,         // a channel: the client's eventfd (SCM_RIGHTS), written when events wait
+  kCmCreate = 16,          // a connector or a listener, reporting on a channel
+  kCmCall = 17,            // one call of a connector or a listener (CmOp)
+  kCmEvents = 18,          // takes the events waiting on a channel
+  kCreateAh = 19,          // an address handle (since 1.6): the destination resolved by the daemon
+  kCreateDatagramQp = 20,  // + a UD QP's rings (since 1.6)
+  kReplyFlag = 0x8000      // a reply carries its request's type with this bit set
 };
 
 struct Header {
@@ -239,10 +243,38 @@ struct CreateQpRep {
   uint32_t sq_capacity, sq_stride, rq_capacity, rq_stride;
   uint64_t rq_offset;  // the receive ring's offset in the mapping (the send ring's is 0)
   uint64_t map_bytes;
-  uint32_t engine;  // the daemon's engine it runs on (whose doorbell wakes it)
-  uint32_t reserved;
+  uint32_t engine;        // the daemon's engine it runs on (whose doorbell wakes it)
+  uint32_t max_datagram;  // a datagram QP's largest payload (since 1.6); 0 for RC
 };
 static_assert(sizeof(CreateQpReq) == 64 && sizeof(CreateQpRep) == 72);
+
+// A datagram (UD) QP in INIT with Q_Key `qkey` (urnic/datagram.h); the reply is CreateQpRep.
+struct CreateDatagramQpReq {
+  CreateQpReq qp;  // its header is this message's
+  uint32_t qkey;
+  uint32_t reserved;
+};
+static_assert(sizeof(CreateDatagramQpReq) == 72);
+
+// An address handle for datagrams (urnic::create_address_handle on the daemon's adapter): the
+// destination's MAC resolved by the daemon (ARP or neighbour discovery, up to 2 s) unless given.
+// The daemon keeps it for the client's life (as the public API's handles are values with no
+// destroy); a send slot names it by `handle`.
+struct CreateAhReq {
+  Header h;
+  uint32_t adapter;
+  uint8_t ipv6;  // 0 or 1
+  uint8_t traffic_class, hop_limit;
+  uint8_t reserved;
+  uint32_t dst_ipv4;  // host order
+  uint8_t dst_ipv6[16];
+  uint8_t dst_mac[6];  // all zero: resolve it
+  uint16_t reserved2;
+  uint32_t flow_label;
+  int32_t sgid_index;
+  uint32_t reserved3;
+};
+static_assert(sizeof(CreateAhReq) == 64);  // the reply is a HandleRep
 
 // A shared receive queue on the PD's adapter, on its engine `engine` (the engine of the CQs of
 // the QPs that will use it).
@@ -291,7 +323,7 @@ struct ModifyQpReq {
   uint32_t qp;
   uint32_t mask;  // qp_attr_mask::*
   WireQpAttr attr;
-  uint32_t reserved;
+  uint32_t qkey;  // with qp_attr_mask::kQkey (since 1.6; before, a reserved 0)
 };
 static_assert(sizeof(ModifyQpReq) == 96);
 
@@ -449,6 +481,8 @@ union Request {
   CmCreateReq cm_create;
   CmCallReq cm_call;
   CmEventsReq cm_events;
+  CreateAhReq create_ah;
+  CreateDatagramQpReq create_datagram_qp;
 };
 
 // What decode_* found: kSuccess, or the status to answer with and the first bad field.

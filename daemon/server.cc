@@ -293,6 +293,13 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
     case ipc::MsgType::kCreateQp:
       s = o.create_qp(r.create_qp, reinterpret_cast<ipc::CreateQpRep*>(buf), &fd);
       break;
+    case ipc::MsgType::kCreateDatagramQp:
+      s = o.create_qp(r.create_datagram_qp.qp, reinterpret_cast<ipc::CreateQpRep*>(buf), &fd,
+                      &r.create_datagram_qp.qkey);
+      break;
+    case ipc::MsgType::kCreateAh:
+      s = o.create_ah(r.create_ah, reinterpret_cast<ipc::HandleRep*>(buf));
+      break;
     case ipc::MsgType::kCreateSrq:
       s = o.create_srq(r.create_srq, reinterpret_cast<ipc::CreateSrqRep*>(buf), &fd);
       break;

@@ -64,6 +64,10 @@ enum class SendOp : uint8_t {
   kWriteImm = 6,
   kCompareSwap = 7,  // one SGE, the 8-byte result
   kFetchAdd = 8,
+  // Datagram QPs (since 1.6): `rkey` is the remote QPN, `remote_addr` the address handle
+  // (CreateAh's, low 32 bits) and the remote Q_Key (high 32 bits); kDatagramImm carries `imm`.
+  kDatagram = 9,
+  kDatagramImm = 10,
 };
 
 // A send WQE: the fixed part, then `sge_or_inline` (num_sge SGEs, or `length` inline bytes when

@@ -184,7 +184,8 @@ bool run_loopback_test(Env& env, const Options& o, Test t, const std::vector<uin
   TestInfo info;
   info.test = t;
   info.device = env.device();
-  info.exchange = "loopback (net_ring, one process)";
+  info.exchange = o.daemon.empty() ? "loopback (net_ring, one process)"
+                                   : "loopback (urnicd's in-memory pair, attach mode)";
   info.qps = nqps;
   info.mtu = env.mtu();
   info.tx_depth = base.tx_depth;
@@ -220,11 +221,13 @@ bool run_loopback_test(Env& env, const Options& o, Test t, const std::vector<uin
 
 int run_loopback(const Options& o) {
   Env env;
-  if (!env.open_loopback(o)) {
+  if (!(o.daemon.empty() ? env.open_loopback(o) : env.open_attached(o))) {
     std::fprintf(stderr, "urnic-perf: %s\n", env.error_text().c_str());
     return 1;
   }
-  if (o.engines == 1) {
+  if (!o.daemon.empty()) {
+    std::printf(" urnic-perf loopback: through urnicd (attach mode)\n");
+  } else if (o.engines == 1) {
     std::printf(" urnic-perf loopback: engine %s\n",
                 env.engine_on_lcore() ? "on its own lcore" : "driven by this thread");
   } else {

@@ -143,6 +143,9 @@ void print_usage(const char* prog) {
       "      --vdev=DEVARGS      e.g. net_af_packet0,iface=veth0 (af_packet ring sizes that fit\n"
       "                          4 KiB frames are added when not given) or net_tap0,iface=t0\n"
       "      --port=PCI          a PCI NIC bound to a DPDK driver (EAL -a PCI)\n"
+      "      --daemon=SOCKET     loopback through urnicd at SOCKET: its adapters urnic0 and "
+      "urnic1\n"
+      "                          (the in-memory pair) in attach mode, its engine doing the work\n"
       "      --lcores=LIST       EAL lcores (default 0-1 when 2 CPUs exist: the engine runs on\n"
       "                          the second; with one lcore this thread drives the engine)\n"
       "      --engines=N         spread each adapter over N engines (1..8, default 1): a port\n"
@@ -512,6 +515,8 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
       if (!value(&o->pci)) return false;
     } else if (key == "--lcores") {
       if (!value(&o->lcores)) return false;
+    } else if (key == "--daemon") {
+      if (!value(&o->daemon)) return false;
     } else if (key == "--engines") {
       if (!num(&v, 1, kMaxPerfEngines)) return false;
       o->engines = static_cast<uint32_t>(v);

@@ -3,6 +3,7 @@
 #include <rte_cycles.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -42,8 +43,22 @@ const char* verb_str(Verb v) {
 
 }  // namespace
 
+uint64_t tsc_hz() noexcept {
+  static const uint64_t hz = [] {
+    if (const uint64_t eal = rte_get_tsc_hz(); eal != 0) return eal;
+    const auto t0 = std::chrono::steady_clock::now();
+    const uint64_t c0 = rte_rdtsc();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(20)) {
+    }
+    const uint64_t c1 = rte_rdtsc();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return static_cast<uint64_t>(static_cast<double>(c1 - c0) / s);
+  }();
+  return hz;
+}
+
 double tsc_to_s(uint64_t cycles) {
-  return static_cast<double>(cycles) / static_cast<double>(rte_get_tsc_hz());
+  return static_cast<double>(cycles) / static_cast<double>(tsc_hz());
 }
 
 void print_waiting() {
@@ -167,7 +182,7 @@ LatStats lat_stats(const std::vector<uint64_t>& tposted, double rtt_factor) {
   for (size_t i = 0; i + 1 < tposted.size(); ++i) d[i] = tposted[i + 1] - tposted[i];
   std::sort(d.begin(), d.end());
   size_t cnt = d.size() > kLatMeasureTail ? d.size() - kLatMeasureTail : d.size();
-  const double us = 1e6 / static_cast<double>(rte_get_tsc_hz()) / rtt_factor;
+  const double us = 1e6 / static_cast<double>(tsc_hz()) / rtt_factor;
   auto at = [&](size_t i) { return static_cast<double>(d[std::min(i, d.size() - 1)]) * us; };
   s.samples = cnt;
   s.min = at(0);

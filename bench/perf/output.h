@@ -64,6 +64,9 @@ std::pair<double, double> print_lat_duration_row(uint64_t size, uint64_t iters, 
                                                  uint64_t tsc_end, double rtt_factor,
                                                  double cpu = -1);
 
+// The TSC's rate: EAL's, or (attach mode, no EAL in the process) measured once against the
+// steady clock over 20 ms.
+uint64_t tsc_hz() noexcept;
 double tsc_to_s(uint64_t cycles);
 
 }  // namespace urnic::perf

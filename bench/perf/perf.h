@@ -98,6 +98,8 @@ struct Options {
   std::vector<std::string> vdevs;  // --vdev
   std::string pci;                 // --port=<PCI address>
   std::string lcores;              // --lcores (EAL -l)
+  // --daemon=SOCKET: the loopback runs through urnicd's adapters urnic0 and urnic1 (attach mode)
+  std::string daemon;
   // --memory=auto|huge|nohuge (RuntimeConfig::Memory): auto takes hugepages when a hugetlbfs
   // mount has enough free; huge insists (the run fails without them).
   RuntimeConfig::Memory memory = RuntimeConfig::Memory::kAuto;

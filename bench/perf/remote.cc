@@ -193,7 +193,7 @@ bool RemoteRun::run(const std::vector<Runner*>& rs, uint64_t size, const Spec& s
   bool stopped = false, gone = false, stalled = false;
   // The socket is looked at once a millisecond, not on every step: a syscall per step would
   // cost the run more than the work it measures.
-  const uint64_t look_every = rte_get_tsc_hz() / 1000;
+  const uint64_t look_every = tsc_hz() / 1000;
   uint64_t next_look = 0;
   auto abort_all = [&](const char* why) {
     for (Runner* r : rs) r->abort(why);

@@ -1,4 +1,5 @@
 #include "bench/perf/runners.h"
+#include "bench/perf/output.h"
 
 #include <rte_cycles.h>
 
@@ -46,9 +47,7 @@ void prepare_last(Side& side, const RunConfig& c) {
   }
 }
 
-uint64_t duration_tsc(double s) {
-  return static_cast<uint64_t>(s * static_cast<double>(rte_get_tsc_hz()));
-}
+uint64_t duration_tsc(double s) { return static_cast<uint64_t>(s * static_cast<double>(tsc_hz())); }
 
 namespace {
 
@@ -119,7 +118,7 @@ class BwSender final : public Runner {
       per_.push_back(p);
     }
     if (cfg.open_loop.rate > 0) {
-      ol_ = std::make_unique<OpenLoop>(cfg.open_loop, rte_get_tsc_hz());
+      ol_ = std::make_unique<OpenLoop>(cfg.open_loop, tsc_hz());
       total_ = cfg.iters * per_.size();
     }
     prepare_last(side, cfg);
@@ -713,7 +712,7 @@ void Runner::fail(const std::string& e) noexcept {
 
 void Runner::record_event(uint64_t now) noexcept {
   if (event_spacing_ == 0)
-    event_spacing_ = static_cast<uint64_t>(kEventSpacingUs * 1e-6 * rte_get_tsc_hz()) + 1;
+    event_spacing_ = static_cast<uint64_t>(kEventSpacingUs * 1e-6 * tsc_hz()) + 1;
   if (!events.empty() &&
       (now - events.back().first < event_spacing_ || events.size() == events.capacity())) {
     // Merge into the last point unless it opened the window (keep the first point of a run).

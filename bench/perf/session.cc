@@ -41,7 +41,7 @@ bool parse_mac(const std::string& s, std::array<uint8_t, 6>* m) {
 bool run_all(Driver& d, const std::vector<Runner*>& runners, const Options& o, Kind kind,
              uint64_t size, const std::function<void()>& on_step, bool* stalled) {
   const double stall_s = o.loopback() ? kStallSeconds : o.timeout;
-  const uint64_t hz = rte_get_tsc_hz();
+  const uint64_t hz = tsc_hz();
   const uint64_t t0 = rte_rdtsc();
   uint64_t next_print = t0 + hz, last_progress_tsc = t0, last_progress = 0, last_printed = 0;
   uint64_t last_print_tsc = t0;

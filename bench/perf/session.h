@@ -19,6 +19,7 @@
 #include "bench/perf/perf.h"
 #include "bench/perf/runners.h"
 #include "bench/perf/side.h"
+#include "urnic/daemon.h"
 
 namespace urnic::perf {
 
@@ -69,6 +70,20 @@ class Env {
     mtu_ = 4096;  // net_ring has no MTU
     device_ = "urnic0";
     return start(o);
+  }
+
+  // Attach mode: urnicd's adapters urnic0 and urnic1 (its in-memory pair), no EAL or engine in
+  // this process; the daemon's engine serves both.
+  bool open_attached(const Options& o) {
+    if (attach(o.daemon, "urnic-perf") != Status::kSuccess)
+      return error(std::string("cannot attach: ") + last_error());
+    if (Adapter::open("urnic0", &a_) != Status::kSuccess ||
+        Adapter::open("urnic1", &b_) != Status::kSuccess)
+      return error(std::string("cannot open urnic0 / urnic1 of the daemon: ") + last_error());
+    mtu_ = 4096;
+    device_ = "urnic0 (urnicd " + o.daemon + ")";
+    driver_ = std::make_unique<Driver>(std::vector<Engine*>{}, o.idle_yield, nullptr);
+    return true;
   }
 
   bool open_port(const Options& o) {

@@ -18,6 +18,7 @@
 
 #include "attach_side.h"
 #include "urnic/daemon.h"
+#include "urnic/datagram.h"
 #include "urnic/urnic.h"
 
 namespace urnic {
@@ -376,6 +377,103 @@ TEST_F(DaemonCm, AClientKilledWhileConnectedDisconnectsItsPeer) {
       [&] { return srv.qp->query_extension<QpConnectExtension>()->state() == QpState::kErr; }));
   // The survivor's connection is still its own to close.
   EXPECT_EQ(in->disconnect(nullptr, nullptr), Status::kSuccess);
+}
+
+// Datagram (UD) QPs and address handles in attach mode: the daemon resolves the handle and keeps
+// it, a send slot names it; receives carry the GRH, the sender's QPN and the immediate, every
+// payload byte checked; a datagram over the path MTU and a send on an RC QP are refused inline;
+// a wrong Q_Key is dropped by the receiver (the datagram never completes there).
+TEST_F(DaemonCm, DatagramsAndAddressHandlesThroughTheDaemon) {
+  ASSERT_EQ(attach(socket_, "cm-ud"), Status::kSuccess) << last_error();
+  CmSide a, b;
+  ASSERT_EQ(a.open("urnic0"), "");
+  ASSERT_EQ(b.open("urnic1"), "");
+  constexpr uint32_t kQkey = 0x11223344;
+  Handle<Qp> qa, qb;
+  ASSERT_EQ(create_datagram_qp(*a.pd, *a.cq, *a.cq, nullptr, nullptr, 16, 16, 1, 1, 64, kQkey, &qa),
+            Status::kSuccess)
+      << last_error();
+  ASSERT_EQ(create_datagram_qp(*b.pd, *b.cq, *b.cq, nullptr, nullptr, 16, 16, 1, 1, 64, kQkey, &qb),
+            Status::kSuccess);
+  for (Qp* q : {qa.get(), qb.get()}) {
+    auto* c = q->query_extension<QpConnectExtension>();
+    QpAttributes at;
+    at.state = QpState::kRtr;
+    ASSERT_EQ(c->modify(at, qp_attr_mask::kState, nullptr, nullptr), Status::kSuccess)
+        << last_error();
+    at.state = QpState::kRts;
+    at.sq_psn = 0x42;
+    ASSERT_EQ(c->modify(at, qp_attr_mask::kState | qp_attr_mask::kSqPsn, nullptr, nullptr),
+              Status::kSuccess);
+    QpAttributes got;
+    ASSERT_EQ(c->query(&got), Status::kSuccess);
+    EXPECT_EQ(got.qkey, kQkey);
+  }
+  auto* xa = qa->query_extension<QpExtension>();
+  const uint32_t mtu = xa->max_datagram_size();
+  EXPECT_GE(mtu, 1024u);
+  AddressVector av;
+  av.dst_ipv4 = kIpB;
+  AddressHandle to_b;
+  ASSERT_EQ(create_address_handle(*a.adapter, av, &to_b), Status::kSuccess) << last_error();
+  EXPECT_TRUE(to_b.valid());
+  const uint32_t qpn_a = qa->query_extension<QpConnectExtension>()->qpn();
+  const uint32_t qpn_b = qb->query_extension<QpConnectExtension>()->qpn();
+  for (uint32_t i = 0; i < 3; ++i) {
+    const Sge r{reinterpret_cast<uint64_t>(b.mem + i * 4096), 4096, b.mr->get_local_token()};
+    ASSERT_EQ(qb->receive(reinterpret_cast<void*>(uintptr_t{i + 1}), {&r, 1}), Status::kSuccess);
+  }
+  for (size_t i = 0; i < 4096; ++i) a.mem[i] = static_cast<uint8_t>(i * 11 + 3);
+  const uint32_t lens[] = {1, 300, mtu};
+  for (uint32_t i = 0; i < 3; ++i) {
+    const Sge s{reinterpret_cast<uint64_t>(a.mem + i), lens[i], a.mr->get_local_token()};
+    const uint32_t imm = 0xC0DE0000 + i;
+    ASSERT_EQ(xa->send_datagram(nullptr, {&s, 1}, 0, to_b, qpn_b, kQkey, i == 1 ? &imm : nullptr),
+              Status::kSuccess)
+        << i;
+  }
+  // Over the path MTU; on an RC QP; another adapter's handle.
+  const Sge big{reinterpret_cast<uint64_t>(a.mem), mtu + 1, a.mr->get_local_token()};
+  EXPECT_EQ(xa->send_datagram(nullptr, {&big, 1}, 0, to_b, qpn_b, kQkey), Status::kBufferOverflow);
+  const Sge one{reinterpret_cast<uint64_t>(a.mem), 1, a.mr->get_local_token()};
+  EXPECT_EQ(a.qp->query_extension<QpExtension>()->send_datagram(nullptr, {&one, 1}, 0, to_b, qpn_b,
+                                                                kQkey),
+            Status::kInvalidDeviceRequest);
+  EXPECT_EQ(
+      qb->query_extension<QpExtension>()->send_datagram(nullptr, {&one, 1}, 0, to_b, qpn_a, kQkey),
+      Status::kInvalidParameter);
+  std::vector<Result> ra, rb;
+  ASSERT_EQ(a.wait(3, &ra), 3u);
+  ASSERT_EQ(b.wait(3, &rb), 3u);
+  for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(ra[i].status, Status::kSuccess) << i;
+  // The receives, with the extended results (sender, immediate): from the CQ as ResultEx.
+  for (uint32_t i = 0; i < 3; ++i) {
+    const Result& r = rb[i];
+    ASSERT_EQ(r.status, Status::kSuccess) << i;
+    EXPECT_EQ(r.bytes_transferred, kGrhLength + lens[i]) << i;
+    const uint8_t* got = b.mem + i * 4096;
+    EXPECT_EQ(got[20] >> 4, 4);  // the IPv4 header in the GRH's place
+    EXPECT_EQ(std::memcmp(got + kGrhLength, a.mem + i, lens[i]), 0) << i;
+  }
+  // A wrong Q_Key: dropped by the receiver; the next datagram with the right one completes.
+  const Sge r{reinterpret_cast<uint64_t>(b.mem + 3 * 4096), 4096, b.mr->get_local_token()};
+  ASSERT_EQ(qb->receive(reinterpret_cast<void*>(uintptr_t{9}), {&r, 1}), Status::kSuccess);
+  ASSERT_EQ(xa->send_datagram(nullptr, {&one, 1}, 0, to_b, qpn_b, kQkey + 1), Status::kSuccess);
+  const uint32_t imm = 0xFEED;
+  const Sge two{reinterpret_cast<uint64_t>(a.mem + 7), 2, a.mr->get_local_token()};
+  ASSERT_EQ(xa->send_datagram(nullptr, {&two, 1}, 0, to_b, qpn_b, kQkey, &imm), Status::kSuccess);
+  ResultEx ex[4];
+  size_t n = 0;
+  ASSERT_TRUE(eventually([&] { return (n += b.cq->get_results_ex({ex + n, 4 - n})) >= 1; }));
+  ASSERT_EQ(n, 1u);
+  EXPECT_EQ(ex[0].bytes_transferred, kGrhLength + 2);
+  EXPECT_EQ(ex[0].src_qpn, qpn_a);
+  EXPECT_NE(ex[0].flags & kResultDatagram, 0u);
+  EXPECT_NE(ex[0].flags & kResultHasImmediate, 0u);
+  EXPECT_EQ(ex[0].type_specific_completion_output, imm);
+  EXPECT_EQ(std::memcmp(b.mem + 3 * 4096 + kGrhLength, a.mem + 7, 2), 0);
+  std::vector<Result> more;
+  EXPECT_EQ(a.wait(2, &more), 2u);  // both sends complete at the sender
 }
 
 }  // namespace

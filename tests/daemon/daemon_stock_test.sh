@@ -13,9 +13,9 @@
 #
 # Every case checks both exit codes, the tool's result lines and that no error line was printed;
 # ibv_rc_pingpong runs with --chk, which checks every received buffer byte for byte. Afterwards
-# the daemons must hold no client and no object (every process's objects were freed), and what
-# attach mode does not offer yet (UD QPs) must fail with a clear message, not hang. rping
-# (librdmacm) connects through the daemons' connection managers.
+# the daemons must hold no client and no object (every process's objects were freed). rping and
+# perftest's -R (librdmacm) connect through the daemons' connection managers; ibv_ud_pingpong
+# sends datagrams through them.
 #
 # Usage: daemon_stock_test.sh path/to/urnicd path/to/urnic-run path/to/urnicctl [memory|veth]
 # [CASE-REGEX]. Exits 77 (ctest SKIP_RETURN_CODE) without the stock tools (or root, for veth).
@@ -209,16 +209,9 @@ pair atomic_lat "$row_re" 1 ib_atomic_lat -x 1 -F -n 100
 pair write_bw_cm "$row_re" 1 ib_write_bw -R -x 1 -F -n 2000
 pair send_lat_cm "$row_re" 1 ib_send_lat -R -x 1 -F -n 200
 
-# ---- what attach mode does not offer yet (UD QPs): a clear refusal, no hang ----------------------
-if [[ ud_refused =~ $only ]]; then
-  port=$((port + 1))
-  "${srv[@]}" ibv_ud_pingpong -d "$srv_dev" -p "$port" -g 1 -n 10 >"$tmp/ud_refused.srv" 2>&1
-  src=$?
-  why=""
-  [ $src -ne 0 ] || why=" the server exited 0"
-  grep -qiE "couldn't create QP" "$tmp/ud_refused.srv" || why="$why no error message"
-  record ud_refused "$why" "exit $src: $(grep -iE 'couldn' "$tmp/ud_refused.srv" | head -1)"
-fi
+# ---- datagrams: UD QPs and address handles through the daemons (--chk checks every buffer) -----
+pair ud_pingpong "$ping_re" 1 ibv_ud_pingpong -g 1 -n 100 -s 512 -c
+pair ud_pingpong_events "$ping_re" 1 ibv_ud_pingpong -g 1 -n 100 -s 1000 -c -e
 
 # ---- librdmacm: rping through the daemons' connection managers (IB CM on QP1); -V checks every
 # ping's data, -v prints each (the client's rows are counted). rping listens on rdma_cm, not TCP:

@@ -489,3 +489,110 @@ TEST_F(DaemonTest, QuotasRefuseTheObjectBeyondThemPerClient) {
 
 }  // namespace
 }  // namespace urnic
+
+namespace urnic {
+namespace {
+
+// Connectors and listeners (protocol 1.6) as a hostile client sends them: a channel needs an
+// eventfd; handles of the wrong kind, a listener's call on a connector, a QP that is a PD, events
+// of something that is not a channel: each refused with its status, the daemon serving on; a
+// channel in use cannot be destroyed before its connectors.
+TEST_F(DaemonTest, HostileCmMessagesAreRefusedByKindAndState) {
+  start();
+  const int sock = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, socket_.data(), socket_.size());
+  ASSERT_EQ(::connect(sock, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
+  timeval tv{10, 0};
+  ::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  uint32_t seq = 0;
+  // Sends `msg` (its header made here) with `fd`; the reply's status, and its handle if any.
+  auto ask = [&](ipc::MsgType type, auto msg, int fd = -1, uint32_t* handle = nullptr) {
+    msg.h = ipc::make_header(type, sizeof msg, ++seq);
+    if (ipc::send_with_fd(sock, &msg, sizeof msg, fd, 0) != static_cast<ssize_t>(sizeof msg))
+      return Status::kUnsuccessful;
+    alignas(8) uint8_t buf[ipc::kMaxMessage] = {};
+    int got = -1;
+    if (ipc::recv_with_fd(sock, buf, sizeof buf, &got, 0) <
+        static_cast<ssize_t>(sizeof(ipc::ReplyHead)))
+      return Status::kUnsuccessful;
+    if (got >= 0) ::close(got);
+    if (handle != nullptr) *handle = reinterpret_cast<ipc::HandleRep*>(buf)->handle;
+    return static_cast<Status>(reinterpret_cast<ipc::ReplyHead*>(buf)->status);
+  };
+  ipc::HelloReq hello{};
+  hello.major = ipc::kVersionMajor;
+  hello.minor = ipc::kVersionMinor;
+  ipc::set_name(hello.name, "cm-hostile");
+  ASSERT_EQ(ask(ipc::MsgType::kHello, hello), Status::kSuccess);
+  // A channel: no descriptor, a pipe, an adapter that is not there; then a proper one.
+  ipc::CmChannelReq ch{};
+  EXPECT_EQ(ask(ipc::MsgType::kCmChannel, ch), Status::kInvalidParameter);
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  EXPECT_EQ(ask(ipc::MsgType::kCmChannel, ch, pipe_fds[1]), Status::kInvalidParameter);
+  const int ev = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  ch.adapter = 9;
+  EXPECT_EQ(ask(ipc::MsgType::kCmChannel, ch, ev), Status::kInvalidParameter);
+  ch.adapter = 0;
+  uint32_t channel = 0, pd = 0, conn = 0, lis = 0;
+  ASSERT_EQ(ask(ipc::MsgType::kCmChannel, ch, ev, &channel), Status::kSuccess);
+  ipc::CreatePdReq cp{};
+  ASSERT_EQ(ask(ipc::MsgType::kCreatePd, cp, -1, &pd), Status::kSuccess);
+  // Creates on something that is not a channel (a PD), then a connector and a listener.
+  ipc::CmCreateReq cr{};
+  cr.channel = pd;
+  EXPECT_EQ(ask(ipc::MsgType::kCmCreate, cr), Status::kInvalidHandle);
+  cr.channel = channel;
+  ASSERT_EQ(ask(ipc::MsgType::kCmCreate, cr, -1, &conn), Status::kSuccess);
+  cr.kind = static_cast<uint32_t>(ipc::CmKind::kListener);
+  ASSERT_EQ(ask(ipc::MsgType::kCmCreate, cr, -1, &lis), Status::kSuccess);
+  // Calls on the wrong object: a channel, a PD, a stale handle; a listener's call on a connector
+  // and a connector's on a listener; a connect whose QP is a PD.
+  ipc::CmCallReq call{};
+  call.op = static_cast<uint32_t>(ipc::CmOp::kInfo);
+  for (uint32_t h : {channel, pd, conn + (1u << 16), 0u}) {
+    call.object = h;
+    EXPECT_EQ(ask(ipc::MsgType::kCmCall, call), Status::kInvalidHandle) << h;
+  }
+  call.object = conn;
+  call.op = static_cast<uint32_t>(ipc::CmOp::kListen);
+  EXPECT_EQ(ask(ipc::MsgType::kCmCall, call), Status::kInvalidDeviceRequest);
+  call.object = lis;
+  call.op = static_cast<uint32_t>(ipc::CmOp::kAccept);
+  EXPECT_EQ(ask(ipc::MsgType::kCmCall, call), Status::kInvalidDeviceRequest);
+  call.object = conn;
+  call.op = static_cast<uint32_t>(ipc::CmOp::kConnect);
+  call.qp = pd;
+  call.dst.family = AF_INET;
+  call.dst.port = 1;
+  EXPECT_EQ(ask(ipc::MsgType::kCmCall, call), Status::kInvalidHandle);
+  // A connector with nothing to complete, reject or disconnect says so (the CM's own state).
+  call = ipc::CmCallReq{};
+  call.object = conn;
+  for (auto op : {ipc::CmOp::kCompleteConnect, ipc::CmOp::kReject, ipc::CmOp::kDisconnect}) {
+    call.op = static_cast<uint32_t>(op);
+    EXPECT_EQ(ask(ipc::MsgType::kCmCall, call), Status::kConnectionInvalid)
+        << static_cast<uint32_t>(op);
+  }
+  // Events of a connector (not a channel); of the channel: none waiting.
+  ipc::CmEventsReq er{};
+  er.channel = conn;
+  EXPECT_EQ(ask(ipc::MsgType::kCmEvents, er), Status::kInvalidHandle);
+  er.channel = channel;
+  EXPECT_EQ(ask(ipc::MsgType::kCmEvents, er), Status::kSuccess);
+  // The channel goes only after its connector and listener.
+  ipc::DestroyReq d{};
+  d.handle = channel;
+  EXPECT_EQ(ask(ipc::MsgType::kDestroy, d), Status::kDeviceBusy);
+  for (uint32_t h : {conn, lis, channel}) {
+    d.handle = h;
+    EXPECT_EQ(ask(ipc::MsgType::kDestroy, d), Status::kSuccess) << h;
+  }
+  EXPECT_EQ(ask(ipc::MsgType::kListAdapters, ipc::ListAdaptersReq{}), Status::kSuccess);
+  for (int fd : {pipe_fds[0], pipe_fds[1], ev, sock}) ::close(fd);
+}
+
+}  // namespace
+}  // namespace urnic
