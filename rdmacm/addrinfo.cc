@@ -37,8 +37,15 @@ int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo*
     errno = EINVAL;
     return -1;
   }
-  if (hints && (hints->ai_qp_type != 0 && hints->ai_qp_type != IBV_QPT_RC)) {
-    errno = EOPNOTSUPP;  // UD endpoints need UD QPs (issue 16 item 5)
+  // RC endpoints in RDMA_PS_TCP (the default), UD endpoints in RDMA_PS_UDP (udaddy's hints), as
+  // librdmacm pairs them; other QP types and port spaces are not offered.
+  const bool ud = hints && (hints->ai_qp_type == IBV_QPT_UD || hints->ai_port_space == RDMA_PS_UDP);
+  if (hints && ((hints->ai_qp_type != 0 && hints->ai_qp_type != IBV_QPT_RC &&
+                 hints->ai_qp_type != IBV_QPT_UD) ||
+                (hints->ai_port_space != 0 && hints->ai_port_space != RDMA_PS_TCP &&
+                 hints->ai_port_space != RDMA_PS_UDP) ||
+                (ud && (hints->ai_qp_type == IBV_QPT_RC || hints->ai_port_space == RDMA_PS_TCP)))) {
+    errno = EOPNOTSUPP;
     return -1;
   }
   const bool passive = hints && (hints->ai_flags & RAI_PASSIVE);
@@ -60,8 +67,8 @@ int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo*
     if (r == nullptr) break;
     r->ai_flags = hints ? hints->ai_flags : 0;
     r->ai_family = p->ai_family;
-    r->ai_qp_type = IBV_QPT_RC;
-    r->ai_port_space = RDMA_PS_TCP;
+    r->ai_qp_type = ud ? IBV_QPT_UD : IBV_QPT_RC;
+    r->ai_port_space = ud ? RDMA_PS_UDP : RDMA_PS_TCP;
     if (passive) {
       r->ai_src_addr = copy_addr(p->ai_addr, p->ai_addrlen);
       r->ai_src_len = p->ai_addrlen;

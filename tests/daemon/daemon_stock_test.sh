@@ -130,7 +130,7 @@ srv_log=$([ "$mode" = veth ] && echo "$tmp/a.log" || echo "$tmp/m.log")
 wait_cm_listen() {
   local port=$1 pid=$2
   for _ in $(seq 300); do
-    grep -q "listens on port $port\$" "$srv_log" && return 0
+    grep -qE "listens on port $port( |\$)" "$srv_log" && return 0
     kill -0 "$pid" 2>/dev/null || return 1
     sleep 0.1  # polls the condition above; it is not the synchronisation itself
   done
@@ -213,31 +213,44 @@ pair send_lat_cm "$row_re" 1 ib_send_lat -R -x 1 -F -n 200
 pair ud_pingpong "$ping_re" 1 ibv_ud_pingpong -g 1 -n 100 -s 512 -c
 pair ud_pingpong_events "$ping_re" 1 ibv_ud_pingpong -g 1 -n 100 -s 1000 -c -e
 
-# ---- librdmacm: rping through the daemons' connection managers (IB CM on QP1); -V checks every
-# ping's data, -v prints each (the client's rows are counted). rping listens on rdma_cm, not TCP:
-# the daemon's log says when (its "listens on port" line).
-if [[ rping =~ $only ]] && command -v rping >/dev/null; then
-  port=$((port + 1))
-  "${srv[@]}" rping -s -a "$sip" -p "$port" -C 20 -V >"$tmp/rping.srv" 2>&1 &
-  spid=$!
-  why=""
-  if wait_cm_listen "$port" "$spid"; then
-    "${cli[@]}" rping -c -a "$sip" -I "$cip" -p "$port" -C 20 -v -V >"$tmp/rping.cli" 2>&1 ||
-      why="$why client exit $?"
+# ---- librdmacm through the daemons' connection managers (IB CM on QP1) -------------------------
+# cm_pair NAME ROWS-REGEX WANT PORT "SERVER ARGS" "CLIENT ARGS": the server (on $sip) and the
+# client (from $cip) of one rdma_cm tool; both exit 0, the client prints WANT lines matching
+# ROWS-REGEX, neither an error line. rdma_cm servers listen on no TCP port: the daemon's log says
+# when they listen (its "listens on port" line).
+cm_pair() {
+  local name=$1 rows_re=$2 want=$3 cport=$4 sargs=$5 cargs=$6
+  [[ $name =~ $only ]] || return 0
+  command -v "${sargs%% *}" >/dev/null || return 0
+  # shellcheck disable=SC2086
+  "${srv[@]}" $sargs >"$tmp/$name.srv" 2>&1 &
+  local spid=$! why=""
+  if wait_cm_listen "$cport" "$spid"; then
+    # shellcheck disable=SC2086
+    "${cli[@]}" $cargs >"$tmp/$name.cli" 2>&1 || why="$why client exit $?"
   else
-    why=" the server never listened on port $port"
-    : >"$tmp/rping.cli"
+    why=" the server never listened on port $cport"
+    : >"$tmp/$name.cli"
   fi
   wait "$spid" || why="$why server exit $?"
-  for f in "$tmp/rping.srv" "$tmp/rping.cli"; do
+  local f
+  for f in "$tmp/$name.srv" "$tmp/$name.cli"; do
     if grep -qiE 'error|fail|couldn|unable|not supported|timeout' "$f"; then
       why="$why error line in ${f##*.}: $(grep -iE 'error|fail|couldn|unable|not supported|timeout' "$f" | head -1)"
     fi
   done
-  rows=$(grep -c '^ping data: rdma-ping-' "$tmp/rping.cli")
-  [ "$rows" -eq 20 ] || why="$why $rows pings (want 20)"
-  record rping "$why" "$rows pings checked"
-fi
+  local rows
+  rows=$(grep -cE "$rows_re" "$tmp/$name.cli")
+  [ "$rows" -eq "$want" ] || why="$why $rows result rows (want $want)"
+  record "$name" "$why" "$rows x $(grep -E "$rows_re" "$tmp/$name.cli" | tail -1 | cut -c1-40)"
+}
+# rping: -V checks every ping's data, -v prints each (counted).
+port=$((port + 1))
+cm_pair rping '^ping data: rdma-ping-' 20 $port "rping -s -a $sip -p $port -C 20 -V" \
+  "rping -c -a $sip -I $cip -p $port -C 20 -v -V"
+# udaddy: rdma_cm's UDP port space (SIDR on QP1), then datagrams both ways on UD QPs; its port
+# is rdma_cm's default for it (7174), in the datagram port space.
+cm_pair udaddy '^return status 0' 1 7174 "udaddy -b $sip -C 10" "udaddy -s $sip -b $cip -C 10"
 
 # ---- every client gone, every object freed ---------------------------------------------------------
 # (urnicctl lists itself.)
