@@ -92,22 +92,23 @@ void on_connected(void* ctx, Status s) {
 // Passive side: the active side completed (RTU) or gave up.
 void on_accepted(void* ctx, Status s) {
   Id* i = static_cast<Id*>(ctx);
+  // The QP's state and the event first, then rdma_accept returns: an application posts sends as
+  // soon as it does, and a QP still in RTR would refuse them.
+  if (s != Status::kCancelled && s != Status::kSuccess) {
+    set_qp_state(i->id.qp, IBV_QPS_ERR);
+    post_event(
+        i, s == Status::kConnectionRefused ? RDMA_CM_EVENT_REJECTED : RDMA_CM_EVENT_CONNECT_ERROR,
+        s == Status::kConnectionRefused ? kRejConsumerDefined : -ETIMEDOUT);
+  } else if (s == Status::kSuccess) {
+    set_qp_state(i->id.qp, IBV_QPS_RTS);
+    i->state = IdState::kConnected;
+    post_event(i, RDMA_CM_EVENT_ESTABLISHED, 0);
+  }
   {
     std::lock_guard lock(i->mu);
     i->accept_done = true;
   }
   i->cv.notify_all();
-  if (s == Status::kCancelled) return;
-  if (s != Status::kSuccess) {
-    set_qp_state(i->id.qp, IBV_QPS_ERR);
-    post_event(
-        i, s == Status::kConnectionRefused ? RDMA_CM_EVENT_REJECTED : RDMA_CM_EVENT_CONNECT_ERROR,
-        s == Status::kConnectionRefused ? kRejConsumerDefined : -ETIMEDOUT);
-    return;
-  }
-  set_qp_state(i->id.qp, IBV_QPS_RTS);
-  i->state = IdState::kConnected;
-  post_event(i, RDMA_CM_EVENT_ESTABLISHED, 0);
 }
 
 // A connection request reached one of a listening id's listeners: a new id carries it.
@@ -375,12 +376,17 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* param) {
   const uint32_t ird = param ? param->responder_resources : 1;
   const uint32_t ord = param ? param->initiator_depth : 1;
   hold_qp(i);
+  // RTR before the call: its completion (another thread) may move the QP to RTS at once.
+  set_qp_state(id->qp, IBV_QPS_RTR);
+  i->state = IdState::kConnecting;
   const Status s =
       i->conn->accept(urnic_qp(id->qp), ird, ord, param ? param->private_data : nullptr,
                       param ? param->private_data_len : 0, on_peer_disconnect, i, on_accepted, i);
-  if (s != Status::kPending) return fail_status(s);
-  set_qp_state(id->qp, IBV_QPS_RTR);
-  i->state = IdState::kConnecting;
+  if (s != Status::kPending) {
+    set_qp_state(id->qp, IBV_QPS_INIT);
+    i->state = IdState::kRequest;
+    return fail_status(s);
+  }
   // Linux's rdma_cm moves the QP to RTS before it sends the REP, so applications post sends as
   // soon as rdma_accept returns (perftest -R does). urnic's Connector moves it to RTS when the
   // RTU arrives: rdma_accept returns then, one round trip later (or when the active side gave

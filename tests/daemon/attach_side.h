@@ -242,4 +242,25 @@ class DaemonFixture : public ::testing::Test {
   bool killed_ = false;  // the test killed the daemon itself
 };
 
+// Whether `pred` holds within 10 s (what another thread does, e.g. the event thread's callbacks).
+template <class P>
+bool eventually(P pred) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// The objects this process holds on the daemon, by kind (daemon_clients: we run as root).
+inline DaemonClient mine() {
+  std::vector<DaemonClient> all;
+  DaemonInfo me;
+  if (daemon_clients(&all) != Status::kSuccess || daemon_info(&me) != Status::kSuccess) return {};
+  for (const DaemonClient& c : all)
+    if (c.id == me.client_id) return c;
+  return {};
+}
+
 }  // namespace urnic::test

@@ -205,28 +205,7 @@ TEST_F(DaemonApi, TwoProcessesWriteReadAndSendWithThePublicApi) {
   EXPECT_EQ(reap(b), 0) << daemon_->output();
 }
 
-// The objects this process holds on the daemon, by kind (daemon_clients: we run as root).
-DaemonClient mine() {
-  std::vector<DaemonClient> all;
-  DaemonInfo me;
-  if (daemon_clients(&all) != Status::kSuccess || daemon_info(&me) != Status::kSuccess) return {};
-  for (const DaemonClient& c : all)
-    if (c.id == me.client_id) return c;
-  return {};
-}
-
 void on_close(void* ctx) { static_cast<std::atomic<int>*>(ctx)->fetch_add(1); }
-
-// Whether `pred` holds within 10 s (what another thread does, e.g. the event thread's callbacks).
-template <class P>
-bool eventually(P pred) {
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
 
 TEST_F(DaemonApi, WhatAttachModeLacksIsRefusedAndTheCloseRulesHold) {
   ASSERT_EQ(attach(socket_, "api-rules"), Status::kSuccess) << last_error();

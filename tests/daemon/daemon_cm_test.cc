@@ -35,16 +35,6 @@ class DaemonCm : public DaemonFixture {
 constexpr size_t kMem = 1 << 20;
 constexpr uint16_t kPort = 7471;
 
-template <class P>
-bool eventually(P pred) {
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
-
 sockaddr_in ipv4(uint32_t ip, uint16_t port) {
   sockaddr_in s{};
   s.sin_family = AF_INET;
@@ -109,16 +99,6 @@ void on_done(void* ctx, Status st) {
   s->completions.fetch_add(1);
 }
 void on_disconnect(void* ctx) { static_cast<Seen*>(ctx)->disconnects.fetch_add(1); }
-
-// The objects of this process in the daemon.
-DaemonClient mine() {
-  std::vector<DaemonClient> all;
-  DaemonInfo me;
-  if (daemon_clients(&all) != Status::kSuccess || daemon_info(&me) != Status::kSuccess) return {};
-  for (const DaemonClient& c : all)
-    if (c.id == me.client_id) return c;
-  return {};
-}
 
 TEST_F(DaemonCm, ConnectAcceptWriteAndDisconnectThroughTheDaemonsCm) {
   ASSERT_EQ(attach(socket_, "cm-both"), Status::kSuccess) << last_error();

@@ -140,27 +140,17 @@ wait_cm_listen() {
 sip=$([ "$mode" = veth ] && echo 198.18.2.1 || echo 192.0.2.2)
 cip=$([ "$mode" = veth ] && echo 198.18.2.2 || echo 192.0.2.1)
 
-# pair NAME ROWS-REGEX WANT-ROWS CMD ARGS...: the server on $srv_dev, the client on $cli_dev;
-# both exit 0, the client prints WANT-ROWS lines matching ROWS-REGEX, neither an error line.
-# With -R among ARGS (perftest over rdma_cm) the tools meet on the server's adapter address
-# through the daemons' connection managers instead of TCP.
-port=18600
-pair() {
-  local name=$1 rows_re=$2 want=$3
-  shift 3
-  [[ $name =~ $only ]] || return 0
-  port=$((port + 1))
-  local cmd=$1
-  shift
-  local ready=wait_listen dest=$host
-  [[ " $* " == *" -R "* ]] && ready=wait_cm_listen dest=$sip
-  "${srv[@]}" "$cmd" -d "$srv_dev" -p "$port" "$@" >"$tmp/$name.srv" 2>&1 &
+# run_case NAME ROWS-REGEX WANT READY PORT: runs "${srv[@]}" "${scmd[@]}", waits with READY
+# (wait_listen or wait_cm_listen) until it serves PORT, runs "${cli[@]}" "${ccmd[@]}"; both must
+# exit 0, the client print WANT lines matching ROWS-REGEX, neither an error line.
+run_case() {
+  local name=$1 rows_re=$2 want=$3 ready=$4 cport=$5
+  "${srv[@]}" "${scmd[@]}" >"$tmp/$name.srv" 2>&1 &
   local spid=$! why=""
-  if $ready "$port" "$spid"; then
-    "${cli[@]}" "$cmd" -d "$cli_dev" -p "$port" "$@" "$dest" >"$tmp/$name.cli" 2>&1 ||
-      why="$why client exit $?"
+  if $ready "$cport" "$spid"; then
+    "${cli[@]}" "${ccmd[@]}" >"$tmp/$name.cli" 2>&1 || why="$why client exit $?"
   else
-    why=" the server never listened on port $port"
+    why=" the server never listened on port $cport"
     : >"$tmp/$name.cli"
   fi
   wait "$spid" || why="$why server exit $?"
@@ -173,7 +163,25 @@ pair() {
   local rows
   rows=$(grep -cE "$rows_re" "$tmp/$name.cli")
   [ "$rows" -eq "$want" ] || why="$why $rows result rows (want $want)"
-  record "$name" "$why" "$(grep -E "$rows_re" "$tmp/$name.cli" | tail -1 | tr -s ' \t' ' ')"
+  record "$name" "$why" "$(grep -E "$rows_re" "$tmp/$name.cli" | tail -1 | tr -s ' \t' ' ' | cut -c1-60)"
+}
+
+# pair NAME ROWS-REGEX WANT-ROWS CMD ARGS...: the server on $srv_dev, the client on $cli_dev,
+# meeting over TCP (the tools' own exchange). With -R among ARGS (perftest over rdma_cm) they
+# meet on the server's adapter address through the daemons' connection managers instead.
+port=18600
+pair() {
+  local name=$1 rows_re=$2 want=$3
+  shift 3
+  [[ $name =~ $only ]] || return 0
+  port=$((port + 1))
+  local cmd=$1
+  shift
+  local ready=wait_listen dest=$host
+  [[ " $* " == *" -R "* ]] && ready=wait_cm_listen dest=$sip
+  scmd=("$cmd" -d "$srv_dev" -p "$port" "$@")
+  ccmd=("$cmd" -d "$cli_dev" -p "$port" "$@" "$dest")
+  run_case "$name" "$rows_re" "$want" $ready "$port"
 }
 
 # ---- the devices are the daemon's adapters ------------------------------------------------------
@@ -215,34 +223,15 @@ pair ud_pingpong_events "$ping_re" 1 ibv_ud_pingpong -g 1 -n 100 -s 1000 -c -e
 
 # ---- librdmacm through the daemons' connection managers (IB CM on QP1) -------------------------
 # cm_pair NAME ROWS-REGEX WANT PORT "SERVER ARGS" "CLIENT ARGS": the server (on $sip) and the
-# client (from $cip) of one rdma_cm tool; both exit 0, the client prints WANT lines matching
-# ROWS-REGEX, neither an error line. rdma_cm servers listen on no TCP port: the daemon's log says
-# when they listen (its "listens on port" line).
+# client (from $cip) of one rdma_cm tool, as run_case judges them. rdma_cm servers listen on no
+# TCP port: the daemon's log says when they listen (its "listens on port" line).
 cm_pair() {
-  local name=$1 rows_re=$2 want=$3 cport=$4 sargs=$5 cargs=$6
+  local name=$1
   [[ $name =~ $only ]] || return 0
-  command -v "${sargs%% *}" >/dev/null || return 0
-  # shellcheck disable=SC2086
-  "${srv[@]}" $sargs >"$tmp/$name.srv" 2>&1 &
-  local spid=$! why=""
-  if wait_cm_listen "$cport" "$spid"; then
-    # shellcheck disable=SC2086
-    "${cli[@]}" $cargs >"$tmp/$name.cli" 2>&1 || why="$why client exit $?"
-  else
-    why=" the server never listened on port $cport"
-    : >"$tmp/$name.cli"
-  fi
-  wait "$spid" || why="$why server exit $?"
-  local f
-  for f in "$tmp/$name.srv" "$tmp/$name.cli"; do
-    if grep -qiE 'error|fail|couldn|unable|not supported|timeout' "$f"; then
-      why="$why error line in ${f##*.}: $(grep -iE 'error|fail|couldn|unable|not supported|timeout' "$f" | head -1)"
-    fi
-  done
-  local rows
-  rows=$(grep -cE "$rows_re" "$tmp/$name.cli")
-  [ "$rows" -eq "$want" ] || why="$why $rows result rows (want $want)"
-  record "$name" "$why" "$rows x $(grep -E "$rows_re" "$tmp/$name.cli" | tail -1 | cut -c1-40)"
+  command -v "${5%% *}" >/dev/null || return 0
+  read -r -a scmd <<<"$5"
+  read -r -a ccmd <<<"$6"
+  run_case "$name" "$2" "$3" wait_cm_listen "$4"
 }
 # rping: -V checks every ping's data, -v prints each (counted).
 port=$((port + 1))

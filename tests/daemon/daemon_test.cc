@@ -94,18 +94,28 @@ class DaemonTest : public ::testing::Test {
 };
 
 // A raw connection to the daemon, for what the public API would never send.
+// A connection to the daemon at `path` that does not speak through urnic's client (-1 if it cannot
+// connect); a reply that never comes fails the test (10 s) instead of hanging it.
+int seqpacket_to(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.data(), path.size());
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
 class Raw {
  public:
-  explicit Raw(const std::string& path) {
-    fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::memcpy(a.sun_path, path.data(), path.size());
-    ok_ = ::connect(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
-    timeval tv{10, 0};  // a reply that never comes fails the test instead of hanging it
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  explicit Raw(const std::string& path) : fd_(seqpacket_to(path)), ok_(fd_ >= 0) {}
+  ~Raw() {
+    if (fd_ >= 0) ::close(fd_);
   }
-  ~Raw() { ::close(fd_); }
   bool ok() const { return ok_; }
   // Sends `n` bytes and returns the status of the reply (its head), or nullopt when none came.
   std::optional<Status> ask(const void* p, size_t n, ipc::ReplyHead* head = nullptr) {
@@ -368,13 +378,8 @@ size_t open_fds(pid_t pid) {
 // daemon's descriptor table.
 TEST_F(DaemonTest, PassedDescriptorsAreCheckedOrClosed) {
   start();
-  const int sock = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::memcpy(a.sun_path, socket_.data(), socket_.size());
-  ASSERT_EQ(::connect(sock, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
-  timeval tv{10, 0};
-  ::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const int sock = seqpacket_to(socket_);
+  ASSERT_GE(sock, 0);
   auto ask = [&](const void* msg, size_t n, int fd) -> Status {
     if (ipc::send_with_fd(sock, msg, n, fd, 0) != static_cast<ssize_t>(n))
       return Status::kUnsuccessful;
@@ -499,13 +504,8 @@ namespace {
 // channel in use cannot be destroyed before its connectors.
 TEST_F(DaemonTest, HostileCmMessagesAreRefusedByKindAndState) {
   start();
-  const int sock = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::memcpy(a.sun_path, socket_.data(), socket_.size());
-  ASSERT_EQ(::connect(sock, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
-  timeval tv{10, 0};
-  ::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  const int sock = seqpacket_to(socket_);
+  ASSERT_GE(sock, 0);
   uint32_t seq = 0;
   // Sends `msg` (its header made here) with `fd`; the reply's status, and its handle if any.
   auto ask = [&](ipc::MsgType type, auto msg, int fd = -1, uint32_t* handle = nullptr) {
