@@ -577,7 +577,7 @@ AdapterInfo Adapter::adapter_info() const noexcept { return impl_->info; }
 
 Status Adapter::query_counters(AdapterCounters* out) const noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
-  if (impl_->remote) return detail::remote_unsupported("Adapter::query_counters");
+  if (impl_->remote) return detail::remote_query_counters(impl_, ipc::kAllEngines, out);
   return detail::guarded([&] {
     AdapterCounters c;
     {
@@ -600,7 +600,12 @@ uint32_t Adapter::engines() const noexcept { return static_cast<uint32_t>(impl_-
 
 Status Adapter::query_engine_counters(uint32_t engine, PortCounters* out) const noexcept {
   if (out == nullptr || engine >= engines()) return Status::kInvalidParameter;
-  if (impl_->remote) return detail::remote_unsupported("Adapter::query_engine_counters");
+  if (impl_->remote) {
+    AdapterCounters c;
+    const Status s = detail::remote_query_counters(impl_, engine, &c);
+    if (s == Status::kSuccess) *out = c.port;
+    return s;
+  }
   std::lock_guard lk(impl_->mu);
   if (impl_->shutting_down) return Status::kInvalidDeviceState;
   *out = impl_->ctl->endpoint_counters(engine);

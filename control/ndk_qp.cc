@@ -688,10 +688,9 @@ uint32_t QpExtension::max_datagram_size() const noexcept {
   return q->qp.config().ud ? q->qp.config().ud_mtu : 0;
 }
 
-// Attach mode: the daemon's engine counts, not this process (/urnic/qp telemetry of the daemon's
-// adapter shows them); zeros here.
+// Attach mode: the daemon's engine counts, not this process: one request.
 QpCounters QpExtension::counters() const noexcept {
-  if (qp_->remote) return QpCounters{};
+  if (qp_->remote) return detail::remote_qp_counters(qp_);
   return static_cast<const QpImpl*>(qp_)->qp.counters();
 }
 

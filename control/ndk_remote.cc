@@ -443,6 +443,30 @@ Status remote_send_datagram(ObjectImpl* qp, void* ctx, std::span<const Sge> sgl,
                     immediate != nullptr ? *immediate : 0);
 }
 
+Status remote_query_counters(const AdapterImpl* a, uint32_t engine, AdapterCounters* out) noexcept {
+  ipc::QueryCountersReq req{};
+  req.adapter = a->remote_index;
+  req.engine = engine;
+  ipc::QueryCountersRep rep{};
+  const Status s = daemon_transact(ipc::MsgType::kQueryCounters, &req, sizeof req, &rep, sizeof rep,
+                                   "query_counters");
+  if (s == Status::kSuccess) *out = rep.counters;
+  return s;
+}
+
+QpCounters remote_qp_counters(const ObjectImpl* qp) noexcept {
+  const auto* q = static_cast<const RemoteQpImpl*>(qp);
+  ipc::QueryCountersReq req{};
+  req.adapter = q->adapter->remote_index;
+  req.engine = ipc::kAllEngines;
+  req.qp = q->qp.handle();
+  ipc::QueryCountersRep rep{};
+  if (daemon_transact(ipc::MsgType::kQueryCounters, &req, sizeof req, &rep, sizeof rep,
+                      "QpExtension::counters") != Status::kSuccess)
+    return QpCounters{};
+  return rep.counters.qps;
+}
+
 uint32_t remote_max_datagram(const ObjectImpl* qp) noexcept {
   return static_cast<const RemoteQpImpl*>(qp)->qp.max_datagram();
 }

@@ -24,8 +24,7 @@
 // callbacks, as an embedded adapter's control thread does.
 //
 // What attach mode does not offer yet answers kNotSupported: SRQ limits, memory windows,
-// fast-register MRs, the privileged token, datagram QPs on an SRQ, CQ resize and moderation,
-// and the adapter's counters.
+// fast-register MRs, the privileged token, datagram QPs on an SRQ, CQ resize and moderation.
 #pragma once
 
 #include <atomic>
@@ -166,6 +165,10 @@ Status remote_send_datagram(ObjectImpl* qp, void* ctx, std::span<const Sge> sgl,
                             const AddressHandle& destination, uint32_t remote_qpn,
                             uint32_t remote_qkey, const uint32_t* immediate) noexcept;
 uint32_t remote_max_datagram(const ObjectImpl* qp) noexcept;
+// Counters (QueryCounters): the port's (`engine`: ipc::kAllEngines or one) and the sum over this
+// process's QPs on the adapter; or one QP's (zeros if the daemon cannot be asked).
+Status remote_query_counters(const AdapterImpl* a, uint32_t engine, AdapterCounters* out) noexcept;
+QpCounters remote_qp_counters(const ObjectImpl* qp) noexcept;
 // On the engine `affinity` names first (0: engine 0); no limit (threshold) in attach mode.
 Status remote_create_srq(ObjectImpl* pd, uint32_t depth, uint32_t max_sge,
                          uint32_t notify_threshold, SrqNotificationCallback notification,

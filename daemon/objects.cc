@@ -343,6 +343,30 @@ Status ClientObjects::create_ah(const ipc::CreateAhReq& q, ipc::HandleRep* rep) 
   return s;
 }
 
+Status ClientObjects::query_counters(const ipc::QueryCountersReq& q, ipc::QueryCountersRep* rep) {
+  if (q.adapter >= adapters_.size()) return Status::kInvalidParameter;
+  AdapterCounters& c = rep->counters;
+  if (q.qp != 0) {
+    Obj* o = find(q.qp, Kind::kQp);
+    if (o == nullptr) return Status::kInvalidHandle;
+    c.qps = o->qp->query_extension<QpExtension>()->counters();
+    return Status::kSuccess;
+  }
+  Adapter& a = *adapters_[q.adapter].adapter;
+  c.engines = a.engines();
+  if (q.engine != ipc::kAllEngines) {
+    if (Status s = a.query_engine_counters(q.engine, &c.port); s != Status::kSuccess) return s;
+  } else {
+    AdapterCounters all;
+    if (Status s = a.query_counters(&all); s != Status::kSuccess) return s;
+    c.port = all.port;
+  }
+  for (const Obj& o : table_)
+    if (o.kind == Kind::kQp && o.adapter == q.adapter)
+      c.qps.add(o.qp->query_extension<QpExtension>()->counters());
+  return Status::kSuccess;
+}
+
 Status ClientObjects::create_srq(const ipc::CreateSrqReq& q, ipc::CreateSrqRep* rep, int* fd) {
   Obj* pd = find(q.pd, Kind::kPd);
   if (pd == nullptr) return Status::kInvalidHandle;

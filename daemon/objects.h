@@ -108,6 +108,7 @@ class ClientObjects {
   // An address handle on the adapter (blocks this thread while the daemon resolves the MAC,
   // up to 2 s); kept until the client goes, at most AhTable::kMax of them.
   Status create_ah(const ipc::CreateAhReq& q, ipc::HandleRep* rep);
+  Status query_counters(const ipc::QueryCountersReq& q, ipc::QueryCountersRep* rep);
   // SRQs count against the QP quota.
   Status create_srq(const ipc::CreateSrqReq& q, ipc::CreateSrqRep* rep, int* fd);
   Status modify_qp(const ipc::ModifyQpReq& q);

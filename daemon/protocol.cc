@@ -102,6 +102,8 @@ Decoded check_object_fields(const Request& r) noexcept {
         return no("create_datagram_qp.reserved");
       return d.qp.sq_depth == 0 || d.qp.rq_depth == 0 ? no("create_datagram_qp.depth") : ok();
     }
+    case MsgType::kQueryCounters:
+      return r.query_counters.reserved != 0 ? no("query_counters.reserved") : ok();
     case MsgType::kCreateAh: {
       const CreateAhReq& a = r.create_ah;
       if (a.ipv6 > 1 || a.reserved != 0 || a.reserved2 != 0 || a.reserved3 != 0)
@@ -205,6 +207,7 @@ bool check_reply_fields(MsgType type, const void* out) noexcept {
     case MsgType::kCmChannel:
     case MsgType::kCmCreate:
     case MsgType::kCreateAh:
+    case MsgType::kQueryCounters:
       return true;
     default:
       return false;
@@ -275,6 +278,8 @@ size_t request_size(MsgType type) noexcept {
       return sizeof(CreateAhReq);
     case MsgType::kCreateDatagramQp:
       return sizeof(CreateDatagramQpReq);
+    case MsgType::kQueryCounters:
+      return sizeof(QueryCountersReq);
     default:
       return 0;
   }
@@ -316,6 +321,8 @@ size_t reply_size(MsgType type) noexcept {
       return sizeof(CmCallRep);
     case MsgType::kCmEvents:
       return sizeof(CmEventsRep);
+    case MsgType::kQueryCounters:
+      return sizeof(QueryCountersRep);
     default:
       return 0;
   }

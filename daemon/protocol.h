@@ -71,6 +71,7 @@ enum class MsgType : uint16_t {
   kCmEvents = 18,          // takes the events waiting on a channel
   kCreateAh = 19,          // an address handle (since 1.6): the destination resolved by the daemon
   kCreateDatagramQp = 20,  // + a UD QP's rings (since 1.6)
+  kQueryCounters = 21,     // counters of the client's own QPs, and the port's (since 1.6)
   kReplyFlag = 0x8000      // a reply carries its request's type with this bit set
 };
 
@@ -460,6 +461,25 @@ struct CmEventsRep {
 static_assert(sizeof(CmEventsReq) == 24 && sizeof(CmEventsRep) == 32 + 24 * kCmEventsPerReply);
 static_assert(sizeof(CmEventsRep) <= kMaxMessage);
 
+// Adapter::query_counters / query_engine_counters / QpExtension::counters in attach mode: the
+// port's counters (all of an engine's, or of all engines: every client sees the port, as
+// QueryAdapter shows it) and the sum over the client's own QPs on the adapter (another client's
+// traffic is not counted in them), or one QP's. CM and fault counters stay zero (the daemon's).
+inline constexpr uint32_t kAllEngines = 0xFFFFFFFF;
+struct QueryCountersReq {
+  Header h;
+  uint32_t adapter;
+  uint32_t engine;  // kAllEngines, or the one engine whose port queue is asked for
+  uint32_t qp;      // 0: the adapter; else one of the client's QPs (then `qps` is its counters)
+  uint32_t reserved;
+};
+struct QueryCountersRep {
+  ReplyHead r;
+  AdapterCounters counters;
+};
+static_assert(sizeof(QueryCountersReq) == 32 && std::is_trivially_copyable_v<AdapterCounters> &&
+              sizeof(QueryCountersRep) <= kMaxMessage);
+
 // A request as the daemon sees it once decode_request accepted it.
 union Request {
   Header h;
@@ -483,6 +503,7 @@ union Request {
   CmEventsReq cm_events;
   CreateAhReq create_ah;
   CreateDatagramQpReq create_datagram_qp;
+  QueryCountersReq query_counters;
 };
 
 // What decode_* found: kSuccess, or the status to answer with and the first bad field.

@@ -239,8 +239,14 @@ TEST_F(DaemonApi, WhatAttachModeLacksIsRefusedAndTheCloseRulesHold) {
   EXPECT_TRUE(unsupported(pd->create_mw(nullptr, nullptr, &mw)));
   Handle<Mr> frmr, mr;
   EXPECT_TRUE(unsupported(pd->create_mr(true, nullptr, nullptr, &frmr)));
+  // Counters come from the daemon: the port's, and this process's QPs (none yet).
   AdapterCounters counters;
-  EXPECT_TRUE(unsupported(ad->query_counters(&counters)));
+  ASSERT_EQ(ad->query_counters(&counters), Status::kSuccess) << last_error();
+  EXPECT_EQ(counters.engines, ad->engines());
+  EXPECT_EQ(counters.qps.tx_packets, 0u);
+  PortCounters pc;
+  EXPECT_EQ(ad->query_engine_counters(0, &pc), Status::kSuccess);
+  EXPECT_EQ(ad->query_engine_counters(ad->engines(), &pc), Status::kInvalidParameter);
   // The stack is not private anonymous memory that can move: a clear error, nothing moved.
   ASSERT_EQ(pd->create_mr(false, nullptr, nullptr, &mr), Status::kSuccess);
   char stack_buf[256];

@@ -200,6 +200,15 @@ TEST_F(DaemonCm, ConnectAcceptWriteAndDisconnectThroughTheDaemonsCm) {
   EXPECT_EQ(rs[0].status, Status::kSuccess);
   EXPECT_EQ(std::memcmp(srv.mem + 8192, cli.mem, 4096), 0);
   EXPECT_EQ(std::memcmp(cli.mem + 8192, srv.mem, 4096), 0);
+  // The daemon's counts of this process's QP (a 4 KiB WRITE: at least 4 packets at the CM's
+  // path MTU of 1024), the adapter's sum over this process's QPs, and its port's.
+  const QpCounters qc = cli.qp->query_extension<QpExtension>()->counters();
+  EXPECT_GE(qc.tx_packets, 4u);
+  EXPECT_GE(qc.acks_received, 1u);
+  AdapterCounters ac;
+  ASSERT_EQ(cli.adapter->query_counters(&ac), Status::kSuccess) << last_error();
+  EXPECT_EQ(ac.qps.tx_packets, qc.tx_packets);
+  EXPECT_GE(ac.port.tx_packets, qc.tx_packets);
 
   // The active side disconnects: its completion, the passive side's disconnect event.
   ASSERT_EQ(c->disconnect(on_done, &cs), Status::kPending) << last_error();

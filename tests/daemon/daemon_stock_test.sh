@@ -216,6 +216,7 @@ pair atomic_lat "$row_re" 1 ib_atomic_lat -x 1 -F -n 100
 # Connected through rdma_cm (librdmacm on the daemons' connection managers).
 pair write_bw_cm "$row_re" 1 ib_write_bw -R -x 1 -F -n 2000
 pair send_lat_cm "$row_re" 1 ib_send_lat -R -x 1 -F -n 200
+pair send_lat "$row_re" 1 ib_send_lat -x 1 -F -n 200
 
 # ---- datagrams: UD QPs and address handles through the daemons (--chk checks every buffer) -----
 pair ud_pingpong "$ping_re" 1 ibv_ud_pingpong -g 1 -n 100 -s 512 -c
