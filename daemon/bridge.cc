@@ -207,15 +207,21 @@ bool Bridge::drain_sq(LiveQp& q) noexcept {
   alignas(16) uint8_t buf[kMaxSlot];
   auto* w = reinterpret_cast<shm::SendSlot*>(buf);
   uint32_t done = 0;
+  constexpr size_t kFixed = offsetof(shm::SendSlot, sge);
   for (; done < std::min(n, kBurst); ++done) {
-    std::memcpy(buf, r.slot(q.sq_cons + done), r.stride);
+    // Our copy, checked, is what we post (the client may write the slot meanwhile): the fixed
+    // part first, then only the SGEs or inline bytes it names, not the whole stride.
+    const uint8_t* slot = r.slot(q.sq_cons + done);
+    std::memcpy(buf, slot, kFixed);
     const bool inl = (w->flags & op_flag::kInline) != 0;
     if (w->reserved != 0 || w->reserved2 != 0 || (w->flags & ~kClientFlags) != 0 ||
-        (inl ? w->length > q.r.max_inline || offsetof(shm::SendSlot, sge) + w->length > r.stride
+        (inl ? w->length > q.r.max_inline || kFixed + w->length > r.stride
              : w->num_sge > q.r.max_send_sge)) {
       fail(q);
       return true;
     }
+    // Within the stride: max_send_sge SGEs or max_inline bytes fit it (shm::send_stride).
+    std::memcpy(buf + kFixed, slot + kFixed, inl ? w->length : w->num_sge * sizeof(Sge));
     // Inline bytes are in our copy of the slot: one SGE over them (the post copies them out).
     const Sge inline_sge{reinterpret_cast<uint64_t>(&w->sge[0]), w->length, 0};
     const std::span<const Sge> sgl = inl ? std::span<const Sge>(&inline_sge, w->length ? 1 : 0)
