@@ -555,14 +555,20 @@ Status RemoteQp::post(shm::SendOp op, void* ctx, std::span<const Sge> sgl, uint6
   if (map_ == nullptr) return Status::kInvalidDeviceState;
   if (sgl.data() == nullptr && !sgl.empty()) return Status::kInvalidParameter;
   const bool inl = (flags & op_flag::kInline) != 0;
-  uint64_t total = 0;
-  for (const Sge& s : sgl) total += s.length;
-  if (inl ? total > max_inline_ : sgl.size() > max_send_sge_) return Status::kDataOverrun;
-  const uint32_t cons = sq_.head->cons.load(std::memory_order_acquire);  // pairs with daemon
-  if (sq_prod_ - cons == sq_.capacity) {
-    sq_.head->prod.store(sq_prod_, std::memory_order_release);  // NDK: hand over what's deferred
-    ring();
-    return Status::kNoMoreEntries;
+  uint64_t total = 0;  // inline bytes
+  if (inl) {
+    for (const Sge& s : sgl) total += s.length;
+    if (total > max_inline_) return Status::kDataOverrun;
+  } else if (sgl.size() > max_send_sge_) {
+    return Status::kDataOverrun;
+  }
+  if (sq_prod_ - sq_cons_ == sq_.capacity) {
+    sq_cons_ = sq_.head->cons.load(std::memory_order_acquire);  // pairs with the daemon
+    if (sq_prod_ - sq_cons_ == sq_.capacity) {
+      sq_.head->prod.store(sq_prod_, std::memory_order_release);  // NDK: hand over the deferred
+      ring();
+      return Status::kNoMoreEntries;
+    }
   }
   auto* w = reinterpret_cast<shm::SendSlot*>(sq_.slot(sq_prod_));
   w->request_context = reinterpret_cast<uint64_t>(ctx);

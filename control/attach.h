@@ -195,6 +195,9 @@ class RemoteQp {
   size_t map_len_ = 0;
   shm::RingView sq_, rq_;
   uint32_t sq_prod_ = 0, rq_prod_ = 0;  // ours (sq_prod_ includes deferred posts)
+  // The daemon's consumer index as last read: the ring's shared line is read again only when
+  // this says it is full (as DPDK's rings cache the other side's index).
+  uint32_t sq_cons_ = 0;
   // The engine's doorbell: rung after publishing only while the engine sleeps.
   const shm::EngineDoorbell* door_ = nullptr;
   int wake_fd_ = -1;
