@@ -131,7 +131,7 @@ Status Pd::create_srq(uint32_t depth, uint32_t max_receive_request_sge, uint32_t
                       uint64_t affinity, CreateCompletion, void*, Handle<Srq>* out) noexcept {
   if (impl_->remote)
     return detail::remote_create_srq(impl_, depth, max_receive_request_sge, notify_threshold,
-                                     notification, affinity, out);
+                                     notification, notification_context, affinity, out);
   const AdapterInfo& info = impl()->adapter->info;
   if (out == nullptr || depth == 0 || depth > info.max_srq_depth ||
       max_receive_request_sge > info.max_receive_request_sge)
@@ -280,7 +280,7 @@ Status Srq::receive(void* request_context, std::span<const Sge> sgl) noexcept {
 
 Status Srq::modify(uint32_t depth, uint32_t notify_threshold, RequestCompletion, void*) noexcept {
   if (detail::is_closing(impl_)) return Status::kInvalidDeviceState;
-  if (impl_->remote) return detail::remote_unsupported("Srq::modify");
+  if (impl_->remote) return detail::remote_srq_modify(impl_, depth, notify_threshold);
   if (depth > impl()->adapter->info.max_srq_depth) return Status::kInvalidParameter;
   return detail::guarded([&] {
     std::lock_guard lk(impl()->adapter->mu);

@@ -318,25 +318,31 @@ Status remote_create_qp(ObjectImpl* pd, ObjectImpl* rcq, ObjectImpl* scq, void* 
 
 Status remote_create_srq(ObjectImpl* pd, uint32_t depth, uint32_t max_sge,
                          uint32_t notify_threshold, SrqNotificationCallback notification,
-                         uint64_t affinity, Handle<Srq>* out) noexcept {
+                         void* notification_context, uint64_t affinity, Handle<Srq>* out) noexcept {
   AdapterImpl* a = pd->adapter;
   const AdapterInfo& i = a->info;
   if (out == nullptr || depth == 0 || depth > i.max_srq_depth || max_sge == 0 ||
       max_sge > i.max_receive_request_sge)
     return Status::kInvalidParameter;
-  // A limit would never be reported: refused rather than left silent. (A callback alone is
-  // fine: it fires only once a limit is armed, which attach mode refuses.)
-  (void)notification;
-  if (notify_threshold != 0) return remote_unsupported("create_srq with a limit");
   const uint32_t engine = affinity == 0 ? 0 : static_cast<uint32_t>(std::countr_zero(affinity));
   return guarded([&] {
-    auto q = std::make_unique<RemoteSrqImpl>(a);
+    auto q = std::make_unique<RemoteSrqImpl>(a, notification, notification_context);
     if (Status s = q->srq.create(static_cast<RemotePdImpl*>(pd)->handle, depth, max_sge, engine);
         s != Status::kSuccess)
       return s;
-    std::lock_guard lk(a->mu);
-    if (Status s = adopt_remote_locked(q.get(), {pd}); s != Status::kSuccess) return s;
-    *out = Handle<Srq>(&q.release()->pub_);
+    {
+      std::lock_guard lk(a->mu);
+      if (Status s = adopt_remote_locked(q.get(), {pd}); s != Status::kSuccess) return s;
+    }
+    RemoteSrqImpl* r = q.release();
+    *out = Handle<Srq>(&r->pub_);
+    // A limit from the start: armed as Srq::modify arms it (the handle closes the SRQ if not).
+    if (notify_threshold != 0) {
+      if (Status s = remote_srq_modify(r, 0, notify_threshold); s != Status::kSuccess) {
+        out->reset();
+        return s;
+      }
+    }
     return Status::kSuccess;
   });
 }

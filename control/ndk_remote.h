@@ -23,7 +23,7 @@
 // channel and signals on its eventfd; the event thread takes the events (kCmEvents) and runs the
 // callbacks, as an embedded adapter's control thread does.
 //
-// What attach mode does not offer yet answers kNotSupported: SRQ limits, memory windows,
+// What attach mode does not offer yet answers kNotSupported: memory windows,
 // fast-register MRs, the privileged token, datagram QPs on an SRQ, CQ resize and moderation.
 #pragma once
 
@@ -57,13 +57,17 @@ struct RemotePdImpl final : ImplOf<RemotePdImpl, Pd> {
 };
 
 struct RemoteSrqImpl final : ImplOf<RemoteSrqImpl, Srq> {
-  explicit RemoteSrqImpl(AdapterImpl* a) : ImplOf(ObjectType::kSrq, a, true) {}
-  Status teardown_locked() override {
-    (void)srq.destroy();  // its QPs (successors) are gone; a daemon that is gone took it along
-    return Status::kSuccess;
-  }
+  RemoteSrqImpl(AdapterImpl* a, SrqNotificationCallback cb, void* ctx)
+      : ImplOf(ObjectType::kSrq, a, true), notify_cb(cb), notify_ctx(ctx) {}
+  Status teardown_locked() override;  // ndk_remote_cm.cc
+  // Its limit event is delivered by the event thread (mu held there): none once closing.
+  void stop_events() noexcept override { events_.store(false, std::memory_order_release); }
   bool closes_inline() const noexcept override { return true; }
   remote::RemoteSrq srq;
+  const SrqNotificationCallback notify_cb;
+  void* const notify_ctx;
+  std::atomic<bool> events_{true};
+  bool on_channel = false;  // registered in RemoteEvents::cm_objects (mu)
 };
 
 struct RemoteCqImpl final : ImplOf<RemoteCqImpl, Cq> {
@@ -172,7 +176,9 @@ QpCounters remote_qp_counters(const ObjectImpl* qp) noexcept;
 // On the engine `affinity` names first (0: engine 0); no limit (threshold) in attach mode.
 Status remote_create_srq(ObjectImpl* pd, uint32_t depth, uint32_t max_sge,
                          uint32_t notify_threshold, SrqNotificationCallback notification,
-                         uint64_t affinity, Handle<Srq>* out) noexcept;
+                         void* notification_context, uint64_t affinity, Handle<Srq>* out) noexcept;
+// Srq::modify: ModifySrq, its limit event on the adapter's CM channel (ndk_remote_cm.cc).
+Status remote_srq_modify(ObjectImpl* srq, uint32_t depth, uint32_t notify_threshold) noexcept;
 Status remote_srq_receive(ObjectImpl* srq, void* ctx, std::span<const Sge> sgl) noexcept;
 Status remote_register_mr(ObjectImpl* mr, const void* address, size_t length,
                           uint32_t flags) noexcept;

@@ -243,6 +243,16 @@ void deliver_locked(AdapterImpl* a, const ipc::CmEvent& e, uint32_t* orphan) {
       c->disc_cb = nullptr;
       return;
     }
+    case ipc::CmEventKind::kSrqLimit: {
+      if (o == nullptr || o->type != ObjectType::kSrq) return;
+      auto* q = static_cast<RemoteSrqImpl*>(o);
+      if (q->notify_cb == nullptr || !q->events_.load(std::memory_order_acquire)) return;
+      a->defer_locked([q] {
+        if (q->events_.load(std::memory_order_acquire))
+          q->notify_cb(q->notify_ctx, Status::kSuccess);
+      });
+      return;
+    }
     case ipc::CmEventKind::kRequest: {
       if (o == nullptr || o->type != ObjectType::kListener || o->life != Life::kLive ||
           a->shutting_down) {
@@ -315,6 +325,36 @@ void remote_cm_events(AdapterImpl* a, uint32_t channel) noexcept {
     // Refused as the daemon closes them (nobody listens any more).
     for (uint32_t h : orphans) (void)remote::destroy(h);
   }
+}
+
+// ---- SRQ limits --------------------------------------------------------------------------------
+
+Status RemoteSrqImpl::teardown_locked() {
+  if (on_channel) adapter->remote_events->cm_objects.erase(srq.handle());
+  (void)srq.destroy();  // its QPs (successors) are gone; a daemon that is gone took it along
+  return Status::kSuccess;
+}
+
+Status remote_srq_modify(ObjectImpl* so, uint32_t depth, uint32_t notify_threshold) noexcept {
+  auto* q = static_cast<RemoteSrqImpl*>(so);
+  AdapterImpl* a = q->adapter;
+  if (depth > a->info.max_srq_depth) return Status::kInvalidParameter;
+  return guarded([&] {
+    ipc::ModifySrqReq req{};
+    if (Status s = a->remote_events->cm_channel(&req.channel); s != Status::kSuccess) return s;
+    {
+      std::lock_guard lk(a->mu);
+      if (q->life != Life::kLive) return Status::kInvalidDeviceState;
+      if (!q->on_channel) a->remote_events->cm_objects[q->srq.handle()] = q;
+      q->on_channel = true;
+    }
+    req.srq = q->srq.handle();
+    req.depth = depth;
+    req.threshold = notify_threshold;
+    ipc::ReplyHead rep{};
+    return daemon_transact(ipc::MsgType::kModifySrq, &req, sizeof req, &rep, sizeof rep,
+                           "Srq::modify");
+  });
 }
 
 // ---- Creation ----------------------------------------------------------------------------------

@@ -343,6 +343,26 @@ Status ClientObjects::create_ah(const ipc::CreateAhReq& q, ipc::HandleRep* rep) 
   return s;
 }
 
+Status ClientObjects::modify_srq(const ipc::ModifySrqReq& q) {
+  Obj* o = find(q.srq, Kind::kSrq);
+  Obj* ch = find(q.channel, Kind::kCmChannel);
+  if (o == nullptr || ch == nullptr) return Status::kInvalidHandle;
+  if (ch->adapter != o->adapter) return Status::kInvalidParameter;
+  // The ring's capacity bounds what the client can have outstanding: a larger depth would never
+  // be filled.
+  if (q.depth > o->capacity) return Status::kInvalidParameter;
+  {
+    std::lock_guard lock(o->srq_ctx->mu);
+    o->srq_ctx->queue = ch->queue;
+  }
+  if (o->uses[1] != q.channel) {
+    if (o->uses[1] != 0) --table_[index_of(o->uses[1])].users;
+    o->uses[1] = q.channel;
+    ++ch->users;
+  }
+  return o->srq->modify(q.depth, q.threshold, nullptr, nullptr);
+}
+
 Status ClientObjects::query_counters(const ipc::QueryCountersReq& q, ipc::QueryCountersRep* rep) {
   if (q.adapter >= adapters_.size()) return Status::kInvalidParameter;
   AdapterCounters& c = rep->counters;
@@ -383,9 +403,18 @@ Status ClientObjects::create_srq(const ipc::CreateSrqReq& q, ipc::CreateSrqRep* 
   o.adapter = adapter;
   o.engine = q.engine;
   // On the engine the client names (that of the CQs of its QPs); no limit notification.
+  // Its limit event goes where a ModifySrq says (none until then).
+  o.srq_ctx = std::make_unique<SrqCtx>();
+  o.srq_ctx->handle = h;
+  const SrqNotificationCallback on_limit = [](void* ctx, Status) {
+    auto* c = static_cast<SrqCtx*>(ctx);
+    std::lock_guard lock(c->mu);
+    if (c->queue)
+      c->queue->push({static_cast<uint32_t>(ipc::CmEventKind::kSrqLimit), c->handle, 0, 0, 0, 0});
+  };
   Status s = find(q.pd, Kind::kPd)
-                 ->pd->create_srq(q.depth, q.max_sge, 0, nullptr, nullptr, uint64_t{1} << q.engine,
-                                  nullptr, nullptr, &o.srq);
+                 ->pd->create_srq(q.depth, q.max_sge, 0, on_limit, o.srq_ctx.get(),
+                                  uint64_t{1} << q.engine, nullptr, nullptr, &o.srq);
   const uint32_t cap = shm::ring_capacity(q.depth);
   const auto stride = static_cast<uint32_t>(shm::recv_stride(q.max_sge));
   o.map_len = shm::ring_bytes(cap, stride);
@@ -398,6 +427,7 @@ Status ClientObjects::create_srq(const ipc::CreateSrqReq& q, ipc::CreateSrqRep* 
   if (s != Status::kSuccess) return undo_create(h, fd, s);
   o.uses[0] = q.pd;
   ++table_[index_of(q.pd)].users;
+  o.capacity = cap;
   rep->handle = h;
   rep->capacity = cap;
   rep->stride = stride;
@@ -492,7 +522,16 @@ Status ClientObjects::destroy(uint32_t handle) {
       break;
     case Kind::kSrq:
       released = bridges_[o.engine]->remove_srq(o.srq.get());
-      if (!released) (void)o.srq.release();
+      if (!released) {
+        (void)o.srq.release();
+        (void)o.srq_ctx.release();  // its notification may still run: kept with it
+      } else {
+        // Its limit notification may be running on the control thread: the context goes with
+        // the close's completion.
+        SrqCtx* ctx = o.srq_ctx.release();
+        const CloseCompletion done = [](void* c) { delete static_cast<SrqCtx*>(c); };
+        if (o.srq.close(done, ctx) != Status::kPending) delete ctx;
+      }
       break;
     case Kind::kShared:
       shared_bytes_ -= o.map_len;

@@ -76,6 +76,15 @@ struct CmCtx {
   uint32_t handle = 0;
 };
 
+// An SRQ's limit event: the channel it goes to, set by ModifySrq (main thread) and read by the
+// notification (control thread). Freed by the completion of the SRQ's close, after which no
+// notification runs.
+struct SrqCtx {
+  std::mutex mu;
+  std::shared_ptr<CmQueue> queue;  // guarded by mu; null until a ModifySrq names a channel
+  uint32_t handle = 0;
+};
+
 struct ObjectCounts {
   uint32_t shared = 0, pds = 0, cqs = 0, qps = 0, mrs = 0, srqs = 0;
   uint32_t connectors = 0, listeners = 0;
@@ -109,6 +118,8 @@ class ClientObjects {
   // up to 2 s); kept until the client goes, at most AhTable::kMax of them.
   Status create_ah(const ipc::CreateAhReq& q, ipc::HandleRep* rep);
   Status query_counters(const ipc::QueryCountersReq& q, ipc::QueryCountersRep* rep);
+  // Srq::modify; the limit event goes to the channel named.
+  Status modify_srq(const ipc::ModifySrqReq& q);
   // SRQs count against the QP quota.
   Status create_srq(const ipc::CreateSrqReq& q, ipc::CreateSrqRep* rep, int* fd);
   Status modify_qp(const ipc::ModifyQpReq& q);
@@ -151,6 +162,7 @@ class ClientObjects {
     uint32_t uses[4] = {};  // handles it counts as a user of (QP: PD, CQs, SRQ; MR: PD, 1-2 shm;
                             // SRQ: PD; connector: channel, QP; listener: channel)
     int event_fd = -1;      // a CQ's: the client's eventfd (closed when the CQ goes)
+    uint32_t capacity = 0;  // an SRQ's receive ring
     void* map = nullptr;    // shared memory, a CQ's or QP's rings: our mapping
     size_t map_len = 0;
     Handle<Pd> pd;
@@ -160,8 +172,9 @@ class ClientObjects {
     Handle<Srq> srq;
     Handle<Connector> conn;
     Handle<Listener> lis;
-    std::shared_ptr<CmQueue> queue;  // a channel's
-    std::unique_ptr<CmCtx> cm_ctx;   // a connector's or listener's callbacks' context
+    std::shared_ptr<CmQueue> queue;   // a channel's
+    std::unique_ptr<CmCtx> cm_ctx;    // a connector's or listener's callbacks' context
+    std::unique_ptr<SrqCtx> srq_ctx;  // an SRQ's limit event's
   };
 
   // A free slot's handle (or 0 when the table is full); the slot is kind `k` from then on.

@@ -104,6 +104,8 @@ Decoded check_object_fields(const Request& r) noexcept {
     }
     case MsgType::kQueryCounters:
       return r.query_counters.reserved != 0 ? no("query_counters.reserved") : ok();
+    case MsgType::kModifySrq:
+      return ok();  // handles and ranges are the daemon's to check
     case MsgType::kCreateAh: {
       const CreateAhReq& a = r.create_ah;
       if (a.ipv6 > 1 || a.reserved != 0 || a.reserved2 != 0 || a.reserved3 != 0)
@@ -193,7 +195,9 @@ bool check_reply_fields(MsgType type, const void* out) noexcept {
       if (r->count > kCmEventsPerReply || r->more > 1) return false;
       for (uint32_t i = 0; i < r->count; ++i) {
         const CmEvent& e = r->events[i];
-        if (e.kind < 1 || e.kind > 3 || e.datagram > 1 || e.reserved != 0) return false;
+        if (e.kind < 1 || e.kind > static_cast<uint32_t>(CmEventKind::kLast) || e.datagram > 1 ||
+            e.reserved != 0)
+          return false;
       }
       return true;
     }
@@ -208,6 +212,7 @@ bool check_reply_fields(MsgType type, const void* out) noexcept {
     case MsgType::kCmCreate:
     case MsgType::kCreateAh:
     case MsgType::kQueryCounters:
+    case MsgType::kModifySrq:
       return true;
     default:
       return false;
@@ -280,6 +285,8 @@ size_t request_size(MsgType type) noexcept {
       return sizeof(CreateDatagramQpReq);
     case MsgType::kQueryCounters:
       return sizeof(QueryCountersReq);
+    case MsgType::kModifySrq:
+      return sizeof(ModifySrqReq);
     default:
       return 0;
   }
@@ -306,6 +313,7 @@ size_t reply_size(MsgType type) noexcept {
       return sizeof(CreateQpRep);
     case MsgType::kModifyQp:
     case MsgType::kDestroy:
+    case MsgType::kModifySrq:
       return sizeof(ReplyHead);
     case MsgType::kRegisterMr:
       return sizeof(RegisterMrRep);

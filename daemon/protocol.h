@@ -72,6 +72,7 @@ enum class MsgType : uint16_t {
   kCreateAh = 19,          // an address handle (since 1.6): the destination resolved by the daemon
   kCreateDatagramQp = 20,  // + a UD QP's rings (since 1.6)
   kQueryCounters = 21,     // counters of the client's own QPs, and the port's (since 1.6)
+  kModifySrq = 22,         // an SRQ's depth and limit; the limit event on a CM channel (1.6)
   kReplyFlag = 0x8000      // a reply carries its request's type with this bit set
 };
 
@@ -435,6 +436,8 @@ enum class CmEventKind : uint32_t {
   kCompleted = 1,     // the object's outstanding request completed with `status`
   kRequest = 2,       // a request reached listener `object`: the new connector `connector`
   kDisconnected = 3,  // the peer disconnected connector `object`
+  kSrqLimit = 4,      // SRQ `object` fell below its armed limit (ModifySrq)
+  kLast = kSrqLimit,
 };
 struct CmEvent {
   uint32_t kind;  // CmEventKind
@@ -480,6 +483,18 @@ struct QueryCountersRep {
 static_assert(sizeof(QueryCountersReq) == 32 && std::is_trivially_copyable_v<AdapterCounters> &&
               sizeof(QueryCountersRep) <= kMaxMessage);
 
+// Srq::modify in attach mode: `depth` 0 keeps it (any other must fit the SRQ's ring, its
+// capacity); `threshold` 0 keeps the limit, else arms it. Its event (kSrqLimit) goes to CM
+// channel `channel`, which the SRQ uses from then on.
+struct ModifySrqReq {
+  Header h;
+  uint32_t srq;
+  uint32_t channel;
+  uint32_t depth;
+  uint32_t threshold;
+};
+static_assert(sizeof(ModifySrqReq) == 32);
+
 // A request as the daemon sees it once decode_request accepted it.
 union Request {
   Header h;
@@ -504,6 +519,7 @@ union Request {
   CreateAhReq create_ah;
   CreateDatagramQpReq create_datagram_qp;
   QueryCountersReq query_counters;
+  ModifySrqReq modify_srq;
 };
 
 // What decode_* found: kSuccess, or the status to answer with and the first bad field.

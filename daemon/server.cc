@@ -297,6 +297,9 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
       s = o.create_qp(r.create_datagram_qp.qp, reinterpret_cast<ipc::CreateQpRep*>(buf), &fd,
                       &r.create_datagram_qp.qkey);
       break;
+    case ipc::MsgType::kModifySrq:
+      s = o.modify_srq(r.modify_srq);
+      break;
     case ipc::MsgType::kQueryCounters:
       s = o.query_counters(r.query_counters, reinterpret_cast<ipc::QueryCountersRep*>(buf));
       break;

@@ -233,8 +233,6 @@ TEST_F(DaemonApi, WhatAttachModeLacksIsRefusedAndTheCloseRulesHold) {
     return s == Status::kNotSupported &&
            std::string(last_error()).find("attach mode") != std::string::npos;
   };
-  Handle<Srq> srq;
-  EXPECT_TRUE(unsupported(pd->create_srq(16, 1, 4, nullptr, nullptr, nullptr, nullptr, &srq)));
   Handle<Mw> mw;
   EXPECT_TRUE(unsupported(pd->create_mw(nullptr, nullptr, &mw)));
   Handle<Mr> frmr, mr;
@@ -466,17 +464,20 @@ namespace {
 using namespace test;
 
 // A shared receive queue in attach mode: receives posted to the SRQ (its own shared ring) feed
-// the QP created with it; every message lands in the next receive, byte for byte. What attach
-// mode lacks on SRQs (the limit notification, modify) is refused with a reason.
+// the QP created with it; every message lands in the next receive, byte for byte. Its limit
+// event (armed at creation, and again by modify) comes once per arming, through the daemon.
 TEST_F(DaemonApi, ASharedReceiveQueueFeedsItsQp) {
   ApiSide a, b;
   ASSERT_EQ(open_pair(socket_, "api-srq", &a, &b), "");
-  Handle<Srq> srq, limited;
-  EXPECT_EQ(b.pd->create_srq(16, 2, 4, nullptr, nullptr, nullptr, nullptr, &limited),
-            Status::kNotSupported);  // a limit: never reported in attach mode
-  ASSERT_EQ(b.pd->create_srq(16, 2, 0, nullptr, nullptr, nullptr, nullptr, &srq), Status::kSuccess)
+  Handle<Srq> srq;
+  std::atomic<int> limits{0};
+  const SrqNotificationCallback on_limit = [](void* ctx, Status) {
+    static_cast<std::atomic<int>*>(ctx)->fetch_add(1);
+  };
+  // Armed at 5: fires once the receives posted and not yet consumed fall below 5.
+  ASSERT_EQ(b.pd->create_srq(16, 2, 5, on_limit, &limits, nullptr, nullptr, &srq), Status::kSuccess)
       << last_error();
-  EXPECT_EQ(srq->modify(0, 2, nullptr, nullptr), Status::kNotSupported);
+  EXPECT_EQ(srq->modify(17, 0, nullptr, nullptr), Status::kInvalidParameter);  // past its ring
   EXPECT_EQ(mine().srqs, 1u);  // urnicctl's and telemetry's count
   Handle<Qp> bq;
   ASSERT_EQ(b.pd->create_qp_with_srq(*b.cq, *b.cq, *srq, &b, 16, 1, 64, nullptr, nullptr, &bq),
@@ -511,6 +512,11 @@ TEST_F(DaemonApi, ASharedReceiveQueueFeedsItsQp) {
     EXPECT_EQ(got[i].qp_context, &b);
     for (int k = 0; k < 200; ++k) ASSERT_EQ(b.mem[i * 256 + k], 0x30 + i) << i << " " << k;
   }
+  // Eight consumed of eight: the limit fired once (it stays disarmed), then modify arms it at 2
+  // with none left, which fires it at once.
+  EXPECT_TRUE(eventually([&] { return limits.load() == 1; }));
+  ASSERT_EQ(srq->modify(0, 2, nullptr, nullptr), Status::kSuccess) << last_error();
+  EXPECT_TRUE(eventually([&] { return limits.load() == 2; }));
   // The SRQ's close pends while the QP uses it; both go with the QP's.
   std::atomic<int> closed{0};
   EXPECT_EQ(srq.close(on_close, &closed), Status::kPending);

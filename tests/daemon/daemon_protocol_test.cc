@@ -206,7 +206,7 @@ TEST(DaemonProtocol, CmCallsAreCheckedFieldByField) {
           .why,
       "reply field");
   rep->count = 1;
-  rep->events[0].kind = 4;
+  rep->events[0].kind = static_cast<uint32_t>(CmEventKind::kLast) + 1;
   EXPECT_STREQ(
       decode_reply(bytes_of(rep.get(), sizeof *rep), MsgType::kCmEvents, 8, out.get(), sizeof *out)
           .why,
