@@ -351,6 +351,14 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
     default:
       break;
   }
+  // Memory the daemon cannot map or register where the client has it (an address the daemon
+  // uses itself, a quota) is the environment's doing, not a malformed request: said once here.
+  const auto type = static_cast<ipc::MsgType>(r.h.type);
+  if (s != Status::kSuccess &&
+      (type == ipc::MsgType::kShareMemory || type == ipc::MsgType::kRegisterMr))
+    dp::log_line(dp::LogType::kDaemon, RTE_LOG_NOTICE, "urnicd: client %u: %s refused: %s",
+                 c.entry.id, type == ipc::MsgType::kShareMemory ? "ShareMemory" : "RegisterMr",
+                 std::string(to_string(s)).c_str());
   {
     // The entry's counts: what ListClients and telemetry (another thread) show of the client.
     const ObjectCounts n = o.counts();

@@ -121,6 +121,11 @@ record() {  # NAME WHY(empty = pass) SUMMARY
     cat "$tmp/$1.srv" 2>/dev/null
     echo "---- client"
     cat "$tmp/$1.cli"
+    local d
+    for d in "${sockets[@]}"; do
+      echo "---- daemon ${d##*/} (last lines)"
+      tail -15 "${d%.sock}.log"
+    done
   fi
 }
 
