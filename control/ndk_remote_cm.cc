@@ -74,45 +74,12 @@ namespace {
 RemoteConnectorImpl* conn_of(ObjectImpl* c) { return static_cast<RemoteConnectorImpl*>(c); }
 RemoteListenerImpl* listener_of(ObjectImpl* l) { return static_cast<RemoteListenerImpl*>(l); }
 
-// sockaddr -> WireAddr; null: none. false for what is neither AF_INET nor AF_INET6.
-bool to_wire(const sockaddr* sa, uint32_t len, ipc::WireAddr* w) {
-  *w = ipc::WireAddr{};
-  if (sa == nullptr) return true;
-  if (sa->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
-    const auto* s = reinterpret_cast<const sockaddr_in*>(sa);
-    w->family = AF_INET;
-    w->port = ntohs(s->sin_port);
-    std::memcpy(w->addr, &s->sin_addr, 4);
-    return true;
-  }
-  if (sa->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
-    const auto* s = reinterpret_cast<const sockaddr_in6*>(sa);
-    w->family = AF_INET6;
-    w->port = ntohs(s->sin6_port);
-    std::memcpy(w->addr, &s->sin6_addr, 16);
-    return true;
-  }
-  return false;
-}
-
-// WireAddr -> sockaddr by NDK's size protocol (kBufferTooSmall with the size needed).
-Status from_wire(const ipc::WireAddr& w, sockaddr* sa, uint32_t* len) {
+// WireAddr -> sockaddr by NDK's size protocol (kBufferTooSmall with the size needed); `w` is an
+// address (its family set).
+Status copy_out(const ipc::WireAddr& w, sockaddr* sa, uint32_t* len) {
   if (len == nullptr) return Status::kInvalidParameter;
-  sockaddr_storage ss{};
-  uint32_t need = 0;
-  if (w.family == AF_INET) {
-    auto* s = reinterpret_cast<sockaddr_in*>(&ss);
-    s->sin_family = AF_INET;
-    s->sin_port = htons(w.port);
-    std::memcpy(&s->sin_addr, w.addr, 4);
-    need = sizeof(sockaddr_in);
-  } else {
-    auto* s = reinterpret_cast<sockaddr_in6*>(&ss);
-    s->sin6_family = AF_INET6;
-    s->sin6_port = htons(w.port);
-    std::memcpy(&s->sin6_addr, w.addr, 16);
-    need = sizeof(sockaddr_in6);
-  }
+  sockaddr_storage ss;
+  const uint32_t need = ipc::from_wire(w, &ss);
   const bool fits = sa != nullptr && *len >= need;
   if (fits) std::memcpy(sa, &ss, need);
   *len = need;
@@ -387,8 +354,8 @@ Status remote_connect(ObjectImpl* co, ObjectImpl* qp, const sockaddr* src, uint3
   RemoteConnectorImpl* c = conn_of(co);
   RemoteQpImpl* q = qp_for(c, qp);
   Call call(c->handle, ipc::CmOp::kConnect);
-  if (q == nullptr || dst == nullptr || !to_wire(src, src_length, &call.req.src) ||
-      !to_wire(dst, dst_length, &call.req.dst) || call.req.dst.port == 0)
+  if (q == nullptr || dst == nullptr || !ipc::to_wire(src, src_length, &call.req.src) ||
+      !ipc::to_wire(dst, dst_length, &call.req.dst) || call.req.dst.port == 0)
     return Status::kInvalidParameter;
   if (Status s = call.data(data, data_length, kMaxCallerData); s != Status::kSuccess) return s;
   call.req.qp = q->qp.handle();
@@ -448,8 +415,8 @@ Status remote_resolve_datagram(ObjectImpl* co, const sockaddr* src, uint32_t src
   if (is_closing(co)) return Status::kInvalidDeviceState;
   RemoteConnectorImpl* c = conn_of(co);
   Call call(c->handle, ipc::CmOp::kResolveDatagram);
-  if (dst == nullptr || !to_wire(src, src_length, &call.req.src) ||
-      !to_wire(dst, dst_length, &call.req.dst) || call.req.dst.port == 0)
+  if (dst == nullptr || !ipc::to_wire(src, src_length, &call.req.src) ||
+      !ipc::to_wire(dst, dst_length, &call.req.dst) || call.req.dst.port == 0)
     return Status::kInvalidParameter;
   if (Status s = call.data(data, data_length, kMaxDatagramRequestData); s != Status::kSuccess)
     return s;
@@ -520,16 +487,16 @@ Status remote_connector_address(ObjectImpl* co, bool peer, sockaddr* address,
   if (Status s = info(co, &rep); s != Status::kSuccess) return s;
   const ipc::WireAddr& w = peer ? rep.peer : rep.local;
   if (w.family == 0) return Status::kConnectionInvalid;
-  return from_wire(w, address, length);
+  return copy_out(w, address, length);
 }
 
 Status remote_disconnect(ObjectImpl* co, RequestCompletion completion, void* context) noexcept {
   if (is_closing(co)) return Status::kInvalidDeviceState;
   RemoteConnectorImpl* c = conn_of(co);
   Call call(c->handle, ipc::CmOp::kDisconnect);
-  // The QP is flushed either way, before the completion runs.
+  // The QP is flushed either way, before the completion runs: its cached state follows here.
   const Status s =
-      request(c, completion, context, nullptr, true, QpState::kErr, call, "Connector::disconnect");
+      request(c, completion, context, nullptr, false, QpState::kErr, call, "Connector::disconnect");
   if (s == Status::kSuccess || s == Status::kPending) {
     std::lock_guard lk(c->adapter->mu);
     set_state_locked(c->qp, QpState::kErr);
@@ -545,7 +512,7 @@ Status remote_listen(ObjectImpl* lo, const sockaddr* address, uint32_t length,
   if (is_closing(lo)) return Status::kInvalidDeviceState;
   RemoteListenerImpl* l = listener_of(lo);
   Call call(l->handle, ipc::CmOp::kListen);
-  if (address == nullptr || !to_wire(address, length, &call.req.src))
+  if (address == nullptr || !ipc::to_wire(address, length, &call.req.src))
     return Status::kInvalidParameter;
   {
     std::lock_guard lk(l->adapter->mu);
@@ -570,7 +537,7 @@ Status remote_listener_address(ObjectImpl* lo, sockaddr* address, uint32_t* leng
     if (!l->listening || l->local.family == 0) return Status::kInvalidDeviceState;
     w = l->local;
   }
-  return from_wire(w, address, length);
+  return copy_out(w, address, length);
 }
 
 void remote_pause(ObjectImpl* lo, bool pause) noexcept {

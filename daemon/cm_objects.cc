@@ -65,46 +65,13 @@ void on_request(void* ctx, Connector* fresh) {
                  fresh);
 }
 
-// WireAddr <-> sockaddr. *len 0: none.
-void to_sockaddr(const ipc::WireAddr& w, sockaddr_storage* ss, uint32_t* len) {
-  std::memset(ss, 0, sizeof *ss);
-  *len = 0;
-  if (w.family == AF_INET) {
-    auto* s = reinterpret_cast<sockaddr_in*>(ss);
-    s->sin_family = AF_INET;
-    s->sin_port = htons(w.port);
-    std::memcpy(&s->sin_addr, w.addr, 4);
-    *len = sizeof *s;
-  } else if (w.family == AF_INET6) {
-    auto* s = reinterpret_cast<sockaddr_in6*>(ss);
-    s->sin6_family = AF_INET6;
-    s->sin6_port = htons(w.port);
-    std::memcpy(&s->sin6_addr, w.addr, 16);
-    *len = sizeof *s;
-  }
-}
-
-void to_wire(const sockaddr_storage& ss, ipc::WireAddr* w) {
-  *w = ipc::WireAddr{};
-  if (ss.ss_family == AF_INET) {
-    const auto* s = reinterpret_cast<const sockaddr_in*>(&ss);
-    w->family = AF_INET;
-    w->port = ntohs(s->sin_port);
-    std::memcpy(w->addr, &s->sin_addr, 4);
-  } else if (ss.ss_family == AF_INET6) {
-    const auto* s = reinterpret_cast<const sockaddr_in6*>(&ss);
-    w->family = AF_INET6;
-    w->port = ntohs(s->sin6_port);
-    std::memcpy(w->addr, &s->sin6_addr, 16);
-  }
-}
-
 // An address getter's result as a WireAddr (family 0 when it has none).
 template <class Get>
 void read_addr(Get get, ipc::WireAddr* w) {
   sockaddr_storage ss{};
   uint32_t len = sizeof ss;
-  if (get(reinterpret_cast<sockaddr*>(&ss), &len) == Status::kSuccess) to_wire(ss, w);
+  if (get(reinterpret_cast<sockaddr*>(&ss), &len) == Status::kSuccess)
+    (void)ipc::to_wire(reinterpret_cast<const sockaddr*>(&ss), len, w);
 }
 
 // Connector::get_* into the reply of kInfo.
@@ -121,13 +88,6 @@ void connector_info(Connector& c, ipc::CmCallRep* rep) {
 }
 
 }  // namespace
-
-void ClientObjects::close_cm(Obj& o) {
-  CmCtx* ctx = o.cm_ctx.release();
-  const CloseCompletion done = [](void* c) { delete static_cast<CmCtx*>(c); };
-  const Status s = o.conn ? o.conn.close(done, ctx) : o.lis.close(done, ctx);
-  if (s != Status::kPending) delete ctx;  // closed at once: no callback comes
-}
 
 Status ClientObjects::cm_channel(const ipc::CmChannelReq& q, int event_fd, ipc::HandleRep* rep) {
   if (event_fd < 0 || !usable_eventfd(event_fd) || q.adapter >= adapters_.size()) {
@@ -146,58 +106,55 @@ Status ClientObjects::cm_channel(const ipc::CmChannelReq& q, int event_fd, ipc::
   return Status::kSuccess;
 }
 
+uint32_t ClientObjects::add_cm(Kind k, uint32_t channel) {
+  if (find(channel, Kind::kCmChannel) == nullptr) return 0;
+  if (count(Kind::kConnector) + count(Kind::kListener) >= quotas_.qps) return 0;
+  const uint32_t h = add(k);
+  if (h == 0) return 0;
+  Obj& o = table_[index_of(h)];
+  Obj& ch = *find(channel, Kind::kCmChannel);  // after add(): the table may have moved
+  o.adapter = ch.adapter;
+  o.cm_ctx = std::make_unique<CmCtx>(CmCtx{ch.queue, h});
+  o.uses[0] = channel;
+  ++ch.users;
+  return h;
+}
+
 Status ClientObjects::cm_create(const ipc::CmCreateReq& q, ipc::HandleRep* rep) {
-  Obj* ch = find(q.channel, Kind::kCmChannel);
-  if (ch == nullptr) return Status::kInvalidHandle;
-  if (count(Kind::kConnector) + count(Kind::kListener) >= quotas_.qps)
-    return Status::kInsufficientResources;
+  if (find(q.channel, Kind::kCmChannel) == nullptr) return Status::kInvalidHandle;
   const bool listener = q.kind == static_cast<uint32_t>(ipc::CmKind::kListener);
-  const uint32_t adapter = ch->adapter;
-  const uint32_t h = add(listener ? Kind::kListener : Kind::kConnector);
+  const uint32_t h = add_cm(listener ? Kind::kListener : Kind::kConnector, q.channel);
   if (h == 0) return Status::kInsufficientResources;
-  Obj& o = table_[index_of(h)];  // `ch` may have moved with the table
-  o.adapter = adapter;
-  o.cm_ctx = std::make_unique<CmCtx>(CmCtx{find(q.channel, Kind::kCmChannel)->queue, h});
-  Adapter& a = *adapters_[adapter].adapter;
+  Obj& o = table_[index_of(h)];
+  Adapter& a = *adapters_[o.adapter].adapter;
   const Status s = listener
                        ? create_listener(a, on_request, o.cm_ctx.get(), nullptr, nullptr, &o.lis)
                        : create_connector(a, nullptr, nullptr, &o.conn);
   if (s != Status::kSuccess) {
-    release(h);
+    release(h);  // no callback was registered: the context goes with the slot
     return s;
   }
-  o.uses[0] = q.channel;
-  ++table_[index_of(q.channel)].users;
   rep->handle = h;
   return s;
 }
 
-uint32_t ClientObjects::adopt_connector(Handle<Connector> c, uint32_t channel, uint32_t adapter) {
-  if (count(Kind::kConnector) + count(Kind::kListener) >= quotas_.qps) return 0;
-  if (find(channel, Kind::kCmChannel) == nullptr) return 0;
-  const uint32_t h = add(Kind::kConnector);
-  if (h == 0) return 0;
-  Obj& o = table_[index_of(h)];
-  o.adapter = adapter;
-  o.conn = std::move(c);
-  o.cm_ctx = std::make_unique<CmCtx>(CmCtx{find(channel, Kind::kCmChannel)->queue, h});
-  o.uses[0] = channel;
-  ++table_[index_of(channel)].users;
-  return h;
+uint32_t ClientObjects::adopt_connector(Handle<Connector> c, uint32_t channel) {
+  const uint32_t h = add_cm(Kind::kConnector, channel);
+  if (h != 0) table_[index_of(h)].conn = std::move(c);
+  return h;  // 0: `c` closes here, which refuses its request
 }
 
 Status ClientObjects::cm_events(const ipc::CmEventsReq& q, ipc::CmEventsRep* rep) {
   Obj* ch = find(q.channel, Kind::kCmChannel);
   if (ch == nullptr) return Status::kInvalidHandle;
   const std::shared_ptr<CmQueue> queue = ch->queue;
-  const uint32_t adapter = ch->adapter;
   bool more = false;
   std::vector<CmQueue::Pending> got = queue->take(ipc::kCmEventsPerReply, &more);
   for (CmQueue::Pending& p : got) {
     if (p.ev.kind == static_cast<uint32_t>(ipc::CmEventKind::kRequest)) {
       // Its listener gone meanwhile, or no room for it: the request is refused as it closes.
       if (find(p.ev.object, Kind::kListener) == nullptr) continue;
-      p.ev.connector = adopt_connector(std::move(p.fresh), q.channel, adapter);
+      p.ev.connector = adopt_connector(std::move(p.fresh), q.channel);
       if (p.ev.connector == 0) continue;
     }
     rep->events[rep->count++] = p.ev;
@@ -220,8 +177,7 @@ Status ClientObjects::listener_call(Obj& o, const ipc::CmCallReq& q, ipc::CmCall
   switch (static_cast<ipc::CmOp>(q.op)) {
     case ipc::CmOp::kListen: {
       sockaddr_storage ss;
-      uint32_t len = 0;
-      to_sockaddr(q.src, &ss, &len);
+      const uint32_t len = ipc::from_wire(q.src, &ss);
       const auto* sa = reinterpret_cast<const sockaddr*>(&ss);
       const Status s = q.flag != 0 ? l.listen_datagram(sa, len, nullptr, nullptr)
                                    : l.listen(sa, len, nullptr, nullptr);
@@ -244,9 +200,7 @@ Status ClientObjects::connector_call(Obj& o, const ipc::CmCallReq& q, ipc::CmCal
   CmCtx* ctx = o.cm_ctx.get();
   const uint8_t* data = q.data_length != 0 ? q.data : nullptr;
   sockaddr_storage src, dst;
-  uint32_t src_len = 0, dst_len = 0;
-  to_sockaddr(q.src, &src, &src_len);
-  to_sockaddr(q.dst, &dst, &dst_len);
+  const uint32_t src_len = ipc::from_wire(q.src, &src), dst_len = ipc::from_wire(q.dst, &dst);
   const auto* srcp = src_len != 0 ? reinterpret_cast<const sockaddr*>(&src) : nullptr;
   const auto* dstp = reinterpret_cast<const sockaddr*>(&dst);
   // kConnect and kAccept name a QP of the connector's adapter; the connector holds it from then

@@ -294,11 +294,7 @@ Status ClientObjects::create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep
                           q.max_send_sge,
                           q.max_recv_sge,
                           q.max_inline,
-                          qkey != nullptr ? ahs_.get() : nullptr};
-    if (qkey != nullptr && rings.ahs == nullptr) {
-      ahs_ = std::make_unique<AhTable>();  // before the bridge can read it
-      rings.ahs = ahs_.get();
-    }
+                          qkey != nullptr ? &ah_table() : nullptr};
     if (!bridges_[o.engine]->add_qp(rings)) s = Status::kDeviceNotReady;
   }
   if (s != Status::kSuccess) return undo_create(h, fd, s);
@@ -323,8 +319,8 @@ Status ClientObjects::create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep
 
 Status ClientObjects::create_ah(const ipc::CreateAhReq& q, ipc::HandleRep* rep) {
   if (q.adapter >= adapters_.size()) return Status::kInvalidParameter;
-  if (!ahs_) ahs_ = std::make_unique<AhTable>();
-  const uint32_t n = ahs_->count.load(std::memory_order_relaxed);
+  AhTable& t = ah_table();
+  const uint32_t n = t.count.load(std::memory_order_relaxed);
   if (n >= AhTable::kMax) return Status::kInsufficientResources;
   AddressVector av;
   av.ipv6 = q.ipv6 != 0;
@@ -336,9 +332,9 @@ Status ClientObjects::create_ah(const ipc::CreateAhReq& q, ipc::HandleRep* rep) 
   av.flow_label = q.flow_label;
   av.sgid_index = q.sgid_index;
   // Written before it is counted: a bridge reads only entries below the count (AhTable).
-  const Status s = create_address_handle(*adapters_[q.adapter].adapter, av, &ahs_->ah[n]);
+  const Status s = create_address_handle(*adapters_[q.adapter].adapter, av, &t.ah[n]);
   if (s != Status::kSuccess) return s;
-  ahs_->count.store(n + 1, std::memory_order_release);
+  t.count.store(n + 1, std::memory_order_release);
   rep->handle = n + 1;
   return s;
 }
@@ -526,11 +522,8 @@ Status ClientObjects::destroy(uint32_t handle) {
         (void)o.srq.release();
         (void)o.srq_ctx.release();  // its notification may still run: kept with it
       } else {
-        // Its limit notification may be running on the control thread: the context goes with
-        // the close's completion.
-        SrqCtx* ctx = o.srq_ctx.release();
-        const CloseCompletion done = [](void* c) { delete static_cast<SrqCtx*>(c); };
-        if (o.srq.close(done, ctx) != Status::kPending) delete ctx;
+        // Its limit notification may be running on the control thread.
+        close_freeing(o.srq, o.srq_ctx);
       }
       break;
     case Kind::kShared:
@@ -541,7 +534,8 @@ Status ClientObjects::destroy(uint32_t handle) {
   }
   // A connector's or listener's close finishes on the adapter's control thread, after its last
   // callback: its context goes with the close's completion.
-  if (o.conn || o.lis) close_cm(o);
+  if (o.conn) close_freeing(o.conn, o.cm_ctx);
+  if (o.lis) close_freeing(o.lis, o.cm_ctx);
   // Handles close their objects (QPs are flushed first) as the slot is reset.
   o.queue.reset();
   o.qp.reset();

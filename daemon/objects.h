@@ -85,6 +85,16 @@ struct SrqCtx {
   uint32_t handle = 0;
 };
 
+// Closes the object `h` holds, whose callbacks get `ctx`: the context is freed by the close's
+// completion (after the last callback, possibly on the adapter's control thread), or now when the
+// close completed at once.
+template <class T, class Ctx>
+void close_freeing(Handle<T>& h, std::unique_ptr<Ctx>& ctx) {
+  Ctx* c = ctx.release();
+  const CloseCompletion done = [](void* p) { delete static_cast<Ctx*>(p); };
+  if (h.close(done, c) != Status::kPending) delete c;
+}
+
 struct ObjectCounts {
   uint32_t shared = 0, pds = 0, cqs = 0, qps = 0, mrs = 0, srqs = 0;
   uint32_t connectors = 0, listeners = 0;
@@ -192,9 +202,11 @@ class ClientObjects {
   bool inside_shared(uint64_t address, uint64_t length, uint32_t shm[2]);
   // A table entry for connector `c` (a listener's request) reporting to channel `channel`; 0
   // when the table or quota is full.
-  uint32_t adopt_connector(Handle<Connector> c, uint32_t channel, uint32_t adapter);
-  // Closes o's connector or listener; its context is freed once the close completes.
-  static void close_cm(Obj& o);
+  uint32_t adopt_connector(Handle<Connector> c, uint32_t channel);
+  // A connector's or listener's slot (kind `k`) reporting to channel `channel`: on its adapter,
+  // its callbacks' context made, the channel counted as used. 0 when `channel` is not a channel
+  // or the quota or the table is full.
+  uint32_t add_cm(Kind k, uint32_t channel);
   Status connector_call(Obj& o, const ipc::CmCallReq& q, ipc::CmCallRep* rep);
   Status listener_call(Obj& o, const ipc::CmCallReq& q, ipc::CmCallRep* rep);
 
@@ -207,6 +219,11 @@ class ClientObjects {
   // Address handles, made with the first; the bridges read them while the client's datagram QPs
   // live (destroy_all removes those first). Freed with this table.
   std::unique_ptr<AhTable> ahs_;
+  // The table, made on first use (before any bridge is given it).
+  AhTable& ah_table() {
+    if (!ahs_) ahs_ = std::make_unique<AhTable>();
+    return *ahs_;
+  }
   uint64_t shared_bytes_ = 0;
 };
 

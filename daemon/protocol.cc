@@ -1,6 +1,7 @@
 // Encoding and validation of urnicd's control messages (protocol.h).
 #include "daemon/protocol.h"
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <cstring>
@@ -220,6 +221,45 @@ bool check_reply_fields(MsgType type, const void* out) noexcept {
 }
 
 }  // namespace
+
+bool to_wire(const sockaddr* sa, uint32_t len, WireAddr* w) noexcept {
+  *w = WireAddr{};
+  if (sa == nullptr) return true;
+  if (sa->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
+    const auto* s = reinterpret_cast<const sockaddr_in*>(sa);
+    w->family = AF_INET;
+    w->port = ntohs(s->sin_port);
+    std::memcpy(w->addr, &s->sin_addr, 4);
+    return true;
+  }
+  if (sa->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
+    const auto* s = reinterpret_cast<const sockaddr_in6*>(sa);
+    w->family = AF_INET6;
+    w->port = ntohs(s->sin6_port);
+    std::memcpy(w->addr, &s->sin6_addr, 16);
+    return true;
+  }
+  return false;
+}
+
+uint32_t from_wire(const WireAddr& w, sockaddr_storage* ss) noexcept {
+  std::memset(ss, 0, sizeof *ss);
+  if (w.family == AF_INET) {
+    auto* s = reinterpret_cast<sockaddr_in*>(ss);
+    s->sin_family = AF_INET;
+    s->sin_port = htons(w.port);
+    std::memcpy(&s->sin_addr, w.addr, 4);
+    return sizeof *s;
+  }
+  if (w.family == AF_INET6) {
+    auto* s = reinterpret_cast<sockaddr_in6*>(ss);
+    s->sin6_family = AF_INET6;
+    s->sin6_port = htons(w.port);
+    std::memcpy(&s->sin6_addr, w.addr, 16);
+    return sizeof *s;
+  }
+  return 0;
+}
 
 bool valid_name(const char (&name)[kNameSize]) noexcept {
   size_t n = 0;

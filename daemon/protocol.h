@@ -23,6 +23,9 @@
 #include "urnic/status.h"
 #include "urnic/types.h"
 
+struct sockaddr;
+struct sockaddr_storage;
+
 namespace urnic::ipc {
 
 inline constexpr uint32_t kMagic = 0x444e5255;  // "URND" in memory on little-endian hosts
@@ -370,6 +373,11 @@ struct WireAddr {
   uint8_t addr[16];  // network order; IPv4 in the first 4 bytes, the rest zero
 };
 static_assert(sizeof(WireAddr) == 20);
+// sockaddr -> WireAddr: null gives none (true); an AF_INET / AF_INET6 address at least as long
+// as its struct is converted (true); anything else is false.
+bool to_wire(const sockaddr* sa, uint32_t len, WireAddr* w) noexcept;
+// WireAddr -> sockaddr in *ss; its length, 0 for none.
+uint32_t from_wire(const WireAddr& w, sockaddr_storage* ss) noexcept;
 
 // The largest private data a CM call carries either way: a REP's 196 bytes (IBTA table 106).
 inline constexpr uint32_t kCmDataMax = 196;
