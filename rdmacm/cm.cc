@@ -47,6 +47,18 @@ socklen_t addr_len(const sockaddr* a) noexcept {
   return a->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
 }
 
+uint16_t port_of(const sockaddr* a) noexcept {
+  return a->sa_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(a)->sin6_port
+                                  : reinterpret_cast<const sockaddr_in*>(a)->sin_port;
+}
+
+void set_port(sockaddr* a, uint16_t port) noexcept {
+  if (a->sa_family == AF_INET6)
+    reinterpret_cast<sockaddr_in6*>(a)->sin6_port = port;
+  else
+    reinterpret_cast<sockaddr_in*>(a)->sin_port = port;
+}
+
 ibv_context* device_for(const sockaddr* a, bool wildcard_ok) noexcept {
   if (a == nullptr || (a->sa_family != AF_INET && a->sa_family != AF_INET6)) return nullptr;
   const bool any = is_wildcard(a);
@@ -361,17 +373,9 @@ int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval, size_t
   return fail(optlen == 0 ? EINVAL : ENOSYS);
 }
 
-uint16_t rdma_get_src_port(rdma_cm_id* id) {
-  const sockaddr* a = &id->route.addr.src_addr;
-  return a->sa_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(a)->sin6_port
-                                  : reinterpret_cast<const sockaddr_in*>(a)->sin_port;
-}
+uint16_t rdma_get_src_port(rdma_cm_id* id) { return port_of(&id->route.addr.src_addr); }
 
-uint16_t rdma_get_dst_port(rdma_cm_id* id) {
-  const sockaddr* a = &id->route.addr.dst_addr;
-  return a->sa_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(a)->sin6_port
-                                  : reinterpret_cast<const sockaddr_in*>(a)->sin_port;
-}
+uint16_t rdma_get_dst_port(rdma_cm_id* id) { return port_of(&id->route.addr.dst_addr); }
 
 ibv_context** rdma_get_devices(int* num_devices) {
   const auto& d = devices();

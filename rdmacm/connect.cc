@@ -326,15 +326,9 @@ int rdma_listen(rdma_cm_id* id, int) {
     sockaddr_storage got{};
     uint32_t len = sizeof got;
     if (l->get_local_address(reinterpret_cast<sockaddr*>(&got), &len) == Status::kSuccess) {
-      const uint16_t port = got.ss_family == AF_INET6
-                                ? reinterpret_cast<sockaddr_in6*>(&got)->sin6_port
-                                : reinterpret_cast<sockaddr_in*>(&got)->sin_port;
-      for (sockaddr* x : {w, a}) {
-        if (x->sa_family == AF_INET6)
-          reinterpret_cast<sockaddr_in6*>(x)->sin6_port = port;
-        else
-          reinterpret_cast<sockaddr_in*>(x)->sin_port = port;
-      }
+      const uint16_t port = port_of(reinterpret_cast<const sockaddr*>(&got));
+      set_port(w, port);
+      set_port(a, port);
     }
     i->listeners.push_back(std::move(l));
     i->listen_ctx.push_back(std::move(lc));

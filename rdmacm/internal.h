@@ -90,6 +90,9 @@ std::vector<ibv_context*>& devices() noexcept;
 ibv_context* device_for(const sockaddr* a, bool wildcard_ok) noexcept;
 bool is_wildcard(const sockaddr* a) noexcept;
 socklen_t addr_len(const sockaddr* a) noexcept;
+// An AF_INET / AF_INET6 address's port, in network order, and setting it.
+uint16_t port_of(const sockaddr* a) noexcept;
+void set_port(sockaddr* a, uint16_t port) noexcept;
 
 // Queues event `type` with `status` on `id`'s channel (control thread or caller).
 void post_event(Id* id, rdma_cm_event_type type, int status, const void* pdata = nullptr,
