@@ -6,12 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "control/last_error.h"
 #include "urnic/daemon.h"
@@ -220,6 +222,23 @@ Status create_pd(uint32_t adapter, uint32_t* handle) noexcept {
   return s;
 }
 
+namespace {
+
+// A request answered with RegisterMrRep (RegisterMr, CreateMw, InitFrmr): its handle and tokens.
+template <class Req>
+Status memory_request(ipc::MsgType type, Req& req, const char* what, uint32_t* handle,
+                      uint32_t* lkey, uint32_t* rkey) noexcept {
+  ipc::RegisterMrRep rep{};
+  const Status s = daemon_transact(type, &req, sizeof req, &rep, sizeof rep, what);
+  if (s != Status::kSuccess) return s;
+  *handle = rep.handle;
+  *lkey = rep.lkey;
+  *rkey = rep.rkey;
+  return s;
+}
+
+}  // namespace
+
 Status register_mr(uint32_t pd, const void* address, size_t length, uint32_t flags,
                    uint32_t* handle, uint32_t* lkey, uint32_t* rkey) noexcept {
   ipc::RegisterMrReq req{};
@@ -227,14 +246,25 @@ Status register_mr(uint32_t pd, const void* address, size_t length, uint32_t fla
   req.flags = flags;
   req.address = reinterpret_cast<uint64_t>(address);
   req.length = length;
-  ipc::RegisterMrRep rep{};
-  const Status s =
-      daemon_transact(ipc::MsgType::kRegisterMr, &req, sizeof req, &rep, sizeof rep, "register_mr");
-  if (s != Status::kSuccess) return s;
-  *handle = rep.handle;
-  *lkey = rep.lkey;
-  *rkey = rep.rkey;
-  return s;
+  return memory_request(ipc::MsgType::kRegisterMr, req, "register_mr", handle, lkey, rkey);
+}
+
+Status create_mw(uint32_t pd, uint32_t* handle, uint32_t* token) noexcept {
+  ipc::CreateMwReq req{};
+  req.pd = pd;
+  uint32_t lkey = 0;
+  return memory_request(ipc::MsgType::kCreateMw, req, "create_mw", handle, &lkey, token);
+}
+
+Status init_frmr(uint32_t pd, uint32_t pages, bool remote_access, uint32_t* handle,
+                 uint32_t* token) noexcept {
+  ipc::InitFrmrReq req{};
+  req.pd = pd;
+  req.pages = pages;
+  req.remote_access = remote_access ? 1 : 0;
+  uint32_t lkey = 0;
+  return memory_request(ipc::MsgType::kInitFrmr, req, "initialize_fast_register_mr", handle, &lkey,
+                        token);
 }
 
 // ---- CQ ---------------------------------------------------------------------------------------
@@ -397,6 +427,52 @@ Status post_receive(const shm::RingView& r, uint32_t* prod, uint32_t max_sge, vo
 
 void RemoteQp::ring() noexcept { ring_doorbell(door_, wake_fd_); }
 
+Status RemoteQp::post_sync(void* ctx, const SyncRequest& q, uint32_t* token) noexcept {
+  if (map_ == nullptr) return Status::kInvalidDeviceState;
+  if (sq_.head->failed.load(std::memory_order_acquire) != 0) return Status::kConnectionInvalid;
+  if (q.pages.size() > shm::kAttachFrmrPages || (!q.pages.empty() && page_area_ == nullptr))
+    return Status::kImplementationLimit;
+  if (sq_prod_ - sq_cons_ == sq_.capacity) {
+    sq_cons_ = sq_.head->cons.load(std::memory_order_acquire);
+    if (sq_prod_ - sq_cons_ == sq_.capacity) {
+      sq_.head->prod.store(sq_prod_, std::memory_order_release);  // the deferred, as post does
+      ring();
+      return Status::kNoMoreEntries;
+    }
+  }
+  // The area is free: the previous synchronous slot was taken (we waited for it).
+  if (!q.pages.empty()) std::memcpy(page_area_, q.pages.data(), q.pages.size_bytes());
+  auto* w = reinterpret_cast<shm::SendSlot*>(sq_.slot(sq_prod_));
+  *w = shm::SendSlot{};
+  w->request_context = reinterpret_cast<uint64_t>(ctx);
+  w->op = static_cast<uint8_t>(q.op);
+  w->flags = q.flags;
+  w->length = static_cast<uint32_t>(q.pages.size());
+  w->rkey = q.rkey;
+  w->remote_addr = q.remote_addr;
+  w->imm = q.imm;
+  w->compare_add = q.length;
+  const uint32_t want = ++sq_prod_;
+  sq_.head->prod.store(sq_prod_, std::memory_order_release);  // with any deferred before it
+  ring();
+  // The bridge takes it at its next step (microseconds while the engine polls). The deadline
+  // covers a daemon that stopped without closing our socket; a closed one is seen sooner.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (uint32_t spins = 0;; ++spins) {
+    sq_cons_ = sq_.head->cons.load(std::memory_order_acquire);  // pairs with the bridge
+    if (static_cast<int32_t>(sq_cons_ - want) >= 0) break;
+    if (sq_.head->failed.load(std::memory_order_acquire) != 0) return Status::kConnectionInvalid;
+    if (spins < 1024) continue;
+    std::this_thread::yield();
+    if ((spins & 1023) == 0 &&
+        (!urnic::daemon_alive() || std::chrono::steady_clock::now() > deadline))
+      return Status::kIoTimeout;
+  }
+  const uint64_t r = w->swap;  // written before the consumer index (release) passed the slot
+  *token = shm::sync_token(r);
+  return shm::sync_status(r);
+}
+
 // ---- SRQ --------------------------------------------------------------------------------------
 
 RemoteSrq::~RemoteSrq() { (void)destroy(); }
@@ -481,6 +557,10 @@ Status RemoteQp::create(uint32_t pd, const RemoteCq& send_cq, const RemoteCq& re
   map_len_ = rep.map_bytes;
   sq_ = shm::ring_at(map_, 0, rep.sq_capacity, rep.sq_stride);
   rq_ = shm::ring_at(map_, rep.rq_offset, rep.rq_capacity, rep.rq_stride);
+  const size_t pages_at =
+      shm::page_list_offset(rep.rq_offset, shm::ring_bytes(rep.rq_capacity, rep.rq_stride));
+  if (qkey == nullptr && rep.map_bytes >= pages_at + shm::kPageListBytes)
+    page_area_ = reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(map_) + pages_at);
   max_send_sge_ = max_send_sge;
   max_recv_sge_ = max_recv_sge;
   max_inline_ = max_inline;

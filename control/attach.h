@@ -81,6 +81,11 @@ Status create_pd(uint32_t adapter, uint32_t* handle) noexcept;
 Status create_ah(uint32_t adapter, const AddressVector& av, uint32_t* handle) noexcept;
 // Registers [address, address + length), inside this process's shared memory, with mr_flag
 // rights: the keys are the daemon adapter's.
+// A memory window on `pd` (unbound): *token its first token.
+Status create_mw(uint32_t pd, uint32_t* handle, uint32_t* token) noexcept;
+// A fast-register MR on `pd`, initialised for `pages` pages: *token its first token.
+Status init_frmr(uint32_t pd, uint32_t pages, bool remote_access, uint32_t* handle,
+                 uint32_t* token) noexcept;
 Status register_mr(uint32_t pd, const void* address, size_t length, uint32_t flags,
                    uint32_t* handle, uint32_t* lkey, uint32_t* rkey) noexcept;
 
@@ -185,6 +190,21 @@ class RemoteQp {
               uint32_t rkey, uint32_t flags, uint32_t imm = 0, uint64_t compare_add = 0,
               uint64_t swap = 0) noexcept;
 
+  // kBind and kFastRegister (shm::SendOp): posted, then waited for until the daemon's bridge has
+  // posted them on the daemon's QP (a memory wait, with a deadline; the engine is woken as for
+  // any post). Returns the request's own status as the daemon's post gave it, with *token its
+  // new token; kConnectionInvalid when the daemon took the QP out of service, kIoTimeout when
+  // no answer came in time. `pages` (kFastRegister) go through the QP's page list area.
+  struct SyncRequest {
+    shm::SendOp op;
+    uint32_t flags, rkey, imm;
+    uint64_t remote_addr, length;
+    std::span<const uint64_t> pages;
+  };
+  Status post_sync(void* ctx, const SyncRequest& q, uint32_t* token) noexcept;
+  // Whether the daemon's QP has the page list area (a daemon of protocol 1.7 or later).
+  bool fast_register_ok() const noexcept { return page_area_ != nullptr; }
+
   // For the tests of the daemon's checks: the raw rings, written as a hostile client would.
   const shm::RingView& send_ring() const noexcept { return sq_; }
   const shm::RingView& recv_ring() const noexcept { return rq_; }
@@ -194,6 +214,7 @@ class RemoteQp {
   void* map_ = nullptr;
   size_t map_len_ = 0;
   shm::RingView sq_, rq_;
+  uint64_t* page_area_ = nullptr;       // in the mapping, after the rings (RC, daemon >= 1.7)
   uint32_t sq_prod_ = 0, rq_prod_ = 0;  // ours (sq_prod_ includes deferred posts)
   // The daemon's consumer index as last read: the ring's shared line is read again only when
   // this says it is full (as DPDK's rings cache the other side's index).

@@ -97,9 +97,9 @@ Status Pd::create_mr(bool fast_register, CreateCompletion, void*, Handle<Mr>* ou
 }
 
 Status Pd::create_mw(CreateCompletion, void*, Handle<Mw>* out) noexcept {
-  if (impl_->remote) return detail::remote_unsupported("Pd::create_mw");
   if (out == nullptr) return Status::kInvalidParameter;
-  if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
+  if (detail::is_closing(impl_)) return Status::kInvalidDeviceState;
+  if (impl_->remote) return detail::remote_create_mw(impl_, out);
   return detail::log_create(
       "MW creation", detail::guarded([&] {
         auto mw = std::make_unique<detail::MwImpl>(impl()->adapter, impl());
@@ -227,8 +227,8 @@ Status Mr::deregister_mr(RequestCompletion, void*) noexcept {
 
 Status Mr::initialize_fast_register_mr(uint32_t adapter_page_count, bool remote_access,
                                        RequestCompletion, void*) noexcept {
-  if (impl_->remote) return detail::remote_unsupported("Mr::initialize_fast_register_mr");
-  if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
+  if (detail::is_closing(impl_)) return Status::kInvalidDeviceState;
+  if (impl_->remote) return detail::remote_init_frmr(impl_, adapter_page_count, remote_access);
   if (!impl()->fast) return Status::kInvalidDeviceRequest;
   if (adapter_page_count == 0) return Status::kInvalidParameter;
   if (adapter_page_count > impl()->adapter->info.frmr_page_count)
@@ -263,6 +263,7 @@ uint32_t Mr::get_remote_token() const noexcept {
 // ---- Mw -----------------------------------------------------------------------------------------
 
 uint32_t Mw::get_remote_token() const noexcept {
+  if (impl_->remote) return detail::remote_mw_token(impl_);
   return impl()->key.load(std::memory_order_acquire);
 }
 

@@ -16,23 +16,20 @@
 
 namespace urnic {
 namespace detail {
-namespace {
 
-// Whether `a` is open and each of `objs` (null ones skipped) is live: what a new object may
-// depend on (mu held).
 bool usable_locked(const AdapterImpl* a, std::initializer_list<ObjectImpl*> objs) {
   if (a->shutting_down) return false;
   return std::none_of(objs.begin(), objs.end(),
                       [](const ObjectImpl* m) { return m != nullptr && m->life != Life::kLive; });
 }
 
-// A PD's child (MR, SRQ, QP): registered with its antecedents (the PD first; null ones skipped)
-// if they are still usable (mu held).
 Status adopt_remote_locked(ObjectImpl* o, std::initializer_list<ObjectImpl*> antecedents) {
   if (!usable_locked(o->adapter, antecedents)) return Status::kInvalidDeviceState;
   o->adapter->adopt_locked(o, antecedents);
   return Status::kSuccess;
 }
+
+namespace {
 
 // The GID table as the embedded adapter's ctl::ControlPlane::gids() orders it: link-local,
 // IPv4-mapped, IPv6.
@@ -265,11 +262,10 @@ Status remote_create_pd(AdapterImpl* a, Handle<Pd>* out) noexcept {
 
 Status remote_create_mr(ObjectImpl* pd, bool fast_register, Handle<Mr>* out) noexcept {
   if (out == nullptr) return Status::kInvalidParameter;
-  if (fast_register)
-    return fail_with(Status::kNotSupported, "create_mr: no fast-register MRs in attach mode");
   AdapterImpl* a = pd->adapter;
   return guarded([&] {
     auto m = std::make_unique<RemoteMrImpl>(a, static_cast<RemotePdImpl*>(pd));
+    m->fast = fast_register;
     std::lock_guard lk(a->mu);
     if (Status s = adopt_remote_locked(m.get(), {pd}); s != Status::kSuccess) return s;
     *out = Handle<Mr>(&m.release()->pub_);
@@ -305,6 +301,7 @@ Status remote_create_qp(ObjectImpl* pd, ObjectImpl* rcq, ObjectImpl* scq, void* 
         st != Status::kSuccess)
       return st;
     q->datagram = qkey != nullptr;
+    q->pd = static_cast<RemotePdImpl*>(pd);
     if (qkey != nullptr) q->attrs.qkey = *qkey;
     std::lock_guard lk(a->mu);
     // Between the two locks a close may have begun: ~RemoteQp destroys the daemon's QP then.
@@ -358,6 +355,7 @@ Status remote_register_mr(ObjectImpl* mr, const void* address, size_t length,
   auto* m = static_cast<RemoteMrImpl*>(mr);
   AdapterImpl* a = m->adapter;
   std::lock_guard lk(a->mu);
+  if (m->fast) return Status::kInvalidDeviceRequest;
   if (m->handle != 0) return Status::kInvalidDeviceState;
   if (length > a->info.max_registration_size) return Status::kInvalidBufferSize;
   // The engine reaches only memory shared with the daemon: move the pages there first (kept if
@@ -376,8 +374,13 @@ Status remote_register_mr(ObjectImpl* mr, const void* address, size_t length,
 Status remote_deregister_mr(ObjectImpl* mr) noexcept {
   auto* m = static_cast<RemoteMrImpl*>(mr);
   std::lock_guard lk(m->adapter->mu);
-  if (m->handle == 0) return Status::kInvalidDeviceState;
-  return m->teardown_locked();
+  if (m->fast || m->handle == 0) return Status::kInvalidDeviceState;
+  // A window bound to it: the daemon refuses (kDeviceBusy) and the MR stays registered.
+  if (Status s = remote::destroy(m->handle); s != Status::kSuccess) return s;
+  m->handle = 0;
+  m->lkey.store(0, std::memory_order_relaxed);
+  m->rkey.store(0, std::memory_order_relaxed);
+  return Status::kSuccess;
 }
 
 uint32_t remote_token(const ObjectImpl* mr) noexcept {

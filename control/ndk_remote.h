@@ -23,11 +23,16 @@
 // channel and signals on its eventfd; the event thread takes the events (kCmEvents) and runs the
 // callbacks, as an embedded adapter's control thread does.
 //
-// What attach mode does not offer yet answers kNotSupported: memory windows,
-// fast-register MRs, the privileged token, datagram QPs on an SRQ, CQ resize and moderation.
+// Memory windows and fast-register MRs (control/ndk_remote_memory.cc): each is the client side
+// of the daemon's own; Qp::bind and Qp::fast_register wait until the daemon's bridge posted them
+// (remote::RemoteQp::post_sync), so that the new token is known when they return, as NDK wants.
+//
+// What attach mode does not offer yet answers kNotSupported: the privileged token, datagram QPs
+// on an SRQ, CQ resize and moderation.
 #pragma once
 
 #include <atomic>
+#include <initializer_list>
 #include <mutex>
 #include <span>
 #include <string>
@@ -40,6 +45,7 @@
 #include "control/ndk_internal.h"
 #include "urnic/connector.h"
 #include "urnic/listener.h"
+#include "urnic/mw.h"
 
 namespace urnic::detail {
 
@@ -124,9 +130,21 @@ struct RemoteMrImpl final : ImplOf<RemoteMrImpl, Mr> {
   Status teardown_locked() override;
   bool closes_inline() const noexcept override { return true; }
   RemotePdImpl* const pd;
-  // The daemon's MR while registered (0: none); the tokens are read by any thread.
+  // The daemon's MR while registered or initialised (0: none); the tokens are read by any thread.
   uint32_t handle = 0;
   std::atomic<uint32_t> lkey{0}, rkey{0};
+  bool fast = false;                   // made for FastRegister (create_mr(true))
+  std::atomic<uint32_t> max_pages{0};  // a fast-register MR's, once initialised
+  std::atomic<bool> remote_ok{false};
+};
+
+struct RemoteMwImpl final : ImplOf<RemoteMwImpl, Mw> {
+  RemoteMwImpl(AdapterImpl* a, RemotePdImpl* p) : ImplOf(ObjectType::kMw, a, true), pd(p) {}
+  Status teardown_locked() override;
+  bool closes_inline() const noexcept override { return true; }
+  RemotePdImpl* const pd;
+  uint32_t handle = 0;             // the daemon's window
+  std::atomic<uint32_t> token{0};  // the latest bind's (or the unbound window's)
 };
 
 struct RemoteQpImpl final : ImplOf<RemoteQpImpl, Qp> {
@@ -145,11 +163,19 @@ struct RemoteQpImpl final : ImplOf<RemoteQpImpl, Qp> {
   std::atomic<QpState> state{QpState::kInit};
   bool has_srq = false;   // its receives come from an SRQ
   bool datagram = false;  // a UD QP (send_datagram)
+  RemotePdImpl* pd = nullptr;
 };
 
 // Takes the events waiting on CM channel `channel` and delivers them (the event thread, no lock
 // held): request completions and disconnects to their connectors, requests to their listeners.
 void remote_cm_events(AdapterImpl* a, uint32_t channel) noexcept;
+
+// Whether `a` is open and each of `objs` (null ones skipped) is live: what a new object may
+// depend on (mu held).
+bool usable_locked(const AdapterImpl* a, std::initializer_list<ObjectImpl*> objs);
+// A PD's child (MR, MW, SRQ, QP): registered with its antecedents (the PD first; null ones
+// skipped) if they are still usable (mu held).
+Status adopt_remote_locked(ObjectImpl* o, std::initializer_list<ObjectImpl*> antecedents);
 
 // ---- Routing from the public calls (control/ndk_remote.cc, ndk_remote_cm.cc) ---------------
 Status remote_create_cq(AdapterImpl* a, uint32_t depth, CqNotificationCallback notification,
@@ -184,6 +210,16 @@ Status remote_register_mr(ObjectImpl* mr, const void* address, size_t length,
                           uint32_t flags) noexcept;
 Status remote_deregister_mr(ObjectImpl* mr) noexcept;
 uint32_t remote_token(const ObjectImpl* mr) noexcept;
+// Windows and fast-register MRs (ndk_remote_memory.cc), with the embedded calls' statuses.
+Status remote_create_mw(ObjectImpl* pd, Handle<Mw>* out) noexcept;
+uint32_t remote_mw_token(const ObjectImpl* mw) noexcept;
+Status remote_init_frmr(ObjectImpl* mr, uint32_t pages, bool remote_access) noexcept;
+Status remote_fast_register(ObjectImpl* qp, void* ctx, ObjectImpl* mr,
+                            std::span<const uint64_t> pages, uint32_t fbo, size_t length,
+                            uint64_t base_va, uint32_t flags) noexcept;
+Status remote_invalidate(ObjectImpl* qp, void* ctx, ObjectImpl* mr_or_mw, uint32_t flags) noexcept;
+Status remote_bind(ObjectImpl* qp, void* ctx, ObjectImpl* mr, ObjectImpl* mw, const void* address,
+                   size_t length, uint32_t flags) noexcept;
 
 void remote_arm(ObjectImpl* cq, CqNotify type) noexcept;
 int remote_notification_fd(ObjectImpl* cq) noexcept;

@@ -21,9 +21,11 @@ namespace {
 constexpr size_t kMaxSlot = 512;
 constexpr uint32_t kBurst = 32;
 // The flags a client may put on a send slot (the public API checks each operation's own).
-constexpr uint32_t kClientFlags = op_flag::kSilentSuccess | op_flag::kReadFence |
-                                  op_flag::kSendAndSolicitEvent | op_flag::kInline |
-                                  op_flag::kDefer | op_flag::kRdmaReadLocalInvalidate;
+constexpr uint32_t kClientFlags =
+    op_flag::kSilentSuccess | op_flag::kReadFence | op_flag::kSendAndSolicitEvent |
+    op_flag::kInline | op_flag::kDefer | op_flag::kRdmaReadLocalInvalidate |
+    op_flag::kAllowLocalWrite | op_flag::kAllowRemoteRead | op_flag::kAllowRemoteWrite |
+    op_flag::kAllowRemoteAtomic | op_flag::kRdmaReadSink;
 
 void nothing(void*, Status) noexcept {}
 
@@ -129,6 +131,10 @@ bool Bridge::remove_cq(Cq* cq, std::chrono::milliseconds patience) {
   return submit(Cmd{Cmd::Kind::kRemoveCq, {}, c}, patience);
 }
 
+bool Bridge::quiesce(std::chrono::milliseconds patience) {
+  return submit(Cmd{Cmd::Kind::kNop, {}, {}}, patience);
+}
+
 BridgeCounters Bridge::counters() const noexcept {
   BridgeCounters c;
   c.sends = sends_.load(std::memory_order_relaxed);
@@ -161,6 +167,8 @@ void Bridge::apply(const Cmd& c) {
     case Cmd::Kind::kRemoveSrq:
       std::erase_if(srqs_, [&](const LiveSrq& q) { return q.r.srq == c.srq.srq; });
       break;
+    case Cmd::Kind::kNop:
+      break;
   }
 }
 
@@ -187,6 +195,7 @@ bool Bridge::poll() noexcept {
 void Bridge::fail(LiveQp& q) noexcept {
   q.failed = true;
   client_errors_.fetch_add(1, std::memory_order_relaxed);
+  q.r.sq.head->failed.store(1, std::memory_order_release);  // a waiting client stops
   auto* ext = q.r.qp->query_extension<QpConnectExtension>();
   if (ext == nullptr) return;
   QpAttributes a;
@@ -231,6 +240,8 @@ bool Bridge::drain_sq(LiveQp& q) noexcept {
     const uint32_t flags = last ? w->flags & ~op_flag::kDefer : w->flags | op_flag::kDefer;
     void* ctx = reinterpret_cast<void*>(w->request_context);
     Status s = Status::kInvalidParameter;
+    bool sync = false;
+    uint32_t token = 0;  // a synchronous slot's new token
     switch (static_cast<shm::SendOp>(w->op)) {
       case shm::SendOp::kSend:
         s = q.r.qp->send(ctx, sgl, flags);
@@ -273,8 +284,20 @@ bool Bridge::drain_sq(LiveQp& q) noexcept {
                                    with_imm ? &imm : nullptr);
         break;
       }
+      case shm::SendOp::kBind:
+      case shm::SendOp::kInvalidate:
+      case shm::SendOp::kFastRegister:
+        s = post_memory(q, *w, flags, &sync, &token);
+        break;
     }
     if (s == Status::kNoMoreEntries) break;  // the QP's queue is full: the rest waits
+    if (sync) {
+      // The client waits for this result (read after it sees the consumer index pass the slot):
+      // a failed bind or FastRegister fails only itself, as the embedded call returns it.
+      auto* shared = reinterpret_cast<shm::SendSlot*>(r.slot(q.sq_cons + done));
+      shared->swap = shm::sync_result(s, token);
+      continue;
+    }
     if (s != Status::kSuccess) {
       fail(q);
       return true;

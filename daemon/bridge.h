@@ -42,6 +42,68 @@ struct AhTable {
   std::atomic<uint32_t> count{0};
 };
 
+// A client's MRs and memory windows by handle (docs/daemon.md "Memory windows and fast-register
+// MRs"), read by the bridges' lcores when a kBind, kInvalidate or kFastRegister slot names one.
+// Control publishes an entry (the object, then its handle, release) and retires one by clearing
+// the handle and waiting until every bridge took a step (Bridge::quiesce) before it closes the
+// object: an lcore that found the handle is done with the object by then.
+class MemTable {
+ public:
+  MemTable();  // throws std::bad_alloc
+  ~MemTable();
+  MemTable(const MemTable&) = delete;
+  MemTable& operator=(const MemTable&) = delete;
+  // Control side.
+  void publish(uint32_t handle, Object* obj) noexcept;
+  void retire(uint32_t handle) noexcept;
+  // The lcore's: the object named by `handle`, or null.
+  Object* find(uint32_t handle) const noexcept;
+
+ private:
+  struct Entry {
+    std::atomic<uint32_t> handle;
+    std::atomic<Object*> obj;
+  };
+  static constexpr size_t kEntries = size_t{1} << 16;  // a handle's index bits
+  Entry* e_ = nullptr;                                 // mmap'd: pages committed as used
+};
+
+// The client's shared memory as address ranges, for the bridges' check that a FastRegister maps
+// only pages of its own client. Control adds and clears entries; an lcore reads each entry's
+// start (acquire) then its end, and never trusts a start of 0: every torn read is an empty or
+// an old range, never a range of the daemon's own memory.
+struct RegionTable {
+  static constexpr uint32_t kMax = 4096;
+  struct Range {
+    std::atomic<uint64_t> start{0}, end{0};
+  };
+  std::array<Range, kMax> r;
+  std::atomic<uint32_t> used{0};  // entries below this may be set
+  // Control side: false when full.
+  bool add(uint64_t start, uint64_t end) noexcept;
+  void remove(uint64_t start) noexcept;
+  // The lcore's: whether [p, p + 4096) lies in one range.
+  bool holds_page(uint64_t p) const noexcept;
+};
+
+// A QP's copies of its FastRegister page lists, the daemon's own (the engine reads a list when
+// the request executes, after the client may have rewritten its area): `chunks` lists of
+// kAttachFrmrPages, FastRegister n in chunk n % chunks. With chunks = sq_depth + 1 a chunk is
+// reused only after its request retired (the QP holds at most sq_depth outstanding: the post
+// that is admitted proves the one sq_depth + 1 back retired). mmap'd: committed as used.
+// Freed by the completion of the QP's close.
+struct FrArena {
+  explicit FrArena(uint32_t sq_depth);  // throws std::bad_alloc
+  ~FrArena();
+  FrArena(const FrArena&) = delete;
+  FrArena& operator=(const FrArena&) = delete;
+  uint64_t* chunk(uint32_t n) noexcept {
+    return pages + size_t{n % chunks} * shm::kAttachFrmrPages;
+  }
+  uint64_t* pages = nullptr;
+  uint32_t chunks = 0;
+};
+
 struct BridgeCounters {
   uint64_t sends = 0, receives = 0, completions = 0;
   uint64_t cq_events = 0;      // client arms satisfied by the bridge (eventfd writes)
@@ -58,6 +120,12 @@ class Bridge {
     shm::RingView sq, rq;
     uint32_t max_send_sge = 0, max_recv_sge = 0, max_inline = 0;
     const AhTable* ahs = nullptr;  // a datagram QP's: its client's address handles
+    // Windows and fast-register MRs (RC QPs): the client's MRs and windows, shared memory and
+    // the QP's page list area (in its mapping) and arena. Null: kBind and the rest fail the QP.
+    const MemTable* mems = nullptr;
+    const RegionTable* regions = nullptr;
+    const uint64_t* page_area = nullptr;
+    FrArena* arena = nullptr;
   };
   struct SrqRing {
     Srq* srq = nullptr;
@@ -90,6 +158,8 @@ class Bridge {
   bool add_srq(const SrqRing& s, std::chrono::milliseconds patience = std::chrono::seconds(5));
   bool remove_srq(Srq* srq, std::chrono::milliseconds patience = std::chrono::seconds(5));
   bool remove_cq(Cq* cq, std::chrono::milliseconds patience = std::chrono::seconds(5));
+  // Returns once the lcore took a step from here (what it read before is done with).
+  bool quiesce(std::chrono::milliseconds patience = std::chrono::seconds(5));
   BridgeCounters counters() const noexcept;
 
   // The lcore's step: applies commands, then moves work in and completions out. Returns whether
@@ -98,7 +168,15 @@ class Bridge {
 
  private:
   struct Cmd {
-    enum class Kind : uint8_t { kAddQp, kRemoveQp, kAddCq, kRemoveCq, kAddSrq, kRemoveSrq } kind;
+    enum class Kind : uint8_t {
+      kAddQp,
+      kRemoveQp,
+      kAddCq,
+      kRemoveCq,
+      kAddSrq,
+      kRemoveSrq,
+      kNop
+    } kind;
     QpRings qp;
     CqRing cq;
     SrqRing srq{};
@@ -106,6 +184,7 @@ class Bridge {
   struct LiveQp {
     QpRings r;
     uint32_t sq_cons = 0, rq_cons = 0;  // ours: the client's copies are only published
+    uint32_t fast_registers = 0;        // posted: the next one's arena chunk
     bool failed = false;
   };
   struct LiveSrq {
@@ -136,6 +215,12 @@ class Bridge {
   bool pending() const noexcept;
   // Takes a QP out of service for its client's fault: to ERR, its work flushed.
   void fail(LiveQp& q) noexcept;
+  // kBind, kInvalidate, kFastRegister (bridge_memory.cc): posts the copy `w` of a slot. For the
+  // synchronous ones *sync is set, the status is the request's own and *token its new token
+  // (both written back to the client); for kInvalidate, a failure is the client's fault as for
+  // any other slot.
+  Status post_memory(LiveQp& q, const shm::SendSlot& w, uint32_t flags, bool* sync,
+                     uint32_t* token) noexcept;
 
   std::mutex submit_mu_;  // control side: one command in flight at a time
   dp::SpscRing<Cmd> cmds_{16};

@@ -87,6 +87,7 @@ ObjectCounts ClientObjects::counts() const noexcept {
                  shared_bytes_};
   n.connectors = count(Kind::kConnector);
   n.listeners = count(Kind::kListener);
+  n.mws = count(Kind::kMw);
   return n;
 }
 
@@ -133,6 +134,8 @@ Status ClientObjects::alloc_shared(const ipc::AllocSharedReq& q, ipc::AllocShare
   }
   o.map_len = len;
   shared_bytes_ += len;
+  // Full: FastRegisters into it fail (kInvalidParameter); everything else works.
+  (void)regions_->add(reinterpret_cast<uint64_t>(o.map), reinterpret_cast<uint64_t>(o.map) + len);
   rep->handle = h;
   rep->address = reinterpret_cast<uint64_t>(o.map);
   rep->length = len;
@@ -154,7 +157,9 @@ Status ClientObjects::share_memory(const ipc::ShareMemoryReq& q, int fd, ipc::Ha
     return Status::kInsufficientResources;
   }
   void* at = reinterpret_cast<void*>(q.address);
-  void* p = ::mmap(at, q.length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+  // Over addresses this client's own reserve holds (unmap_shared), the new memory replaces it.
+  const int how = take_reserved(q.address, q.length) ? MAP_FIXED : MAP_FIXED_NOREPLACE;
+  void* p = ::mmap(at, q.length, PROT_READ | PROT_WRITE, MAP_SHARED | how, fd, 0);
   ::close(fd);
   if (p == MAP_FAILED || p != at) {
     if (p != MAP_FAILED) ::munmap(p, q.length);
@@ -169,6 +174,7 @@ Status ClientObjects::share_memory(const ipc::ShareMemoryReq& q, int fd, ipc::Ha
   o.map = p;
   o.map_len = q.length;
   shared_bytes_ += q.length;
+  (void)regions_->add(q.address, q.address + q.length);  // as alloc_shared
   rep->handle = h;
   return Status::kSuccess;
 }
@@ -283,7 +289,9 @@ Status ClientObjects::create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep
   const auto sq_stride = static_cast<uint32_t>(shm::send_stride(q.max_send_sge, q.max_inline));
   const auto rq_stride = static_cast<uint32_t>(shm::recv_stride(q.max_recv_sge));
   const size_t sq_bytes = shm::ring_bytes(sq_cap, sq_stride);
-  o.map_len = sq_bytes + shm::ring_bytes(rq_cap, rq_stride);
+  // An RC QP's mapping ends with its FastRegister page list area (shm::page_list_offset).
+  const size_t pages_at = shm::page_list_offset(sq_bytes, shm::ring_bytes(rq_cap, rq_stride));
+  o.map_len = pages_at + (qkey == nullptr ? (shm::kPageListBytes + 4095) & ~size_t{4095} : 0);
   if (s == Status::kSuccess && (*fd = make_memfd("urnic-qp", o.map_len, &o.map)) < 0)
     s = Status::kInsufficientResources;
   if (s == Status::kSuccess) {
@@ -295,6 +303,14 @@ Status ClientObjects::create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep
                           q.max_recv_sge,
                           q.max_inline,
                           qkey != nullptr ? &ah_table() : nullptr};
+    if (qkey == nullptr) {
+      o.arena = std::make_unique<FrArena>(q.sq_depth);
+      rings.mems = mems_.get();
+      rings.regions = regions_.get();
+      rings.page_area =
+          reinterpret_cast<const uint64_t*>(static_cast<const uint8_t*>(o.map) + pages_at);
+      rings.arena = o.arena.get();
+    }
     if (!bridges_[o.engine]->add_qp(rings)) s = Status::kDeviceNotReady;
   }
   if (s != Status::kSuccess) return undo_create(h, fd, s);
@@ -471,13 +487,10 @@ Status ClientObjects::register_mr(const ipc::RegisterMrReq& q, ipc::RegisterMrRe
   uint32_t shm[2] = {0, 0};
   // A client exposes only memory it shares with the daemon: never the daemon's own.
   if (!inside_shared(q.address, q.length, shm)) return Status::kInvalidBufferSize;
-  if (count(Kind::kMr) >= quotas_.mrs) return Status::kInsufficientResources;
-  const uint32_t h = add(Kind::kMr);
+  const uint32_t h = add_memory(Kind::kMr, q.pd);
   if (h == 0) return Status::kInsufficientResources;
   Obj& o = table_[index_of(h)];
-  Obj& pd = *find(q.pd, Kind::kPd);
-  o.adapter = pd.adapter;
-  Status s = pd.pd->create_mr(false, nullptr, nullptr, &o.mr);
+  Status s = find(q.pd, Kind::kPd)->pd->create_mr(false, nullptr, nullptr, &o.mr);
   if (s == Status::kSuccess)
     s = o.mr->register_mr(reinterpret_cast<const void*>(q.address), q.length, q.flags, nullptr,
                           nullptr);
@@ -493,6 +506,7 @@ Status ClientObjects::register_mr(const ipc::RegisterMrReq& q, ipc::RegisterMrRe
   rep->handle = h;
   rep->lkey = o.mr->get_local_token();
   rep->rkey = o.mr->get_remote_token();
+  mems_->publish(h, o.mr.get());  // windows are bound to it by handle
   return s;
 }
 
@@ -503,6 +517,8 @@ Status ClientObjects::destroy(uint32_t handle) {
     return Status::kInvalidHandle;
   Obj& o = table_[i];
   if (o.users != 0) return Status::kDeviceBusy;
+  if (o.kind == Kind::kMr || o.kind == Kind::kMw)
+    if (Status s = retire_memory(o, handle); s != Status::kSuccess) return s;
   // Out of the bridge before the QP or CQ is closed (flushed, destroyed on the engine). Should
   // the lcore not confirm it (it stopped), the object and its rings are left as they are rather
   // than freed under it.
@@ -510,7 +526,12 @@ Status ClientObjects::destroy(uint32_t handle) {
   switch (o.kind) {
     case Kind::kQp:
       released = bridges_[o.engine]->remove_qp(o.qp.get());
-      if (!released) (void)o.qp.release();
+      if (!released) {
+        (void)o.qp.release();
+        (void)o.arena.release();  // the engine may still read it
+      } else if (o.arena) {
+        close_freeing(o.qp, o.arena);  // its FastRegisters may execute until the close is done
+      }
       break;
     case Kind::kCq:
       released = bridges_[o.engine]->remove_cq(o.cq.get());
@@ -528,6 +549,7 @@ Status ClientObjects::destroy(uint32_t handle) {
       break;
     case Kind::kShared:
       shared_bytes_ -= o.map_len;
+      unmap_shared(o);  // o.map is null from here
       break;
     default:
       break;
@@ -540,6 +562,7 @@ Status ClientObjects::destroy(uint32_t handle) {
   o.queue.reset();
   o.qp.reset();
   o.mr.reset();
+  o.mw.reset();
   o.srq.reset();
   o.cq.reset();
   o.pd.reset();
@@ -552,10 +575,13 @@ Status ClientObjects::destroy(uint32_t handle) {
 void ClientObjects::destroy_all() {
   // Users before what they use: connectors and listeners, QPs, MRs, then SRQs, CQs, PDs,
   // channels and shared memory.
-  for (Kind k : {Kind::kConnector, Kind::kListener, Kind::kQp, Kind::kMr, Kind::kSrq, Kind::kCq,
-                 Kind::kPd, Kind::kCmChannel, Kind::kShared})
+  // Windows before the MRs they are bound to (a bound MR refuses its destroy).
+  for (Kind k : {Kind::kConnector, Kind::kListener, Kind::kQp, Kind::kMw, Kind::kMr, Kind::kSrq,
+                 Kind::kCq, Kind::kPd, Kind::kCmChannel, Kind::kShared})
     for (uint32_t i = 0; i < table_.size(); ++i)
       if (table_[i].kind == k) (void)destroy(handle_of(table_[i].gen, i));
+  for (auto [at, len] : reserved_) ::munmap(at, len);
+  reserved_.clear();
 }
 
 }  // namespace urnic::daemon

@@ -21,6 +21,7 @@
 #include "urnic/connector.h"
 #include "urnic/listener.h"
 #include "urnic/mr.h"
+#include "urnic/mw.h"
 #include "urnic/pd.h"
 
 namespace urnic::daemon {
@@ -99,6 +100,7 @@ struct ObjectCounts {
   uint32_t shared = 0, pds = 0, cqs = 0, qps = 0, mrs = 0, srqs = 0;
   uint32_t connectors = 0, listeners = 0;
   uint64_t shared_bytes = 0;
+  uint32_t mws = 0;  // memory windows (fast-register MRs count as MRs)
 };
 
 class ClientObjects {
@@ -134,6 +136,9 @@ class ClientObjects {
   Status create_srq(const ipc::CreateSrqReq& q, ipc::CreateSrqRep* rep, int* fd);
   Status modify_qp(const ipc::ModifyQpReq& q);
   Status register_mr(const ipc::RegisterMrReq& q, ipc::RegisterMrRep* rep);
+  // Memory windows and fast-register MRs (mem_objects.cc); both count against the MR quota.
+  Status create_mw(const ipc::CreateMwReq& q, ipc::RegisterMrRep* rep);
+  Status init_frmr(const ipc::InitFrmrReq& q, ipc::RegisterMrRep* rep);
   // Connectors and listeners (cm_objects.cc). `event_fd` (ours to close) must be an eventfd.
   // Connectors and listeners count against the QP quota, as the kernel's rdma_cm ids do not, but
   // each holds CM state in the daemon.
@@ -161,6 +166,7 @@ class ClientObjects {
     kCmChannel,
     kConnector,
     kListener,
+    kMw,
     kCount
   };
   struct Obj {
@@ -179,12 +185,15 @@ class ClientObjects {
     Handle<Cq> cq;
     Handle<Qp> qp;
     Handle<Mr> mr;
+    Handle<Mw> mw;
+    bool frmr = false;  // an MR: fast-register
     Handle<Srq> srq;
     Handle<Connector> conn;
     Handle<Listener> lis;
     std::shared_ptr<CmQueue> queue;   // a channel's
     std::unique_ptr<CmCtx> cm_ctx;    // a connector's or listener's callbacks' context
     std::unique_ptr<SrqCtx> srq_ctx;  // an SRQ's limit event's
+    std::unique_ptr<FrArena> arena;   // an RC QP's FastRegister page lists (its close frees it)
   };
 
   // A free slot's handle (or 0 when the table is full); the slot is kind `k` from then on.
@@ -208,6 +217,21 @@ class ClientObjects {
   // or the quota or the table is full.
   uint32_t add_cm(Kind k, uint32_t channel);
   Status connector_call(Obj& o, const ipc::CmCallReq& q, ipc::CmCallRep* rep);
+  // A slot of kind `k` (an MR or a window) on the adapter of PD `pd` (a PD of this client), within
+  // the MR quota (windows and fast-register MRs count as MRs, as NDK's max_mrs); 0 when full.
+  uint32_t add_memory(Kind k, uint32_t pd);
+  // An MR or window (mem_objects.cc): the first part of its destroy. Out of the bridges' table
+  // (and quiesced) before it closes; kDeviceBusy for a registered MR with a window bound.
+  Status retire_memory(Obj& o, uint32_t handle);
+  // Shared memory going (mem_objects.cc): out of the region table; with fast-register MRs ever
+  // made, its addresses stay reserved (zero pages) until the client goes, so that a region
+  // still mapping it reaches nothing of anyone's.
+  void unmap_shared(Obj& o);
+  // Whether [address, + length) lies in one of the reserved ranges; if so it leaves them (the
+  // caller maps over it at once).
+  bool take_reserved(uint64_t address, uint64_t length);
+  // Every bridge serving one of this client's QPs took a step.
+  void quiesce_bridges();
   Status listener_call(Obj& o, const ipc::CmCallReq& q, ipc::CmCallRep* rep);
 
   const std::vector<ServedAdapter>& adapters_;
@@ -225,6 +249,11 @@ class ClientObjects {
     return *ahs_;
   }
   uint64_t shared_bytes_ = 0;
+  // MRs and windows by handle, and the shared memory's ranges, for the bridges (bridge.h).
+  std::unique_ptr<MemTable> mems_ = std::make_unique<MemTable>();
+  std::unique_ptr<RegionTable> regions_ = std::make_unique<RegionTable>();
+  bool had_frmrs_ = false;
+  std::vector<std::pair<void*, size_t>> reserved_;  // unmap_shared's, unmapped by destroy_all
 };
 
 }  // namespace urnic::daemon

@@ -107,6 +107,13 @@ Decoded check_object_fields(const Request& r) noexcept {
       return r.query_counters.reserved != 0 ? no("query_counters.reserved") : ok();
     case MsgType::kModifySrq:
       return ok();  // handles and ranges are the daemon's to check
+    case MsgType::kCreateMw:
+      return r.create_mw.reserved != 0 ? no("create_mw.reserved") : ok();
+    case MsgType::kInitFrmr: {
+      const InitFrmrReq& f = r.init_frmr;
+      if (f.remote_access > 1 || f.reserved != 0) return no("init_frmr flag word");
+      return f.pages == 0 ? no("init_frmr.pages") : ok();
+    }
     case MsgType::kCreateAh: {
       const CreateAhReq& a = r.create_ah;
       if (a.ipv6 > 1 || a.reserved != 0 || a.reserved2 != 0 || a.reserved3 != 0)
@@ -214,6 +221,8 @@ bool check_reply_fields(MsgType type, const void* out) noexcept {
     case MsgType::kCreateAh:
     case MsgType::kQueryCounters:
     case MsgType::kModifySrq:
+    case MsgType::kCreateMw:
+    case MsgType::kInitFrmr:
       return true;
     default:
       return false;
@@ -327,6 +336,10 @@ size_t request_size(MsgType type) noexcept {
       return sizeof(QueryCountersReq);
     case MsgType::kModifySrq:
       return sizeof(ModifySrqReq);
+    case MsgType::kCreateMw:
+      return sizeof(CreateMwReq);
+    case MsgType::kInitFrmr:
+      return sizeof(InitFrmrReq);
     default:
       return 0;
   }
@@ -356,6 +369,8 @@ size_t reply_size(MsgType type) noexcept {
     case MsgType::kModifySrq:
       return sizeof(ReplyHead);
     case MsgType::kRegisterMr:
+    case MsgType::kCreateMw:
+    case MsgType::kInitFrmr:
       return sizeof(RegisterMrRep);
     case MsgType::kCreateSrq:
       return sizeof(CreateSrqRep);

@@ -37,8 +37,10 @@ inline constexpr uint16_t kVersionMajor = 1;
 // CreateSrq (14); a client must be of minor 5 at least (kMinClientMinor): its slots and
 // CreateQp are laid out so. 6: connectors and listeners (CmChannel, CmCreate, CmCall, CmEvents);
 // datagram QPs and address handles (CreateAh, CreateDatagramQp, ModifyQpReq::qkey,
-// CreateQpRep::max_datagram, shm::SendOp::kDatagram).
-inline constexpr uint16_t kVersionMinor = 6;
+// CreateQpRep::max_datagram, shm::SendOp::kDatagram). 7: memory windows and fast-register MRs
+// (CreateMw, InitFrmr, shm::SendOp::kBind .. kFastRegister, a QP's page list area,
+// shm::RingHeader::failed).
+inline constexpr uint16_t kVersionMinor = 7;
 inline constexpr uint16_t kMinClientMinor = 5;
 // Names (adapters, clients): 1 .. 31 characters of [A-Za-z0-9_.-], NUL-padded to 32 bytes.
 inline constexpr size_t kNameSize = 32;
@@ -76,6 +78,8 @@ enum class MsgType : uint16_t {
   kCreateDatagramQp = 20,  // + a UD QP's rings (since 1.6)
   kQueryCounters = 21,     // counters of the client's own QPs, and the port's (since 1.6)
   kModifySrq = 22,         // an SRQ's depth and limit; the limit event on a CM channel (1.6)
+  kCreateMw = 23,          // an unbound memory window (since 1.7)
+  kInitFrmr = 24,          // a fast-register MR, initialised (since 1.7)
   kReplyFlag = 0x8000      // a reply carries its request's type with this bit set
 };
 
@@ -503,6 +507,23 @@ struct ModifySrqReq {
 };
 static_assert(sizeof(ModifySrqReq) == 32);
 
+// Memory windows and fast-register MRs (since 1.7; docs/daemon.md "Memory windows and
+// fast-register MRs"). Both answer with RegisterMrRep: the handle that send slots name, and the
+// object's first token (a window's in rkey; a fast-register MR's in both).
+struct CreateMwReq {
+  Header h;
+  uint32_t pd;
+  uint32_t reserved;
+};
+struct InitFrmrReq {
+  Header h;
+  uint32_t pd;
+  uint32_t pages;          // 1 .. the adapter's frmr_page_count (shm::kAttachFrmrPages)
+  uint32_t remote_access;  // 0 or 1
+  uint32_t reserved;
+};
+static_assert(sizeof(CreateMwReq) == 24 && sizeof(InitFrmrReq) == 32);
+
 // A request as the daemon sees it once decode_request accepted it.
 union Request {
   Header h;
@@ -528,6 +549,8 @@ union Request {
   CreateDatagramQpReq create_datagram_qp;
   QueryCountersReq query_counters;
   ModifySrqReq modify_srq;
+  CreateMwReq create_mw;
+  InitFrmrReq init_frmr;
 };
 
 // What decode_* found: kSuccess, or the status to answer with and the first bad field.

@@ -249,6 +249,8 @@ bool Server::on_query_adapter(Client& c, const ipc::QueryAdapterReq& r) {
     rep->r = ipc::make_reply(r.h, sizeof *rep, Status::kSuccess);
     rep->entry = a.entry;
     rep->info = a.adapter->adapter_info();
+    // A client's FastRegister carries its pages through the QP's page list area.
+    rep->info.frmr_page_count = std::min(rep->info.frmr_page_count, shm::kAttachFrmrPages);
     AdapterCounters ac;
     if (a.adapter->query_counters(&ac) == Status::kSuccess) rep->port = ac.port;
     {
@@ -315,6 +317,12 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
     case ipc::MsgType::kRegisterMr:
       s = o.register_mr(r.register_mr, reinterpret_cast<ipc::RegisterMrRep*>(buf));
       break;
+    case ipc::MsgType::kCreateMw:
+      s = o.create_mw(r.create_mw, reinterpret_cast<ipc::RegisterMrRep*>(buf));
+      break;
+    case ipc::MsgType::kInitFrmr:
+      s = o.init_frmr(r.init_frmr, reinterpret_cast<ipc::RegisterMrRep*>(buf));
+      break;
     case ipc::MsgType::kDestroy:
       s = o.destroy(r.destroy.handle);
       break;
@@ -367,7 +375,7 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
     c.entry.pds = n.pds;
     c.entry.cqs = n.cqs;
     c.entry.qps = n.qps;
-    c.entry.mrs = n.mrs;
+    c.entry.mrs = n.mrs + n.mws;  // windows with MRs, as NDK's max_mrs counts them
     c.entry.srqs = n.srqs;
     c.entry.shared_bytes = n.shared_bytes;
     // kPending is an accepted CM call whose outcome comes as an event.

@@ -33,6 +33,9 @@ struct alignas(64) RingHeader {
   // then (full fence) loads prod; one of the two sees the other. Untrusted like the indices:
   // the bridge only compares it.
   std::atomic<uint32_t> arm;
+  // A send ring's: set (to 1) by the bridge when it takes the QP out of service for what its
+  // client wrote; a client waiting for a synchronous slot (kBind, kFastRegister) stops there.
+  std::atomic<uint32_t> failed;
 };
 inline constexpr uint32_t kArmNone = 0, kArmErrors = 1, kArmSolicited = 2, kArmAny = 3;
 // Whether completion `r` satisfies arm `level`.
@@ -68,7 +71,34 @@ enum class SendOp : uint8_t {
   // (CreateAh's, low 32 bits) and the remote Q_Key (high 32 bits); kDatagramImm carries `imm`.
   kDatagram = 9,
   kDatagramImm = 10,
+  // Memory windows and fast-register MRs (since 1.7). Objects are named by the daemon's handles
+  // (a handle of another client, or of nothing, fails the request). kBind and kFastRegister are
+  // synchronous: the client waits until the bridge has posted them (the ring's consumer index
+  // passes the slot) and reads the result it wrote back into the slot's `swap` (sync_result):
+  // the status of the daemon's post, and the new token, which NDK makes readable as soon as the
+  // call returns. A failed synchronous slot fails only that request, as the embedded call does.
+  //  kBind: rkey the MR, imm the window, remote_addr the address, compare_add the length.
+  //  kInvalidate: rkey the fast-register MR or the window.
+  //  kFastRegister: rkey the MR, remote_addr the base address, compare_add the length, imm the
+  //  first byte offset, length the page count; the pages are in the QP's page list area
+  //  (page_list_offset), which the bridge copies before it posts.
+  kBind = 11,
+  kInvalidate = 12,
+  kFastRegister = 13,
 };
+
+// A synchronous slot's result, written into its `swap` by the bridge before it publishes the
+// consumer index past it.
+constexpr uint64_t sync_result(Status s, uint32_t token) noexcept {
+  return uint64_t{static_cast<uint32_t>(s)} << 32 | token;
+}
+inline Status sync_status(uint64_t r) noexcept { return static_cast<Status>(r >> 32); }
+inline uint32_t sync_token(uint64_t r) noexcept { return static_cast<uint32_t>(r); }
+
+// Pages one FastRegister maps in attach mode (the adapter's frmr_page_count there: 1 MiB of
+// 4 KiB pages), and the page list area after a QP's rings that carries them.
+inline constexpr uint32_t kAttachFrmrPages = 256;
+inline constexpr size_t kPageListBytes = kAttachFrmrPages * sizeof(uint64_t);
 
 // A send WQE: the fixed part, then `sge_or_inline` (num_sge SGEs, or `length` inline bytes when
 // flags has op_flag::kInline).
@@ -110,6 +140,12 @@ constexpr size_t send_stride(uint32_t max_sge, uint32_t max_inline) noexcept {
 constexpr size_t recv_stride(uint32_t max_sge) noexcept {
   return offsetof(RecvSlot, sge) + size_t{max_sge == 0 ? 1 : max_sge} * sizeof(Sge);
 }
+// Where a QP's page list area starts: after its receive ring (since 1.7; the mapping is then
+// kPageListBytes longer, page-rounded).
+constexpr size_t page_list_offset(size_t rq_offset, size_t rq_bytes) noexcept {
+  return rq_offset + rq_bytes;
+}
+
 // Bytes of one ring of `capacity` slots of `stride` bytes, header included, page-rounded.
 constexpr size_t ring_bytes(uint32_t capacity, size_t stride) noexcept {
   return (sizeof(RingHeader) + size_t{capacity} * stride + 4095) & ~size_t{4095};

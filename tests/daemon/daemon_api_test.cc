@@ -12,6 +12,7 @@
 
 #include <poll.h>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -233,10 +234,10 @@ TEST_F(DaemonApi, WhatAttachModeLacksIsRefusedAndTheCloseRulesHold) {
     return s == Status::kNotSupported &&
            std::string(last_error()).find("attach mode") != std::string::npos;
   };
-  Handle<Mw> mw;
-  EXPECT_TRUE(unsupported(pd->create_mw(nullptr, nullptr, &mw)));
-  Handle<Mr> frmr, mr;
-  EXPECT_TRUE(unsupported(pd->create_mr(true, nullptr, nullptr, &frmr)));
+  uint32_t token = 0;
+  EXPECT_TRUE(unsupported(pd->get_privileged_memory_region_token(&token)));
+  EXPECT_TRUE(unsupported(cq->resize(128, nullptr, nullptr)));
+  Handle<Mr> mr;
   // Counters come from the daemon: the port's, and this process's QPs (none yet).
   AdapterCounters counters;
   ASSERT_EQ(ad->query_counters(&counters), Status::kSuccess) << last_error();
@@ -523,6 +524,123 @@ TEST_F(DaemonApi, ASharedReceiveQueueFeedsItsQp) {
   b.qp.reset();
   EXPECT_TRUE(eventually([&] { return closed.load() == 1; }));
   EXPECT_EQ(mine().srqs, 0u);
+}
+
+// Memory windows and fast-register MRs (docs/daemon.md "Memory windows and fast-register MRs"):
+// B binds a window over part of its MR and fast-registers pages of its shared memory; A writes
+// through each token and every byte is checked where B expects it. The tokens are readable when
+// the calls return; the embedded calls' refusals come back with their statuses; a page B never
+// shared with the daemon is refused, and B's QP goes on working.
+TEST_F(DaemonApi, MemoryWindowsAndFastRegisterMrs) {
+  ApiSide a, b;
+  ASSERT_EQ(open_pair(socket_, "api-windows", &a, &b), "");
+  const PeerInfo pa = a.me(), pb = b.me();
+  ASSERT_EQ(a.connect(kIpB, &pb), "");
+  ASSERT_EQ(b.connect(kIpA, &pa), "");
+  EXPECT_EQ(b.adapter->adapter_info().frmr_page_count, 256u);
+  // B's completion of request `ctx` (bind, invalidate, fast-register), successful.
+  auto b_done = [&](uint64_t ctx) {
+    std::vector<ResultEx> r;
+    if (b.wait(1, &r) != 1) return std::string("no completion");
+    if (r[0].status != Status::kSuccess || reinterpret_cast<uint64_t>(r[0].request_context) != ctx)
+      return std::string("completion ") + std::to_string(ctx);
+    return std::string();
+  };
+  // A writes `len` bytes of pattern `seed` to `dst` with `token`: the completion's status.
+  auto a_write = [&](uint64_t dst, uint32_t token, uint32_t len, uint8_t seed) {
+    for (uint32_t j = 0; j < len; ++j) a.mem[j] = static_cast<uint8_t>(seed + j * 7);
+    const Sge sge{reinterpret_cast<uint64_t>(a.mem), len, a.mr->get_local_token()};
+    if (a.qp->write(nullptr, {&sge, 1}, dst, token, 0) != Status::kSuccess)
+      return Status::kInvalidDeviceState;
+    std::vector<ResultEx> r;
+    return a.wait(1, &r) == 1 ? r[0].status : Status::kTimeout;
+  };
+  auto pattern_at = [](const uint8_t* p, uint32_t len, uint8_t seed, uint32_t from = 0) {
+    for (uint32_t j = 0; j < len; ++j)
+      if (p[j] != static_cast<uint8_t>(seed + (from + j) * 7)) return false;
+    return true;
+  };
+
+  // A window over 16 KiB of B's MR: its token changes with the bind, before the completion.
+  Handle<Mw> mw;
+  ASSERT_EQ(b.pd->create_mw(nullptr, nullptr, &mw), Status::kSuccess) << last_error();
+  const uint32_t t0 = mw->get_remote_token();
+  EXPECT_NE(t0, 0u);
+  uint8_t* win = b.mem + 64 * 1024;
+  ASSERT_EQ(
+      b.qp->bind(reinterpret_cast<void*>(1), *b.mr, *mw, win, 16384, op_flag::kAllowRemoteWrite),
+      Status::kSuccess)
+      << last_error();
+  const uint32_t t1 = mw->get_remote_token();
+  EXPECT_NE(t1, t0);
+  ASSERT_EQ(b_done(1), "");
+  ASSERT_EQ(a_write(reinterpret_cast<uint64_t>(win), t1, 16384, 3), Status::kSuccess);
+  EXPECT_TRUE(pattern_at(win, 16384, 3));
+  // The embedded rules, answered by the daemon's public API: a range outside the MR, and the
+  // deregistration of an MR with a window bound.
+  EXPECT_EQ(b.qp->bind(nullptr, *b.mr, *mw, b.mem + kMem - 4096, 8192, op_flag::kAllowRemoteWrite),
+            Status::kInvalidParameter);
+  EXPECT_EQ(b.mr->deregister_mr(nullptr, nullptr), Status::kDeviceBusy);
+  // Invalidated, then bound again: a new token.
+  ASSERT_EQ(b.qp->invalidate(reinterpret_cast<void*>(2), *mw, 0), Status::kSuccess);
+  ASSERT_EQ(b_done(2), "");
+  ASSERT_EQ(
+      b.qp->bind(reinterpret_cast<void*>(3), *b.mr, *mw, win, 4096, op_flag::kAllowRemoteWrite),
+      Status::kSuccess);
+  EXPECT_NE(mw->get_remote_token(), t1);
+  ASSERT_EQ(b_done(3), "");
+
+  // A fast-register MR of 8 pages; 4 pages of B's shared memory mapped in reverse order, so
+  // that where A's bytes land shows the page list was followed.
+  Handle<Mr> fr;
+  ASSERT_EQ(b.pd->create_mr(true, nullptr, nullptr, &fr), Status::kSuccess);
+  EXPECT_EQ(fr->initialize_fast_register_mr(257, true, nullptr, nullptr),
+            Status::kImplementationLimit);
+  ASSERT_EQ(fr->initialize_fast_register_mr(8, true, nullptr, nullptr), Status::kSuccess)
+      << last_error();
+  EXPECT_EQ(fr->register_mr(b.mem, 4096, 0, nullptr, nullptr), Status::kInvalidDeviceRequest);
+  const uint32_t f0 = fr->get_remote_token();
+  EXPECT_NE(f0, 0u);
+  uint8_t* area = b.mem + 512 * 1024;
+  std::array<uint64_t, 9> pages{};
+  for (uint32_t i = 0; i < pages.size(); ++i)
+    pages[i] = reinterpret_cast<uint64_t>(area + (3 - i % 4) * 4096);
+  constexpr uint64_t kBase = 0x40000000;
+  constexpr uint32_t kRights = op_flag::kAllowLocalWrite | op_flag::kAllowRemoteWrite;
+  EXPECT_EQ(b.qp->fast_register(nullptr, *fr, pages, 0, 4096, kBase, kRights),
+            Status::kImplementationLimit);  // 9 pages, 8 initialised
+  const std::span<const uint64_t> four(pages.data(), 4);
+  ASSERT_EQ(b.qp->fast_register(reinterpret_cast<void*>(4), *fr, four, 0, 16384, kBase, kRights),
+            Status::kSuccess)
+      << last_error();
+  const uint32_t f1 = fr->get_remote_token();
+  EXPECT_NE(f1, f0);
+  EXPECT_EQ(fr->get_local_token(), f1);
+  ASSERT_EQ(b_done(4), "");
+  ASSERT_EQ(a_write(kBase, f1, 16384, 9), Status::kSuccess);
+  for (uint32_t i = 0; i < 4; ++i)
+    EXPECT_TRUE(pattern_at(area + (3 - i) * 4096, 4096, 9, i * 4096)) << "page " << i;
+  // A page of memory B never shared with the daemon: refused, the QP unharmed.
+  ASSERT_EQ(b.qp->invalidate(reinterpret_cast<void*>(5), *fr, 0), Status::kSuccess);
+  ASSERT_EQ(b_done(5), "");
+  std::vector<uint8_t> priv(3 * 4096);
+  const uint64_t own = (reinterpret_cast<uint64_t>(priv.data()) + 4095) & ~uint64_t{4095};
+  EXPECT_EQ(b.qp->fast_register(nullptr, *fr, {&own, 1}, 0, 4096, kBase, kRights),
+            Status::kInvalidParameter);
+  EXPECT_NE(std::string(last_error()).find("shares"), std::string::npos) << last_error();
+  ASSERT_EQ(b.qp->fast_register(reinterpret_cast<void*>(6), *fr, four, 0, 8192, kBase, kRights),
+            Status::kSuccess)
+      << last_error();
+  ASSERT_EQ(b_done(6), "");
+  ASSERT_EQ(a_write(kBase, fr->get_remote_token(), 8192, 21), Status::kSuccess);
+  EXPECT_TRUE(pattern_at(area + 3 * 4096, 4096, 21));
+  EXPECT_TRUE(pattern_at(area + 2 * 4096, 4096, 21, 4096));
+  // MRs, the fast-register MR and the window count as MRs; each goes with its close.
+  EXPECT_EQ(mine().mrs, 4u);
+  mw.reset();
+  fr.reset();
+  EXPECT_EQ(mine().mrs, 2u);
+  EXPECT_EQ(b.mr->deregister_mr(nullptr, nullptr), Status::kSuccess);
 }
 
 }  // namespace

@@ -152,6 +152,18 @@ TEST(DaemonProtocol, ObjectRequestsAreCheckedFieldByField) {
   EXPECT_EQ(decode(bytes_of(&sm, sizeof sm)).status, Status::kSuccess);
   DestroyReq d{make_header(MsgType::kDestroy, sizeof d, 4), 7, 1};
   EXPECT_STREQ(decode(bytes_of(&d, sizeof d)).why, "destroy.reserved");
+  // Windows and fast-register MRs (since 1.7).
+  CreateMwReq mw{make_header(MsgType::kCreateMw, sizeof mw, 6), 1, 0};
+  EXPECT_EQ(decode(bytes_of(&mw, sizeof mw)).status, Status::kSuccess);
+  mw.reserved = 1;
+  EXPECT_STREQ(decode(bytes_of(&mw, sizeof mw)).why, "create_mw.reserved");
+  InitFrmrReq fr{make_header(MsgType::kInitFrmr, sizeof fr, 7), 1, 8, 1, 0};
+  EXPECT_EQ(decode(bytes_of(&fr, sizeof fr)).status, Status::kSuccess);
+  fr.remote_access = 2;  // a bool that is neither
+  EXPECT_STREQ(decode(bytes_of(&fr, sizeof fr)).why, "init_frmr flag word");
+  fr.remote_access = 0;
+  fr.pages = 0;
+  EXPECT_STREQ(decode(bytes_of(&fr, sizeof fr)).why, "init_frmr.pages");
   // A success may come as the bare head where the type's reply is only that.
   ReplyHead ok = make_reply(d.h, sizeof ok, Status::kSuccess);
   ReplyHead out{};

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -162,8 +163,9 @@ TEST_F(DaemonRings, AClientKilledMidTransferIsADeadHostToItsPeer) {
 
 // What a hostile client can write into its own rings: a producer index more than a ring ahead,
 // an unknown opcode, more SGEs than its QP has, a CQ consumer index past the producer, an SRQ
-// producer index more than a ring ahead. Each fails that client's own QP, CQ or SRQ (counted); a
-// pair of honest clients still works afterwards.
+// producer index more than a ring ahead, memory operations naming a page it never shared or an
+// object that is not an MR. Each fails that client's own QP, CQ or SRQ (counted), or that request
+// alone; a pair of honest clients still works afterwards.
 TEST_F(DaemonRings, GarbageInItsOwnRingsFailsOnlyTheClientsOwnQueues) {
   if (::access("/usr/bin/dpdk-telemetry.py", X_OK) != 0) GTEST_SKIP() << "no dpdk-telemetry.py";
   ASSERT_EQ(server_counter(prefix_, "ring_client_errors"), 0u);
@@ -194,6 +196,26 @@ TEST_F(DaemonRings, GarbageInItsOwnRingsFailsOnlyTheClientsOwnQueues) {
     remote::RemoteSrq srq;
     if (srq.create(s.pd, 16, 1, 0) != Status::kSuccess) return "srq";
     srq.ring().head->prod.store(srq.ring().capacity + 1, std::memory_order_release);
+    // 6: memory operations naming what is not the client's. A FastRegister of a page it never
+    // shared, and a bind naming its PD as the MR, are refused alone (kInvalidParameter, as the
+    // request's own status); an invalidate of a handle of nothing fails that QP.
+    remote::RemoteQp q4;
+    if (q4.create(s.pd, s.cq, s.cq, 16, 16, 1, 1, 0, nullptr) != Status::kSuccess) return "q4";
+    uint32_t frmr = 0, token = 0;
+    if (remote::init_frmr(s.pd, 4, true, &frmr, &token) != Status::kSuccess) return "init_frmr";
+    static std::array<uint8_t, 8192> unshared;
+    const uint64_t page = (reinterpret_cast<uint64_t>(unshared.data()) + 4095) & ~uint64_t{4095};
+    using Sync = remote::RemoteQp::SyncRequest;
+    constexpr uint32_t kWrite = op_flag::kAllowRemoteWrite;
+    if (q4.post_sync(nullptr,
+                     Sync{shm::SendOp::kFastRegister, kWrite, frmr, 0, 0, 4096, {&page, 1}},
+                     &token) != Status::kInvalidParameter)
+      return "a page never shared was mapped";
+    if (q4.post_sync(nullptr, Sync{shm::SendOp::kBind, kWrite, s.pd, 0, page, 4096, {}}, &token) !=
+        Status::kInvalidParameter)
+      return "a PD was bound as an MR";
+    if (q4.post(shm::SendOp::kInvalidate, nullptr, {}, 0, 0xdead0001, 0) != Status::kSuccess)
+      return "invalidate";
     char c;
     (void)::read(sp_[0], &c, 1);  // stays until the test has counted
     return "";
@@ -201,8 +223,8 @@ TEST_F(DaemonRings, GarbageInItsOwnRingsFailsOnlyTheClientsOwnQueues) {
   // The bridge counts each as it finds it.
   auto errors = [&] { return server_counter(prefix_, "ring_client_errors"); };
   const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (std::chrono::steady_clock::now() < deadline && errors() < 5) std::this_thread::yield();
-  EXPECT_EQ(errors(), 5u);
+  while (std::chrono::steady_clock::now() < deadline && errors() < 6) std::this_thread::yield();
+  EXPECT_EQ(errors(), 6u);
   ::shutdown(sp_[1], SHUT_RDWR);
   EXPECT_EQ(reap(hostile), 0);
 }

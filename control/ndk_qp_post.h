@@ -1,0 +1,43 @@
+// The embedded posting path's shared pieces (control/ndk_qp.cc, ndk_qp_memory.cc): the flags
+// each operation accepts, and how a post fails or reaches the engine.
+#pragma once
+
+#include "control/ndk_internal.h"
+
+namespace urnic::detail {
+
+// Flags each operation accepts (ndkpi.md §2.1; the urnic extensions' own).
+inline constexpr uint32_t kLocalFlags =
+    op_flag::kSilentSuccess | op_flag::kReadFence | op_flag::kDefer;
+inline constexpr uint32_t kSendFlags =
+    kLocalFlags | op_flag::kSendAndSolicitEvent | op_flag::kInline;
+inline constexpr uint32_t kWriteFlags = kLocalFlags | op_flag::kInline;
+inline constexpr uint32_t kWriteImmFlags = kWriteFlags | op_flag::kSendAndSolicitEvent;
+inline constexpr uint32_t kReadFlags = kLocalFlags | op_flag::kRdmaReadLocalInvalidate;
+inline constexpr uint32_t kRemoteRightFlags =
+    op_flag::kAllowRemoteRead | op_flag::kAllowRemoteWrite | op_flag::kAllowRemoteAtomic;
+// The bits of those that grant remote rights: NDK_OP_FLAG_ALLOW_REMOTE_WRITE (0x30) includes
+// NDK_OP_FLAG_ALLOW_LOCAL_WRITE (0x10), which alone is a local right.
+inline constexpr uint32_t kRemoteRightBits = kRemoteRightFlags & ~op_flag::kAllowLocalWrite;
+inline constexpr uint32_t kFastRegisterFlags =
+    kLocalFlags | kRemoteRightFlags | op_flag::kAllowLocalWrite | op_flag::kRdmaReadSink;
+inline constexpr uint32_t kBindFlags = kLocalFlags | kRemoteRightFlags;
+
+static_assert(qp_access::kRemoteRead == dp::access::kRemoteRead &&
+              qp_access::kRemoteWrite == dp::access::kRemoteWrite &&
+              qp_access::kRemoteAtomic == dp::access::kRemoteAtomic);
+
+// A failing post hands every earlier deferred request to the engine first (ndkpi.md §7.3,
+// provider duty), and posts nothing.
+inline Status fail(QpImpl* q, Status s) noexcept {
+  q->qp.publish_deferred();
+  return s;
+}
+
+inline Status post(QpImpl* q, const dp::SendWqe& w) noexcept {
+  const Status s = q->qp.post_send(w);  // publishes deferred requests itself on failure
+  // NDK: posting to a QP that is not connected is STATUS_CONNECTION_INVALID.
+  return s == Status::kInvalidDeviceState ? Status::kConnectionInvalid : s;
+}
+
+}  // namespace urnic::detail
