@@ -83,9 +83,10 @@ Status create_datagram_qp(Pd& pd, Cq& receive_cq, Cq& initiator_cq, Srq* srq, vo
   if (detail::PdImpl::base_of(pd)->remote)
     return detail::remote_create_qp(
         detail::PdImpl::base_of(pd), detail::CqImpl::base_of(receive_cq),
-        detail::CqImpl::base_of(initiator_cq), qp_context, receive_queue_depth,
-        initiator_queue_depth, max_receive_request_sge, max_initiator_request_sge, inline_data_size,
-        out, srq != nullptr ? detail::SrqImpl::base_of(*srq) : nullptr, &qkey);
+        detail::CqImpl::base_of(initiator_cq), qp_context, srq != nullptr ? 1 : receive_queue_depth,
+        initiator_queue_depth, srq != nullptr ? 1 : max_receive_request_sge,
+        max_initiator_request_sge, inline_data_size, out,
+        srq != nullptr ? detail::SrqImpl::base_of(*srq) : nullptr, &qkey);
   if (detail::CqImpl::base_of(receive_cq)->remote || detail::CqImpl::base_of(initiator_cq)->remote)
     return Status::kInvalidParameter;
   detail::SrqImpl* s = srq != nullptr ? detail::SrqImpl::of(*srq) : nullptr;

@@ -278,7 +278,6 @@ Status remote_create_qp(ObjectImpl* pd, ObjectImpl* rcq, ObjectImpl* scq, void* 
                         uint32_t inline_size, Handle<Qp>* out, ObjectImpl* srq,
                         const uint32_t* qkey) noexcept {
   AdapterImpl* a = pd->adapter;
-  if (qkey != nullptr && srq != nullptr) return remote_unsupported("a datagram QP on an SRQ");
   if (out == nullptr || !rcq->remote || !scq->remote || rcq->adapter != a || scq->adapter != a ||
       (srq != nullptr && (!srq->remote || srq->adapter != a)))
     return Status::kInvalidParameter;

@@ -27,8 +27,8 @@
 // of the daemon's own; Qp::bind and Qp::fast_register wait until the daemon's bridge posted them
 // (remote::RemoteQp::post_sync), so that the new token is known when they return, as NDK wants.
 //
-// What attach mode does not offer yet answers kNotSupported: the privileged token, datagram QPs
-// on an SRQ, CQ resize and moderation.
+// What attach mode does not offer yet answers kNotSupported: the privileged token, CQ resize and
+// moderation.
 #pragma once
 
 #include <atomic>
@@ -183,7 +183,7 @@ Status remote_create_cq(AdapterImpl* a, uint32_t depth, CqNotificationCallback n
 Status remote_create_pd(AdapterImpl* a, Handle<Pd>* out) noexcept;
 Status remote_create_mr(ObjectImpl* pd, bool fast_register, Handle<Mr>* out) noexcept;
 // `srq` (null: none): the QP's receives come from it (rq_depth and max_rsge are then 1).
-// `qkey` (null: RC): a datagram QP with that Q_Key (no SRQ in attach mode).
+// `qkey` (null: RC): a datagram QP with that Q_Key (on `srq` too, since protocol 1.7).
 Status remote_create_qp(ObjectImpl* pd, ObjectImpl* receive_cq, ObjectImpl* initiator_cq,
                         void* qp_context, uint32_t rq_depth, uint32_t sq_depth, uint32_t max_rsge,
                         uint32_t max_ssge, uint32_t inline_size, Handle<Qp>* out,

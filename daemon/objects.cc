@@ -277,14 +277,15 @@ Status ClientObjects::create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep
   Cq& sc = *find(q.send_cq, Kind::kCq)->cq;
   void* ctx = reinterpret_cast<void*>(q.qp_context);
   // With an SRQ the receive ring stays unused: a receive the client posts there fails its QP.
-  Status s = qkey != nullptr
-                 ? create_datagram_qp(p, r, sc, nullptr, ctx, q.rq_depth, q.sq_depth,
-                                      q.max_recv_sge, q.max_send_sge, q.max_inline, *qkey, &o.qp)
-             : q.srq != 0
-                 ? p.create_qp_with_srq(r, sc, *find(q.srq, Kind::kSrq)->srq, ctx, q.sq_depth,
-                                        q.max_send_sge, q.max_inline, nullptr, nullptr, &o.qp)
-                 : p.create_qp(r, sc, ctx, q.rq_depth, q.sq_depth, q.max_recv_sge, q.max_send_sge,
-                               q.max_inline, nullptr, nullptr, &o.qp);
+  Status s =
+      qkey != nullptr
+          ? create_datagram_qp(p, r, sc, q.srq != 0 ? find(q.srq, Kind::kSrq)->srq.get() : nullptr,
+                               ctx, q.rq_depth, q.sq_depth, q.max_recv_sge, q.max_send_sge,
+                               q.max_inline, *qkey, &o.qp)
+      : q.srq != 0 ? p.create_qp_with_srq(r, sc, *find(q.srq, Kind::kSrq)->srq, ctx, q.sq_depth,
+                                          q.max_send_sge, q.max_inline, nullptr, nullptr, &o.qp)
+                   : p.create_qp(r, sc, ctx, q.rq_depth, q.sq_depth, q.max_recv_sge, q.max_send_sge,
+                                 q.max_inline, nullptr, nullptr, &o.qp);
   const uint32_t sq_cap = shm::ring_capacity(q.sq_depth), rq_cap = shm::ring_capacity(q.rq_depth);
   const auto sq_stride = static_cast<uint32_t>(shm::send_stride(q.max_send_sge, q.max_inline));
   const auto rq_stride = static_cast<uint32_t>(shm::recv_stride(q.max_recv_sge));

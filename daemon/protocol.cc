@@ -99,7 +99,7 @@ Decoded check_object_fields(const Request& r) noexcept {
       return r.cm_channel.reserved != 0 ? no("cm_channel.reserved") : ok();
     case MsgType::kCreateDatagramQp: {
       const CreateDatagramQpReq& d = r.create_datagram_qp;
-      if (d.qp.reserved != 0 || d.qp.srq != 0 || d.reserved != 0)
+      if (d.qp.reserved != 0 || d.reserved != 0)  // an SRQ since 1.7
         return no("create_datagram_qp.reserved");
       return d.qp.sq_depth == 0 || d.qp.rq_depth == 0 ? no("create_datagram_qp.depth") : ok();
     }

@@ -384,7 +384,8 @@ TEST_F(DaemonCm, DatagramsAndAddressHandlesThroughTheDaemon) {
       << last_error();
   ASSERT_EQ(create_datagram_qp(*b.pd, *b.cq, *b.cq, nullptr, nullptr, 16, 16, 1, 1, 64, kQkey, &qb),
             Status::kSuccess);
-  for (Qp* q : {qa.get(), qb.get()}) {
+  // INIT -> RTR -> RTS; its Q_Key as created.
+  auto ready = [&](Qp* q) {
     auto* c = q->query_extension<QpConnectExtension>();
     QpAttributes at;
     at.state = QpState::kRtr;
@@ -397,7 +398,9 @@ TEST_F(DaemonCm, DatagramsAndAddressHandlesThroughTheDaemon) {
     QpAttributes got;
     ASSERT_EQ(c->query(&got), Status::kSuccess);
     EXPECT_EQ(got.qkey, kQkey);
-  }
+  };
+  ready(qa.get());
+  ready(qb.get());
   auto* xa = qa->query_extension<QpExtension>();
   const uint32_t mtu = xa->max_datagram_size();
   EXPECT_GE(mtu, 1024u);
@@ -463,6 +466,32 @@ TEST_F(DaemonCm, DatagramsAndAddressHandlesThroughTheDaemon) {
   EXPECT_EQ(std::memcmp(b.mem + 3 * 4096 + kGrhLength, a.mem + 7, 2), 0);
   std::vector<Result> more;
   EXPECT_EQ(a.wait(2, &more), 2u);  // both sends complete at the sender
+
+  // A datagram QP on an SRQ (since protocol 1.7): its receives come from the SRQ only.
+  Handle<Srq> srq;
+  ASSERT_EQ(b.pd->create_srq(8, 1, 0, nullptr, nullptr, nullptr, nullptr, &srq), Status::kSuccess)
+      << last_error();
+  Handle<Qp> qs;
+  ASSERT_EQ(
+      create_datagram_qp(*b.pd, *b.cq, *b.cq, srq.get(), nullptr, 0, 16, 0, 1, 64, kQkey, &qs),
+      Status::kSuccess)
+      << last_error();
+  ready(qs.get());
+  const Sge sr{reinterpret_cast<uint64_t>(b.mem + 5 * 4096), 4096, b.mr->get_local_token()};
+  EXPECT_EQ(qs->receive(nullptr, {&sr, 1}), Status::kInvalidDeviceRequest);
+  ASSERT_EQ(srq->receive(reinterpret_cast<void*>(uintptr_t{21}), {&sr, 1}), Status::kSuccess);
+  const Sge hundred{reinterpret_cast<uint64_t>(a.mem + 11), 100, a.mr->get_local_token()};
+  ASSERT_EQ(xa->send_datagram(nullptr, {&hundred, 1}, 0, to_b,
+                              qs->query_extension<QpConnectExtension>()->qpn(), kQkey),
+            Status::kSuccess);
+  std::vector<Result> via_srq;
+  ASSERT_EQ(b.wait(1, &via_srq), 1u);
+  EXPECT_EQ(via_srq[0].status, Status::kSuccess);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(via_srq[0].request_context), 21u);
+  EXPECT_EQ(via_srq[0].bytes_transferred, kGrhLength + 100);
+  EXPECT_EQ(std::memcmp(b.mem + 5 * 4096 + kGrhLength, a.mem + 11, 100), 0);
+  EXPECT_EQ(a.wait(3, &more), 3u);
+  qs.reset();
 }
 
 }  // namespace
