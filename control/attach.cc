@@ -671,7 +671,8 @@ Status RemoteQp::post(shm::SendOp op, void* ctx, std::span<const Sge> sgl, uint6
     w->num_sge = 0;
     w->length = static_cast<uint32_t>(total);
   } else {
-    std::memcpy(&w->sge[0], sgl.data(), sgl.size_bytes());
+    // A zero-length request may come with a null list (memcpy of null is undefined even for 0).
+    if (!sgl.empty()) std::memcpy(&w->sge[0], sgl.data(), sgl.size_bytes());
     w->num_sge = static_cast<uint8_t>(sgl.size());
     w->length = 0;
   }
