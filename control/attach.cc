@@ -671,8 +671,12 @@ Status RemoteQp::post(shm::SendOp op, void* ctx, std::span<const Sge> sgl, uint6
     w->num_sge = 0;
     w->length = static_cast<uint32_t>(total);
   } else {
-    // A zero-length request may come with a null list (memcpy of null is undefined even for 0).
-    if (!sgl.empty()) std::memcpy(&w->sge[0], sgl.data(), sgl.size_bytes());
+    // One SGE, the common case, is a fixed-size copy (not a call); a zero-length request may
+    // come with a null list (memcpy of null is undefined even for 0 bytes).
+    if (sgl.size() == 1)
+      std::memcpy(&w->sge[0], sgl.data(), sizeof(Sge));
+    else if (!sgl.empty())
+      std::memcpy(&w->sge[0], sgl.data(), sgl.size_bytes());
     w->num_sge = static_cast<uint8_t>(sgl.size());
     w->length = 0;
   }

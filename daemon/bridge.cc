@@ -229,12 +229,19 @@ bool Bridge::drain_sq(LiveQp& q) noexcept {
       fail(q);
       return true;
     }
-    // Within the stride: max_send_sge SGEs or max_inline bytes fit it (shm::send_stride).
-    std::memcpy(buf + kFixed, slot + kFixed, inl ? w->length : w->num_sge * sizeof(Sge));
-    // Inline bytes are in our copy of the slot: one SGE over them (the post copies them out).
-    const Sge inline_sge{reinterpret_cast<uint64_t>(&w->sge[0]), w->length, 0};
-    const std::span<const Sge> sgl = inl ? std::span<const Sge>(&inline_sge, w->length ? 1 : 0)
-                                         : std::span<const Sge>(w->sge, w->num_sge);
+    // Within the stride: max_send_sge SGEs or max_inline bytes fit it (shm::send_stride). One
+    // SGE, the common case, is a fixed-size copy (two moves, not a call).
+    if (!inl && w->num_sge == 1)
+      std::memcpy(buf + kFixed, slot + kFixed, sizeof(Sge));
+    else
+      std::memcpy(buf + kFixed, slot + kFixed, inl ? w->length : w->num_sge * sizeof(Sge));
+    std::span<const Sge> sgl(w->sge, w->num_sge);
+    Sge inline_sge;
+    if (inl) {
+      // Inline bytes are in our copy of the slot: one SGE over them (the post copies them out).
+      inline_sge = Sge{reinterpret_cast<uint64_t>(&w->sge[0]), w->length, 0};
+      sgl = std::span<const Sge>(&inline_sge, w->length ? 1 : 0);
+    }
     // Every post but the burst's last is deferred: one doorbell for the burst.
     const bool last = done + 1 == std::min(n, kBurst);
     const uint32_t flags = last ? w->flags & ~op_flag::kDefer : w->flags | op_flag::kDefer;
@@ -364,16 +371,18 @@ bool Bridge::fill_cq(LiveCq& c) noexcept {
     client_errors_.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
-  const uint32_t room = std::min(r.capacity - used, kBurst);
+  // Straight into the ring's free slots, up to its end: the client reads a slot only once the
+  // producer index passes it (a client writing them meanwhile spoils only its own completions).
+  const uint32_t at = c.prod & (r.capacity - 1);
+  const uint32_t room = std::min({r.capacity - used, r.capacity - at, kBurst});
   if (room == 0) return false;
-  ResultEx out[kBurst];
-  const size_t got = c.r.cq->get_results_ex(std::span<ResultEx>(out, room));
-  for (size_t i = 0; i < got; ++i) std::memcpy(r.slot(c.prod + i), &out[i], sizeof out[i]);
+  auto* slots = reinterpret_cast<ResultEx*>(r.slot(c.prod));  // the stride is sizeof(ResultEx)
+  const size_t got = c.r.cq->get_results_ex(std::span<ResultEx>(slots, room));
   if (got == 0) return false;
   c.prod += static_cast<uint32_t>(got);
   r.head->prod.store(c.prod, std::memory_order_release);  // the slots are the client's to read
   completions_.fetch_add(got, std::memory_order_relaxed);
-  if (c.r.event_fd >= 0) notify(c, std::span<const ResultEx>(out, got));
+  if (c.r.event_fd >= 0) notify(c, std::span<const ResultEx>(slots, got));
   return true;
 }
 
