@@ -101,8 +101,8 @@ Status Cq::resize(uint32_t depth, RequestCompletion completion, void* request_co
 }
 
 Status Cq::control_interrupt_moderation(uint32_t interval_us, uint32_t count) noexcept {
-  if (impl_->remote) return detail::remote_unsupported("Cq::control_interrupt_moderation");
-  if (detail::is_closing(impl())) return Status::kInvalidDeviceState;
+  if (detail::is_closing(impl_)) return Status::kInvalidDeviceState;
+  if (impl_->remote) return detail::remote_moderate_cq(impl_, interval_us, count);
   constexpr uint32_t kMax = UINT32_MAX;  // MAXULONG
   const bool count_off =
       count == kMax || count > impl()->depth.load(std::memory_order_relaxed);  // interval only

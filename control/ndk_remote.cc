@@ -233,6 +233,7 @@ Status remote_create_cq(AdapterImpl* a, uint32_t depth, CqNotificationCallback n
     if (c->event_fd < 0) return fail_with(Status::kInsufficientResources, "create_cq: no eventfd");
     if (Status s = c->cq.create(a->remote_index, depth, c->event_fd); s != Status::kSuccess)
       return s;
+    c->depth = depth;
     std::lock_guard lk(a->mu);
     // ~RemoteCq destroys the daemon's CQ on either refusal.
     if (a->shutting_down) return Status::kInvalidDeviceState;
@@ -242,6 +243,21 @@ Status remote_create_cq(AdapterImpl* a, uint32_t depth, CqNotificationCallback n
     *out = Handle<Cq>(&c.release()->pub_);
     return Status::kSuccess;
   });
+}
+
+Status remote_moderate_cq(ObjectImpl* cq, uint32_t interval_us, uint32_t count) noexcept {
+  auto* c = static_cast<RemoteCqImpl*>(cq);
+  constexpr uint32_t kMax = UINT32_MAX;                      // MAXULONG
+  const bool count_off = count == kMax || count > c->depth;  // interval only
+  // ndkpi.md §3.4: "count only" with "interval only" is a contradiction.
+  if (interval_us == kMax && count_off) return Status::kInvalidParameterMix;
+  ipc::ModerateCqReq req{};
+  req.cq = c->cq.handle();
+  req.interval_us = interval_us;
+  req.count = count_off ? kMax : count;
+  ipc::ReplyHead rep{};
+  return daemon_transact(ipc::MsgType::kModerateCq, &req, sizeof req, &rep, sizeof rep,
+                         "control_interrupt_moderation");
 }
 
 Status remote_create_pd(AdapterImpl* a, Handle<Pd>* out) noexcept {

@@ -27,8 +27,7 @@
 // of the daemon's own; Qp::bind and Qp::fast_register wait until the daemon's bridge posted them
 // (remote::RemoteQp::post_sync), so that the new token is known when they return, as NDK wants.
 //
-// What attach mode does not offer yet answers kNotSupported: the privileged token, CQ resize and
-// moderation.
+// What attach mode does not offer yet answers kNotSupported: the privileged token and CQ resize.
 #pragma once
 
 #include <atomic>
@@ -93,6 +92,7 @@ struct RemoteCqImpl final : ImplOf<RemoteCqImpl, Cq> {
   void* const notify_ctx;
   std::atomic<bool> events_{true};
   std::atomic<bool> cancelled_{false};  // an arm was cancelled: deliver kCancelled
+  uint32_t depth = 0;                   // as created (moderation's "count above the depth")
 };
 
 // An attached adapter's event thread: waits (epoll) on its CQs' eventfds and a wake eventfd,
@@ -181,6 +181,9 @@ Status adopt_remote_locked(ObjectImpl* o, std::initializer_list<ObjectImpl*> ant
 Status remote_create_cq(AdapterImpl* a, uint32_t depth, CqNotificationCallback notification,
                         void* notification_context, Handle<Cq>* out) noexcept;
 Status remote_create_pd(AdapterImpl* a, Handle<Pd>* out) noexcept;
+// Cq::control_interrupt_moderation: the embedded checks, then ModerateCq (the daemon's bridge
+// holds the notifications).
+Status remote_moderate_cq(ObjectImpl* cq, uint32_t interval_us, uint32_t count) noexcept;
 Status remote_create_mr(ObjectImpl* pd, bool fast_register, Handle<Mr>* out) noexcept;
 // `srq` (null: none): the QP's receives come from it (rq_depth and max_rsge are then 1).
 // `qkey` (null: RC): a datagram QP with that Q_Key (on `srq` too, since protocol 1.7).

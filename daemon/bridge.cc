@@ -72,6 +72,15 @@ bool Bridge::pending() const noexcept {
 }
 
 void Bridge::nap(Engine& engine, uint32_t max_us) noexcept {
+  if (held_ != 0) {
+    // A held notification's deadline bounds the nap.
+    const auto now = std::chrono::steady_clock::now();
+    for (const LiveCq& c : cqs_) {
+      if (!c.held || c.deadline == std::chrono::steady_clock::time_point::max()) continue;
+      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(c.deadline - now);
+      max_us = static_cast<uint32_t>(std::clamp<int64_t>(left.count(), 0, max_us));
+    }
+  }
   if (door_ == nullptr) {
     (void)engine.nap(max_us);
     return;
@@ -135,6 +144,15 @@ bool Bridge::quiesce(std::chrono::milliseconds patience) {
   return submit(Cmd{Cmd::Kind::kNop, {}, {}}, patience);
 }
 
+bool Bridge::moderate_cq(Cq* cq, uint32_t interval_us, uint32_t count,
+                         std::chrono::milliseconds patience) {
+  Cmd c{Cmd::Kind::kModerateCq, {}, {}};
+  c.cq.cq = cq;
+  c.mod_interval_us = interval_us;
+  c.mod_count = count;
+  return submit(c, patience);
+}
+
 BridgeCounters Bridge::counters() const noexcept {
   BridgeCounters c;
   c.sends = sends_.load(std::memory_order_relaxed);
@@ -159,7 +177,19 @@ void Bridge::apply(const Cmd& c) {
       cqs_.push_back(LiveCq{c.cq});
       break;
     case Cmd::Kind::kRemoveCq:
-      std::erase_if(cqs_, [&](const LiveCq& q) { return q.r.cq == c.cq.cq; });
+      std::erase_if(cqs_, [&](const LiveCq& q) {
+        if (q.r.cq != c.cq.cq) return false;
+        held_ -= q.held ? 1 : 0;
+        return true;
+      });
+      break;
+    case Cmd::Kind::kModerateCq:
+      for (LiveCq& q : cqs_) {
+        if (q.r.cq != c.cq.cq) continue;
+        q.mod_interval_us = c.mod_interval_us;
+        q.mod_count = c.mod_count;
+        if (q.held && !q.moderated()) release_if_due(q, true);  // moderation off: let it go
+      }
       break;
     case Cmd::Kind::kAddSrq:
       srqs_.push_back(LiveSrq{c.srq});
@@ -189,6 +219,9 @@ bool Bridge::poll() noexcept {
     if (!q.failed) busy |= drain_srq(q);
   for (LiveCq& cq : cqs_)
     if (!cq.failed) busy |= fill_cq(cq);
+  if (held_ != 0)
+    for (LiveCq& cq : cqs_)
+      if (cq.held) release_if_due(cq);
   return busy;
 }
 
@@ -383,6 +416,7 @@ bool Bridge::fill_cq(LiveCq& c) noexcept {
   r.head->prod.store(c.prod, std::memory_order_release);  // the slots are the client's to read
   completions_.fetch_add(got, std::memory_order_relaxed);
   if (c.r.event_fd >= 0) notify(c, std::span<const ResultEx>(slots, got));
+  if (c.held) release_if_due(c);
   return true;
 }
 
@@ -397,13 +431,39 @@ void Bridge::notify(LiveCq& c, std::span<const ResultEx> fresh) noexcept {
     if (!met) return;
     if (arm.compare_exchange_weak(level, shm::kArmNone, std::memory_order_acq_rel,
                                   std::memory_order_relaxed)) {
-      // One syscall per satisfied arm, never per completion; the eventfd is non-blocking.
-      const uint64_t one = 1;
-      (void)!::write(c.r.event_fd, &one, sizeof one);
-      cq_events_.fetch_add(1, std::memory_order_relaxed);
+      if (!c.moderated()) {
+        signal(c);
+        return;
+      }
+      // Moderated: one notification when the moderation lets go, for every arm satisfied until
+      // then (as the embedded adapter's control thread holds them).
+      if (!c.held) {
+        c.held = true;
+        ++held_;
+        c.held_base = c.prod - static_cast<uint32_t>(fresh.size());
+        c.deadline =
+            c.mod_interval_us == UINT32_MAX
+                ? std::chrono::steady_clock::time_point::max()
+                : std::chrono::steady_clock::now() + std::chrono::microseconds(c.mod_interval_us);
+      }
       return;
     }
   }
+}
+
+void Bridge::signal(LiveCq& c) noexcept {
+  // One syscall per notification, never per completion; the eventfd is non-blocking.
+  const uint64_t one = 1;
+  (void)!::write(c.r.event_fd, &one, sizeof one);
+  cq_events_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Bridge::release_if_due(LiveCq& c, bool force) noexcept {
+  const bool count_met = c.mod_count != UINT32_MAX && c.prod - c.held_base >= c.mod_count;
+  if (!force && !count_met && std::chrono::steady_clock::now() < c.deadline) return;
+  c.held = false;
+  --held_;
+  signal(c);
 }
 
 }  // namespace urnic::daemon

@@ -160,6 +160,12 @@ class Bridge {
   bool remove_cq(Cq* cq, std::chrono::milliseconds patience = std::chrono::seconds(5));
   // Returns once the lcore took a step from here (what it read before is done with).
   bool quiesce(std::chrono::milliseconds patience = std::chrono::seconds(5));
+  // NdkControlCqInterruptModeration for a client's CQ (urnic/cq.h): once an arm is satisfied,
+  // its eventfd is written when `count` completions were produced since, or `interval_us` passed,
+  // whichever comes first (interval 0 or count 0..1: off; UINT32_MAX: that bound off). Applies
+  // from the CQ's next notification.
+  bool moderate_cq(Cq* cq, uint32_t interval_us, uint32_t count,
+                   std::chrono::milliseconds patience = std::chrono::seconds(5));
   BridgeCounters counters() const noexcept;
 
   // The lcore's step: applies commands, then moves work in and completions out. Returns whether
@@ -175,11 +181,13 @@ class Bridge {
       kRemoveCq,
       kAddSrq,
       kRemoveSrq,
-      kNop
+      kNop,
+      kModerateCq
     } kind;
     QpRings qp;
     CqRing cq;
     SrqRing srq{};
+    uint32_t mod_interval_us = 0, mod_count = 0;
   };
   struct LiveQp {
     QpRings r;
@@ -196,6 +204,13 @@ class Bridge {
     CqRing r;
     uint32_t prod = 0;
     bool failed = false;
+    // Moderation (moderate_cq): while `held`, a satisfied arm's eventfd write waits until the
+    // producer index is `mod_count` past `held_base` or `deadline` passed.
+    uint32_t mod_interval_us = 0, mod_count = 0;
+    bool held = false;
+    uint32_t held_base = 0;
+    std::chrono::steady_clock::time_point deadline{};
+    bool moderated() const noexcept { return mod_interval_us != 0 && mod_count > 1; }
   };
 
   bool submit(const Cmd& c, std::chrono::milliseconds patience);
@@ -209,8 +224,13 @@ class Bridge {
   Drained drain_receives(const shm::RingView& r, uint32_t* cons, uint32_t max_sge,
                          Post post) noexcept;
   bool fill_cq(LiveCq& c) noexcept;
-  // After `fresh` was published into `c`'s ring: fires the client's arm if they satisfy it.
+  // After `fresh` was published into `c`'s ring: fires the client's arm if they satisfy it
+  // (held first while the CQ is moderated).
   void notify(LiveCq& c, std::span<const ResultEx> fresh) noexcept;
+  // A held CQ's notification, when its count or deadline is met (or `now` forced): the eventfd.
+  void release_if_due(LiveCq& c, bool force = false) noexcept;
+  void signal(LiveCq& c) noexcept;
+  uint32_t held_ = 0;  // CQs held by moderation (the lcore's)
   // Whether a client published work the bridge has not taken yet (the lcore's, before a nap).
   bool pending() const noexcept;
   // Takes a QP out of service for its client's fault: to ERR, its work flushed.

@@ -356,6 +356,14 @@ Status ClientObjects::create_ah(const ipc::CreateAhReq& q, ipc::HandleRep* rep) 
   return s;
 }
 
+Status ClientObjects::moderate_cq(const ipc::ModerateCqReq& q) {
+  Obj* o = find(q.cq, Kind::kCq);
+  if (o == nullptr) return Status::kInvalidHandle;
+  return bridges_[o->engine]->moderate_cq(o->cq.get(), q.interval_us, q.count)
+             ? Status::kSuccess
+             : Status::kDeviceNotReady;
+}
+
 Status ClientObjects::modify_srq(const ipc::ModifySrqReq& q) {
   Obj* o = find(q.srq, Kind::kSrq);
   Obj* ch = find(q.channel, Kind::kCmChannel);

@@ -130,6 +130,8 @@ class ClientObjects {
   // up to 2 s); kept until the client goes, at most AhTable::kMax of them.
   Status create_ah(const ipc::CreateAhReq& q, ipc::HandleRep* rep);
   Status query_counters(const ipc::QueryCountersReq& q, ipc::QueryCountersRep* rep);
+  // Cq::control_interrupt_moderation: the CQ's bridge holds its notifications.
+  Status moderate_cq(const ipc::ModerateCqReq& q);
   // Srq::modify; the limit event goes to the channel named.
   Status modify_srq(const ipc::ModifySrqReq& q);
   // SRQs count against the QP quota.

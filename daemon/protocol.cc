@@ -109,6 +109,8 @@ Decoded check_object_fields(const Request& r) noexcept {
       return ok();  // handles and ranges are the daemon's to check
     case MsgType::kCreateMw:
       return r.create_mw.reserved != 0 ? no("create_mw.reserved") : ok();
+    case MsgType::kModerateCq:
+      return r.moderate_cq.reserved != 0 ? no("moderate_cq.reserved") : ok();
     case MsgType::kInitFrmr: {
       const InitFrmrReq& f = r.init_frmr;
       if (f.remote_access > 1 || f.reserved != 0) return no("init_frmr flag word");
@@ -223,6 +225,7 @@ bool check_reply_fields(MsgType type, const void* out) noexcept {
     case MsgType::kModifySrq:
     case MsgType::kCreateMw:
     case MsgType::kInitFrmr:
+    case MsgType::kModerateCq:
       return true;
     default:
       return false;
@@ -340,6 +343,8 @@ size_t request_size(MsgType type) noexcept {
       return sizeof(CreateMwReq);
     case MsgType::kInitFrmr:
       return sizeof(InitFrmrReq);
+    case MsgType::kModerateCq:
+      return sizeof(ModerateCqReq);
     default:
       return 0;
   }
@@ -367,6 +372,7 @@ size_t reply_size(MsgType type) noexcept {
     case MsgType::kModifyQp:
     case MsgType::kDestroy:
     case MsgType::kModifySrq:
+    case MsgType::kModerateCq:
       return sizeof(ReplyHead);
     case MsgType::kRegisterMr:
     case MsgType::kCreateMw:

@@ -39,7 +39,7 @@ inline constexpr uint16_t kVersionMajor = 1;
 // datagram QPs and address handles (CreateAh, CreateDatagramQp, ModifyQpReq::qkey,
 // CreateQpRep::max_datagram, shm::SendOp::kDatagram). 7: memory windows and fast-register MRs
 // (CreateMw, InitFrmr, shm::SendOp::kBind .. kFastRegister, a QP's page list area,
-// shm::RingHeader::failed).
+// shm::RingHeader::failed); datagram QPs on an SRQ; CQ interrupt moderation (ModerateCq).
 inline constexpr uint16_t kVersionMinor = 7;
 inline constexpr uint16_t kMinClientMinor = 5;
 // Names (adapters, clients): 1 .. 31 characters of [A-Za-z0-9_.-], NUL-padded to 32 bytes.
@@ -80,6 +80,7 @@ enum class MsgType : uint16_t {
   kModifySrq = 22,         // an SRQ's depth and limit; the limit event on a CM channel (1.6)
   kCreateMw = 23,          // an unbound memory window (since 1.7)
   kInitFrmr = 24,          // a fast-register MR, initialised (since 1.7)
+  kModerateCq = 25,        // a CQ's interrupt moderation (since 1.7)
   kReplyFlag = 0x8000      // a reply carries its request's type with this bit set
 };
 
@@ -524,6 +525,18 @@ struct InitFrmrReq {
 };
 static_assert(sizeof(CreateMwReq) == 24 && sizeof(InitFrmrReq) == 32);
 
+// Cq::control_interrupt_moderation in attach mode (since 1.7): the client resolves NDK's special
+// values (count 0xFFFFFFFF: interval only; interval 0xFFFFFFFF: count only; interval 0 or count
+// 0 or 1: off) and the daemon's bridge holds the CQ's notifications accordingly.
+struct ModerateCqReq {
+  Header h;
+  uint32_t cq;
+  uint32_t interval_us;
+  uint32_t count;
+  uint32_t reserved;
+};
+static_assert(sizeof(ModerateCqReq) == 32);
+
 // A request as the daemon sees it once decode_request accepted it.
 union Request {
   Header h;
@@ -551,6 +564,7 @@ union Request {
   ModifySrqReq modify_srq;
   CreateMwReq create_mw;
   InitFrmrReq init_frmr;
+  ModerateCqReq moderate_cq;
 };
 
 // What decode_* found: kSuccess, or the status to answer with and the first bad field.

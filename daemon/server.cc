@@ -323,6 +323,9 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
     case ipc::MsgType::kInitFrmr:
       s = o.init_frmr(r.init_frmr, reinterpret_cast<ipc::RegisterMrRep*>(buf));
       break;
+    case ipc::MsgType::kModerateCq:
+      s = o.moderate_cq(r.moderate_cq);
+      break;
     case ipc::MsgType::kDestroy:
       s = o.destroy(r.destroy.handle);
       break;

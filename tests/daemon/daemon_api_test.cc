@@ -526,6 +526,69 @@ TEST_F(DaemonApi, ASharedReceiveQueueFeedsItsQp) {
   EXPECT_EQ(mine().srqs, 0u);
 }
 
+// Interrupt moderation in attach mode (Cq::control_interrupt_moderation): the daemon's bridge
+// holds a satisfied arm's notification until `count` completions were produced since, or the
+// interval passed. Count only: three SENDs, received and consumed, bring no callback; the fourth
+// does. Interval only: the callback comes no sooner than the interval after the SEND was posted.
+TEST_F(DaemonApi, CqModerationHoldsNotifications) {
+  ApiSide a, b;
+  ASSERT_EQ(open_pair(socket_, "api-moderation", &a, &b), "");
+  struct Seen {
+    std::atomic<int> calls{0};
+    std::atomic<bool> fourth_sent{false}, early{false};
+    std::atomic<int64_t> at_ns{0};
+  } seen;
+  const CqNotificationCallback cb = [](void* ctx, Status) {
+    auto* x = static_cast<Seen*>(ctx);
+    if (!x->fourth_sent.load()) x->early = true;
+    x->at_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+    x->calls.fetch_add(1);
+  };
+  Handle<Cq> ncq;
+  ASSERT_EQ(b.adapter->create_cq(64, cb, &seen, nullptr, nullptr, &ncq), Status::kSuccess);
+  Handle<Qp> bq;
+  ASSERT_EQ(b.pd->create_qp(*ncq, *b.cq, &b, 16, 16, 1, 1, 64, nullptr, nullptr, &bq),
+            Status::kSuccess);
+  b.qp = std::move(bq);  // B receives into ncq
+  const PeerInfo pa = a.me(), pb = b.me();
+  ASSERT_EQ(a.connect(kIpB, &pb), "");
+  ASSERT_EQ(b.connect(kIpA, &pa), "");
+  // NDK's contradiction: count only with interval only.
+  EXPECT_EQ(ncq->control_interrupt_moderation(UINT32_MAX, UINT32_MAX),
+            Status::kInvalidParameterMix);
+  ASSERT_EQ(ncq->control_interrupt_moderation(UINT32_MAX, 4), Status::kSuccess) << last_error();
+  for (uint64_t i = 0; i < 8; ++i) {
+    const Sge r{reinterpret_cast<uint64_t>(b.mem + i * 64), 64, b.mr->get_local_token()};
+    ASSERT_EQ(b.qp->receive(reinterpret_cast<void*>(i), {&r, 1}), Status::kSuccess);
+  }
+  char msg[16] = "moderate me";
+  const Sge inl{reinterpret_cast<uint64_t>(msg), sizeof msg, 0};
+  std::vector<ResultEx> sent;
+  auto send = [&] {
+    ASSERT_EQ(a.qp->send(nullptr, {&inl, 1}, op_flag::kInline), Status::kSuccess);
+    const size_t had = sent.size();
+    ASSERT_EQ(a.wait(had + 1, &sent), had + 1);
+  };
+  ResultEx r[8];
+  size_t got = 0;
+  ncq->arm(CqNotify::kAny);
+  for (int i = 0; i < 3; ++i) send();
+  ASSERT_TRUE(eventually([&] { return (got += ncq->get_results_ex({r + got, 8 - got})) == 3; }));
+  seen.fourth_sent = true;
+  send();
+  EXPECT_TRUE(eventually([&] { return seen.calls.load() == 1; }));
+  EXPECT_FALSE(seen.early.load()) << "notified before the fourth completion";
+  ASSERT_TRUE(eventually([&] { return ncq->get_results_ex(r) == 1; }));
+  // Interval only: 100 ms.
+  ASSERT_EQ(ncq->control_interrupt_moderation(100000, UINT32_MAX), Status::kSuccess);
+  ncq->arm(CqNotify::kAny);
+  const auto posted = std::chrono::steady_clock::now();
+  send();
+  EXPECT_TRUE(eventually([&] { return seen.calls.load() == 2; }));
+  EXPECT_GE(seen.at_ns.load() - posted.time_since_epoch().count(), 100'000'000);
+  EXPECT_TRUE(eventually([&] { return ncq->get_results_ex(r) == 1; }));
+}
+
 // Memory windows and fast-register MRs (docs/daemon.md "Memory windows and fast-register MRs"):
 // B binds a window over part of its MR and fast-registers pages of its shared memory; A writes
 // through each token and every byte is checked where B expects it. The tokens are readable when

@@ -164,6 +164,10 @@ TEST(DaemonProtocol, ObjectRequestsAreCheckedFieldByField) {
   fr.remote_access = 0;
   fr.pages = 0;
   EXPECT_STREQ(decode(bytes_of(&fr, sizeof fr)).why, "init_frmr.pages");
+  ModerateCqReq mc{make_header(MsgType::kModerateCq, sizeof mc, 8), 1, 100, 4, 0};
+  EXPECT_EQ(decode(bytes_of(&mc, sizeof mc)).status, Status::kSuccess);
+  mc.reserved = 3;
+  EXPECT_STREQ(decode(bytes_of(&mc, sizeof mc)).why, "moderate_cq.reserved");
   // A success may come as the bare head where the type's reply is only that.
   ReplyHead ok = make_reply(d.h, sizeof ok, Status::kSuccess);
   ReplyHead out{};
