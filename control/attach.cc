@@ -417,7 +417,10 @@ Status post_receive(const shm::RingView& r, uint32_t* prod, uint32_t max_sge, vo
   w->request_context = reinterpret_cast<uint64_t>(ctx);
   w->num_sge = static_cast<uint32_t>(sgl.size());
   w->reserved = 0;
-  std::memcpy(&w->sge[0], sgl.data(), sgl.size_bytes());
+  if (sgl.size() == 1)
+    std::memcpy(&w->sge[0], sgl.data(), sizeof(Sge));  // the common case: not a call
+  else if (!sgl.empty())
+    std::memcpy(&w->sge[0], sgl.data(), sgl.size_bytes());
   ++*prod;
   r.head->prod.store(*prod, std::memory_order_release);
   return Status::kSuccess;

@@ -359,9 +359,17 @@ Bridge::Drained Bridge::drain_receives(const shm::RingView& r, uint32_t* cons, u
   alignas(16) uint8_t buf[kMaxSlot];
   auto* w = reinterpret_cast<shm::RecvSlot*>(buf);
   uint32_t done = 0;
+  constexpr size_t kFixed = offsetof(shm::RecvSlot, sge);
   for (; done < std::min(n, kBurst); ++done) {
-    std::memcpy(buf, r.slot(*cons + done), r.stride);
+    // Our copy, as for sends: the fixed part, then only the SGEs it names (within the stride:
+    // recv_stride holds max_sge of them); one SGE is a fixed-size copy.
+    const uint8_t* slot = r.slot(*cons + done);
+    std::memcpy(buf, slot, kFixed);
     if (w->reserved != 0 || w->num_sge > max_sge) return Drained::kFault;
+    if (w->num_sge == 1)
+      std::memcpy(buf + kFixed, slot + kFixed, sizeof(Sge));
+    else
+      std::memcpy(buf + kFixed, slot + kFixed, w->num_sge * sizeof(Sge));
     const Status s =
         post(reinterpret_cast<void*>(w->request_context), std::span<const Sge>(w->sge, w->num_sge));
     if (s == Status::kNoMoreEntries) break;
