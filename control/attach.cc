@@ -296,8 +296,27 @@ static_assert(offsetof(ResultEx, request_context) == offsetof(Result, request_co
               sizeof(Result) <= sizeof(ResultEx));
 
 template <class R>
+size_t RemoteCq::take_old(std::span<R> out) noexcept {
+  const shm::RingView& r = old_.ring;
+  // Moved first (acquire), then the producer index: final once moved is seen.
+  const bool moved = r.head->moved.load(std::memory_order_acquire) != 0;
+  const uint32_t prod = r.head->prod.load(std::memory_order_acquire);
+  size_t n = 0;
+  for (; n < out.size() && old_.cons != prod; ++n, ++old_.cons)
+    std::memcpy(&out[n], r.slot(old_.cons), sizeof(R));
+  if (n != 0) r.head->cons.store(old_.cons, std::memory_order_release);
+  if (moved && old_.cons == prod) old_.active = false;  // the new ring's turn
+  return n;
+}
+
+template <class R>
 size_t RemoteCq::take(std::span<R> out) noexcept {
   if (map_ == nullptr || out.data() == nullptr) return 0;
+  if (old_.active) [[unlikely]] {
+    const size_t n = take_old(out);
+    if (old_.active || n == out.size()) return n;
+    return n + take(out.subspan(n));
+  }
   const uint32_t prod = ring_.head->prod.load(std::memory_order_acquire);  // pairs with daemon
   size_t n = 0;
   for (; n < out.size() && cons_ != prod; ++n, ++cons_)
@@ -316,17 +335,58 @@ bool RemoteCq::arm(uint32_t level) noexcept {
   }
   // Dekker with the bridge's notify(): our arm stored, then its index read.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  const uint32_t prod = ring_.head->prod.load(std::memory_order_acquire);
   uint32_t want = a.load(std::memory_order_relaxed);
-  for (uint32_t i = cons_; i != prod && want != shm::kArmNone; ++i) {
-    ResultEx r;
-    std::memcpy(&r, ring_.slot(i), sizeof r);
-    while (want != shm::kArmNone && shm::satisfies(r, want))
-      if (a.compare_exchange_weak(want, shm::kArmNone, std::memory_order_acq_rel,
-                                  std::memory_order_relaxed))
-        return true;
+  // A satisfying completion unconsumed in the ring (or the old one, after a resize).
+  auto waiting = [&](const shm::RingView& ring, uint32_t from) {
+    const uint32_t prod = ring.head->prod.load(std::memory_order_acquire);
+    for (uint32_t i = from; i != prod && want != shm::kArmNone; ++i) {
+      ResultEx r;
+      std::memcpy(&r, ring.slot(i), sizeof r);
+      while (want != shm::kArmNone && shm::satisfies(r, want))
+        if (a.compare_exchange_weak(want, shm::kArmNone, std::memory_order_acq_rel,
+                                    std::memory_order_relaxed))
+          return true;
+    }
+    return false;
+  };
+  return (old_.active && waiting(old_.ring, old_.cons)) || waiting(ring_, cons_);
+}
+
+uint32_t RemoteCq::queued() const noexcept {
+  uint32_t n = map_ != nullptr ? ring_.head->prod.load(std::memory_order_acquire) - cons_ : 0;
+  if (old_.active) n += old_.ring.head->prod.load(std::memory_order_acquire) - old_.cons;
+  return n;
+}
+
+Status RemoteCq::resize(uint32_t depth) noexcept {
+  if (map_ == nullptr) return Status::kInvalidDeviceState;
+  if (old_.active) return Status::kDeviceBusy;  // the previous resize's completions wait
+  if (depth < queued()) return Status::kInvalidParameter;
+  ipc::ResizeCqReq req{};
+  req.cq = handle_;
+  req.depth = depth;
+  ipc::CreateCqRep rep{};
+  int fd = -1;
+  const Status s =
+      daemon_transact(ipc::MsgType::kResizeCq, &req, sizeof req, &rep, sizeof rep, "resize", &fd);
+  if (s != Status::kSuccess) return s;
+  void* map =
+      map_rings(fd, rep.map_bytes,
+                rep.map_bytes >= shm::ring_bytes(rep.capacity, sizeof(shm::CqSlot)), handle_);
+  if (map == nullptr) {
+    // map_rings destroyed the daemon's CQ: it can no longer be read here.
+    ::munmap(map_, map_len_);
+    map_ = nullptr;
+    handle_ = 0;
+    return fail(Status::kInsufficientResources, "resize: cannot map the new ring");
   }
-  return false;
+  if (old_.map != nullptr) ::munmap(old_.map, old_.len);  // drained (else kDeviceBusy above)
+  old_ = Old{map_, map_len_, ring_, cons_, true};
+  map_ = map;
+  map_len_ = rep.map_bytes;
+  ring_ = shm::ring_at(map_, 0, rep.capacity, sizeof(shm::CqSlot));
+  cons_ = 0;
+  return s;
 }
 
 uint32_t RemoteCq::disarm() noexcept {
@@ -338,7 +398,9 @@ Status RemoteCq::destroy() noexcept {
   if (handle_ == 0) return Status::kSuccess;
   const Status s = remote::destroy(handle_);
   if (s == Status::kDeviceBusy) return s;
-  ::munmap(map_, map_len_);
+  if (map_ != nullptr) ::munmap(map_, map_len_);
+  if (old_.map != nullptr) ::munmap(old_.map, old_.len);
+  old_ = Old{};
   map_ = nullptr;
   handle_ = 0;
   return s;

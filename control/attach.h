@@ -105,10 +105,18 @@ class RemoteCq {
   bool arm(uint32_t level) noexcept;
   // Takes the arm back unfired; the level it had (kArmNone: none, or it fired already).
   uint32_t disarm() noexcept;
-  // Completions into `out`, oldest first; how many (Result: the first fields of each).
+  // Completions into `out`, oldest first; how many (Result: the first fields of each). After a
+  // resize, the old ring's first.
   size_t poll(std::span<ResultEx> out) noexcept { return take(out); }
   size_t poll(std::span<Result> out) noexcept { return take(out); }
   uint32_t handle() const noexcept { return handle_; }
+  // Cq::resize (ResizeCq): the daemon moves the CQ to a new ring of at least `depth` slots; the
+  // old one stays mapped until poll has taken its last completion. kDeviceBusy while the
+  // previous resize's old ring still holds completions; kInvalidParameter for a depth below
+  // what waits in the rings. Serialised with poll and arm by the consumer.
+  Status resize(uint32_t depth) noexcept;
+  // Completions waiting in the rings (published, not yet taken).
+  uint32_t queued() const noexcept;
   Status destroy() noexcept;
   // For the tests of the daemon's checks: the raw ring.
   const shm::RingView& ring() const noexcept { return ring_; }
@@ -117,11 +125,24 @@ class RemoteCq {
   template <class R>
   size_t take(std::span<R> out) noexcept;
 
+  // The old ring's completions, after a resize; true when it was empty (and is unmapped).
+  template <class R>
+  size_t take_old(std::span<R> out) noexcept;
+
   uint32_t handle_ = 0;
   void* map_ = nullptr;
   size_t map_len_ = 0;
   shm::RingView ring_;
   uint32_t cons_ = 0;
+  // The ring before the last resize, until its last completion is taken; a drained one is
+  // unmapped by the next resize or destroy (poll makes no syscall).
+  struct Old {
+    void* map = nullptr;
+    size_t len = 0;
+    shm::RingView ring;
+    uint32_t cons = 0;
+    bool active = false;
+  } old_;
 };
 
 class RemoteSrq {

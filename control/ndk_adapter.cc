@@ -720,7 +720,10 @@ Status AdapterExtension::query_gid(uint32_t index, std::array<uint8_t, 16>* gid)
 }
 
 Status AdapterExtension::set_faults(const FaultConfig& tx, const FaultConfig& rx) noexcept {
-  if (a_->remote) return detail::remote_unsupported("AdapterExtension::set_faults");
+  if (a_->remote)
+    return detail::remote_unsupported(
+        "AdapterExtension::set_faults",
+        "the port is shared: faults injected there would hit every client");
   return detail::guarded([&] { return a_->ctl->set_faults(tx, rx); });
 }
 

@@ -63,7 +63,10 @@ void Cq::arm(CqNotify type) noexcept {
 }
 
 Status Cq::resize(uint32_t depth, RequestCompletion completion, void* request_context) noexcept {
-  if (impl_->remote) return detail::remote_unsupported("Cq::resize");
+  if (impl_->remote) {
+    if (detail::is_closing(impl_)) return Status::kInvalidDeviceState;
+    return detail::remote_resize_cq(impl_, depth, completion, request_context);
+  }
   detail::CqImpl* c = impl();
   detail::AdapterImpl* a = c->adapter;
   if (detail::is_closing(c)) return Status::kInvalidDeviceState;

@@ -159,7 +159,10 @@ Status Pd::create_srq(uint32_t depth, uint32_t max_receive_request_sge, uint32_t
 }
 
 Status Pd::get_privileged_memory_region_token(uint32_t* token) noexcept {
-  if (impl_->remote) return detail::remote_unsupported("Pd::get_privileged_memory_region_token");
+  if (impl_->remote)
+    return detail::remote_unsupported(
+        "Pd::get_privileged_memory_region_token",
+        "a token over all memory would reach the daemon's and other clients'");
   if (token == nullptr) return Status::kInvalidParameter;
   std::lock_guard lk(impl()->adapter->mu);
   // A PD whose close pends (it still has successors) hands out nothing new, like its creates.

@@ -245,6 +245,24 @@ Status remote_create_cq(AdapterImpl* a, uint32_t depth, CqNotificationCallback n
   });
 }
 
+Status remote_resize_cq(ObjectImpl* cq, uint32_t depth, RequestCompletion completion,
+                        void* context) noexcept {
+  auto* c = static_cast<RemoteCqImpl*>(cq);
+  AdapterImpl* a = c->adapter;
+  if (depth == 0 || depth > a->info.max_cq_depth) return Status::kInvalidParameter;
+  // One request, done when it returns; a completion is still a callback of the event thread,
+  // after this returned kPending, as NDK promises.
+  const Status s = c->cq.resize(depth);
+  if (s == Status::kSuccess) c->depth = depth;
+  if (completion == nullptr) return s;
+  {
+    std::lock_guard lk(a->mu);
+    a->defer_locked([completion, context, s] { completion(context, s); });
+  }
+  a->remote_events->wake();
+  return Status::kPending;
+}
+
 Status remote_moderate_cq(ObjectImpl* cq, uint32_t interval_us, uint32_t count) noexcept {
   auto* c = static_cast<RemoteCqImpl*>(cq);
   constexpr uint32_t kMax = UINT32_MAX;                      // MAXULONG

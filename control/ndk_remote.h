@@ -27,7 +27,8 @@
 // of the daemon's own; Qp::bind and Qp::fast_register wait until the daemon's bridge posted them
 // (remote::RemoteQp::post_sync), so that the new token is known when they return, as NDK wants.
 //
-// What attach mode does not offer yet answers kNotSupported: the privileged token and CQ resize.
+// What attach mode does not offer answers kNotSupported: the privileged token (a token over all
+// memory would reach the daemon's and other clients') and fault injection (the port is shared).
 #pragma once
 
 #include <atomic>
@@ -48,10 +49,10 @@
 
 namespace urnic::detail {
 
-// kNotSupported, with last_error() naming `what`.
-inline Status remote_unsupported(const char* what) noexcept {
-  return fail_with(Status::kNotSupported,
-                   std::string(what) + ": not offered in attach mode yet (docs/daemon.md)");
+// kNotSupported, with last_error() naming `what` and why attach mode does not offer it.
+inline Status remote_unsupported(const char* what, const char* why) noexcept {
+  return fail_with(Status::kNotSupported, std::string(what) + ": not offered in attach mode: " +
+                                              why + " (docs/daemon.md)");
 }
 
 struct RemotePdImpl final : ImplOf<RemotePdImpl, Pd> {
@@ -92,7 +93,7 @@ struct RemoteCqImpl final : ImplOf<RemoteCqImpl, Cq> {
   void* const notify_ctx;
   std::atomic<bool> events_{true};
   std::atomic<bool> cancelled_{false};  // an arm was cancelled: deliver kCancelled
-  uint32_t depth = 0;                   // as created (moderation's "count above the depth")
+  uint32_t depth = 0;  // as created or resized (moderation's "count above the depth")
 };
 
 // An attached adapter's event thread: waits (epoll) on its CQs' eventfds and a wake eventfd,
@@ -184,6 +185,10 @@ Status remote_create_pd(AdapterImpl* a, Handle<Pd>* out) noexcept;
 // Cq::control_interrupt_moderation: the embedded checks, then ModerateCq (the daemon's bridge
 // holds the notifications).
 Status remote_moderate_cq(ObjectImpl* cq, uint32_t interval_us, uint32_t count) noexcept;
+// Cq::resize: ResizeCq (the embedded statuses); with a completion, kPending and the completion
+// from the event thread.
+Status remote_resize_cq(ObjectImpl* cq, uint32_t depth, RequestCompletion completion,
+                        void* context) noexcept;
 Status remote_create_mr(ObjectImpl* pd, bool fast_register, Handle<Mr>* out) noexcept;
 // `srq` (null: none): the QP's receives come from it (rq_depth and max_rsge are then 1).
 // `qkey` (null: RC): a datagram QP with that Q_Key (on `srq` too, since protocol 1.7).

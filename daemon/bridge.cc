@@ -153,6 +153,13 @@ bool Bridge::moderate_cq(Cq* cq, uint32_t interval_us, uint32_t count,
   return submit(c, patience);
 }
 
+bool Bridge::move_cq(Cq* cq, const shm::RingView& ring, std::chrono::milliseconds patience) {
+  Cmd c{Cmd::Kind::kMoveCq, {}, {}};
+  c.cq.cq = cq;
+  c.cq.ring = ring;
+  return submit(c, patience);
+}
+
 BridgeCounters Bridge::counters() const noexcept {
   BridgeCounters c;
   c.sends = sends_.load(std::memory_order_relaxed);
@@ -182,6 +189,18 @@ void Bridge::apply(const Cmd& c) {
         held_ -= q.held ? 1 : 0;
         return true;
       });
+      break;
+    case Cmd::Kind::kMoveCq:
+      for (LiveCq& q : cqs_) {
+        if (q.r.cq != c.cq.cq) continue;
+        // The old ring's last completions are published already (fill_cq publishes as it goes).
+        c.cq.ring.head->arm.store(q.r.ring.head->arm.exchange(shm::kArmNone),
+                                  std::memory_order_relaxed);
+        q.r.ring.head->moved.store(1, std::memory_order_release);
+        q.r.ring = c.cq.ring;
+        q.prod = 0;
+        q.held_base = 0;  // a held notification counts from the new ring's start
+      }
       break;
     case Cmd::Kind::kModerateCq:
       for (LiveCq& q : cqs_) {

@@ -166,6 +166,11 @@ class Bridge {
   // from the CQ's next notification.
   bool moderate_cq(Cq* cq, uint32_t interval_us, uint32_t count,
                    std::chrono::milliseconds patience = std::chrono::seconds(5));
+  // Cq::resize: from the lcore's next step the CQ's completions go to `ring` (its arm carried
+  // over); the old ring is marked moved (shm::RingHeader::moved) with its producer index final,
+  // and the bridge touches it no more once this returns true.
+  bool move_cq(Cq* cq, const shm::RingView& ring,
+               std::chrono::milliseconds patience = std::chrono::seconds(5));
   BridgeCounters counters() const noexcept;
 
   // The lcore's step: applies commands, then moves work in and completions out. Returns whether
@@ -182,7 +187,8 @@ class Bridge {
       kAddSrq,
       kRemoveSrq,
       kNop,
-      kModerateCq
+      kModerateCq,
+      kMoveCq
     } kind;
     QpRings qp;
     CqRing cq;

@@ -356,6 +356,36 @@ Status ClientObjects::create_ah(const ipc::CreateAhReq& q, ipc::HandleRep* rep) 
   return s;
 }
 
+Status ClientObjects::resize_cq(const ipc::ResizeCqReq& q, ipc::CreateCqRep* rep, int* fd) {
+  Obj* o = find(q.cq, Kind::kCq);
+  if (o == nullptr) return Status::kInvalidHandle;
+  if (q.depth > adapters_[o->adapter].adapter->adapter_info().max_cq_depth)
+    return Status::kInvalidParameter;
+  const uint32_t cap = shm::ring_capacity(q.depth);
+  const size_t len = shm::ring_bytes(cap, sizeof(shm::CqSlot));
+  void* map = nullptr;
+  if ((*fd = make_memfd("urnic-cq", len, &map)) < 0) return Status::kInsufficientResources;
+  // The daemon's CQ first (its own checks: a depth below what waits in it, a resize whose old
+  // ring the bridge has not emptied yet); synchronous on this thread.
+  Status s = o->cq->resize(q.depth, nullptr, nullptr);
+  if (s == Status::kSuccess &&
+      !bridges_[o->engine]->move_cq(o->cq.get(), shm::ring_at(map, 0, cap, sizeof(shm::CqSlot))))
+    s = Status::kDeviceNotReady;
+  if (s != Status::kSuccess) {
+    ::munmap(map, len);
+    ::close(*fd);
+    *fd = -1;
+    return s;
+  }
+  ::munmap(o->map, o->map_len);  // the bridge writes the new ring from now on
+  o->map = map;
+  o->map_len = len;
+  rep->handle = q.cq;
+  rep->capacity = cap;
+  rep->map_bytes = len;
+  return s;
+}
+
 Status ClientObjects::moderate_cq(const ipc::ModerateCqReq& q) {
   Obj* o = find(q.cq, Kind::kCq);
   if (o == nullptr) return Status::kInvalidHandle;

@@ -130,6 +130,9 @@ class ClientObjects {
   // up to 2 s); kept until the client goes, at most AhTable::kMax of them.
   Status create_ah(const ipc::CreateAhReq& q, ipc::HandleRep* rep);
   Status query_counters(const ipc::QueryCountersReq& q, ipc::QueryCountersRep* rep);
+  // Cq::resize: the daemon's CQ resized, a new ring (*fd its memfd, the caller's to close after
+  // the reply), the bridge moved to it; the old ring unmapped here.
+  Status resize_cq(const ipc::ResizeCqReq& q, ipc::CreateCqRep* rep, int* fd);
   // Cq::control_interrupt_moderation: the CQ's bridge holds its notifications.
   Status moderate_cq(const ipc::ModerateCqReq& q);
   // Srq::modify; the limit event goes to the channel named.

@@ -111,6 +111,8 @@ Decoded check_object_fields(const Request& r) noexcept {
       return r.create_mw.reserved != 0 ? no("create_mw.reserved") : ok();
     case MsgType::kModerateCq:
       return r.moderate_cq.reserved != 0 ? no("moderate_cq.reserved") : ok();
+    case MsgType::kResizeCq:
+      return r.resize_cq.depth == 0 ? no("resize_cq.depth") : ok();
     case MsgType::kInitFrmr: {
       const InitFrmrReq& f = r.init_frmr;
       if (f.remote_access > 1 || f.reserved != 0) return no("init_frmr flag word");
@@ -180,7 +182,8 @@ bool check_reply_fields(MsgType type, const void* out) noexcept {
       const auto* r = static_cast<const ListClientsRep*>(out);
       return r->count <= kClientsPerReply && r->count <= r->total;
     }
-    case MsgType::kCreateCq: {
+    case MsgType::kCreateCq:
+    case MsgType::kResizeCq: {
       const auto* r = static_cast<const CreateCqRep*>(out);
       return r->capacity != 0 && (r->capacity & (r->capacity - 1)) == 0;
     }
@@ -343,6 +346,8 @@ size_t request_size(MsgType type) noexcept {
       return sizeof(CreateMwReq);
     case MsgType::kInitFrmr:
       return sizeof(InitFrmrReq);
+    case MsgType::kResizeCq:
+      return sizeof(ResizeCqReq);
     case MsgType::kModerateCq:
       return sizeof(ModerateCqReq);
     default:
@@ -365,6 +370,7 @@ size_t reply_size(MsgType type) noexcept {
     case MsgType::kCreatePd:
       return sizeof(HandleRep);
     case MsgType::kCreateCq:
+    case MsgType::kResizeCq:
       return sizeof(CreateCqRep);
     case MsgType::kCreateQp:
     case MsgType::kCreateDatagramQp:

@@ -39,7 +39,8 @@ inline constexpr uint16_t kVersionMajor = 1;
 // datagram QPs and address handles (CreateAh, CreateDatagramQp, ModifyQpReq::qkey,
 // CreateQpRep::max_datagram, shm::SendOp::kDatagram). 7: memory windows and fast-register MRs
 // (CreateMw, InitFrmr, shm::SendOp::kBind .. kFastRegister, a QP's page list area,
-// shm::RingHeader::failed); datagram QPs on an SRQ; CQ interrupt moderation (ModerateCq).
+// shm::RingHeader::failed); datagram QPs on an SRQ; CQ interrupt moderation (ModerateCq) and
+// resize (ResizeCq, shm::RingHeader::moved).
 inline constexpr uint16_t kVersionMinor = 7;
 inline constexpr uint16_t kMinClientMinor = 5;
 // Names (adapters, clients): 1 .. 31 characters of [A-Za-z0-9_.-], NUL-padded to 32 bytes.
@@ -81,6 +82,7 @@ enum class MsgType : uint16_t {
   kCreateMw = 23,          // an unbound memory window (since 1.7)
   kInitFrmr = 24,          // a fast-register MR, initialised (since 1.7)
   kModerateCq = 25,        // a CQ's interrupt moderation (since 1.7)
+  kResizeCq = 26,          // + a CQ's new completion ring (since 1.7)
   kReplyFlag = 0x8000      // a reply carries its request's type with this bit set
 };
 
@@ -537,6 +539,17 @@ struct ModerateCqReq {
 };
 static_assert(sizeof(ModerateCqReq) == 32);
 
+// Cq::resize in attach mode (since 1.7): the daemon resizes its CQ, makes a new completion ring
+// of at least `depth` slots and moves the bridge to it, marking the old one moved (its producer
+// index final). The reply is CreateCqRep with the new ring's memfd; the client takes the old
+// ring's completions first.
+struct ResizeCqReq {
+  Header h;
+  uint32_t cq;
+  uint32_t depth;
+};
+static_assert(sizeof(ResizeCqReq) == 24);
+
 // A request as the daemon sees it once decode_request accepted it.
 union Request {
   Header h;
@@ -565,6 +578,7 @@ union Request {
   CreateMwReq create_mw;
   InitFrmrReq init_frmr;
   ModerateCqReq moderate_cq;
+  ResizeCqReq resize_cq;
 };
 
 // What decode_* found: kSuccess, or the status to answer with and the first bad field.

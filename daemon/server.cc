@@ -326,6 +326,9 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
     case ipc::MsgType::kModerateCq:
       s = o.moderate_cq(r.moderate_cq);
       break;
+    case ipc::MsgType::kResizeCq:
+      s = o.resize_cq(r.resize_cq, reinterpret_cast<ipc::CreateCqRep*>(buf), &fd);
+      break;
     case ipc::MsgType::kDestroy:
       s = o.destroy(r.destroy.handle);
       break;

@@ -36,6 +36,9 @@ struct alignas(64) RingHeader {
   // A send ring's: set (to 1) by the bridge when it takes the QP out of service for what its
   // client wrote; a client waiting for a synchronous slot (kBind, kFastRegister) stops there.
   std::atomic<uint32_t> failed;
+  // A completion ring's: set (to 1) by the bridge when a resize moved the CQ to a new ring; its
+  // producer index, read after this (acquire), is final.
+  std::atomic<uint32_t> moved;
 };
 inline constexpr uint32_t kArmNone = 0, kArmErrors = 1, kArmSolicited = 2, kArmAny = 3;
 // Whether completion `r` satisfies arm `level`.

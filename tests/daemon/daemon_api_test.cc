@@ -236,7 +236,7 @@ TEST_F(DaemonApi, WhatAttachModeLacksIsRefusedAndTheCloseRulesHold) {
   };
   uint32_t token = 0;
   EXPECT_TRUE(unsupported(pd->get_privileged_memory_region_token(&token)));
-  EXPECT_TRUE(unsupported(cq->resize(128, nullptr, nullptr)));
+  EXPECT_TRUE(unsupported(ext->set_faults(FaultConfig{}, FaultConfig{})));
   Handle<Mr> mr;
   // Counters come from the daemon: the port's, and this process's QPs (none yet).
   AdapterCounters counters;
@@ -587,6 +587,80 @@ TEST_F(DaemonApi, CqModerationHoldsNotifications) {
   EXPECT_TRUE(eventually([&] { return seen.calls.load() == 2; }));
   EXPECT_GE(seen.at_ns.load() - posted.time_since_epoch().count(), 100'000'000);
   EXPECT_TRUE(eventually([&] { return ncq->get_results_ex(r) == 1; }));
+}
+
+// Cq::resize in attach mode: the daemon moves the CQ to a new ring; completions waiting in the
+// old one are taken first, in order, then the new ring's; a second resize while the old ring
+// still holds completions is kDeviceBusy, a depth below what waits kInvalidParameter; with a
+// completion callback the call pends and the callback brings the status.
+TEST_F(DaemonApi, CqResizeMovesToANewRingInOrder) {
+  ApiSide a, b;
+  ASSERT_EQ(open_pair(socket_, "api-resize", &a, &b), "");
+  Handle<Cq> rcq;
+  ASSERT_EQ(b.adapter->create_cq(8, nullptr, nullptr, nullptr, nullptr, &rcq), Status::kSuccess);
+  Handle<Qp> bq;
+  ASSERT_EQ(b.pd->create_qp(*rcq, *b.cq, &b, 64, 16, 1, 1, 64, nullptr, nullptr, &bq),
+            Status::kSuccess);
+  b.qp = std::move(bq);  // B receives into rcq (8 deep)
+  const PeerInfo pa = a.me(), pb = b.me();
+  ASSERT_EQ(a.connect(kIpB, &pb), "");
+  ASSERT_EQ(b.connect(kIpA, &pa), "");
+  for (uint64_t i = 0; i < 40; ++i) {
+    const Sge r{reinterpret_cast<uint64_t>(b.mem + i * 64), 64, b.mr->get_local_token()};
+    ASSERT_EQ(b.qp->receive(reinterpret_cast<void*>(i), {&r, 1}), Status::kSuccess);
+  }
+  char msg[8] = "resize";
+  const Sge inl{reinterpret_cast<uint64_t>(msg), sizeof msg, 0};
+  std::vector<ResultEx> sent;
+  auto send = [&](uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i)
+      ASSERT_EQ(a.qp->send(nullptr, {&inl, 1}, op_flag::kInline), Status::kSuccess);
+    const size_t want = sent.size() + n;
+    ASSERT_EQ(a.wait(want, &sent), want);
+  };
+  // Five received, not taken; a depth below them is refused; then 64.
+  send(5);
+  EXPECT_EQ(rcq->resize(4, nullptr, nullptr), Status::kInvalidParameter);
+  ASSERT_EQ(rcq->resize(64, nullptr, nullptr), Status::kSuccess) << last_error();
+  EXPECT_EQ(rcq->resize(128, nullptr, nullptr), Status::kDeviceBusy);  // five wait in the old ring
+  // Twenty more (past the old depth of 8): the new ring holds them.
+  send(20);
+  std::vector<ResultEx> got;
+  ResultEx r[16];
+  ASSERT_TRUE(eventually([&] {
+    const size_t n = rcq->get_results_ex(r);
+    got.insert(got.end(), r, r + n);
+    return got.size() >= 25;
+  }));
+  ASSERT_EQ(got.size(), 25u);
+  for (uint64_t i = 0; i < 25; ++i) {
+    EXPECT_EQ(reinterpret_cast<uint64_t>(got[i].request_context), i);
+    EXPECT_EQ(got[i].status, Status::kSuccess);
+  }
+  // The old ring drained: resize again, with a completion.
+  std::atomic<int> calls{0};
+  std::atomic<Status> status{Status::kPending};
+  struct Ctx {
+    std::atomic<int>* calls;
+    std::atomic<Status>* status;
+  } ctx{&calls, &status};
+  const RequestCompletion done = [](void* p, Status s) {
+    auto* c = static_cast<Ctx*>(p);
+    c->status->store(s);
+    c->calls->fetch_add(1);
+  };
+  ASSERT_EQ(rcq->resize(16, done, &ctx), Status::kPending);
+  EXPECT_TRUE(eventually([&] { return calls.load() == 1; }));
+  EXPECT_EQ(status.load(), Status::kSuccess);
+  send(3);
+  got.clear();
+  ASSERT_TRUE(eventually([&] {
+    const size_t n = rcq->get_results_ex(r);
+    got.insert(got.end(), r, r + n);
+    return got.size() >= 3;
+  }));
+  for (uint64_t i = 0; i < got.size(); ++i)
+    EXPECT_EQ(reinterpret_cast<uint64_t>(got[i].request_context), 25 + i);
 }
 
 // Memory windows and fast-register MRs (docs/daemon.md "Memory windows and fast-register MRs"):

@@ -168,6 +168,10 @@ TEST(DaemonProtocol, ObjectRequestsAreCheckedFieldByField) {
   EXPECT_EQ(decode(bytes_of(&mc, sizeof mc)).status, Status::kSuccess);
   mc.reserved = 3;
   EXPECT_STREQ(decode(bytes_of(&mc, sizeof mc)).why, "moderate_cq.reserved");
+  ResizeCqReq rc{make_header(MsgType::kResizeCq, sizeof rc, 9), 1, 0};
+  EXPECT_STREQ(decode(bytes_of(&rc, sizeof rc)).why, "resize_cq.depth");
+  rc.depth = 64;
+  EXPECT_EQ(decode(bytes_of(&rc, sizeof rc)).status, Status::kSuccess);
   // A success may come as the bare head where the type's reply is only that.
   ReplyHead ok = make_reply(d.h, sizeof ok, Status::kSuccess);
   ReplyHead out{};
