@@ -334,26 +334,40 @@ Status ClientObjects::create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep
   return s;
 }
 
-Status ClientObjects::create_ah(const ipc::CreateAhReq& q, ipc::HandleRep* rep) {
+Status ClientObjects::prepare_ah(const ipc::CreateAhReq& q, AddressVector* av, Adapter** adapter) {
   if (q.adapter >= adapters_.size()) return Status::kInvalidParameter;
+  if (ah_table().count.load(std::memory_order_relaxed) >= AhTable::kMax)
+    return Status::kInsufficientResources;
+  av->ipv6 = q.ipv6 != 0;
+  av->dst_ipv4 = q.dst_ipv4;
+  std::memcpy(av->dst_ipv6.data(), q.dst_ipv6, 16);
+  std::memcpy(av->dst_mac.data(), q.dst_mac, 6);
+  av->traffic_class = q.traffic_class;
+  av->hop_limit = q.hop_limit;
+  av->flow_label = q.flow_label;
+  av->sgid_index = q.sgid_index;
+  *adapter = adapters_[q.adapter].adapter;
+  return Status::kSuccess;
+}
+
+Status ClientObjects::add_ah(const AddressHandle& ah, ipc::HandleRep* rep) {
   AhTable& t = ah_table();
   const uint32_t n = t.count.load(std::memory_order_relaxed);
   if (n >= AhTable::kMax) return Status::kInsufficientResources;
-  AddressVector av;
-  av.ipv6 = q.ipv6 != 0;
-  av.dst_ipv4 = q.dst_ipv4;
-  std::memcpy(av.dst_ipv6.data(), q.dst_ipv6, 16);
-  std::memcpy(av.dst_mac.data(), q.dst_mac, 6);
-  av.traffic_class = q.traffic_class;
-  av.hop_limit = q.hop_limit;
-  av.flow_label = q.flow_label;
-  av.sgid_index = q.sgid_index;
   // Written before it is counted: a bridge reads only entries below the count (AhTable).
-  const Status s = create_address_handle(*adapters_[q.adapter].adapter, av, &t.ah[n]);
-  if (s != Status::kSuccess) return s;
+  t.ah[n] = ah;
   t.count.store(n + 1, std::memory_order_release);
   rep->handle = n + 1;
-  return s;
+  return Status::kSuccess;
+}
+
+Status ClientObjects::create_ah(const ipc::CreateAhReq& q, ipc::HandleRep* rep) {
+  AddressVector av;
+  Adapter* adapter = nullptr;
+  if (Status s = prepare_ah(q, &av, &adapter); s != Status::kSuccess) return s;
+  AddressHandle ah;
+  if (Status s = create_address_handle(*adapter, av, &ah); s != Status::kSuccess) return s;
+  return add_ah(ah, rep);
 }
 
 Status ClientObjects::resize_cq(const ipc::ResizeCqReq& q, ipc::CreateCqRep* rep, int* fd) {

@@ -127,8 +127,12 @@ class ClientObjects {
   Status create_qp(const ipc::CreateQpReq& q, ipc::CreateQpRep* rep, int* fd,
                    const uint32_t* qkey = nullptr);
   // An address handle on the adapter (blocks this thread while the daemon resolves the MAC,
-  // up to 2 s); kept until the client goes, at most AhTable::kMax of them.
+  // up to 2 s); kept until the client goes, at most AhTable::kMax of them. The server resolves
+  // off its thread instead when a MAC is to be found: prepare_ah (the checks, the address
+  // vector), create_address_handle on a thread of its own, then add_ah.
   Status create_ah(const ipc::CreateAhReq& q, ipc::HandleRep* rep);
+  Status prepare_ah(const ipc::CreateAhReq& q, AddressVector* av, Adapter** adapter);
+  Status add_ah(const AddressHandle& ah, ipc::HandleRep* rep);
   Status query_counters(const ipc::QueryCountersReq& q, ipc::QueryCountersRep* rep);
   // Cq::resize: the daemon's CQ resized, a new ring (*fd its memfd, the caller's to close after
   // the reply), the bridge moved to it; the old ring unmapped here.

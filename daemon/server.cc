@@ -2,6 +2,7 @@
 #include "daemon/server.h"
 
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -22,6 +23,7 @@ namespace {
 // epoll tags for the two fds that are not clients.
 constexpr uint64_t kListenTag = 1;
 constexpr uint64_t kSignalTag = 2;
+constexpr uint64_t kResolveTag = 3;
 
 bool operator_uid(uid_t uid) { return uid == 0 || uid == ::geteuid(); }
 
@@ -75,6 +77,10 @@ bool Server::listen(std::string* err) {
   ev.events = EPOLLIN;
   ev.data.u64 = kListenTag;
   if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, lfd_, &ev) != 0) return fail("epoll_ctl");
+  resolve_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (resolve_fd_ < 0) return fail("eventfd");
+  ev.data.u64 = kResolveTag;
+  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, resolve_fd_, &ev) != 0) return fail("epoll_ctl");
   return true;
 }
 
@@ -95,6 +101,8 @@ int Server::run(int sigfd) {
         if (::read(sigfd, &si, sizeof si) == sizeof si) return static_cast<int>(si.ssi_signo);
       } else if (tag == kListenTag) {
         accept_all();
+      } else if (tag == kResolveTag) {
+        on_resolved();
       } else {
         auto* c = reinterpret_cast<Client*>(tag);
         if (!serve(*c)) close_client(c, false);
@@ -306,6 +314,10 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
       s = o.query_counters(r.query_counters, reinterpret_cast<ipc::QueryCountersRep*>(buf));
       break;
     case ipc::MsgType::kCreateAh:
+      // A MAC to find: off this thread (the reply comes from on_resolved).
+      if (std::all_of(std::begin(r.create_ah.dst_mac), std::end(r.create_ah.dst_mac),
+                      [](uint8_t b) { return b == 0; }))
+        return resolve_ah(c, r.create_ah);
       s = o.create_ah(r.create_ah, reinterpret_cast<ipc::HandleRep*>(buf));
       break;
     case ipc::MsgType::kCreateSrq:
@@ -411,6 +423,67 @@ bool Server::reply_status(Client& c, const ipc::Header& h, Status s) {
   return reply(c, &r, sizeof r);
 }
 
+bool Server::resolve_ah(Client& c, const ipc::CreateAhReq& r) {
+  AddressVector av;
+  Adapter* adapter = nullptr;
+  if (Status s = c.objects->prepare_ah(r, &av, &adapter); s != Status::kSuccess)
+    return reply_status(c, r.h, s);
+  // Not read until the answer: a client has one request in flight (its library waits for each
+  // reply), and one that sends more waits for them to be read.
+  epoll_event ev{};
+  ev.data.u64 = reinterpret_cast<uint64_t>(&c);
+  ::epoll_ctl(epfd_, EPOLL_CTL_MOD, c.fd, &ev);
+  Resolved job;
+  job.client = c.entry.id;
+  job.h = r.h;
+  resolvers_.emplace_back(c.entry.id, std::thread([this, job, av, adapter]() mutable {
+                            job.status = create_address_handle(*adapter, av, &job.ah);
+                            {
+                              std::lock_guard lock(resolve_mu_);
+                              resolved_.push_back(job);
+                            }
+                            const uint64_t one = 1;
+                            (void)!::write(resolve_fd_, &one, sizeof one);
+                          }));
+  return true;
+}
+
+void Server::on_resolved() {
+  uint64_t n = 0;
+  (void)!::read(resolve_fd_, &n, sizeof n);
+  std::vector<Resolved> done;
+  {
+    std::lock_guard lock(resolve_mu_);
+    done.swap(resolved_);
+  }
+  for (const Resolved& j : done) {
+    // Its thread has finished but for its return.
+    for (auto it = resolvers_.begin(); it != resolvers_.end(); ++it) {
+      if (it->first != j.client) continue;
+      it->second.join();
+      resolvers_.erase(it);
+      break;
+    }
+    Client* c = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& p : clients_)
+        if (p->entry.id == j.client) c = p.get();
+    }
+    if (c == nullptr) continue;  // gone meanwhile: its handle was never made for it
+    ipc::HandleRep rep{};
+    Status s = j.status;
+    if (s == Status::kSuccess) s = c->objects->add_ah(j.ah, &rep);
+    rep.r = ipc::make_reply(j.h, sizeof rep, s);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = reinterpret_cast<uint64_t>(c);
+    ::epoll_ctl(epfd_, EPOLL_CTL_MOD, c->fd, &ev);
+    const bool ok = s == Status::kSuccess ? reply(*c, &rep, sizeof rep) : reply_status(*c, j.h, s);
+    if (!ok) close_client(c, true);
+  }
+}
+
 void Server::close_client(Client* c, bool by_daemon) {
   ::epoll_ctl(epfd_, EPOLL_CTL_DEL, c->fd, nullptr);
   ::close(c->fd);
@@ -441,8 +514,12 @@ void Server::shutdown() {
     ::close(lfd_);
     ::unlink(opts_.socket_path.c_str());
   }
+  // Resolutions in flight end within their timeout; their results go nowhere.
+  for (auto& [id, t] : resolvers_) t.join();
+  resolvers_.clear();
+  if (resolve_fd_ >= 0) ::close(resolve_fd_);
   if (epfd_ >= 0) ::close(epfd_);
-  lfd_ = epfd_ = -1;
+  lfd_ = epfd_ = resolve_fd_ = -1;
 }
 
 std::vector<ipc::ClientEntry> Server::clients() const {

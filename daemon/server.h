@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "daemon/bridge.h"
@@ -84,6 +85,22 @@ class Server {
   bool on_object(Client& c, const ipc::Request& r);
   bool reply_fd(Client& c, const void* msg, size_t size, int fd);
   void close_client(Client* c, bool by_daemon);
+  // CreateAh that must find a MAC (ARP / ND, up to 2 s when nobody answers): resolved on a thread
+  // of its own so that this thread keeps serving the other clients; the client's socket is not
+  // read meanwhile (it waits for this reply anyway). The result comes back through resolve_fd_.
+  bool resolve_ah(Client& c, const ipc::CreateAhReq& r);
+  void on_resolved();
+
+  struct Resolved {
+    uint32_t client = 0;  // ClientEntry::id
+    ipc::Header h{};
+    AddressHandle ah;
+    Status status = Status::kSuccess;
+  };
+  int resolve_fd_ = -1;    // an eventfd: results wait in resolved_
+  std::mutex resolve_mu_;  // resolved_
+  std::vector<Resolved> resolved_;
+  std::vector<std::pair<uint32_t, std::thread>> resolvers_;  // by client id; this thread's
 
   const ServerOptions opts_;
   const std::vector<ServedAdapter> adapters_;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -492,6 +493,62 @@ TEST_F(DaemonCm, DatagramsAndAddressHandlesThroughTheDaemon) {
   EXPECT_EQ(std::memcmp(b.mem + 5 * 4096 + kGrhLength, a.mem + 11, 100), 0);
   EXPECT_EQ(a.wait(3, &more), 3u);
   qs.reset();
+}
+
+}  // namespace
+}  // namespace urnic
+
+namespace urnic {
+namespace {
+
+using namespace test;
+
+int64_t now_ns() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
+
+// An address handle whose MAC nobody answers for (ARP gives up after about 2 s) is resolved off
+// the daemon's thread: another client's request, made while the first waits, is answered before
+// the first's. Both times come from one monotonic clock.
+TEST_F(DaemonCm, AnUnansweredAddressHandleHoldsUpNoOtherClient) {
+  int go[2], done[2];
+  ASSERT_EQ(::pipe(go), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  const pid_t slow = child([&]() -> std::string {
+    if (attach(socket_, "cm-ah-slow") != Status::kSuccess) return "attach";
+    std::unique_ptr<Adapter> ad;
+    if (Adapter::open("urnic0", &ad) != Status::kSuccess) return last_error();
+    char c;
+    if (::read(go[0], &c, 1) != 1) return "go";
+    AddressVector av;
+    av.dst_ipv4 = 0xC0000263;  // 192.0.2.99: on urnic0's subnet, and nobody's
+    AddressHandle h;
+    const Status s = create_address_handle(*ad, av, &h);
+    const int64_t t = now_ns();
+    if (::write(done[1], &t, sizeof t) != sizeof t) return "done";
+    return s != Status::kSuccess ? "" : "an address nobody answers for was resolved";
+  });
+  ASSERT_EQ(attach(socket_, "cm-ah-other"), Status::kSuccess) << last_error();
+  // The slow client's requests so far (it waits for `go`), then the one it makes after it.
+  auto requests_of_slow = [] {
+    std::vector<DaemonClient> all;
+    if (daemon_clients(&all) != Status::kSuccess) return uint64_t{0};
+    for (const DaemonClient& c : all)
+      if (c.name == "cm-ah-slow") return c.requests;
+    return uint64_t{0};
+  };
+  uint64_t before = 0;
+  ASSERT_TRUE(eventually([&] { return (before = requests_of_slow()) >= 2; }));
+  ASSERT_TRUE(eventually([&] { return requests_of_slow() == before; }));  // idle: waits for go
+  ASSERT_EQ(::write(go[1], "g", 1), 1);
+  // Its CreateAh has reached the daemon (and is resolving); ours is answered meanwhile.
+  ASSERT_TRUE(eventually([&] { return requests_of_slow() == before + 1; }));
+  std::vector<DaemonAdapter> adapters;
+  ASSERT_EQ(daemon_adapters(&adapters), Status::kSuccess);
+  const int64_t answered = now_ns();
+  int64_t slow_done = 0;
+  ASSERT_EQ(::read(done[0], &slow_done, sizeof slow_done), ssize_t{sizeof slow_done});
+  EXPECT_LT(answered, slow_done) << "the other client waited for the resolution";
+  EXPECT_EQ(reap(slow), 0);
+  for (int fd : {go[0], go[1], done[0], done[1]}) ::close(fd);
 }
 
 }  // namespace
