@@ -479,10 +479,7 @@ Status post_receive(const shm::RingView& r, uint32_t* prod, uint32_t max_sge, vo
   w->request_context = reinterpret_cast<uint64_t>(ctx);
   w->num_sge = static_cast<uint32_t>(sgl.size());
   w->reserved = 0;
-  if (sgl.size() == 1)
-    std::memcpy(&w->sge[0], sgl.data(), sizeof(Sge));  // the common case: not a call
-  else if (!sgl.empty())
-    std::memcpy(&w->sge[0], sgl.data(), sgl.size_bytes());
+  shm::copy_sges(&w->sge[0], sgl.data(), sgl.size());
   ++*prod;
   r.head->prod.store(*prod, std::memory_order_release);
   return Status::kSuccess;
@@ -736,12 +733,7 @@ Status RemoteQp::post(shm::SendOp op, void* ctx, std::span<const Sge> sgl, uint6
     w->num_sge = 0;
     w->length = static_cast<uint32_t>(total);
   } else {
-    // One SGE, the common case, is a fixed-size copy (not a call); a zero-length request may
-    // come with a null list (memcpy of null is undefined even for 0 bytes).
-    if (sgl.size() == 1)
-      std::memcpy(&w->sge[0], sgl.data(), sizeof(Sge));
-    else if (!sgl.empty())
-      std::memcpy(&w->sge[0], sgl.data(), sgl.size_bytes());
+    shm::copy_sges(&w->sge[0], sgl.data(), sgl.size());  // a zero-length one may be null
     w->num_sge = static_cast<uint8_t>(sgl.size());
     w->length = 0;
   }

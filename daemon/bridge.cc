@@ -281,12 +281,11 @@ bool Bridge::drain_sq(LiveQp& q) noexcept {
       fail(q);
       return true;
     }
-    // Within the stride: max_send_sge SGEs or max_inline bytes fit it (shm::send_stride). One
-    // SGE, the common case, is a fixed-size copy (two moves, not a call).
-    if (!inl && w->num_sge == 1)
-      std::memcpy(buf + kFixed, slot + kFixed, sizeof(Sge));
+    // Within the stride: max_send_sge SGEs or max_inline bytes fit it (shm::send_stride).
+    if (inl)
+      std::memcpy(buf + kFixed, slot + kFixed, w->length);
     else
-      std::memcpy(buf + kFixed, slot + kFixed, inl ? w->length : w->num_sge * sizeof(Sge));
+      shm::copy_sges(buf + kFixed, slot + kFixed, w->num_sge);
     std::span<const Sge> sgl(w->sge, w->num_sge);
     Sge inline_sge;
     if (inl) {
@@ -381,14 +380,11 @@ Bridge::Drained Bridge::drain_receives(const shm::RingView& r, uint32_t* cons, u
   constexpr size_t kFixed = offsetof(shm::RecvSlot, sge);
   for (; done < std::min(n, kBurst); ++done) {
     // Our copy, as for sends: the fixed part, then only the SGEs it names (within the stride:
-    // recv_stride holds max_sge of them); one SGE is a fixed-size copy.
+    // recv_stride holds max_sge of them).
     const uint8_t* slot = r.slot(*cons + done);
     std::memcpy(buf, slot, kFixed);
     if (w->reserved != 0 || w->num_sge > max_sge) return Drained::kFault;
-    if (w->num_sge == 1)
-      std::memcpy(buf + kFixed, slot + kFixed, sizeof(Sge));
-    else
-      std::memcpy(buf + kFixed, slot + kFixed, w->num_sge * sizeof(Sge));
+    shm::copy_sges(buf + kFixed, slot + kFixed, w->num_sge);
     const Status s =
         post(reinterpret_cast<void*>(w->request_context), std::span<const Sge>(w->sge, w->num_sge));
     if (s == Status::kNoMoreEntries) break;

@@ -55,7 +55,8 @@ class MemTable {
   MemTable& operator=(const MemTable&) = delete;
   // Control side.
   void publish(uint32_t handle, Object* obj) noexcept;
-  void retire(uint32_t handle) noexcept;
+  // Whether it was published (then the caller quiesces the bridges before closing the object).
+  bool retire(uint32_t handle) noexcept;
   // The lcore's: the object named by `handle`, or null.
   Object* find(uint32_t handle) const noexcept;
 

@@ -49,10 +49,11 @@ void MemTable::publish(uint32_t handle, Object* obj) noexcept {
   e.handle.store(handle, std::memory_order_release);  // pairs with find(): the object first
 }
 
-void MemTable::retire(uint32_t handle) noexcept {
+bool MemTable::retire(uint32_t handle) noexcept {
   Entry& e = e_[(handle & 0xffff)];
-  if (e.handle.load(std::memory_order_relaxed) == handle)
-    e.handle.store(0, std::memory_order_relaxed);  // the caller's quiesce orders the rest
+  if (e.handle.load(std::memory_order_relaxed) != handle) return false;
+  e.handle.store(0, std::memory_order_relaxed);  // the caller's quiesce orders the rest
+  return true;
 }
 
 Object* MemTable::find(uint32_t handle) const noexcept {

@@ -30,6 +30,14 @@ Status ClientObjects::create_mw(const ipc::CreateMwReq& q, ipc::RegisterMrRep* r
   rep->handle = h;
   rep->rkey = o.mw->get_remote_token();
   mems_->publish(h, o.mw.get());
+  if (!windows_) {
+    // The first window: binds name registered MRs from now on, so the bridges must find them.
+    // Until then none is published, and deregistering one costs no quiesce of the bridges.
+    windows_ = true;
+    for (uint32_t i = 0; i < table_.size(); ++i)
+      if (table_[i].kind == Kind::kMr && !table_[i].frmr)
+        mems_->publish(handle_of(table_[i].gen, i), table_[i].mr.get());
+  }
   return Status::kSuccess;
 }
 
@@ -64,8 +72,7 @@ Status ClientObjects::retire_memory(Obj& o, uint32_t handle) {
   // region's keys fail from now on (a bind racing this fails on the engine's own check).
   if (o.kind == Kind::kMr && !o.frmr)
     if (Status s = o.mr->deregister_mr(nullptr, nullptr); s == Status::kDeviceBusy) return s;
-  mems_->retire(handle);
-  quiesce_bridges();  // no lcore holds the object once this returns
+  if (mems_->retire(handle)) quiesce_bridges();  // no lcore holds the object once this returns
   return Status::kSuccess;
 }
 

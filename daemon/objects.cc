@@ -559,7 +559,7 @@ Status ClientObjects::register_mr(const ipc::RegisterMrReq& q, ipc::RegisterMrRe
   rep->handle = h;
   rep->lkey = o.mr->get_local_token();
   rep->rkey = o.mr->get_remote_token();
-  mems_->publish(h, o.mr.get());  // windows are bound to it by handle
+  if (windows_) mems_->publish(h, o.mr.get());  // windows are bound to it by handle
   return s;
 }
 

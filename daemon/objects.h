@@ -262,6 +262,7 @@ class ClientObjects {
   std::unique_ptr<MemTable> mems_ = std::make_unique<MemTable>();
   std::unique_ptr<RegionTable> regions_ = std::make_unique<RegionTable>();
   bool had_frmrs_ = false;
+  bool windows_ = false;  // a window was made: registered MRs are in mems_ from then on
   std::vector<std::pair<void*, size_t>> reserved_;  // unmap_shared's, unmapped by destroy_all
 };
 

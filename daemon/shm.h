@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "urnic/types.h"
 
@@ -102,6 +103,16 @@ inline uint32_t sync_token(uint64_t r) noexcept { return static_cast<uint32_t>(r
 // 4 KiB pages), and the page list area after a QP's rings that carries them.
 inline constexpr uint32_t kAttachFrmrPages = 256;
 inline constexpr size_t kPageListBytes = kAttachFrmrPages * sizeof(uint64_t);
+
+// Copies `n` SGEs (a slot's list, either way across the boundary): one, the common case, as a
+// fixed-size copy (two moves, not a call); none without touching `src` (which may then be null:
+// memcpy of null is undefined even for 0 bytes).
+inline void copy_sges(void* dst, const void* src, size_t n) noexcept {
+  if (n == 1)
+    std::memcpy(dst, src, sizeof(Sge));
+  else if (n != 0)
+    std::memcpy(dst, src, n * sizeof(Sge));
+}
 
 // A send WQE: the fixed part, then `sge_or_inline` (num_sge SGEs, or `length` inline bytes when
 // flags has op_flag::kInline).

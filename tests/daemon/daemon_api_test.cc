@@ -325,6 +325,26 @@ std::string open_pair(const std::string& socket, const char* client, ApiSide* a,
   return b->open("urnic1", static_cast<uint8_t*>(mb));
 }
 
+// B's QP replaced by one (receive depth `rq_depth`) that receives into `cq`, A and B connected,
+// and `receives` receives of 64 B posted on B's memory, 64 B apart (contexts 0, 1, ...): "" or
+// what failed.
+std::string receive_into(ApiSide& a, ApiSide& b, Cq& cq, uint32_t rq_depth, uint64_t receives) {
+  Handle<Qp> bq;
+  if (b.pd->create_qp(cq, *b.cq, &b, rq_depth, 16, 1, 1, 64, nullptr, nullptr, &bq) !=
+      Status::kSuccess)
+    return std::string("create_qp: ") + last_error();
+  b.qp = std::move(bq);
+  const PeerInfo pa = a.me(), pb = b.me();
+  if (std::string e = a.connect(kIpB, &pb); !e.empty()) return e;
+  if (std::string e = b.connect(kIpA, &pa); !e.empty()) return e;
+  for (uint64_t i = 0; i < receives; ++i) {
+    const Sge r{reinterpret_cast<uint64_t>(b.mem + i * 64), 64, b.mr->get_local_token()};
+    if (b.qp->receive(reinterpret_cast<void*>(i), {&r, 1}) != Status::kSuccess)
+      return "receive " + std::to_string(i);
+  }
+  return "";
+}
+
 struct Notified {
   std::atomic<int> success{0}, cancelled{0};
 };
@@ -355,21 +375,12 @@ TEST_F(DaemonApi, CqNotificationsImmediatesAndAtomics) {
   Handle<Cq> ncq;
   ASSERT_EQ(b.adapter->create_cq(64, on_cq, &n, nullptr, nullptr, &ncq), Status::kSuccess)
       << last_error();
-  Handle<Qp> bq;
-  ASSERT_EQ(b.pd->create_qp(*ncq, *b.cq, &b, 16, 16, 1, 1, 64, nullptr, nullptr, &bq),
-            Status::kSuccess);
-  b.qp = std::move(bq);  // B receives into ncq
-  const PeerInfo pa = a.me(), pb = b.me();
-  ASSERT_EQ(a.connect(kIpB, &pb), "");
-  ASSERT_EQ(b.connect(kIpA, &pa), "");
+  ASSERT_EQ(receive_into(a, b, *ncq, 16, 8), "");  // B receives into ncq
+  const PeerInfo pb = b.me();                      // A's atomics and WRITE below target B's memory
   auto* ext = ncq->query_extension<CqExtension>();
   ASSERT_NE(ext, nullptr);
   const int fd = ext->notification_fd();
   ASSERT_GE(fd, 0);
-  for (uint64_t i = 0; i < 8; ++i) {
-    const Sge r{reinterpret_cast<uint64_t>(b.mem + i * 64), 64, b.mr->get_local_token()};
-    ASSERT_EQ(b.qp->receive(reinterpret_cast<void*>(i), {&r, 1}), Status::kSuccess);
-  }
   char msg[16] = "notify me";
   const Sge inl{reinterpret_cast<uint64_t>(msg), sizeof msg, 0};
   std::vector<ResultEx> sent;
@@ -546,21 +557,11 @@ TEST_F(DaemonApi, CqModerationHoldsNotifications) {
   };
   Handle<Cq> ncq;
   ASSERT_EQ(b.adapter->create_cq(64, cb, &seen, nullptr, nullptr, &ncq), Status::kSuccess);
-  Handle<Qp> bq;
-  ASSERT_EQ(b.pd->create_qp(*ncq, *b.cq, &b, 16, 16, 1, 1, 64, nullptr, nullptr, &bq),
-            Status::kSuccess);
-  b.qp = std::move(bq);  // B receives into ncq
-  const PeerInfo pa = a.me(), pb = b.me();
-  ASSERT_EQ(a.connect(kIpB, &pb), "");
-  ASSERT_EQ(b.connect(kIpA, &pa), "");
+  ASSERT_EQ(receive_into(a, b, *ncq, 16, 8), "");  // B receives into ncq
   // NDK's contradiction: count only with interval only.
   EXPECT_EQ(ncq->control_interrupt_moderation(UINT32_MAX, UINT32_MAX),
             Status::kInvalidParameterMix);
   ASSERT_EQ(ncq->control_interrupt_moderation(UINT32_MAX, 4), Status::kSuccess) << last_error();
-  for (uint64_t i = 0; i < 8; ++i) {
-    const Sge r{reinterpret_cast<uint64_t>(b.mem + i * 64), 64, b.mr->get_local_token()};
-    ASSERT_EQ(b.qp->receive(reinterpret_cast<void*>(i), {&r, 1}), Status::kSuccess);
-  }
   char msg[16] = "moderate me";
   const Sge inl{reinterpret_cast<uint64_t>(msg), sizeof msg, 0};
   std::vector<ResultEx> sent;
@@ -598,17 +599,7 @@ TEST_F(DaemonApi, CqResizeMovesToANewRingInOrder) {
   ASSERT_EQ(open_pair(socket_, "api-resize", &a, &b), "");
   Handle<Cq> rcq;
   ASSERT_EQ(b.adapter->create_cq(8, nullptr, nullptr, nullptr, nullptr, &rcq), Status::kSuccess);
-  Handle<Qp> bq;
-  ASSERT_EQ(b.pd->create_qp(*rcq, *b.cq, &b, 64, 16, 1, 1, 64, nullptr, nullptr, &bq),
-            Status::kSuccess);
-  b.qp = std::move(bq);  // B receives into rcq (8 deep)
-  const PeerInfo pa = a.me(), pb = b.me();
-  ASSERT_EQ(a.connect(kIpB, &pb), "");
-  ASSERT_EQ(b.connect(kIpA, &pa), "");
-  for (uint64_t i = 0; i < 40; ++i) {
-    const Sge r{reinterpret_cast<uint64_t>(b.mem + i * 64), 64, b.mr->get_local_token()};
-    ASSERT_EQ(b.qp->receive(reinterpret_cast<void*>(i), {&r, 1}), Status::kSuccess);
-  }
+  ASSERT_EQ(receive_into(a, b, *rcq, 64, 40), "");  // B receives into rcq (8 deep)
   char msg[8] = "resize";
   const Sge inl{reinterpret_cast<uint64_t>(msg), sizeof msg, 0};
   std::vector<ResultEx> sent;
