@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <bit>
 
+#include "control/xdp.h"
+#include "dataplane/log.h"
 #include "urnic/config.h"
 #include "urnic/types.h"
 
@@ -50,6 +52,22 @@ std::vector<std::unique_ptr<dp::FaultInjector>> Adapter::make_faults(const Fault
   return v;
 }
 
+// The adapter's addresses as urnic's XDP program names them: RoCEv2 to them, and their ARP / ND,
+// are urnic's (it answers for them itself).
+std::vector<XdpAddress> Adapter::xdp_addresses() const {
+  std::vector<XdpAddress> v;
+  constexpr uint32_t kOwn = xdp_addr::kRoce | xdp_addr::kNeigh;
+  if (cfg_.ipv4 != 0) {
+    XdpAddress a;
+    a.addr[10] = a.addr[11] = 0xff;
+    for (int i = 0; i < 4; ++i) a.addr[12 + i] = static_cast<uint8_t>(cfg_.ipv4 >> (24 - 8 * i));
+    a.flags = kOwn;
+    v.push_back(a);
+  }
+  if (cfg_.ipv6) v.push_back(XdpAddress{*cfg_.ipv6, kOwn});
+  return v;
+}
+
 Status Adapter::open(const AdapterConfig& cfg, std::span<dp::Engine* const> engines,
                      std::unique_ptr<Adapter>* out) {
   if (engines.empty() || engines.size() > dp::Steering::kMaxEngines || cfg.max_qps < 3 ||
@@ -65,6 +83,15 @@ Status Adapter::open(const AdapterConfig& cfg, std::span<dp::Engine* const> engi
   pc.port_id = cfg.port_id;
   pc.queues = static_cast<uint16_t>(n);
   if (Status s = a->port_.open(pc); s != Status::kSuccess) return s;
+  // An AF_XDP port running urnic's XDP program hands urnic only the frames for these addresses.
+  std::string why;
+  if (Status s = xdp_publish_addresses(cfg.port_id, a->xdp_addresses(), true, &why);
+      s != Status::kSuccess) {
+    dp::log_line(dp::LogType::kCtl, RTE_LOG_ERR, "port %u: XDP program: %s", cfg.port_id,
+                 why.c_str());
+    return s;
+  }
+  a->xdp_published_ = true;
   a->mac_ = cfg.mac ? *cfg.mac : a->port_.mac();
   const uint64_t seed = cfg.key_seed != 0 ? cfg.key_seed : rte_get_tsc_cycles() | 1;
   a->mrs_ = std::make_unique<dp::MrTable>(cfg.max_mrs, seed);
@@ -116,6 +143,8 @@ Adapter::~Adapter() {
   }
   // Frames still in the hand-off rings go back to the pools before the port frees them.
   steering_.reset();
+  // Another adapter may open the port again (with other addresses): forget ours.
+  if (xdp_published_) (void)xdp_publish_addresses(cfg_.port_id, xdp_addresses(), false, nullptr);
 }
 
 dp::EngineCounters Adapter::endpoint_counters() {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "control/control_plane.h"
+#include "control/xdp.h"
 #include "dataplane/cq.h"
 #include "dataplane/engine.h"
 #include "dataplane/fault.h"
@@ -134,7 +135,9 @@ class Adapter {
 
  private:
   explicit Adapter(const AdapterConfig& cfg) : cfg_(cfg) {}
+  std::vector<XdpAddress> xdp_addresses() const;
   AdapterConfig cfg_;
+  bool xdp_published_ = false;
   dp::Port port_;
   wire::MacAddr mac_{};
   std::unique_ptr<dp::MrTable> mrs_;

@@ -23,6 +23,7 @@
 
 #include "control/eal.h"
 #include "control/last_error.h"
+#include "control/xdp.h"
 
 namespace urnic {
 namespace {
@@ -216,6 +217,15 @@ std::string with_af_packet_geometry(std::string d) {
          ",framecnt=" + std::to_string(frames);
 }
 
+// net_af_xdp without xdp_prog= would load libxdp's default program, which sends every frame on
+// the queue to urnic and none to the kernel: urnic's program (bpf/urnic_xdp.c) sends only
+// urnic's. An explicit xdp_prog= is left as given.
+std::string with_xdp_program(std::string d) {
+  if (d.rfind("net_af_xdp", 0) != 0 || d.find("xdp_prog=") != std::string::npos) return d;
+  const std::string prog = xdp_program_path();
+  return prog.empty() ? d : d + ",xdp_prog=" + prog;
+}
+
 }  // namespace
 
 Status open_vdev_port(std::string_view devargs, uint16_t* port_id) noexcept {
@@ -227,7 +237,7 @@ Status open_vdev_port(std::string_view devargs, uint16_t* port_id) noexcept {
                 "open_vdev_port: devargs must start with a device name, e.g. "
                 "net_af_packet0,iface=veth0");
   try {
-    const std::string args = with_af_packet_geometry(std::string(devargs));
+    const std::string args = with_xdp_program(with_af_packet_geometry(std::string(devargs)));
     const int rc = rte_dev_probe(args.c_str());
     if (rc != 0)
       return fail(Status::kDeviceNotReady,
@@ -304,6 +314,19 @@ Status port_mtu(uint16_t port_id, uint32_t* mtu) noexcept {
   if (info.max_mtu != 0 && info.max_mtu < v) v = info.max_mtu;
   *mtu = v;
   return ok();
+}
+
+Status port_xdp_counters(uint16_t port_id, XdpCounters* out) noexcept {
+  if (Status s = need_eal(); s != Status::kSuccess) return s;
+  if (out == nullptr) return fail(Status::kInvalidParameter, "port_xdp_counters: null output");
+  try {
+    if (xdp_counters(port_id, out) != Status::kSuccess)
+      return fail(Status::kNotSupported, "port_xdp_counters: port " + std::to_string(port_id) +
+                                             " does not run urnic's XDP program");
+    return ok();
+  } catch (const std::exception& ex) {
+    return fail(Status::kInsufficientResources, std::string("port_xdp_counters: ") + ex.what());
+  }
 }
 
 const char* last_error() noexcept { return t_last_error.c_str(); }

@@ -6,6 +6,9 @@
 #include <bitset>
 #include <cstdio>
 #include <mutex>
+#include <string_view>
+
+#include <unistd.h>
 
 #include "dataplane/log.h"
 
@@ -27,6 +30,21 @@ bool claim(uint16_t port_id) {
 void release(uint16_t port_id) {
   std::lock_guard lk(g_claim_mu);
   g_claimed.reset(port_id);
+}
+
+// Each mbuf's data room. AF_XDP (net_af_xdp) hands the pool's objects to the kernel as its UMEM
+// frames, and the kernel takes unaligned frames of at most one page (without hugepages,
+// XDP_UMEM_REG fails with EINVAL): there the room is what a page leaves, so the port's frames
+// are smaller (its max_mtu says so and the path MTU follows, control/runtime.cc port_mtu).
+uint16_t data_room_for(const rte_eth_dev_info& info) {
+  if (info.driver_name == nullptr || std::string_view(info.driver_name) != "net_af_xdp")
+    return kMbufDataRoom;
+  const auto page = static_cast<uint32_t>(::getpagesize());
+  uint16_t room = kMbufDataRoom;
+  while (room > RTE_PKTMBUF_HEADROOM + 1024 &&
+         rte_mempool_calc_obj_size(sizeof(rte_mbuf) + room, 0, nullptr) > page)
+    room -= RTE_CACHE_LINE_SIZE;
+  return room;
 }
 
 }  // namespace
@@ -62,6 +80,7 @@ Status Port::open(const PortConfig& cfg) {
     return fail(Status::kInsufficientResources, "queue count", EINVAL);
 
   const int socket = rte_eth_dev_socket_id(cfg.port_id);
+  const uint16_t room = data_room_for(info);
   const uint32_t per_queue =
       cfg.queues == 1 ? cfg.mbufs : std::max<uint32_t>((cfg.mbufs + 1) / cfg.queues - 1, 2047);
   for (uint16_t q = 0; q < cfg.queues; ++q) {
@@ -71,7 +90,7 @@ Status Port::open(const PortConfig& cfg) {
       std::snprintf(name, sizeof(name), "urnic_p%u", cfg.port_id);
     else
       std::snprintf(name, sizeof(name), "urnic_p%u_q%u", cfg.port_id, q);
-    pools_[q] = rte_pktmbuf_pool_create(name, per_queue, cfg.mbuf_cache, 0, kMbufDataRoom,
+    pools_[q] = rte_pktmbuf_pool_create(name, per_queue, cfg.mbuf_cache, 0, room,
                                         socket < 0 ? static_cast<int>(SOCKET_ID_ANY) : socket);
     if (pools_[q] == nullptr)
       return fail(Status::kInsufficientResources, "rte_pktmbuf_pool_create", rte_errno);

@@ -307,9 +307,14 @@ int run_remote(const Options& o) {
   uint64_t& completions = rr.completions;
   // From here on a failure still prints the summary with every counter (retransmits, NAKs,
   // drops), whatever -v says: a failed run must be diagnosable from its output.
+  auto totals = [&] {
+    Totals tt = totals_of({&env.a()});
+    tt.has_xdp = port_xdp_counters(env.port(), &tt.xdp) == Status::kSuccess;
+    return tt;
+  };
   auto failed = [&](int rc) {
     out.ok = false;
-    print_summary(out, completions, totals_of({&env.a()}), true);
+    print_summary(out, completions, totals(), true);
     return rc;
   };
   auto run_failed = [&] { return failed(out.code == kExitOk ? kExitRunFailed : out.code); };
@@ -383,12 +388,12 @@ int run_remote(const Options& o) {
     // SIGINT / SIGTERM under --run_infinitely on a side that cannot end the run itself (a
     // receiver, or a server waiting for its client): its last row is out, and that is success.
     std::fprintf(stderr, " urnic-perf: interrupted\n");
-    print_summary(out, completions, totals_of({&env.a()}), o.verbose);
+    print_summary(out, completions, totals(), o.verbose);
     return kExitOk;
   }
   if (step != nullptr) return oob_failed(step);
   if (!out.ok) return run_failed();
-  print_summary(out, completions, totals_of({&env.a()}), o.verbose, drv.events());
+  print_summary(out, completions, totals(), o.verbose, drv.events());
   return kExitOk;
 }
 

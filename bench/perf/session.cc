@@ -263,6 +263,12 @@ void print_summary(const Outcome& out, uint64_t completions, const Totals& t, bo
   if (events != nullptr)
     std::printf(" events: slept %llu times, %llu CQ notifications\n", u(events->sleeps()),
                 u(events->notifications()));
+  // Always: whether the kernel kept its traffic and urnic got only its own frames.
+  if (t.has_xdp)
+    std::printf(
+        " xdp: to urnic %llu RoCEv2 + %llu ARP/ND frames, to the kernel %llu, urnic's on a queue"
+        " without its socket %llu\n",
+        u(t.xdp.roce), u(t.xdp.neigh), u(t.xdp.passed), u(t.xdp.no_socket));
   if (verbose) {
     std::printf(
         " qp: tx %llu rx %llu pkts, acks %llu/%llu, timeouts %llu, naks %llu/%llu, rnr %llu/%llu,"

@@ -140,10 +140,13 @@ class Env {
       return error(std::string("cannot read the port's MTU: ") + last_error());
     mtu_ = ib_mtu_for(eth_mtu);
     device_ = "urnic0 (" + name + ")";
+    port_ = port;
     return start(o);
   }
 
   Adapter& a() { return *a_; }
+  // The port open_port opened (the real-port modes).
+  uint16_t port() const { return port_; }
   Adapter& b() { return *b_; }
   Driver& driver() { return *driver_; }
   uint32_t mtu() const { return mtu_; }
@@ -221,6 +224,7 @@ class Env {
   std::vector<std::unique_ptr<Engine>> engines_;  // --engines, sized for -q (make_engines)
   uint32_t launched_ = 0;
   std::unique_ptr<Adapter> a_, b_;
+  uint16_t port_ = 0;
   std::unique_ptr<Driver> driver_;
   uint32_t mtu_ = 1024;
   std::string device_;
@@ -247,6 +251,9 @@ struct Totals {
   QpCounters qps;
   std::vector<PortCounters> ports;
   FaultCounters tx_faults, rx_faults;  // summed over the adapters
+  // A net_af_xdp port running urnic's XDP program: what it sent to urnic and to the kernel.
+  bool has_xdp = false;
+  XdpCounters xdp;
 };
 
 // Steps `runners` (and the engine, when this thread drives it) until all are done. `on_step`

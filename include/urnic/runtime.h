@@ -104,7 +104,9 @@ Status create_ring_port_pair(std::string_view name, uint16_t queues, uint16_t* a
 // permissions); kNotSupported (the device is not an Ethernet port, e.g. crypto_null). For
 // net_af_packet, unless the devargs say otherwise, one queue pair and ring slots that hold a
 // frame of path MTU 4096 (the driver's default 2 KiB slots truncate them): qpairs=1,
-// framesz=4352, blocksz and framecnt to match (512 slots).
+// framesz=4352, blocksz and framecnt to match (512 slots). For net_af_xdp, unless the devargs
+// name an xdp_prog=, urnic's own XDP program (port_xdp_counters below): $URNIC_XDP_PROG, else
+// the build tree's or the installed urnic_xdp.o.
 Status open_vdev_port(std::string_view devargs, uint16_t* port_id) noexcept;
 
 // The port of a PCI NIC bound to a DPDK-compatible driver (vfio-pci, uio_pci_generic, or a
@@ -123,6 +125,21 @@ Status open_pci_port(std::string_view pci_address, uint16_t* port_id) noexcept;
 // the RoCE headers come off. kSuccess with *mtu set; kInvalidDeviceState before runtime_init;
 // kInvalidParameter (no such port, null output).
 Status port_mtu(uint16_t port_id, uint32_t* mtu) noexcept;
+
+// A net_af_xdp port runs urnic's XDP program (bpf/urnic_xdp.c; README "AF_XDP"), which sends
+// RoCEv2 for the port's adapter's addresses, and ARP / ND for those it answers, to urnic's AF_XDP
+// sockets and every other frame to the kernel. Its frame counts since it was attached, summed
+// over CPUs:
+struct XdpCounters {
+  uint64_t roce = 0;       // RoCEv2 frames sent to urnic
+  uint64_t neigh = 0;      // ARP / ND frames sent to urnic
+  uint64_t passed = 0;     // frames left to the kernel (not urnic's)
+  uint64_t no_socket = 0;  // urnic's frames on a queue where urnic has no socket: to the kernel
+};
+// kSuccess with *out set; kNotSupported when the port is not net_af_xdp or its interface runs
+// another program (DPDK's default, or an xdp_prog= of the user's); kInvalidDeviceState before
+// runtime_init; kInvalidParameter (null output).
+Status port_xdp_counters(uint16_t port_id, XdpCounters* out) noexcept;
 
 // Why the last call of this header made on this thread failed, in one line; "" after a
 // success. Valid until the next such call on the same thread.
