@@ -77,6 +77,11 @@ Status Adapter::open(const AdapterConfig& cfg, std::span<dp::Engine* const> engi
     if (e == nullptr) return Status::kInvalidParameter;
   if (!kTesting && (cfg.tx_faults.active() || cfg.rx_faults.active()))
     return Status::kNotSupported;  // the injector is compiled out (URNIC_TESTING=OFF)
+  if (std::string why; RouteTable::check(cfg.ipv4, cfg.ipv4_len, cfg.ipv6, cfg.ipv6_len, cfg.routes,
+                                         &why) != Status::kSuccess) {
+    dp::log_line(dp::LogType::kCtl, RTE_LOG_ERR, "port %u: %s", cfg.port_id, why.c_str());
+    return Status::kInvalidParameter;
+  }
   const auto n = static_cast<uint32_t>(engines.size());
   std::unique_ptr<Adapter> a(new Adapter(cfg));
   dp::PortConfig pc = cfg.port;
@@ -110,8 +115,9 @@ Status Adapter::open(const AdapterConfig& cfg, std::span<dp::Engine* const> engi
   a->qpn_held_ = std::make_unique<std::atomic<bool>[]>(cfg.max_qps);
   for (uint32_t q = 2; q < cfg.max_qps; ++q) a->free_qpns_.push(q);
   // ARP, ND and QP1 go through engine 0's queue (the others hand such frames to it).
-  a->control_ =
-      std::make_unique<ControlPlane>(LocalAddresses{a->mac_, cfg.ipv4, cfg.ipv6}, *a->eps_[0]);
+  a->control_ = std::make_unique<ControlPlane>(
+      LocalAddresses{a->mac_, cfg.ipv4, cfg.ipv6, cfg.ipv4_len, cfg.ipv6_len, cfg.routes},
+      *a->eps_[0]);
   a->eps_[0]->set_control_sink(a->control_.get());
   // Through each engine's mailbox: it may be running (issue 14 item 6). On a failure the
   // destructor removes the endpoints added so far.

@@ -38,6 +38,9 @@ struct AdapterConfig {
   std::optional<wire::MacAddr> mac;  // default: the port's MAC
   uint32_t ipv4 = 0;                 // host order; the adapter's IPv4 GID is ::ffff:a.b.c.d
   std::optional<wire::Ipv6Addr> ipv6;
+  // Routing (urnic/route.h): the subnets' prefix lengths (0: none) and static routes.
+  uint8_t ipv4_len = 0, ipv6_len = 0;
+  std::vector<Route> routes;
   uint32_t max_qps = 1024;  // QPNs 2 .. max_qps-1 (0 and 1 are reserved, IBTA §10.2.4)
   uint32_t max_mrs = 1u << 16;
   uint64_t key_seed = 0;      // 0: seeded from the TSC

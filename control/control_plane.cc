@@ -81,8 +81,20 @@ Gid link_local_gid(const wire::MacAddr& mac) noexcept {
   return g;
 }
 
-ControlPlane::ControlPlane(const LocalAddresses& local, dp::Endpoint& ep) : local_(local), ep_(ep) {
+ControlPlane::ControlPlane(const LocalAddresses& local, dp::Endpoint& ep)
+    : local_(local),
+      routes_(local.ipv4, local.ipv4_len, local.ipv6, local.ipv6_len, local.routes),
+      ep_(ep) {
   rx_.init(1024);
+}
+
+std::optional<Gid> ControlPlane::hop(const Gid& dst) {
+  std::optional<Gid> h = routes_.next_hop(dst);
+  if (!h) {
+    std::lock_guard lock(mu_);
+    ++counters_.no_route;
+  }
+  return h;
 }
 
 ControlPlane::~ControlPlane() {
@@ -454,7 +466,13 @@ void ControlPlane::send_na(const Gid& target, const Gid& dst, const wire::MacAdd
   ++counters_.nd_adverts_out;
 }
 
-std::optional<wire::MacAddr> ControlPlane::lookup(const Gid& ip) {
+std::optional<wire::MacAddr> ControlPlane::lookup(const Gid& dst) {
+  const std::optional<Gid> h = routes_.next_hop(dst);
+  if (!h) return std::nullopt;
+  return lookup_neighbour(*h);
+}
+
+std::optional<wire::MacAddr> ControlPlane::lookup_neighbour(const Gid& ip) {
   std::lock_guard lock(mu_);
   auto it = neigh_.find(ip);
   if (it == neigh_.end() || !it->second.resolved) return std::nullopt;
@@ -470,7 +488,11 @@ void ControlPlane::add_static(const Gid& ip, const wire::MacAddr& mac) {
   cv_.notify_all();
 }
 
-void ControlPlane::request(const Gid& ip) {
+void ControlPlane::request(const Gid& dst) {
+  if (const std::optional<Gid> h = hop(dst)) request_neighbour(*h);
+}
+
+void ControlPlane::request_neighbour(const Gid& ip) {
   bool send = false;
   {
     std::lock_guard lock(mu_);
@@ -519,9 +541,13 @@ void ControlPlane::run_timers() {
   }
 }
 
-Status ControlPlane::resolve(const Gid& ip, wire::MacAddr* mac, std::chrono::milliseconds timeout) {
-  if (is_local(ip)) return Status::kInvalidAddress;
-  if (auto m = lookup(ip)) {
+Status ControlPlane::resolve(const Gid& dst, wire::MacAddr* mac,
+                             std::chrono::milliseconds timeout) {
+  if (is_local(dst)) return Status::kInvalidAddress;
+  const std::optional<Gid> h = hop(dst);
+  if (!h) return Status::kHostUnreachable;
+  const Gid& ip = *h;
+  if (auto m = lookup_neighbour(ip)) {
     *mac = *m;
     return Status::kSuccess;
   }
@@ -529,7 +555,7 @@ Status ControlPlane::resolve(const Gid& ip, wire::MacAddr* mac, std::chrono::mil
     std::lock_guard lock(mu_);
     neigh_[ip].tries = 0;  // a fresh series of requests
   }
-  request(ip);
+  request_neighbour(ip);
   std::unique_lock lock(mu_);
   const auto deadline = Clock::now() + timeout;
   for (;;) {

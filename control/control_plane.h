@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "control/route.h"
 #include "dataplane/engine.h"
 #include "dataplane/ring.h"
 #include "dataplane/wire/headers.h"
@@ -39,6 +40,9 @@ struct LocalAddresses {
   wire::MacAddr mac{};
   uint32_t ipv4 = 0;  // host order; 0: none
   std::optional<wire::Ipv6Addr> ipv6;
+  // Routing (urnic/route.h): the subnets' prefix lengths (0: none) and static routes.
+  uint8_t ipv4_len = 0, ipv6_len = 0;
+  std::vector<Route> routes;
 };
 
 // A RoCEv2 GID: an IPv6 address; IPv4 addresses appear IPv4-mapped (::ffff:a.b.c.d),
@@ -70,6 +74,7 @@ struct ControlCounters {
   uint64_t mads_in = 0, mads_out = 0, mads_bad_qkey = 0, mads_not_qp1 = 0;
   uint64_t resolve_timeouts = 0;
   uint64_t neighbours_refused = 0;  // not learnt: the table was full of live entries
+  uint64_t no_route = 0;            // resolutions refused: no route to the destination
 };
 
 class ControlPlane : public dp::ControlSink {
@@ -108,9 +113,10 @@ class ControlPlane : public dp::ControlSink {
   bool is_local(const Gid& g) const;
 
   // Neighbours. lookup() never blocks; resolve() sends requests (with retries) and waits up to
-  // `timeout` for the answer: kSuccess, kHostUnreachable when nobody answered, kInvalidAddress
-  // for an address of this adapter's own. Not callable from the control thread itself (use
-  // request() and lookup() there).
+  // `timeout` for the answer: kSuccess, kHostUnreachable when nobody answered or no route leads
+  // to `ip`, kInvalidAddress for an address of this adapter's own. Not callable from the control
+  // thread itself (use request() and lookup() there). Each takes the destination: a routed one
+  // resolves to its gateway's MAC (route.h).
   std::optional<wire::MacAddr> lookup(const Gid& ip);
   Status resolve(const Gid& ip, wire::MacAddr* mac,
                  std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
@@ -161,7 +167,15 @@ class ControlPlane : public dp::ControlSink {
   bool transmit(rte_mbuf* m);
   void run_timers();
 
+  // The neighbour frames to `dst` go to (the destination or its gateway); nullopt, counted,
+  // when no route leads there.
+  std::optional<Gid> hop(const Gid& dst);
+  // lookup() and request() for the neighbour itself (a destination on link, or a gateway).
+  std::optional<wire::MacAddr> lookup_neighbour(const Gid& ip);
+  void request_neighbour(const Gid& ip);
+
   const LocalAddresses local_;
+  const RouteTable routes_;
   dp::Endpoint& ep_;
   dp::SpscRing<rte_mbuf*> rx_;
   std::atomic<bool> running_{false};

@@ -528,6 +528,9 @@ Status Adapter::open(const AdapterConfig& config, std::span<Engine* const> engin
     c.port.mbufs = config.mbufs;
     c.ipv4 = config.ipv4;
     if (config.ipv6) c.ipv6 = *config.ipv6;
+    c.ipv4_len = config.ipv4_prefix_len;
+    c.ipv6_len = config.ipv6_prefix_len;
+    c.routes = config.routes;
     if (config.mac) c.mac = *config.mac;
     c.max_qps = config.max_qps;
     c.max_mrs = config.max_mrs;

@@ -8,6 +8,7 @@
 #include "bench/common/fault_spec.h"
 #include "bench/perf/perf.h"
 #include "urnic/config.h"
+#include "urnic/route.h"
 
 namespace urnic::perf {
 namespace {
@@ -153,8 +154,11 @@ void print_usage(const char* prog) {
       "                          i-th worker lcore, those beyond the workers on this thread\n"
       "      --memory=M          auto (default: hugepages when enough are free), huge (insist),\n"
       "                          nohuge\n"
-      "      --ip=A.B.C.D        this adapter's IPv4 address (required on a real port)\n"
-      "      --ipv6=ADDR         this adapter's IPv6 address (GID index 2)\n"
+      "      --ip=A.B.C.D[/LEN]  this adapter's IPv4 address (required on a real port); with\n"
+      "                          /LEN its subnet: other destinations need a --route\n"
+      "      --ipv6=ADDR[/LEN]   this adapter's IPv6 address (GID index 2), and its subnet\n"
+      "      --route='DEST/LEN via GW'  a static route (repeatable; 'default via GW'): peers\n"
+      "                          behind a router are reached through GW's MAC\n"
       "      --mac=MAC           source MAC (default: the port's)\n"
       "      --idle-yield=N      yield the CPU after N idle polls (cores shared with others)\n"
       "      --retransmit=MODE   loss recovery: adaptive (default: probes for lost tails, backoff\n"
@@ -534,6 +538,16 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
       if (!value(&o->ip)) return false;
     } else if (key == "--ipv6") {
       if (!value(&o->ipv6)) return false;
+    } else if (key == "--route") {
+      std::string r;
+      if (!value(&r)) return false;
+      Route parsed;
+      std::string why;
+      if (parse_route(r, &parsed, &why) != Status::kSuccess) {
+        std::fprintf(stderr, "urnic-perf: --route: %s\n", why.c_str());
+        return false;
+      }
+      o->routes.push_back(r);
     } else if (key == "--mac") {
       if (!value(&o->mac)) return false;
     } else if (key == "--idle-yield") {

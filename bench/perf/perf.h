@@ -103,10 +103,11 @@ struct Options {
   // --memory=auto|huge|nohuge (RuntimeConfig::Memory): auto takes hugepages when a hugetlbfs
   // mount has enough free; huge insists (the run fails without them).
   RuntimeConfig::Memory memory = RuntimeConfig::Memory::kAuto;
-  std::string ip, mac, ipv6;  // --ip, --mac, --ipv6
-  uint32_t idle_yield = 0;    // --idle-yield: sched_yield after N idle polls (shared cores)
-  bool sweep = false;         // --sweep: loopback write/read/send/atomic sweep
-  bool progress = true;       // --no-progress turns the once-a-second line off
+  std::string ip, mac, ipv6;        // --ip, --mac, --ipv6 (ADDR or ADDR/LEN)
+  std::vector<std::string> routes;  // --route, each "DEST/LEN via GW" (urnic/route.h)
+  uint32_t idle_yield = 0;          // --idle-yield: sched_yield after N idle polls (shared cores)
+  bool sweep = false;               // --sweep: loopback write/read/send/atomic sweep
+  bool progress = true;             // --no-progress turns the once-a-second line off
   bool verbose = false;
   // Against a remote peer: how long any wait for the peer may last (accepting the client, each
   // step of the TCP exchange, the final synchronisation, a run without progress); 0: no limit.

@@ -112,15 +112,23 @@ class Env {
     c.port_id = port;
     c.max_qps = adapter_qps(o);
     if (!o.ip.empty()) {
-      in_addr a{};
-      if (::inet_pton(AF_INET, o.ip.c_str(), &a) != 1) return error("bad --ip " + o.ip);
-      c.ipv4 = ntohl(a.s_addr);
+      std::array<uint8_t, 16> a{};
+      bool v4 = false;
+      if (parse_address(o.ip, &a, &c.ipv4_prefix_len, &v4) != Status::kSuccess || !v4)
+        return error("bad --ip " + o.ip);
+      c.ipv4 = uint32_t{a[12]} << 24 | uint32_t{a[13]} << 16 | uint32_t{a[14]} << 8 | a[15];
     }
     if (!o.ipv6.empty()) {
       std::array<uint8_t, 16> v6{};
-      if (::inet_pton(AF_INET6, o.ipv6.c_str(), v6.data()) != 1)
+      bool v4 = true;
+      if (parse_address(o.ipv6, &v6, &c.ipv6_prefix_len, &v4) != Status::kSuccess || v4)
         return error("bad --ipv6 " + o.ipv6);
       c.ipv6 = v6;
+    }
+    for (const std::string& r : o.routes) {
+      Route parsed;
+      if (parse_route(r, &parsed) != Status::kSuccess) return error("bad --route " + r);
+      c.routes.push_back(parsed);
     }
     if (!o.mac.empty()) {
       std::array<uint8_t, 6> m{};

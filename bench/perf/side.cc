@@ -183,7 +183,9 @@ bool Side::connect(size_t i, const Dest& remote, uint32_t mtu, const AddressVect
                                     qa::kMaxDestRdAtomic | qa::kMinRnrTimer | qa::kSelectiveRepeat,
                                 nullptr, nullptr);
       s != Status::kSuccess) {
-    *err = s == Status::kHostUnreachable ? "no ARP/ND answer from the peer" : what("QP to RTR", s);
+    *err = s == Status::kHostUnreachable ? "no ARP/ND answer from the peer (or, behind a router, "
+                                           "its gateway), or no route to it (--route)"
+                                         : what("QP to RTR", s);
     return false;
   }
   at.state = QpState::kRts;

@@ -33,6 +33,7 @@
 #include "urnic/engine.h"
 #include "urnic/object.h"
 #include "urnic/pd.h"
+#include "urnic/route.h"
 #include "urnic/status.h"
 #include "urnic/types.h"
 
@@ -42,6 +43,12 @@ struct AdapterConfig {
   uint16_t port_id = 0;  // an ethdev port already probed (urnic/runtime.h)
   uint32_t ipv4 = 0;     // host order; 0: no IPv4 address
   std::optional<std::array<uint8_t, 16>> ipv6;
+  // Routed RoCEv2 (urnic/route.h): the prefix lengths of the subnets ipv4 and ipv6 are in (0:
+  // none, 1 .. 32 / 1 .. 128) and static routes to other subnets, each gateway inside one of
+  // them. With neither for a family, every destination of it is on link. open() fails with
+  // kInvalidParameter (and says why in the log) for a route it cannot use.
+  uint8_t ipv4_prefix_len = 0, ipv6_prefix_len = 0;
+  std::vector<Route> routes;
   std::optional<std::array<uint8_t, 6>> mac;  // default: the port's MAC
   uint32_t mbufs = 16383;                     // mempool size (2^n - 1)
   uint32_t max_qps = 1024;                    // QPNs 2 .. max_qps - 1

@@ -15,6 +15,7 @@
 #include "urnic/object.h"      // IWYU pragma: export
 #include "urnic/pd.h"          // IWYU pragma: export
 #include "urnic/qp.h"          // IWYU pragma: export
+#include "urnic/route.h"       // IWYU pragma: export
 #include "urnic/runtime.h"     // IWYU pragma: export
 #include "urnic/srq.h"         // IWYU pragma: export
 #include "urnic/status.h"      // IWYU pragma: export
