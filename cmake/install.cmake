@@ -9,7 +9,8 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/urnic DESTINATION ${CMAKE_INSTAL
   FILES_MATCHING PATTERN "*.h")
 
 # In link order: each library needs only the ones after it.
-set(URNIC_INSTALL_LIBS urnic urnic_ipc urnic_cm urnic_control urnic_dataplane urnic_wire)
+set(URNIC_INSTALL_LIBS urnic urnic_ipc urnic_cm urnic_control urnic_route urnic_dataplane
+  urnic_wire)
 install(TARGETS ${URNIC_INSTALL_LIBS} ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 
 set(_urnic_archives "")

@@ -106,18 +106,27 @@ bool apply_daemon(Config* c, std::string_view k, std::string_view v, std::string
   return true;
 }
 
+bool route_bits_zero4(const std::array<uint8_t, 16>& a) {
+  return a[12] == 0 && a[13] == 0 && a[14] == 0 && a[15] == 0;
+}
+
 bool apply_address(PortConfig* p, std::string_view k, std::string_view v, std::string* err) {
   const std::string val(v);
+  std::array<uint8_t, 16> a{};
+  bool v4 = false;
   if (k == "ipv4") {
-    in_addr a{};
-    if (inet_pton(AF_INET, val.c_str(), &a) != 1 || a.s_addr == 0)
-      return range_error(err, k, v, "a dotted IPv4 address other than 0.0.0.0");
-    p->ipv4 = ntohl(a.s_addr);
+    if (parse_address(val, &a, &p->ipv4_len, &v4) != Status::kSuccess || !v4 || route_bits_zero4(a))
+      return range_error(err, k, v, "a dotted IPv4 address other than 0.0.0.0, with /LEN optional");
+    p->ipv4 = uint32_t{a[12]} << 24 | uint32_t{a[13]} << 16 | uint32_t{a[14]} << 8 | a[15];
   } else if (k == "ipv6") {
-    std::array<uint8_t, 16> a{};
-    if (inet_pton(AF_INET6, val.c_str(), a.data()) != 1)
-      return range_error(err, k, v, "an IPv6 address");
+    if (parse_address(val, &a, &p->ipv6_len, &v4) != Status::kSuccess || v4)
+      return range_error(err, k, v, "an IPv6 address, with /LEN optional");
     p->ipv6 = a;
+  } else if (k == "route") {
+    Route r;
+    std::string why;
+    if (parse_route(val, &r, &why) != Status::kSuccess) return fail(err, why);
+    p->routes.push_back(r);
   } else {
     std::array<uint8_t, 6> m{};
     if (!parse_mac(v, &m)) return range_error(err, k, v, "a MAC address aa:bb:cc:dd:ee:ff");
@@ -140,7 +149,7 @@ bool apply_port(PortConfig* p, std::string_view k, std::string_view v, std::stri
         (v.substr(colon + 1) != "a" && v.substr(colon + 1) != "b"))
       return range_error(err, k, v, "PAIR:a or PAIR:b (PAIR 1 .. 14 of [A-Za-z0-9_.-])");
     p->ring = std::string(v);
-  } else if (k == "ipv4" || k == "ipv6" || k == "mac") {
+  } else if (k == "ipv4" || k == "ipv6" || k == "mac" || k == "route") {
     return apply_address(p, k, v, err);
   } else if (k == "engines") {
     if (!number(v, 1, 8, &p->engines)) return range_error(err, k, v, "1 .. 8");

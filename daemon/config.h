@@ -13,6 +13,8 @@
 // No DPDK here: parsing and checking only, so the tests and urnicd --check use it alone.
 #pragma once
 
+#include "urnic/route.h"
+
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -29,6 +31,8 @@ struct PortConfig {
   std::string ring;     // PAIR:a or PAIR:b
   uint32_t ipv4 = 0;    // host order
   std::optional<std::array<uint8_t, 16>> ipv6;
+  uint8_t ipv4_len = 0, ipv6_len = 0;  // ipv4 = A.B.C.D/LEN: the subnet (urnic/route.h)
+  std::vector<Route> routes;           // each `route = DEST/LEN via GW` line adds one
   std::optional<std::array<uint8_t, 6>> mac;
   uint32_t engines = 1;  // the daemon's engines 0 .. engines-1 serve it
   uint32_t mbufs = 16383;

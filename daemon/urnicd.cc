@@ -296,6 +296,9 @@ bool open_ports(const ud::Config& c, Daemon* d, std::string* err) {
     ac.port_id = id;
     ac.ipv4 = p.ipv4;
     ac.ipv6 = p.ipv6;
+    ac.ipv4_prefix_len = p.ipv4_len;
+    ac.ipv6_prefix_len = p.ipv6_len;
+    ac.routes = p.routes;
     ac.mac = p.mac;
     if (!ac.mac && !p.ring.empty()) ac.mac = ring_mac(p, d->served.size());
     ac.mbufs = p.mbufs;
@@ -453,9 +456,11 @@ int main(int argc, char** argv) {
   if (args.check) {
     std::printf("urnicd: configuration ok: socket %s, %u engines on lcores %s, %zu ports:\n",
                 c.socket.c_str(), c.engines, c.lcores.c_str(), c.ports.size());
-    for (const auto& p : c.ports)
+    for (const auto& p : c.ports) {
       std::printf("  %s: %s%s%s, %u engines\n", p.name.c_str(), p.devargs.c_str(), p.pci.c_str(),
                   p.ring.empty() ? "" : ("ring " + p.ring).c_str(), p.engines);
+      for (const Route& r : p.routes) std::printf("    route %s\n", to_string(r).c_str());
+    }
     return 0;
   }
   // Signals are taken from a signalfd by the main loop: blocked here, before EAL starts its

@@ -64,14 +64,15 @@ struct Config {
   std::string devargs;  // URNIC_DEVARGS: a DPDK virtual device ("net_af_packet0,iface=veth0")
   std::string pci;      // URNIC_PCI: a PCI NIC bound to a DPDK driver
   std::string name = "urnic0";
-  std::string ipv4, ipv6, mac;
-  std::string lcores;        // URNIC_LCORES: EAL's -l list verbatim (default: one lcore)
-  int engine_cpu = -1;       // URNIC_ENGINE_CPU: the CPU of the progress thread
-  std::string memory;        // auto | huge | nohuge
-  unsigned memory_mb = 512;  // URNIC_MEMORY_MB
-  std::string log_level;     // URNIC_LOG_LEVEL
-  uint32_t max_qps = 1024;   // URNIC_MAX_QPS
-  std::string error;         // why the configuration is unusable ("" when fine)
+  std::string ipv4, ipv6, mac;  // URNIC_IPV4 / URNIC_IPV6 may carry /LEN (the subnet)
+  std::string routes;           // URNIC_ROUTES: routes separated by ';' (urnic/route.h syntax)
+  std::string lcores;           // URNIC_LCORES: EAL's -l list verbatim (default: one lcore)
+  int engine_cpu = -1;          // URNIC_ENGINE_CPU: the CPU of the progress thread
+  std::string memory;           // auto | huge | nohuge
+  unsigned memory_mb = 512;     // URNIC_MEMORY_MB
+  std::string log_level;        // URNIC_LOG_LEVEL
+  uint32_t max_qps = 1024;      // URNIC_MAX_QPS
+  std::string error;            // why the configuration is unusable ("" when fine)
 };
 
 // One RNIC as ibverbs sees it: an ibv_device, and while some context has it open, the adapter.
@@ -82,6 +83,8 @@ struct Device {
   bool ring = false;
   uint32_t ipv4 = 0;  // host order
   std::optional<std::array<uint8_t, 16>> ipv6;
+  uint8_t ipv4_len = 0, ipv6_len = 0;  // the subnets (0: none)
+  std::vector<Route> routes;
   std::optional<std::array<uint8_t, 6>> mac;
   uint16_t port = 0;
   std::unique_ptr<Adapter> adapter;

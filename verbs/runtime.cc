@@ -50,6 +50,8 @@ bool apply(Config& c, std::string key, const std::string& v) {
     c.ipv6 = v;
   else if (key == "mac")
     c.mac = v;
+  else if (key == "routes")
+    c.routes = v;
   else if (key == "lcores")
     c.lcores = v;
   else if (key == "memory")
@@ -88,9 +90,9 @@ Config load_config() {
       }
     }
   }
-  static const char* const kKeys[] = {"DEVARGS",   "PCI",        "NAME",      "IPV4",
-                                      "IPV6",      "MAC",        "LCORES",    "MEMORY",
-                                      "LOG_LEVEL", "ENGINE_CPU", "MEMORY_MB", "MAX_QPS"};
+  static const char* const kKeys[] = {"DEVARGS",   "PCI",     "NAME",   "IPV4",      "IPV6",
+                                      "MAC",       "LCORES",  "MEMORY", "LOG_LEVEL", "ENGINE_CPU",
+                                      "MEMORY_MB", "MAX_QPS", "ROUTES"};
   for (const char* k : kKeys) {
     const std::string var = std::string("URNIC_") + k;
     if (const char* v = std::getenv(var.c_str()); v != nullptr && !apply(c, k, v)) {
@@ -107,17 +109,29 @@ Config load_config() {
 }
 
 bool parse_addresses(const Config& c, Device& d, std::string* why) {
-  in_addr a4{};
+  std::array<uint8_t, 16> g{};
+  bool v4 = false;
   if (!c.ipv4.empty()) {
-    if (inet_pton(AF_INET, c.ipv4.c_str(), &a4) != 1)
+    if (parse_address(c.ipv4, &g, &d.ipv4_len, &v4) != Status::kSuccess || !v4)
       return *why = "bad URNIC_IPV4 " + c.ipv4, false;
-    d.ipv4 = ntohl(a4.s_addr);
+    d.ipv4 = uint32_t{g[12]} << 24 | uint32_t{g[13]} << 16 | uint32_t{g[14]} << 8 | g[15];
   }
   if (!c.ipv6.empty()) {
-    std::array<uint8_t, 16> g{};
-    if (inet_pton(AF_INET6, c.ipv6.c_str(), g.data()) != 1)
+    if (parse_address(c.ipv6, &g, &d.ipv6_len, &v4) != Status::kSuccess || v4)
       return *why = "bad URNIC_IPV6 " + c.ipv6, false;
     d.ipv6 = g;
+  }
+  // URNIC_ROUTES="198.51.100.0/24 via 192.0.2.1; default via 192.0.2.254"
+  for (size_t i = 0; i <= c.routes.size();) {
+    const size_t j = std::min(c.routes.find(';', i), c.routes.size());
+    const std::string one = trim(c.routes.substr(i, j - i));
+    i = j + 1;
+    if (one.empty()) continue;
+    Route r;
+    std::string reason;
+    if (parse_route(one, &r, &reason) != Status::kSuccess)
+      return *why = "bad URNIC_ROUTES: " + reason, false;
+    d.routes.push_back(r);
   }
   if (!c.mac.empty()) {
     unsigned v[6];
@@ -316,6 +330,9 @@ int Runtime::bring_up_locked() noexcept {
     ac.port_id = d->port;
     ac.ipv4 = d->ipv4;
     ac.ipv6 = d->ipv6;
+    ac.ipv4_prefix_len = d->ipv4_len;
+    ac.ipv6_prefix_len = d->ipv6_len;
+    ac.routes = d->routes;
     ac.mac = d->mac;
     ac.max_qps = cfg_.max_qps;
     const Status s = Adapter::open(ac, *engine_, &d->adapter);

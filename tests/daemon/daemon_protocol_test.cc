@@ -316,6 +316,31 @@ TEST(DaemonConfig, AFileAndItsOverrides) {
   EXPECT_EQ(port_identity(c.ports[0], 4026531840u), "net4026531840-iface-veth0");
 }
 
+TEST(DaemonConfig, SubnetsAndRoutes) {
+  Config c;
+  std::string err;
+  ASSERT_TRUE(apply_override(&c, "port.eth0.devargs=net_af_packet0,iface=veth0", &err)) << err;
+  ASSERT_TRUE(apply_override(&c, "port.eth0.ipv4=10.1.2.3/24", &err)) << err;
+  ASSERT_TRUE(apply_override(&c, "port.eth0.ipv6=fd00::1/64", &err)) << err;
+  // Each route line adds one.
+  ASSERT_TRUE(apply_override(&c, "port.eth0.route=10.9.0.0/16 via 10.1.2.1", &err)) << err;
+  ASSERT_TRUE(apply_override(&c, "port.eth0.route=default via 10.1.2.254", &err)) << err;
+  ASSERT_TRUE(finish(&c, &err)) << err;
+  ASSERT_EQ(c.ports.size(), 1u);
+  const PortConfig& p = c.ports[0];
+  EXPECT_EQ(p.ipv4, 0x0A010203u);
+  EXPECT_EQ(p.ipv4_len, 24);
+  EXPECT_EQ(p.ipv6_len, 64);
+  ASSERT_EQ(p.routes.size(), 2u);
+  EXPECT_EQ(to_string(p.routes[0]), "10.9.0.0/16 via 10.1.2.1");
+  EXPECT_EQ(to_string(p.routes[1]), "default via 10.1.2.254");
+  Config bad;
+  EXPECT_FALSE(apply_override(&bad, "port.eth0.route=10.9.0.1/16 via 10.1.2.1", &err));
+  EXPECT_NE(err.find("bits set beyond its prefix"), std::string::npos) << err;
+  EXPECT_FALSE(apply_override(&bad, "port.eth0.ipv4=10.1.2.3/33", &err));
+  EXPECT_NE(err.find("ipv4"), std::string::npos) << err;
+}
+
 TEST(DaemonConfig, BadValuesNameTheirKey) {
   struct Case {
     const char* set;
