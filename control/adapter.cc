@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 
+#include "control/kernel_net.h"
 #include "control/xdp.h"
 #include "dataplane/log.h"
 #include "urnic/config.h"
@@ -56,16 +57,54 @@ std::vector<std::unique_ptr<dp::FaultInjector>> Adapter::make_faults(const Fault
 // are urnic's (it answers for them itself).
 std::vector<XdpAddress> Adapter::xdp_addresses() const {
   std::vector<XdpAddress> v;
-  constexpr uint32_t kOwn = xdp_addr::kRoce | xdp_addr::kNeigh;
+  // The kernel answers ARP / ND for its own addresses; urnic for the others.
+  auto flags = [&](const Gid& g) {
+    const bool kernels = std::any_of(kernel_addrs_.begin(), kernel_addrs_.end(),
+                                     [&](const KernelAddress& k) { return k.addr == g; });
+    return kernels ? xdp_addr::kRoce : xdp_addr::kRoce | xdp_addr::kNeigh;
+  };
   if (cfg_.ipv4 != 0) {
-    XdpAddress a;
-    a.addr[10] = a.addr[11] = 0xff;
-    for (int i = 0; i < 4; ++i) a.addr[12 + i] = static_cast<uint8_t>(cfg_.ipv4 >> (24 - 8 * i));
-    a.flags = kOwn;
-    v.push_back(a);
+    const Gid g = gid_from_ipv4(cfg_.ipv4);
+    v.push_back(XdpAddress{g, flags(g)});
   }
-  if (cfg_.ipv6) v.push_back(XdpAddress{*cfg_.ipv6, kOwn});
+  if (cfg_.ipv6) v.push_back(XdpAddress{*cfg_.ipv6, flags(*cfg_.ipv6)});
   return v;
+}
+
+// On an interface urnic shares with the kernel (AF_XDP): with no address configured the adapter
+// takes the interface's own (its GIDs are then the kernel's addresses, as rxe's are), and when
+// it uses any of the kernel's addresses, routes and neighbours come from the kernel.
+Status Adapter::share_with_kernel() {
+  kernel_ifindex_ = xdp_port_ifindex(cfg_.port_id);
+  if (kernel_ifindex_ == 0) return Status::kSuccess;
+  kernel_addrs_ = kernel_addresses(kernel_ifindex_);
+  if (cfg_.ipv4 == 0 && !cfg_.ipv6) {
+    for (const KernelAddress& k : kernel_addrs_) {
+      if (gid_is_ipv4(k.addr) && cfg_.ipv4 == 0) {
+        cfg_.ipv4 = gid_to_ipv4(k.addr);
+        cfg_.ipv4_len = k.prefix;
+      } else if (!gid_is_ipv4(k.addr) && !cfg_.ipv6) {
+        cfg_.ipv6 = k.addr;
+        cfg_.ipv6_len = k.prefix;
+      }
+    }
+    if (cfg_.ipv4 == 0 && !cfg_.ipv6) {
+      dp::log_line(dp::LogType::kCtl, RTE_LOG_ERR,
+                   "port %u: no address given and its interface has none", cfg_.port_id);
+      return Status::kInvalidParameter;
+    }
+  }
+  uses_kernel_ = false;
+  for (const XdpAddress& a : xdp_addresses())
+    if ((a.flags & xdp_addr::kNeigh) == 0) uses_kernel_ = true;
+  if (uses_kernel_ && !cfg_.routes.empty()) {
+    dp::log_line(dp::LogType::kCtl, RTE_LOG_ERR,
+                 "port %u: routes come from the kernel on an interface urnic shares with it "
+                 "(an address of the interface's own); give no static route",
+                 cfg_.port_id);
+    return Status::kInvalidParameter;
+  }
+  return Status::kSuccess;
 }
 
 Status Adapter::open(const AdapterConfig& cfg, std::span<dp::Engine* const> engines,
@@ -88,6 +127,7 @@ Status Adapter::open(const AdapterConfig& cfg, std::span<dp::Engine* const> engi
   pc.port_id = cfg.port_id;
   pc.queues = static_cast<uint16_t>(n);
   if (Status s = a->port_.open(pc); s != Status::kSuccess) return s;
+  if (Status s = a->share_with_kernel(); s != Status::kSuccess) return s;
   // An AF_XDP port running urnic's XDP program hands urnic only the frames for these addresses.
   std::string why;
   if (Status s = xdp_publish_addresses(cfg.port_id, a->xdp_addresses(), true, &why);
@@ -116,7 +156,8 @@ Status Adapter::open(const AdapterConfig& cfg, std::span<dp::Engine* const> engi
   for (uint32_t q = 2; q < cfg.max_qps; ++q) a->free_qpns_.push(q);
   // ARP, ND and QP1 go through engine 0's queue (the others hand such frames to it).
   a->control_ = std::make_unique<ControlPlane>(
-      LocalAddresses{a->mac_, cfg.ipv4, cfg.ipv6, cfg.ipv4_len, cfg.ipv6_len, cfg.routes},
+      LocalAddresses{a->mac_, a->cfg_.ipv4, a->cfg_.ipv6, a->cfg_.ipv4_len, a->cfg_.ipv6_len,
+                     a->cfg_.routes, a->uses_kernel_ ? a->kernel_ifindex_ : 0},
       *a->eps_[0]);
   a->eps_[0]->set_control_sink(a->control_.get());
   // Through each engine's mailbox: it may be running (issue 14 item 6). On a failure the

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "control/control_plane.h"
+#include "control/kernel_net.h"
 #include "control/xdp.h"
 #include "dataplane/cq.h"
 #include "dataplane/engine.h"
@@ -139,8 +140,12 @@ class Adapter {
  private:
   explicit Adapter(const AdapterConfig& cfg) : cfg_(cfg) {}
   std::vector<XdpAddress> xdp_addresses() const;
+  Status share_with_kernel();
   AdapterConfig cfg_;
   bool xdp_published_ = false;
+  int kernel_ifindex_ = 0;  // AF_XDP: the interface shared with the kernel
+  std::vector<KernelAddress> kernel_addrs_;
+  bool uses_kernel_ = false;  // an address of the kernel's: its routes and neighbours
   dp::Port port_;
   wire::MacAddr mac_{};
   std::unique_ptr<dp::MrTable> mrs_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "control/kernel_net.h"
 #include "dataplane/wire/frame.h"
 #include "dataplane/wire/icrc.h"
 
@@ -89,7 +90,13 @@ ControlPlane::ControlPlane(const LocalAddresses& local, dp::Endpoint& ep)
 }
 
 std::optional<Gid> ControlPlane::hop(const Gid& dst) {
-  std::optional<Gid> h = routes_.next_hop(dst);
+  std::optional<Gid> h;
+  if (local_.kernel_ifindex != 0) {
+    // The kernel's route, as rxe takes it; one through another interface is no route of ours.
+    if (auto r = kernel_route(dst); r && r->oif == local_.kernel_ifindex) h = r->next_hop;
+  } else {
+    h = routes_.next_hop(dst);
+  }
   if (!h) {
     std::lock_guard lock(mu_);
     ++counters_.no_route;
@@ -467,12 +474,17 @@ void ControlPlane::send_na(const Gid& target, const Gid& dst, const wire::MacAdd
 }
 
 std::optional<wire::MacAddr> ControlPlane::lookup(const Gid& dst) {
+  if (local_.kernel_ifindex != 0) {
+    const std::optional<Gid> h = hop(dst);
+    return h ? kernel_neighbour(local_.kernel_ifindex, *h) : std::nullopt;
+  }
   const std::optional<Gid> h = routes_.next_hop(dst);
   if (!h) return std::nullopt;
   return lookup_neighbour(*h);
 }
 
 std::optional<wire::MacAddr> ControlPlane::lookup_neighbour(const Gid& ip) {
+  if (local_.kernel_ifindex != 0) return kernel_neighbour(local_.kernel_ifindex, ip);
   std::lock_guard lock(mu_);
   auto it = neigh_.find(ip);
   if (it == neigh_.end() || !it->second.resolved) return std::nullopt;
@@ -493,6 +505,10 @@ void ControlPlane::request(const Gid& dst) {
 }
 
 void ControlPlane::request_neighbour(const Gid& ip) {
+  if (local_.kernel_ifindex != 0) {
+    (void)kernel_probe_neighbour(local_.kernel_ifindex, ip);
+    return;
+  }
   bool send = false;
   {
     std::lock_guard lock(mu_);
@@ -509,6 +525,28 @@ void ControlPlane::request_neighbour(const Gid& ip) {
     send_arp(wire::kArpRequest, kBroadcast, wire::MacAddr{}, gid_to_ipv4(ip));
   } else {
     send_ns(ip);
+  }
+}
+
+// The kernel resolves (its ARP / ND, its timers and retries); we ask it to, then read its table
+// until the answer or the deadline.
+Status ControlPlane::resolve_in_kernel(const Gid& ip, wire::MacAddr* mac,
+                                       std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  bool probed = false;
+  for (;;) {
+    if (auto m = kernel_neighbour(local_.kernel_ifindex, ip)) {
+      *mac = *m;
+      return Status::kSuccess;
+    }
+    if (!probed) probed = kernel_probe_neighbour(local_.kernel_ifindex, ip);
+    if (Clock::now() >= deadline) {
+      std::lock_guard lock(mu_);
+      ++counters_.resolve_timeouts;
+      return Status::kHostUnreachable;
+    }
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(5));  // the kernel tells us nothing: poll
   }
 }
 
@@ -547,6 +585,7 @@ Status ControlPlane::resolve(const Gid& dst, wire::MacAddr* mac,
   const std::optional<Gid> h = hop(dst);
   if (!h) return Status::kHostUnreachable;
   const Gid& ip = *h;
+  if (local_.kernel_ifindex != 0) return resolve_in_kernel(ip, mac, timeout);
   if (auto m = lookup_neighbour(ip)) {
     *mac = *m;
     return Status::kSuccess;

@@ -43,6 +43,10 @@ struct LocalAddresses {
   // Routing (urnic/route.h): the subnets' prefix lengths (0: none) and static routes.
   uint8_t ipv4_len = 0, ipv6_len = 0;
   std::vector<Route> routes;
+  // Non-zero: the kernel interface urnic shares with the kernel (AF_XDP) and whose addresses it
+  // uses; routes and neighbours then come from the kernel (kernel_net.h), and urnic sends no
+  // ARP / ND of its own.
+  int kernel_ifindex = 0;
 };
 
 // A RoCEv2 GID: an IPv6 address; IPv4 addresses appear IPv4-mapped (::ffff:a.b.c.d),
@@ -173,6 +177,7 @@ class ControlPlane : public dp::ControlSink {
   // lookup() and request() for the neighbour itself (a destination on link, or a gateway).
   std::optional<wire::MacAddr> lookup_neighbour(const Gid& ip);
   void request_neighbour(const Gid& ip);
+  Status resolve_in_kernel(const Gid& ip, wire::MacAddr* mac, std::chrono::milliseconds timeout);
 
   const LocalAddresses local_;
   const RouteTable routes_;

@@ -226,6 +226,15 @@ std::string with_xdp_program(std::string d) {
   return prog.empty() ? d : d + ",xdp_prog=" + prog;
 }
 
+// The iface= of a kernel-interface PMD (net_af_packet, net_af_xdp), when the devargs name one.
+std::string iface_of(std::string_view d) {
+  if (d.rfind("net_af_packet", 0) != 0 && d.rfind("net_af_xdp", 0) != 0) return {};
+  const size_t at = d.find(",iface=");
+  if (at == std::string_view::npos) return {};
+  const std::string_view rest = d.substr(at + 7);
+  return std::string(rest.substr(0, rest.find(',')));
+}
+
 }  // namespace
 
 Status open_vdev_port(std::string_view devargs, uint16_t* port_id) noexcept {
@@ -237,7 +246,18 @@ Status open_vdev_port(std::string_view devargs, uint16_t* port_id) noexcept {
                 "open_vdev_port: devargs must start with a device name, e.g. "
                 "net_af_packet0,iface=veth0");
   try {
+    // The drivers' own failures name no cause (EPERM for a missing interface): say it first.
+    if (const std::string ifname = iface_of(devargs);
+        !ifname.empty() && ::if_nametoindex(ifname.c_str()) == 0)
+      return fail(Status::kDeviceNotReady, "open_vdev_port('" + std::string(devargs) +
+                                               "'): no interface '" + ifname +
+                                               "' in this network namespace");
     const std::string args = with_xdp_program(with_af_packet_geometry(std::string(devargs)));
+    if (args.rfind("net_af_xdp", 0) == 0 && args.find("xdp_prog=") == std::string::npos)
+      return fail(Status::kDeviceNotReady,
+                  "open_vdev_port('" + args +
+                      "'): urnic's XDP program is missing (build bpf/, or set URNIC_XDP_PROG or "
+                      "xdp_prog=)");
     const int rc = rte_dev_probe(args.c_str());
     if (rc != 0)
       return fail(Status::kDeviceNotReady,

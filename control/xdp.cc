@@ -70,6 +70,8 @@ int program_map(int ifindex, const char* name) {
 
 }  // namespace
 
+int xdp_port_ifindex(uint16_t port_id) { return af_xdp_ifindex(port_id); }
+
 std::string xdp_program_path() {
   if (const char* env = std::getenv("URNIC_XDP_PROG"); env != nullptr && *env != '\0')
     return env;  // the user's choice, even when it does not exist: DPDK's probe says so

@@ -25,6 +25,9 @@ struct XdpAddress {
   uint32_t flags = 0;
 };
 
+// The kernel interface behind a net_af_xdp port; 0 for any other port.
+int xdp_port_ifindex(uint16_t port_id);
+
 // The path of urnic's XDP object: $URNIC_XDP_PROG, else the build tree's, else the installed
 // one. Empty when none exists.
 std::string xdp_program_path();

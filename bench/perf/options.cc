@@ -688,7 +688,9 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
     std::fprintf(stderr, "urnic-perf: --sweep runs in loopback only\n");
     return false;
   }
-  if (!o->loopback() && o->ip.empty() && o->ipv6.empty()) {
+  // On AF_XDP the adapter may take its interface's own addresses (README "AF_XDP").
+  const bool af_xdp = !o->vdevs.empty() && o->vdevs[0].rfind("net_af_xdp", 0) == 0;
+  if (!o->loopback() && o->ip.empty() && o->ipv6.empty() && !af_xdp) {
     std::fprintf(stderr, "urnic-perf: a real port needs this adapter's address (--ip)\n");
     return false;
   }

@@ -7,17 +7,21 @@
 #     urnic 198.18.10.1/24         198.18.10.254   198.18.20.254          urnic 198.18.20.1/24
 #     route default via 198.18.10.254               route default via 198.18.20.254
 #   oob0 ==veth== oob1 (198.18.0.1/30 - .2): perftest's TCP exchange, not routed
+#     kernel 198.18.10.2/24 on roce0, 198.18.20.2/24 on roce1, default routes via the router
 #
 # Every test type runs briefly and must PASS (completions all successful, data verified), and
-# the router must have forwarded the frames both ways (its interfaces' packet counts). Then the
-# failures a user meets: a side without a route to the peer's subnet fails with the reason, in
+# the router must have forwarded the frames both ways (its interfaces' packet counts): first
+# over net_af_packet with urnic's own addresses and static routes (--route), then over AF_XDP
+# on the kernel's addresses with the kernel's routes and neighbours (no --ip, no --route; skipped
+# without AF_XDP or urnic's XDP program). Then the failures a user meets: a side without a route to the peer's subnet fails with the reason, in
 # bounded time; a gateway outside the adapter's subnet and a malformed route are refused at
 # start with the reason.
 #
-# Usage: perf_route_test.sh path/to/urnic-perf. Exits 77 (ctest SKIP_RETURN_CODE) without root
-# or without network namespaces / veth.
+# Usage: perf_route_test.sh path/to/urnic-perf [path/to/urnic_xdp.o]. Exits 77 (ctest
+# SKIP_RETURN_CODE) without root or without network namespaces / veth.
 set -u
-perf=${1:?usage: perf_route_test.sh path/to/urnic-perf}
+perf=${1:?usage: perf_route_test.sh path/to/urnic-perf [path/to/urnic_xdp.o]}
+prog=${2:-}
 SKIP=77
 
 skip() {
@@ -51,8 +55,12 @@ ip link add roce0 netns "$A" type veth peer name ra netns "$R" 2>"$tmp/err" ||
   skip "cannot create a veth pair: $(cat "$tmp/err")"
 ip link add roce1 netns "$B" type veth peer name rb netns "$R" || exit 1
 ip link add oob0 netns "$A" type veth peer name oob1 netns "$B" || exit 1
-ip -n "$A" link set roce0 mtu 4200 up && ip -n "$B" link set roce1 mtu 4200 up || exit 1
-ip -n "$R" link set ra mtu 4200 up && ip -n "$R" link set rb mtu 4200 up || exit 1
+# MTU 3000: AF_XDP on veth takes frames of one page at most.
+ip -n "$A" link set roce0 mtu 3000 up && ip -n "$B" link set roce1 mtu 3000 up || exit 1
+ip -n "$R" link set ra mtu 3000 up && ip -n "$R" link set rb mtu 3000 up || exit 1
+ip -n "$A" addr add 198.18.10.2/24 dev roce0 && ip -n "$B" addr add 198.18.20.2/24 dev roce1 || exit 1
+ip -n "$A" route add default via 198.18.10.254 && ip -n "$B" route add default via 198.18.20.254 ||
+  exit 1
 ip -n "$R" addr add 198.18.10.254/24 dev ra && ip -n "$R" addr add 198.18.20.254/24 dev rb || exit 1
 ip netns exec "$R" sysctl -qw net.ipv4.ip_forward=1 || exit 1
 ip -n "$A" addr add 198.18.0.1/30 dev oob0 && ip -n "$B" addr add 198.18.0.2/30 dev oob1 || exit 1
@@ -68,6 +76,7 @@ passed=0
 failed=0
 ROUTE_A="default via 198.18.10.254"
 ROUTE_B="default via 198.18.20.254"
+XDP=0
 # pair NAME TEST SERVER_ROUTE_ARGS... -- CLIENT_ROUTE_ARGS... -- COMMON ARGS: runs both sides;
 # leaves exit codes in $src / $crc and the outputs in $tmp/NAME.{srv,cli}.
 pair() {
@@ -79,12 +88,17 @@ pair() {
   while [ "$1" != "--" ]; do cargs+=("$1"); shift; done
   shift
   local common=(--no-progress --idle-yield=64 "$@")
-  timeout 90 ip netns exec "$A" "$perf" "$t" --vdev=net_af_packet0,iface=roce0 \
-    --ip=198.18.10.1/24 "${sargs[@]}" --lcores=0 "${common[@]}" >"$tmp/$name.srv" 2>&1 &
+  local dev_a=(--vdev=net_af_packet0,iface=roce0 --ip=198.18.10.1/24)
+  local dev_b=(--vdev=net_af_packet0,iface=roce1 --ip=198.18.20.1/24)
+  if [ "$XDP" = 1 ]; then
+    dev_a=(--vdev=net_af_xdp0,iface=roce0)
+    dev_b=(--vdev=net_af_xdp0,iface=roce1)
+  fi
+  timeout 90 ip netns exec "$A" "$perf" "$t" "${dev_a[@]}" "${sargs[@]}" --lcores=0 \
+    "${common[@]}" >"$tmp/$name.srv" 2>&1 &
   local spid=$!
-  timeout 90 ip netns exec "$B" "$perf" "$t" --vdev=net_af_packet0,iface=roce1 \
-    --ip=198.18.20.1/24 "${cargs[@]}" --lcores=1 --connect-retry=30 "${common[@]}" 198.18.0.1 \
-    >"$tmp/$name.cli" 2>&1
+  timeout 90 ip netns exec "$B" "$perf" "$t" "${dev_b[@]}" "${cargs[@]}" --lcores=1 \
+    --connect-retry=30 "${common[@]}" 198.18.0.1 >"$tmp/$name.cli" 2>&1
   crc=$?
   wait "$spid"
   src=$?
@@ -108,7 +122,11 @@ run() {
   shift 2
   local before
   before=$(forwarded)
-  pair "$name" "$t" --route="$ROUTE_A" -- --route="$ROUTE_B" -- "$@"
+  if [ "$XDP" = 1 ]; then
+    pair "$name" "$t" -- -- "$@"
+  else
+    pair "$name" "$t" --route="$ROUTE_A" -- --route="$ROUTE_B" -- "$@"
+  fi
   local why=""
   [ $crc -eq 0 ] || why="client exit $crc"
   [ $src -eq 0 ] || why="$why server exit $src"
@@ -126,6 +144,37 @@ run send_bw send_bw -n 200
 run atomic_bw atomic_bw -n 200
 run write_lat write_lat -n 200
 run send_bw_all_sizes send_bw -a -n 5
+
+# AF_XDP on the kernel's addresses: the kernel's routes and neighbours (urnic asks the kernel to
+# resolve the gateway, which it has never talked to).
+if [ -n "$prog" ] && [ ! -e "$prog" ] && [ -z "${URNIC_XDP_PROG:-}" ]; then
+  echo "skip AF_XDP cases: urnic's XDP program was not built ($prog)"
+elif ! python3 -c 'import socket; socket.socket(44, socket.SOCK_RAW).close()' 2>/dev/null; then
+  echo "skip AF_XDP cases: the kernel has no AF_XDP sockets"
+else
+  XDP=1
+  ip -n "$A" neigh flush dev roce0
+  ip -n "$B" neigh flush dev roce1
+  run xdp_kernel_write_bw write_bw -n 200
+  run xdp_kernel_read_bw read_bw -n 200
+  run xdp_kernel_send_lat send_lat -n 200
+  for side in srv cli; do
+    grep -q 'GID: .*255:255:198:18:[12]0:02' "$tmp/xdp_kernel_write_bw.$side" || {
+      echo "FAIL xdp_kernel_write_bw: $side did not take the kernel's address"
+      failed=$((failed + 1))
+    }
+  done
+  # The kernel has no route to the client's subnet now: the server says so.
+  ip -n "$A" route del default
+  t0=$SECONDS
+  pair xdp_no_route write_bw -- -- -n 200 --timeout=10
+  why=""
+  [ $src -ne 0 ] && [ $crc -ne 0 ] || why="exits $src / $crc, want both non-zero"
+  grep -q 'no route to it' "$tmp/xdp_no_route.srv" || why="$why the server did not say why"
+  report xdp_no_route "$why" "refused in $((SECONDS - t0)) s"
+  ip -n "$A" route add default via 198.18.10.254
+  XDP=0
+fi
 
 # The server has no route to the client's subnet: it cannot resolve the client and says so;
 # both sides end, in bounded time (the client when the server leaves the exchange).

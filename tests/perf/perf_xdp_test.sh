@@ -7,6 +7,10 @@
 #                                                     TCP exchange run over these
 #     urnic:     198.18.1.1           198.18.1.2      RoCEv2 and ARP for these go to urnic
 #
+# Then urnic on the kernel's own addresses (no --ip: it takes 198.18.2.1 / .2, as rxe would): the
+# kernel answers ARP and urnic reads the neighbour from the kernel's table, so no ARP/ND frame
+# reaches urnic. Last, a missing interface is refused with the reason.
+#
 # Every urnic-perf test type runs briefly and must PASS (completions all successful, data
 # verified); meanwhile a ping flood and an 8 MiB TCP transfer cross the same veth through the
 # kernel and must arrive complete (no ping lost, the transfer's SHA-256 equal at both ends).
@@ -110,15 +114,18 @@ bg+=("$tcp_pid")
 passed=0
 failed=0
 # run NAME TEST ARGS...: server in A (lcore 0), client in B (lcore 1), the client's out-of-band
-# TCP exchange over the shared veth.
+# TCP exchange over the shared veth. urnic's own addresses, or with KERNEL_ADDRS=1 the kernel's.
+KERNEL_ADDRS=0
 run() {
   local name=$1 t=$2
   shift 2
   local common=(--no-progress --idle-yield=64 "$@")
-  timeout 90 ip netns exec "$A" "$perf" "$t" --vdev=net_af_xdp0,iface=roce0 --ip=198.18.1.1 \
+  local ip_a=(--ip=198.18.1.1) ip_b=(--ip=198.18.1.2)
+  [ "$KERNEL_ADDRS" = 1 ] && ip_a=() && ip_b=()
+  timeout 90 ip netns exec "$A" "$perf" "$t" --vdev=net_af_xdp0,iface=roce0 "${ip_a[@]}" \
     --lcores=0 "${common[@]}" >"$tmp/$name.srv" 2>&1 &
   local spid=$!
-  timeout 90 ip netns exec "$B" "$perf" "$t" --vdev=net_af_xdp0,iface=roce1 --ip=198.18.1.2 \
+  timeout 90 ip netns exec "$B" "$perf" "$t" --vdev=net_af_xdp0,iface=roce1 "${ip_b[@]}" \
     --lcores=1 --connect-retry=30 "${common[@]}" 198.18.2.1 >"$tmp/$name.cli" 2>&1
   local crc=$?
   wait "$spid"
@@ -135,8 +142,13 @@ run() {
       why="$why $side printed no XDP counts (urnic's program not attached?)"
       continue
     fi
-    read -r roce nosock < <(echo "$x" | awk '{ print $4, $NF }')
+    read -r roce neigh nosock < <(echo "$x" | awk '{ print $4, $7, $NF }')
     [ "$roce" -gt 0 ] || why="$why $side: no RoCEv2 frame went to urnic"
+    if [ "$KERNEL_ADDRS" = 1 ]; then
+      [ "$neigh" -eq 0 ] || why="$why $side: $neigh ARP/ND frames went to urnic, not the kernel"
+      grep -q 'GID: .*255:255:198:18:02:0[12]' "$tmp/$name.$side" ||
+        why="$why $side: urnic did not take the kernel's address"
+    fi
     [ "$nosock" -eq 0 ] || why="$why $side: $nosock of urnic's frames reached no socket"
   done
   if [ -z "$why" ]; then
@@ -162,6 +174,24 @@ run send_lat send_lat -n 200
 run atomic_lat atomic_lat -n 200
 run write_bw_q4_s100 write_bw -q 4 -s 100 -n 500
 run send_bw_all_sizes send_bw -a -n 5
+KERNEL_ADDRS=1
+run kernel_write_bw write_bw -n 200
+run kernel_read_lat read_lat -n 200
+run kernel_send_bw send_bw -q 2 -n 200
+KERNEL_ADDRS=0
+
+# A missing interface is refused at once, with the reason.
+timeout 30 ip netns exec "$A" "$perf" write_bw --vdev=net_af_xdp0,iface=nosuch0 --lcores=0 \
+  --no-progress >"$tmp/nosuch.out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q "no interface 'nosuch0'" "$tmp/nosuch.out"; then
+  echo "ok   missing interface  $(grep -o "no interface.*" "$tmp/nosuch.out")"
+  passed=$((passed + 1))
+else
+  echo "FAIL missing interface: exit $rc"
+  cat "$tmp/nosuch.out"
+  failed=$((failed + 1))
+fi
 
 # The kernel's traffic: the transfer complete and intact, no ping lost.
 wait "$tcp_pid"
