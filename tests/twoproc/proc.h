@@ -4,7 +4,7 @@
 #pragma once
 
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,16 +32,25 @@ class Proc {
     char tmpl[] = "/tmp/urnic-proc-XXXXXX";
     const int fd = ::mkstemp(tmpl);
     out_path_ = tmpl;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fd, 1);
-    posix_spawn_file_actions_adddup2(&fa, fd, 2);
-    posix_spawn_file_actions_addclose(&fa, fd);
     std::vector<char*> args;
     for (auto& a : argv_) args.push_back(a.data());
     args.push_back(nullptr);
-    if (::posix_spawnp(&pid_, args[0], &fa, nullptr, args.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      // The child dies with the test (SIGKILL when the thread that started it exits): a test
+      // process that aborts (a failed ASSERT in a helper, a sanitizer report, ctest's timeout)
+      // leaves no daemon or peer running behind it, holding ports and cores. Only
+      // async-signal-safe calls between fork and exec.
+      (void)::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);  // the test died before prctl took effect
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::close(fd);
+      ::execvp(args[0], args.data());
+      ::_exit(127);
+    }
+    if (pid_ < 0) pid_ = -1;
     ::close(fd);
     start_ = std::chrono::steady_clock::now();
   }
