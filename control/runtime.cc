@@ -10,12 +10,18 @@
 #include <rte_pci.h>
 #include <rte_ring.h>
 
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
 #include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <numeric>
@@ -235,6 +241,28 @@ std::string iface_of(std::string_view d) {
   return std::string(rest.substr(0, rest.find(',')));
 }
 
+// The combined channels (queues) of a kernel interface as ethtool -l counts them; 1 for one that
+// has none (veth, whose separate rx/tx channels net_af_xdp does not use).
+unsigned combined_channels(const std::string& ifname) {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 1;
+  ethtool_channels ch{};
+  ch.cmd = ETHTOOL_GCHANNELS;
+  ifreq ifr{};
+  std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname.c_str());
+  ifr.ifr_data = reinterpret_cast<char*>(&ch);
+  const int rc = ::ioctl(fd, SIOCETHTOOL, &ifr);
+  ::close(fd);
+  return rc != 0 || ch.max_combined == 0 ? 1 : std::max(ch.combined_count, 1u);
+}
+
+// net_af_xdp's queue_count=N (default 1).
+unsigned xdp_queue_count(std::string_view d) {
+  const size_t at = d.find("queue_count=");
+  if (at == std::string_view::npos) return 1;
+  return static_cast<unsigned>(std::strtoul(std::string(d.substr(at + 12)).c_str(), nullptr, 10));
+}
+
 }  // namespace
 
 Status open_vdev_port(std::string_view devargs, uint16_t* port_id) noexcept {
@@ -252,6 +280,18 @@ Status open_vdev_port(std::string_view devargs, uint16_t* port_id) noexcept {
       return fail(Status::kDeviceNotReady, "open_vdev_port('" + std::string(devargs) +
                                                "'): no interface '" + ifname +
                                                "' in this network namespace");
+    // One AF_XDP socket per queue needs as many combined channels (DPDK 22.11 refuses more,
+    // naming no cause).
+    if (const std::string ifname = iface_of(devargs);
+        devargs.rfind("net_af_xdp", 0) == 0 && !ifname.empty()) {
+      const unsigned want = xdp_queue_count(devargs), have = combined_channels(ifname);
+      if (want > have)
+        return fail(Status::kDeviceNotReady,
+                    "open_vdev_port('" + std::string(devargs) + "'): " + std::to_string(want) +
+                        " AF_XDP queues, but interface '" + ifname + "' has " +
+                        std::to_string(have) + " combined channel(s) (ethtool -L " + ifname +
+                        " combined N; veth has none: one queue)");
+    }
     const std::string args = with_xdp_program(with_af_packet_geometry(std::string(devargs)));
     if (args.rfind("net_af_xdp", 0) == 0 && args.find("xdp_prog=") == std::string::npos)
       return fail(Status::kDeviceNotReady,

@@ -99,6 +99,11 @@ class Env {
         if (i == 0 && o.engines > 1 && args.rfind("net_af_packet", 0) == 0 &&
             args.find("qpairs=") == std::string::npos)
           args += ",qpairs=" + std::to_string(o.engines);
+        // AF_XDP: one socket per engine, on the interface's queues 0 .. engines-1 (the XDP
+        // program sends each queue's frames to its socket; the RoCEv2 source port spreads them).
+        if (i == 0 && o.engines > 1 && args.rfind("net_af_xdp", 0) == 0 &&
+            args.find("queue_count=") == std::string::npos)
+          args += ",queue_count=" + std::to_string(o.engines);
         if (open_vdev_port(args, &port) != Status::kSuccess)
           return error(std::string("cannot open --vdev: ") + last_error());
         name = args.substr(0, args.find(','));

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest daemon_stock, daemon_stock_veth (issue 38, "the same with Debian's stock ib_write_bw,
+# ctest daemon_stock, daemon_stock_veth, daemon_stock_xdp (issue 38, "the same with Debian's stock ib_write_bw,
 # ibv_rc_pingpong --chk ... in attach mode"): Debian's own perftest and ibverbs-utils binaries,
 # never recompiled, on urnic's libibverbs.so.1 in attach mode (urnic-run --daemon). Each case
 # runs a server process and a client process, which find each other over TCP (the tools' own
@@ -10,6 +10,7 @@
 #           veth pair (net_af_packet; adapters ua 198.18.2.1, ub 198.18.2.2, no kernel
 #           addresses on it); the tools meet over a second veth pair (198.18.3.1/30 - .2). Needs
 #           root.
+#   xdp:    the same with the daemons' ports on net_af_xdp (urnic's XDP program) at MTU 3000.
 #
 # Every case checks both exit codes, the tool's result lines and that no error line was printed;
 # ibv_rc_pingpong runs with --chk, which checks every received buffer byte for byte. Afterwards
@@ -17,13 +18,23 @@
 # perftest's -R (librdmacm) connect through the daemons' connection managers; ibv_ud_pingpong
 # sends datagrams through them.
 #
-# Usage: daemon_stock_test.sh path/to/urnicd path/to/urnic-run path/to/urnicctl [memory|veth]
-# [CASE-REGEX]. Exits 77 (ctest SKIP_RETURN_CODE) without the stock tools (or root, for veth).
+# Usage: daemon_stock_test.sh path/to/urnicd path/to/urnic-run path/to/urnicctl
+# [memory|veth|xdp] [CASE-REGEX]. Exits 77 (ctest SKIP_RETURN_CODE) without the stock tools (or
+# root, for veth and xdp).
 set -u
-urnicd=${1:?usage: daemon_stock_test.sh urnicd urnic-run urnicctl [memory|veth] [case-regex]}
+urnicd=${1:?usage: daemon_stock_test.sh urnicd urnic-run urnicctl [memory|veth|xdp] [case-regex]}
 run_wrapper=${2:?}
 urnicctl=${3:?}
 mode=${4:-memory}
+# veth and xdp: two daemons on a veth pair, over net_af_packet or net_af_xdp (urnic's XDP
+# program; MTU 3000, its one-page frames).
+net=0
+drv=net_af_packet0
+mtu=4200
+case "$mode" in
+  veth) net=1 ;;
+  xdp) net=1 drv=net_af_xdp0 mtu=3000 ;;
+esac
 only=${5:-.}
 SKIP=77
 for t in ibv_devinfo ibv_rc_pingpong ibv_srq_pingpong ibv_ud_pingpong ib_write_bw ib_read_lat ss; do
@@ -36,7 +47,7 @@ B=stkB$$
 daemons=()
 cleanup() {
   for p in "${daemons[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
-  if [ "$mode" = veth ]; then
+  if [ "$net" = 1 ]; then
     ip netns pids "$A" 2>/dev/null | xargs -r kill 2>/dev/null
     ip netns pids "$B" 2>/dev/null | xargs -r kill 2>/dev/null
     ip netns del "$A" 2>/dev/null
@@ -65,7 +76,7 @@ start_daemon() {
   exit 1
 }
 
-if [ "$mode" = veth ]; then
+if [ "$net" = 1 ]; then
   [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for network namespaces and veth pairs"; exit $SKIP; }
   command -v ip >/dev/null || { echo "SKIP: no ip tool (iproute2)"; exit $SKIP; }
   ip netns add "$A" 2>/dev/null && ip netns add "$B" || { echo "SKIP: ip netns add failed"; exit $SKIP; }
@@ -75,12 +86,12 @@ if [ "$mode" = veth ]; then
     ip -n "$ns" link set lo up
     ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
   done
-  ip -n "$A" link set roce0 mtu 4200 up && ip -n "$B" link set roce1 mtu 4200 up || exit 1
+  ip -n "$A" link set roce0 mtu $mtu up && ip -n "$B" link set roce1 mtu $mtu up || exit 1
   ip -n "$A" addr add 198.18.3.1/30 dev oob0 && ip -n "$B" addr add 198.18.3.2/30 dev oob1 || exit 1
   ip -n "$A" link set oob0 up && ip -n "$B" link set oob1 up || exit 1
-  extra=(--set port.ua.devargs=net_af_packet0,iface=roce0 --set port.ua.ipv4=198.18.2.1)
+  extra=(--set port.ua.devargs=$drv,iface=roce0 --set port.ua.ipv4=198.18.2.1)
   start_daemon a ip netns exec "$A"
-  extra=(--set port.ub.devargs=net_af_packet0,iface=roce1 --set port.ub.ipv4=198.18.2.2)
+  extra=(--set port.ub.devargs=$drv,iface=roce1 --set port.ub.ipv4=198.18.2.2)
   start_daemon b ip netns exec "$B"
   srv=(ip netns exec "$A" timeout 120 "$run_wrapper" --daemon="$tmp/a.sock")
   cli=(ip netns exec "$B" timeout 120 "$run_wrapper" --daemon="$tmp/b.sock")
@@ -131,7 +142,7 @@ record() {  # NAME WHY(empty = pass) SUMMARY
 
 # Waits (up to 30 s) until a client of the server's daemon listens on rdma_cm port $1 (the
 # daemon's log says so), or the server $2 has exited.
-srv_log=$([ "$mode" = veth ] && echo "$tmp/a.log" || echo "$tmp/m.log")
+srv_log=$([ "$net" = 1 ] && echo "$tmp/a.log" || echo "$tmp/m.log")
 wait_cm_listen() {
   local port=$1 pid=$2
   for _ in $(seq 300); do
@@ -142,8 +153,8 @@ wait_cm_listen() {
   return 1
 }
 # The server's adapter address and the client's (rdma_cm's ends).
-sip=$([ "$mode" = veth ] && echo 198.18.2.1 || echo 192.0.2.2)
-cip=$([ "$mode" = veth ] && echo 198.18.2.2 || echo 192.0.2.1)
+sip=$([ "$net" = 1 ] && echo 198.18.2.1 || echo 192.0.2.2)
+cip=$([ "$net" = 1 ] && echo 198.18.2.2 || echo 192.0.2.1)
 
 # run_case NAME ROWS-REGEX WANT READY PORT: runs "${srv[@]}" "${scmd[@]}", waits with READY
 # (wait_listen or wait_cm_listen) until it serves PORT, runs "${cli[@]}" "${ccmd[@]}"; both must

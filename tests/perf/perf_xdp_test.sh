@@ -180,6 +180,20 @@ run kernel_read_lat read_lat -n 200
 run kernel_send_bw send_bw -q 2 -n 200
 KERNEL_ADDRS=0
 
+# Two engines want two AF_XDP queues; veth has no combined channels (DPDK 22.11's net_af_xdp
+# takes only those): refused at once, with the reason.
+timeout 30 ip netns exec "$A" "$perf" write_bw --vdev=net_af_xdp0,iface=roce0 --ip=198.18.1.1 \
+  --engines=2 --lcores=0 --no-progress >"$tmp/queues.out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q "2 AF_XDP queues, but interface 'roce0' has 1" "$tmp/queues.out"; then
+  echo "ok   too many queues    $(grep -o "2 AF_XDP queues.*" "$tmp/queues.out")"
+  passed=$((passed + 1))
+else
+  echo "FAIL too many queues: exit $rc"
+  cat "$tmp/queues.out"
+  failed=$((failed + 1))
+fi
+
 # A missing interface is refused at once, with the reason.
 timeout 30 ip netns exec "$A" "$perf" write_bw --vdev=net_af_xdp0,iface=nosuch0 --lcores=0 \
   --no-progress >"$tmp/nosuch.out" 2>&1
