@@ -125,6 +125,8 @@ class ControlPlane : public dp::ControlSink {
   Status resolve(const Gid& ip, wire::MacAddr* mac,
                  std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
   void request(const Gid& ip);
+  // Routes and neighbours come from the kernel (LocalAddresses::kernel_ifindex).
+  bool kernel_routes() const noexcept { return local_.kernel_ifindex != 0; }
   // Entries in the neighbour table (static, resolved, and being resolved).
   size_t neighbours() const;
   // Installs a static entry (never expires), e.g. for peers that do not answer ARP.

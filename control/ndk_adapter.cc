@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <new>
 #include <thread>
 
@@ -331,12 +332,50 @@ bool AdapterImpl::collect_notifications_locked(Clock::time_point now) {
   return any;
 }
 
+bool AdapterImpl::follow_next_hops_locked(Clock::time_point now) {
+  if (!ctl || !ctl->control().kernel_routes() || now < next_hop_check) return false;
+  next_hop_check = now + std::chrono::milliseconds(100);
+  std::map<ctl::Gid, std::optional<wire::MacAddr>> hops;  // one kernel query per peer
+  bool any = false;
+  for (ObjectImpl* o : objects) {
+    if (o->type != ObjectType::kQp || o->life != Life::kLive) continue;
+    auto* q = static_cast<QpImpl*>(o);
+    const QpState st = q->qp.public_state();
+    if (!q->has_peer || q->hop_pending ||
+        (st != QpState::kRtr && st != QpState::kRts && st != QpState::kSqd))
+      continue;
+    auto it = hops.find(q->peer);
+    if (it == hops.end()) {
+      std::optional<wire::MacAddr> mac = ctl->control().lookup(q->peer);
+      if (!mac) ctl->control().request(q->peer);  // the kernel resolves; seen next time
+      it = hops.emplace(q->peer, mac).first;
+    }
+    if (!it->second || *it->second == q->peer_mac) continue;
+    const wire::MacAddr mac = *it->second;
+    dp::log_line(dp::LogType::kCtl, RTE_LOG_INFO,
+                 "QP %u: the kernel's next hop to its peer changed: frames now go to "
+                 "%02x:%02x:%02x:%02x:%02x:%02x",
+                 q->qp.qpn(), mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
+    auto op = make_op(q, dp::MailboxMsg::Kind::kSetNextHop);
+    op->msg.attr.av.dst_mac = mac;
+    op->then = [q, mac](Status) {
+      q->hop_pending = false;
+      q->peer_mac = mac;
+    };
+    q->hop_pending = true;
+    enqueue_op_locked(std::move(op));
+    any = true;
+  }
+  return any;
+}
+
 bool AdapterImpl::poll() {
   if (!on_control_thread()) control_id.store(std::this_thread::get_id(), std::memory_order_relaxed);
   std::unique_lock lk(mu);
   bool any = pump_ops_locked();
   any |= pump_closes_locked();
   any |= collect_notifications_locked(Clock::now());
+  any |= follow_next_hops_locked(Clock::now());
   for (SrqImpl* s : srqs) s->srq.reclaim();
   // User callbacks, one at a time, never with mu held: they may call back into the API.
   while (!deferred.empty()) {

@@ -291,6 +291,12 @@ struct QpImpl final : ImplOf<QpImpl, Qp> {
   // Teardown progress (control thread, under mu): 0 start, 1 flushing, 2 flushed,
   // 3 destroying, 4 destroyed.
   int teardown_step = 0;
+  // The peer its address vector names and the MAC its frames go to (set by a modify with an
+  // AV; under mu), for following the kernel's route changes (AdapterImpl::follow_next_hops).
+  bool has_peer = false;
+  bool hop_pending = false;  // a kSetNextHop is queued
+  std::array<uint8_t, 16> peer{};
+  wire::MacAddr peer_mac{};
 };
 
 struct AdapterImpl {
@@ -379,6 +385,10 @@ struct AdapterImpl {
   bool pump_ops_locked();
   bool pump_closes_locked();
   bool collect_notifications_locked(Clock::time_point now);
+  // On an interface shared with the kernel: every 100 ms, each connected QP's next hop from the
+  // kernel's route and neighbour tables; a changed one is handed to the engine (kSetNextHop).
+  bool follow_next_hops_locked(Clock::time_point now);
+  Clock::time_point next_hop_check{};
   // One CQ's part of it: `rang` says whether the doorbell rang since the last call.
   bool collect_cq_locked(CqImpl* c, bool rang, Clock::time_point now);
   // The overrun of `c` (ndkpi.md §3.3): its QPs to the error state, kBufferOverflow delivered.

@@ -331,7 +331,13 @@ Status qp_modify(QpImpl* q, const dp::QpAttr& attr, uint32_t mask, RequestComple
         return w.poll(&m.attr.av.dst_mac);
       };
     }
-    op->then = [a, done, ctx](Status st) {
+    const dp::MailboxMsg* m = &op->msg;  // the op, and so its message, outlives `then`
+    op->then = [a, q, m, done, ctx](Status st) {
+      if (st == Status::kSuccess && (m->mask & dp::qp_attr::kAv) != 0) {
+        q->has_peer = true;
+        q->peer = m->attr.av.ipv6 ? m->attr.av.dst_ip6 : ctl::gid_from_ipv4(m->attr.av.dst_ip4);
+        q->peer_mac = m->attr.av.dst_mac;
+      }
       if (done != nullptr) a->defer_locked([done, ctx, st] { done(ctx, st); });
     };
     std::lock_guard lk(a->mu);

@@ -109,6 +109,9 @@ void Engine::apply(MailboxMsg& m) noexcept {
     case MailboxMsg::Kind::kModifyQp:
       st = qp_modify_lc(*m.ep, *m.qp, m.attr, m.mask, &m.resp);
       break;
+    case MailboxMsg::Kind::kSetNextHop:
+      qp_set_next_hop_lc(*m.qp, m.attr.av.dst_mac);
+      break;
     case MailboxMsg::Kind::kFlushQp:
       // NdkFlush: cancel every pending request (ndkpi.md §2.2); the QP is unusable after.
       qp_to_error_lc(*m.ep, *m.qp);

@@ -47,8 +47,12 @@ struct MailboxMsg {
     kFlushQp,
     kRemoveEndpoint,
     kSetFaults,
-    kResizeCq,    // `cq` writes to the ring its prepare_resize() made from now on
-    kAddEndpoint  // the engine serves `ep` from now on
+    kResizeCq,     // `cq` writes to the ring its prepare_resize() made from now on
+    kAddEndpoint,  // the engine serves `ep` from now on
+    // The QP's frames go to attr.av.dst_mac from now on: the next hop to its peer changed (the
+    // kernel's route or neighbour, control/kernel_net.h). Not an IBTA attribute change (the
+    // path is the same peer), so it passes no state table: the NIC's own route resolution.
+    kSetNextHop
   };
   Kind kind = Kind::kAddQp;
   Endpoint* ep = nullptr;

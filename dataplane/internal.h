@@ -17,6 +17,9 @@ namespace urnic::dp {
 
 // ---- qp_datapath.cc: state, completions, frames ---------------------------------------------
 
+// kSetNextHop: the QP's frames carry `mac` as their destination from now on (its net template
+// rebuilt); a QP without an address vector yet (before RTR) ignores it.
+void qp_set_next_hop_lc(Qp& qp, const wire::MacAddr& mac) noexcept;
 // Applies a validated modify on the lcore (the single writer of QP state). `grow`: larger
 // responder arrays for a modify that sets max_dest_rd_atomic (kInsufficientResources without
 // them when the QP's are too small); the old ones are handed back in it.

@@ -270,6 +270,13 @@ void install_resp_arrays_lc(Qp& qp, RespArrays& g) noexcept {
 
 }  // namespace
 
+void qp_set_next_hop_lc(Qp& qp, const wire::MacAddr& mac) noexcept {
+  const QpState st = lc(qp).state;
+  if (st != QpState::kRtr && st != QpState::kRts && st != QpState::kSqd) return;
+  lc(qp).attr.av.dst_mac = mac;
+  lc(qp).net = wire::make_net_template(lc(qp).attr.av);
+}
+
 Status qp_modify_lc(Endpoint& ep, Qp& qp, const QpAttr& a, uint32_t mask,
                     RespArrays* grow) noexcept {
   const Status v = validate_modify(lc(qp).state, a, mask, qp.config().ud);
