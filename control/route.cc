@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "control/control_plane.h"  // gid_from_ipv4
 #include "control/route_bits.h"
 
 namespace urnic::ctl {
@@ -22,8 +23,7 @@ RouteTable::RouteTable(uint32_t ipv4, uint8_t ipv4_len, const std::optional<Gid>
                        uint8_t ipv6_len, const std::vector<Route>& routes) {
   if (ipv4 != 0 && ipv4_len != 0) {
     Entry e;
-    std::copy(kMappedPrefix.begin(), kMappedPrefix.end(), e.prefix.begin());
-    for (int i = 0; i < 4; ++i) e.prefix[12 + i] = static_cast<uint8_t>(ipv4 >> (24 - 8 * i));
+    e.prefix = gid_from_ipv4(ipv4);
     e.bits = static_cast<uint16_t>(gid_bits(true, ipv4_len));
     entries_.push_back(e);
     routed_v4_ = true;

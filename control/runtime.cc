@@ -275,15 +275,14 @@ Status open_vdev_port(std::string_view devargs, uint16_t* port_id) noexcept {
                 "net_af_packet0,iface=veth0");
   try {
     // The drivers' own failures name no cause (EPERM for a missing interface): say it first.
-    if (const std::string ifname = iface_of(devargs);
-        !ifname.empty() && ::if_nametoindex(ifname.c_str()) == 0)
+    const std::string ifname = iface_of(devargs);
+    if (!ifname.empty() && ::if_nametoindex(ifname.c_str()) == 0)
       return fail(Status::kDeviceNotReady, "open_vdev_port('" + std::string(devargs) +
                                                "'): no interface '" + ifname +
                                                "' in this network namespace");
     // One AF_XDP socket per queue needs as many combined channels (DPDK 22.11 refuses more,
     // naming no cause).
-    if (const std::string ifname = iface_of(devargs);
-        devargs.rfind("net_af_xdp", 0) == 0 && !ifname.empty()) {
+    if (devargs.rfind("net_af_xdp", 0) == 0 && !ifname.empty()) {
       const unsigned want = xdp_queue_count(devargs), have = combined_channels(ifname);
       if (want > have)
         return fail(Status::kDeviceNotReady,
