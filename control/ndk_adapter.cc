@@ -20,7 +20,9 @@ namespace detail {
 AdapterInfo make_adapter_info() noexcept {
   AdapterInfo i;
   i.version = kNdkVersion;
-  i.vendor_id = 0;       // no IEEE OUI: a software RNIC
+  // No IEEE OUI of its own: a software RNIC reports 0xFFFFFF, as Linux rxe does, so that programs
+  // that check the vendor is set (UCX, perftest) see one (docs/verbs.md).
+  i.vendor_id = 0xFFFFFF;
   i.device_id = 0x7572;  // "ur"
   i.max_registration_size = kMaxRegistrationSize;
   i.max_window_size = kMaxWindowSize;

@@ -30,6 +30,7 @@
 #include "control/eal.h"
 #include "control/last_error.h"
 #include "control/xdp.h"
+#include "dataplane/log.h"
 
 namespace urnic {
 namespace {
@@ -290,6 +291,17 @@ Status open_vdev_port(std::string_view devargs, uint16_t* port_id) noexcept {
                         " AF_XDP queues, but interface '" + ifname + "' has " +
                         std::to_string(have) + " combined channel(s) (ethtool -L " + ifname +
                         " combined N; veth has none: one queue)");
+    }
+    if (devargs.rfind("net_af_xdp", 0) == 0 && !ifname.empty()) {
+      bool removed = false;
+      std::string why;
+      if (Status s = xdp_claim_interface(ifname, &removed, &why); s != Status::kSuccess)
+        return fail(s, "open_vdev_port('" + std::string(devargs) + "'): " + why);
+      if (removed)
+        dp::log_line(dp::LogType::kCtl, RTE_LOG_WARNING,
+                     "open_vdev_port: removed urnic's XDP program that an ended process left "
+                     "on '%s'",
+                     ifname.c_str());
     }
     const std::string args = with_xdp_program(with_af_packet_geometry(std::string(devargs)));
     if (args.rfind("net_af_xdp", 0) == 0 && args.find("xdp_prog=") == std::string::npos)

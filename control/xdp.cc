@@ -2,8 +2,12 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <fcntl.h>
 #include <linux/if_link.h>
+#include <net/if.h>
 #include <rte_ethdev.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -68,9 +72,62 @@ int program_map(int ifindex, const char* name) {
   return -1;
 }
 
+// The name of the XDP program attached to `ifindex`, empty when none is (or it cannot be read).
+std::string attached_program(int ifindex, uint32_t* prog_id) {
+  *prog_id = 0;
+  if (bpf_xdp_query_id(ifindex, 0, prog_id) != 0 || *prog_id == 0) return {};
+  Fd prog(bpf_prog_get_fd_by_id(*prog_id));
+  if (prog.fd < 0) return {};
+  bpf_prog_info info{};
+  uint32_t len = sizeof info;
+  if (bpf_obj_get_info_by_fd(prog.fd, &info, &len) != 0) return {};
+  return info.name;
+}
+
+// The lock file of (network namespace, interface): interface names and indexes are per
+// namespace, so the namespace's inode is part of the name.
+std::string claim_path(int ifindex) {
+  struct stat ns {};
+  const unsigned long long ino = ::stat("/proc/self/ns/net", &ns) == 0 ? ns.st_ino : 0;
+  const char* dir = ::access("/run", W_OK) == 0 ? "/run/urnic" : "/tmp/urnic";
+  (void)::mkdir(dir, 0755);
+  return std::string(dir) + "/xdp-" + std::to_string(ino) + "-" + std::to_string(ifindex) + ".lock";
+}
+
 }  // namespace
 
 int xdp_port_ifindex(uint16_t port_id) { return af_xdp_ifindex(port_id); }
+
+Status xdp_claim_interface(const std::string& ifname, bool* removed, std::string* why) {
+  *removed = false;
+  const int ifindex = static_cast<int>(::if_nametoindex(ifname.c_str()));
+  if (ifindex == 0) {
+    *why = "no interface '" + ifname + "'";
+    return Status::kDeviceNotReady;
+  }
+  const std::string path = claim_path(ifindex);
+  // Kept open until the process ends: the kernel drops the lock with the process.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    *why = "cannot open " + path + ": " + std::strerror(errno);
+    return Status::kDeviceNotReady;
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    *why = "interface '" + ifname + "' is in use by another urnic process (" + path + " is locked)";
+    return Status::kDeviceBusy;
+  }
+  uint32_t prog_id = 0;
+  if (attached_program(ifindex, &prog_id) != "urnic_xdp") return Status::kSuccess;
+  // urnic's program with no process holding the interface: left by one that ended.
+  if (bpf_xdp_detach(ifindex, 0, nullptr) != 0) {
+    *why = "cannot remove the XDP program (id " + std::to_string(prog_id) +
+           ") an ended urnic process left on '" + ifname + "': " + std::strerror(errno);
+    return Status::kDeviceNotReady;
+  }
+  *removed = true;
+  return Status::kSuccess;
+}
 
 std::string xdp_program_path() {
   if (const char* env = std::getenv("URNIC_XDP_PROG"); env != nullptr && *env != '\0')

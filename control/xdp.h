@@ -28,6 +28,16 @@ struct XdpAddress {
 // The kernel interface behind a net_af_xdp port; 0 for any other port.
 int xdp_port_ifindex(uint16_t port_id);
 
+// Before a net_af_xdp port is probed on interface `ifname`: claims the interface for this
+// process (an flock on a file named after the network namespace and the interface, under
+// /run/urnic, held until the process ends, however it ends), and removes urnic's XDP program
+// when one is attached all the same: a process that held the interface ended without closing
+// its port (the kernel keeps an XDP program attached after its process), and DPDK would refuse
+// to attach another. kDeviceBusy, with the reason in `*why`, when another live process holds the
+// interface; kDeviceNotReady when the stale program cannot be removed. *removed tells whether one
+// was. A program other than urnic's is left alone (DPDK then reports it).
+Status xdp_claim_interface(const std::string& ifname, bool* removed, std::string* why);
+
 // The path of urnic's XDP object: $URNIC_XDP_PROG, else the build tree's, else the installed
 // one. Empty when none exists.
 std::string xdp_program_path();

@@ -240,7 +240,11 @@ bool finish(Config* c, std::string* err) {
     if (p.engines > c->engines)
       return fail(err, "[port " + p.name + "]: engines = " + std::to_string(p.engines) +
                            " but the daemon runs " + std::to_string(c->engines));
-    if (p.ipv4 == 0 && !p.ipv6) return fail(err, "[port " + p.name + "]: give ipv4 or ipv6");
+    // An AF_XDP port beside the kernel may take the interface's own addresses (docs/daemon.md).
+    if (p.ipv4 == 0 && !p.ipv6 && p.devargs.rfind("net_af_xdp", 0) != 0)
+      return fail(err, "[port " + p.name +
+                           "]: give ipv4 or ipv6 (only a net_af_xdp port may take its "
+                           "interface's)");
     if (!p.ring.empty()) {
       const std::string pair = p.ring.substr(0, p.ring.size() - 1);
       const char other = p.ring.back() == 'a' ? 'b' : 'a';

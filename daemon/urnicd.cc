@@ -316,8 +316,14 @@ bool open_ports(const ud::Config& c, Daemon* d, std::string* err) {
     if (p.ipv6) std::memcpy(sa.entry.ipv6, p.ipv6->data(), 16);
     sa.entry.has_ipv6 = p.ipv6 ? 1 : 0;
     sa.entry.engines = p.engines;
-    if (auto* ext = a->query_extension<AdapterExtension>(); ext != nullptr)
-      std::memcpy(sa.entry.mac, ext->local_address().mac.data(), 6);
+    if (auto* ext = a->query_extension<AdapterExtension>(); ext != nullptr) {
+      // The adapter's own: on an AF_XDP port given no address, the interface's (kernel_net).
+      const LocalAddress l = ext->local_address();
+      std::memcpy(sa.entry.mac, l.mac.data(), 6);
+      sa.entry.ipv4 = l.ipv4;
+      sa.entry.has_ipv6 = l.has_ipv6 ? 1 : 0;
+      if (l.has_ipv6) std::memcpy(sa.entry.ipv6, l.ipv6.data(), 16);
+    }
     if (port_mtu(id, &sa.entry.mtu) != Status::kSuccess) sa.entry.mtu = 1500;
     sa.adapter = a.get();
     d->served.push_back(sa);

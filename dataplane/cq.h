@@ -142,7 +142,11 @@ class Cq {
   // to. False when a previous resize is not finished (its switch is queued, or the consumer still
   // drains the ring before it) or memory cannot be had. Frees a ring the consumer has left.
   bool prepare_resize(uint32_t depth) noexcept {
-    if (next_ != nullptr || (old_ != nullptr && cons_ == old_.get())) return false;
+    if (next_ != nullptr) return false;
+    // Serialised with poll(): a drained ring before the engine's is left now rather than at the
+    // next poll, so that a second resize of an empty CQ with no poll between them succeeds.
+    (void)moved();
+    if (old_ != nullptr && cons_ == old_.get()) return false;
     old_.reset();
     next_.reset(new (std::nothrow) Ring(round_up(depth)));
     return next_ != nullptr && next_->capacity() != 0;

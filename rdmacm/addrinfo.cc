@@ -33,7 +33,9 @@ void rdma_freeaddrinfo(rdma_addrinfo* res) {
 
 int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints,
                      rdma_addrinfo** res) {
-  if (res == nullptr || (node == nullptr && service == nullptr)) {
+  const bool given = hints && ((hints->ai_dst_addr && hints->ai_dst_len != 0) ||
+                               (hints->ai_src_addr && hints->ai_src_len != 0));
+  if (res == nullptr || (node == nullptr && service == nullptr && !given)) {
     errno = EINVAL;
     return -1;
   }
@@ -47,6 +49,30 @@ int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo*
                 (ud && (hints->ai_qp_type == IBV_QPT_RC || hints->ai_port_space == RDMA_PS_TCP)))) {
     errno = EOPNOTSUPP;
     return -1;
+  }
+  if (node == nullptr && service == nullptr) {
+    // No name to resolve: the addresses the hints carry, as librdmacm answers (libfabric's verbs
+    // provider asks so with the peer's sockaddr).
+    auto* r = static_cast<rdma_addrinfo*>(std::calloc(1, sizeof(rdma_addrinfo)));
+    if (r == nullptr) {
+      errno = ENOMEM;
+      return -1;
+    }
+    r->ai_flags = hints->ai_flags;
+    r->ai_qp_type = ud ? IBV_QPT_UD : IBV_QPT_RC;
+    r->ai_port_space = ud ? RDMA_PS_UDP : RDMA_PS_TCP;
+    if (hints->ai_src_addr && hints->ai_src_len != 0) {
+      r->ai_src_addr = copy_addr(hints->ai_src_addr, hints->ai_src_len);
+      r->ai_src_len = hints->ai_src_len;
+      r->ai_family = hints->ai_src_addr->sa_family;
+    }
+    if (hints->ai_dst_addr && hints->ai_dst_len != 0) {
+      r->ai_dst_addr = copy_addr(hints->ai_dst_addr, hints->ai_dst_len);
+      r->ai_dst_len = hints->ai_dst_len;
+      r->ai_family = hints->ai_dst_addr->sa_family;
+    }
+    *res = r;
+    return 0;
   }
   const bool passive = hints && (hints->ai_flags & RAI_PASSIVE);
   addrinfo h{};

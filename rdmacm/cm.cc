@@ -3,7 +3,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 #include "rdmacm/internal.h"
 
@@ -43,6 +46,14 @@ bool is_wildcard(const sockaddr* a) noexcept {
   return false;
 }
 
+bool is_loopback(const sockaddr* a) noexcept {
+  if (a->sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
+  if (a->sa_family == AF_INET6)
+    return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
+  return false;
+}
+
 socklen_t addr_len(const sockaddr* a) noexcept {
   return a->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
 }
@@ -57,6 +68,30 @@ void set_port(sockaddr* a, uint16_t port) noexcept {
     reinterpret_cast<sockaddr_in6*>(a)->sin6_port = port;
   else
     reinterpret_cast<sockaddr_in*>(a)->sin_port = port;
+}
+
+namespace {
+std::mutex held_mu;
+std::set<std::pair<int, uint16_t>> held_ports;  // (port space, port) of ids bound to port 0
+}  // namespace
+
+uint16_t hold_ephemeral_port(rdma_port_space ps) noexcept {
+  constexpr uint32_t kFirst = 49152, kCount = 65536 - kFirst;
+  static std::atomic<uint32_t> salt{static_cast<uint32_t>(::getpid()) * 2654435761u};
+  std::lock_guard lock(held_mu);
+  if (held_ports.size() >= kCount) return 0;
+  // A random start (two processes binding at once rarely pick the same), then the next free.
+  const uint32_t start = salt.fetch_add(40503u) % kCount;
+  for (uint32_t k = 0; k < kCount; ++k) {
+    const auto port = static_cast<uint16_t>(kFirst + (start + k) % kCount);
+    if (held_ports.emplace(static_cast<int>(ps), port).second) return port;
+  }
+  return 0;
+}
+
+void release_ephemeral_port(rdma_port_space ps, uint16_t port) noexcept {
+  std::lock_guard lock(held_mu);
+  held_ports.erase({static_cast<int>(ps), port});
 }
 
 ibv_context* device_for(const sockaddr* a, bool wildcard_ok) noexcept {
@@ -288,11 +323,29 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
 int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
   if (id == nullptr || addr == nullptr) return fail(EINVAL);
   Id* i = id_of(id);
-  ibv_context* c = device_for(addr, true);
+  ibv_context* c = nullptr;
+  const bool loopback = is_loopback(addr);
+  if (loopback) {
+    // rdma_cm takes a loopback address as it takes the wildcard (cma_any_addr): bound, to no
+    // device yet, keeping the address as given. libfabric's verbs provider binds "localhost" so
+    // for a server given no address, and then picks the device from the interfaces' addresses.
+    sockaddr_storage any{};
+    any.ss_family = addr->sa_family;
+    c = device_for(reinterpret_cast<sockaddr*>(&any), true);
+  } else {
+    c = device_for(addr, true);
+  }
   if (c == nullptr) return fail(EADDRNOTAVAIL);
+  if (i->state != IdState::kIdle) return fail(EINVAL);  // bound once (rdma_cm)
   std::memcpy(&id->route.addr.src_storage, addr, addr_len(addr));
+  if (port_of(addr) == 0) {
+    const uint16_t p = hold_ephemeral_port(id->ps);
+    if (p == 0) return fail(EADDRNOTAVAIL);
+    i->ephemeral_port = p;
+    set_port(&id->route.addr.src_addr, htons(p));
+  }
   // A wildcard bind belongs to no device until a connection request names one (rdma_cm).
-  id->verbs = is_wildcard(addr) ? nullptr : c;
+  id->verbs = is_wildcard(addr) || loopback ? nullptr : c;
   id->port_num = 1;
   i->state = IdState::kBound;
   return 0;

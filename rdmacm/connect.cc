@@ -289,6 +289,12 @@ int rdma_listen(rdma_cm_id* id, int) {
   if (id == nullptr) return fail(EINVAL);
   Id* i = id_of(id);
   sockaddr* a = &id->route.addr.src_addr;
+  if (i->state == IdState::kIdle) {
+    // rdma_cm binds an unbound id to the IPv4 wildcard, port picked, before it listens.
+    sockaddr_in any{};
+    any.sin_family = AF_INET;
+    if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&any)) != 0) return -1;
+  }
   if (i->state != IdState::kBound) return fail(EINVAL);
   std::vector<ibv_context*> devs;
   if (id->verbs) {
@@ -305,6 +311,13 @@ int rdma_listen(rdma_cm_id* id, int) {
   sockaddr_storage want{};
   std::memcpy(&want, a, addr_len(a));
   auto* w = reinterpret_cast<sockaddr*>(&want);
+  if (is_loopback(a)) {
+    // Bound to loopback, which rdma_cm takes as the wildcard: every device listens on all its
+    // addresses (none has a loopback address); the id keeps reporting the loopback address.
+    want = sockaddr_storage{};
+    want.ss_family = a->sa_family;
+    set_port(w, port_of(a));
+  }
   for (ibv_context* c : devs) {
     auto lc = std::make_unique<ListenCtx>();
     lc->parent = i;
@@ -431,6 +444,7 @@ int rdma_destroy_id(rdma_cm_id* id) {
     if (i->own_pd && ibv_dealloc_pd(id->pd) == 0) id->pd = nullptr;
   }
   if (i->sync) rdma_destroy_event_channel(id->channel);
+  if (i->ephemeral_port != 0) release_ephemeral_port(id->ps, i->ephemeral_port);
   delete i;
   return 0;
 }

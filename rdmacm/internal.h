@@ -74,6 +74,8 @@ struct Id {
   bool disconnect_reported = false;
   bool accept_done = false;  // the passive side's accept completed (on_accepted)
   uint8_t tos = 0;
+  uint16_t ephemeral_port =
+      0;  // host order: picked by rdma_bind_addr for port 0, held until destroy
 };
 inline Id* id_of(rdma_cm_id* id) noexcept { return reinterpret_cast<Id*>(id); }
 
@@ -89,10 +91,16 @@ std::vector<ibv_context*>& devices() noexcept;
 // family; null when none does.
 ibv_context* device_for(const sockaddr* a, bool wildcard_ok) noexcept;
 bool is_wildcard(const sockaddr* a) noexcept;
+bool is_loopback(const sockaddr* a) noexcept;  // 127.0.0.0/8 or ::1
 socklen_t addr_len(const sockaddr* a) noexcept;
 // An AF_INET / AF_INET6 address's port, in network order, and setting it.
 uint16_t port_of(const sockaddr* a) noexcept;
 void set_port(sockaddr* a, uint16_t port) noexcept;
+// rdma_cm picks the port of a bind to port 0 at the bind, so that rdma_get_src_port names it
+// before rdma_listen (qperf sends it to its client that way): a port of the CM's ephemeral range
+// (49152-65535) that no other id of this process holds in `ps`, or 0 when every one is held.
+uint16_t hold_ephemeral_port(rdma_port_space ps) noexcept;
+void release_ephemeral_port(rdma_port_space ps, uint16_t port) noexcept;
 
 // Queues event `type` with `status` on `id`'s channel (control thread or caller).
 void post_event(Id* id, rdma_cm_event_type type, int status, const void* pdata = nullptr,

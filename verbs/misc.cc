@@ -100,11 +100,13 @@ const char* ibv_event_type_str(ibv_event_type e) {
 }
 
 const char* ibv_node_type_str(ibv_node_type t) {
+  // Indexed by the enum's value: IBV_NODE_CA is 1, and 0 (like IBV_NODE_UNKNOWN, -1, and any
+  // value past the table) has no name.
   static const char* const kNames[] = {"unknown",           "InfiniBand channel adapter",
                                        "InfiniBand switch", "InfiniBand router",
                                        "iWARP NIC",         "usNIC",
                                        "usNIC UDP",         "unspecified"};
-  return pick(kNames, static_cast<unsigned>(t + 1));  // IBV_NODE_UNKNOWN is -1
+  return pick(kNames, static_cast<unsigned>(t));
 }
 
 const char* ibv_port_state_str(ibv_port_state s) {

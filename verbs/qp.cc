@@ -85,8 +85,13 @@ ibv_qp* create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* a) {
   if (ctx == nullptr || a == nullptr || !(a->comp_mask & IBV_QP_INIT_ATTR_PD) || a->pd == nullptr ||
       a->pd->context != ctx)
     return fail_null<ibv_qp>(EINVAL);
-  if (a->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
-    return fail_null<ibv_qp>(EOPNOTSUPP);  // XRC, RSS, TSO, create flags
+  if (a->comp_mask &
+      ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS))
+    return fail_null<ibv_qp>(EOPNOTSUPP);  // XRC, RSS, TSO, ...
+  // Create flags named but none set is the plain QP (UCX and libfabric pass it that way); no flag
+  // (scatter FCS, CVLAN stripping, source QPN, ...) is offered.
+  if ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags != 0)
+    return fail_null<ibv_qp>(EOPNOTSUPP);
   const unsigned ops = a->qp_type == IBV_QPT_UD ? IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM
                                                 : kSupportedSendOps;
   if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a->send_ops_flags & ~ops))

@@ -385,6 +385,10 @@ TEST(DaemonConfig, PortsAreCheckedAcrossKeys) {
   EXPECT_NE(finish_with({"port.p.ring=r:a", "port.q.ring=r:b", "port.q.ipv4=1.2.3.4"})
                 .find("give ipv4 or ipv6"),
             std::string::npos);
+  // Only an AF_XDP port may go without an address (it takes its interface's).
+  EXPECT_NE(finish_with({"port.p.devargs=net_af_packet0,iface=v0"}).find("give ipv4 or ipv6"),
+            std::string::npos);
+  EXPECT_EQ(finish_with({"port.p.devargs=net_af_xdp0,iface=v0"}), "");
   EXPECT_NE(finish_with({"port.p.devargs=net_tap0", "port.p.ipv4=1.2.3.4", "port.p.engines=2"})
                 .find("the daemon runs 1"),
             std::string::npos);

@@ -194,6 +194,32 @@ else
   failed=$((failed + 1))
 fi
 
+# A process killed (-9) on an AF_XDP port leaves urnic's XDP program attached (the kernel keeps
+# it): the next one on the interface removes it and runs; while one holds the interface, a
+# second is refused with the reason.
+ip netns exec "$A" "$perf" write_bw --vdev=net_af_xdp0,iface=roce0 --ip=198.18.1.1 --lcores=0 \
+  --no-progress --timeout=60 >"$tmp/killed.out" 2>&1 &
+victim=$!
+for _ in $(seq 200); do grep -q 'Waiting for client' "$tmp/killed.out" && break; sleep 0.05; done
+timeout 30 ip netns exec "$A" "$perf" write_bw --vdev=net_af_xdp0,iface=roce0 --ip=198.18.1.1 \
+  --lcores=1 --no-progress --timeout=2 >"$tmp/second.out" 2>&1
+second_rc=$?
+kill -9 "$victim"
+wait "$victim" 2>/dev/null
+left=$(ip -n "$A" link show roce0 | grep -c 'prog/xdp.*urnic_xdp')
+KERNEL_ADDRS=0
+run after_kill write_bw -n 200
+if [ "$left" -eq 1 ] && grep -q "removed urnic's XDP program that an ended process left on 'roce0'" \
+  "$tmp/after_kill.srv" && [ $second_rc -ne 0 ] &&
+  grep -q "interface 'roce0' is in use by another urnic process" "$tmp/second.out"; then
+  echo "ok   killed process     its XDP program was left; the next run removed it; a second one at once was refused"
+  passed=$((passed + 1))
+else
+  echo "FAIL killed process: program left $left, second exit $second_rc"
+  cat "$tmp/second.out" "$tmp/after_kill.srv"
+  failed=$((failed + 1))
+fi
+
 # A missing interface is refused at once, with the reason.
 timeout 30 ip netns exec "$A" "$perf" write_bw --vdev=net_af_xdp0,iface=nosuch0 --lcores=0 \
   --no-progress >"$tmp/nosuch.out" 2>&1

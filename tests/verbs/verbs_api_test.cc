@@ -179,6 +179,48 @@ TEST_F(Verbs, DevicesPortsAndGids) {
   EXPECT_EQ(ibv_query_pkey(side_[0].ctx, 1, 1, &pkey), -1);
 }
 
+// What programs probe and rely on (issue 40): the node type's name, a vendor id that is set,
+// create flags named with none set, and a second resize of an empty CQ.
+TEST_F(Verbs, WhatProgramsProbe) {
+  EXPECT_STREQ(ibv_node_type_str(IBV_NODE_CA), "InfiniBand channel adapter");
+  EXPECT_STREQ(ibv_node_type_str(IBV_NODE_SWITCH), "InfiniBand switch");
+  EXPECT_STREQ(ibv_node_type_str(IBV_NODE_UNSPECIFIED), "unspecified");
+  EXPECT_STREQ(ibv_node_type_str(IBV_NODE_UNKNOWN), "unknown");
+  EXPECT_STREQ(ibv_node_type_str(static_cast<ibv_node_type>(99)), "unknown");
+  EXPECT_EQ(devs_[0]->node_type, IBV_NODE_CA);
+  ibv_device_attr da{};
+  ASSERT_EQ(ibv_query_device(side_[0].ctx, &da), 0);
+  EXPECT_EQ(da.vendor_id, 0xFFFFFFu);  // a software RNIC's, as rxe's (docs/verbs.md)
+
+  Side& a = side_[0];
+  ibv_qp_init_attr_ex x{};
+  x.qp_type = IBV_QPT_RC;
+  x.send_cq = x.recv_cq = a.cq;
+  x.cap.max_send_wr = x.cap.max_recv_wr = 4;
+  x.cap.max_send_sge = x.cap.max_recv_sge = 1;
+  x.pd = a.pd;
+  x.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  x.create_flags = 0;
+  ibv_qp* q = ibv_create_qp_ex(a.ctx, &x);
+  ASSERT_NE(q, nullptr) << "errno " << errno;
+  EXPECT_EQ(ibv_destroy_qp(q), 0);
+  x.create_flags = IBV_QP_CREATE_SCATTER_FCS;  // a flag: not offered
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp_ex(a.ctx, &x), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+
+  // Resized twice (and a third time) with no poll between: the CQ is empty each time.
+  ibv_cq* cq = ibv_create_cq(a.ctx, 16, nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  EXPECT_EQ(ibv_resize_cq(cq, 64), 0);
+  EXPECT_EQ(ibv_resize_cq(cq, 128), 0);
+  EXPECT_EQ(ibv_resize_cq(cq, 32), 0);
+  EXPECT_GE(cq->cqe, 32);
+  ibv_wc wc{};
+  EXPECT_EQ(ibv_poll_cq(cq, 1, &wc), 0);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+}
+
 TEST_F(Verbs, WriteReadSendImmediateAndAtomics) {
   connect_pair();
   Side& a = side_[0];
