@@ -68,6 +68,10 @@ std::vector<XdpAddress> Adapter::xdp_addresses() const {
     v.push_back(XdpAddress{g, flags(g)});
   }
   if (cfg_.ipv6) v.push_back(XdpAddress{*cfg_.ipv6, flags(*cfg_.ipv6)});
+  // GID 0, the MAC's link-local address (as rxe's): UD peers that take the first GID (libfabric's
+  // verbs provider, UCX) address it. The kernel holds the same address when its IPv6 is on.
+  const Gid ll = link_local_gid(mac_);
+  v.push_back(XdpAddress{ll, flags(ll)});
   return v;
 }
 
@@ -127,6 +131,7 @@ Status Adapter::open(const AdapterConfig& cfg, std::span<dp::Engine* const> engi
   pc.port_id = cfg.port_id;
   pc.queues = static_cast<uint16_t>(n);
   if (Status s = a->port_.open(pc); s != Status::kSuccess) return s;
+  a->mac_ = cfg.mac ? *cfg.mac : a->port_.mac();  // before the XDP addresses (its link-local)
   if (Status s = a->share_with_kernel(); s != Status::kSuccess) return s;
   // An AF_XDP port running urnic's XDP program hands urnic only the frames for these addresses.
   std::string why;
@@ -137,7 +142,6 @@ Status Adapter::open(const AdapterConfig& cfg, std::span<dp::Engine* const> engi
     return s;
   }
   a->xdp_published_ = true;
-  a->mac_ = cfg.mac ? *cfg.mac : a->port_.mac();
   const uint64_t seed = cfg.key_seed != 0 ? cfg.key_seed : rte_get_tsc_cycles() | 1;
   a->mrs_ = std::make_unique<dp::MrTable>(cfg.max_mrs, seed);
   if (n > 1) a->steering_ = std::make_unique<dp::Steering>(n, cfg.max_qps);

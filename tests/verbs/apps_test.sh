@@ -10,9 +10,9 @@
 # A daemon because qperf's server forks a process per test, each of which opens the device: one
 # port shared by processes is what urnicd is for. Cases: qperf over rdma_cm (-cm1) for RC
 # bandwidth, latency, WRITE, READ and both atomics (the port of its rdma_bind_addr to port 0 must
-# be known before rdma_listen); libfabric's fi_pingpong over the verbs provider, msg endpoints
-# and rdm through ofi_rxm (a server given no address binds "localhost" and listens on the
-# wildcard). Each case checks both exit codes, every result row and that no error line was
+# be known before rdma_listen); libfabric's fi_pingpong over the verbs provider, msg endpoints,
+# rdm through ofi_rxm (a server given no address binds "localhost" and listens on the wildcard)
+# and dgram (UD to GID 0, the link-local address, which urnic's XDP program must hand to urnic). Each case checks both exit codes, every result row and that no error line was
 # printed; fi_pingpong checks every buffer it receives (-c).
 #
 # Usage: apps_test.sh urnicd urnic-run [CASE-REGEX]. Exits 77 (ctest SKIP_RETURN_CODE) without
@@ -49,6 +49,12 @@ trap cleanup EXIT
 ip netns add "$A" 2>/dev/null && ip netns add "$B" || skip "ip netns add failed"
 ip link add roce0 netns "$A" type veth peer name roce1 netns "$B" || skip "cannot create a veth pair"
 ip -n "$A" link set lo up && ip -n "$B" link set lo up || exit 1
+# IPv6 on, without duplicate address detection: GID 0 is the MAC's link-local address, which UD
+# peers (fi_pingpong dgram) address, and the kernel resolves it once it holds the address.
+for x in "$A:roce0" "$B:roce1"; do
+  ip netns exec "${x%%:*}" sysctl -qw net.ipv6.conf.all.disable_ipv6=0 "net.ipv6.conf.${x##*:}.accept_dad=0" ||
+    skip "no IPv6 in the namespaces"
+done
 ip -n "$A" link set roce0 mtu 3000 up && ip -n "$B" link set roce1 mtu 3000 up || exit 1
 ip -n "$A" addr add 198.18.6.1/24 dev roce0 && ip -n "$B" addr add 198.18.6.2/24 dev roce1 || exit 1
 
@@ -127,11 +133,11 @@ if [[ qperf =~ $only ]]; then
   judge qperf '^ +(bw|latency|msg_rate) += +[0-9.]+ ' "${#qtests[@]}" "" "$why"
 fi
 
-# ---- libfabric fi_pingpong over verbs: msg, and rdm through ofi_rxm --------------------------
+# ---- libfabric fi_pingpong over verbs: msg, rdm through ofi_rxm, dgram ---------------------
 # FI_VERBS_IFACE: the verbs provider looks for its source address among interfaces named so
 # (its default is "ib"); every size of -S all, each received buffer checked (-c).
 fabric() {
-  local name=$1 prov=$2 ep=$3
+  local name=$1 prov=$2 ep=$3 least=$4
   [[ $name =~ $only ]] || return 0
   on_a env FI_VERBS_IFACE=roce fi_pingpong -p "$prov" -e "$ep" -I 20 -S all -c \
     >"$tmp/$name.srv" 2>&1 &
@@ -148,14 +154,16 @@ fabric() {
   wait "$spid"
   rc=$?
   [ $rc -eq 0 ] || why="$why server exit $rc"
-  # One row per size of -S all (fi_pingpong's list, 0 B .. 6 MiB here), on both sides.
+  # One row per size of -S all (fi_pingpong's list up to the endpoint's largest message: 44 rows
+  # to 6 MiB for msg and rdm; 64 B, 256 B and 1 KiB for dgram, under the path MTU), on both sides.
   local rows
   rows=$(grep -cE '^[0-9]+[kmg]? +20 +=20 ' "$tmp/$name.srv")
-  [ "$rows" -ge 20 ] || why="$why the server printed $rows result rows"
+  [ "$rows" -ge "$least" ] || why="$why the server printed $rows result rows (want $least or more)"
   judge "$name" '^[0-9]+[kmg]? +20 +=20 ' "$rows" "" "$why"
 }
-fabric fi_msg verbs msg
-fabric fi_rdm "verbs;ofi_rxm" rdm
+fabric fi_msg verbs msg 40
+fabric fi_rdm "verbs;ofi_rxm" rdm 40
+fabric fi_dgram verbs dgram 3
 
 echo "apps: $passed passed, $failed failed"
 [ $failed -eq 0 ] && [ $passed -gt 0 ]
