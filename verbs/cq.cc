@@ -47,7 +47,9 @@ ibv_wc_opcode wc_opcode(const ResultEx& r) {
   }
 }
 
-void to_wc(const ResultEx& r, ibv_wc* wc) {
+}  // namespace
+
+void urnic::verbs::to_wc(const ResultEx& r, ibv_wc* wc) noexcept {
   std::memset(wc, 0, sizeof *wc);
   wc->wr_id = reinterpret_cast<uintptr_t>(r.request_context);
   // provider_error_code is the enum ibv_wc_status value (types.h WcStatus); a failure without
@@ -73,6 +75,8 @@ void to_wc(const ResultEx& r, ibv_wc* wc) {
     wc->src_qp = r.src_qpn;
   }
 }
+
+namespace {
 
 int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
   if (cq == nullptr || n < 0 || (wc == nullptr && n > 0)) return -1;
@@ -109,6 +113,39 @@ namespace urnic::verbs {
 void fill_cq_ops(Context& c) noexcept {
   c.vctx.context.ops.poll_cq = poll_cq;
   c.vctx.context.ops.req_notify_cq = req_notify_cq;
+  c.vctx.create_cq_ex = create_cq_ex;
+}
+
+VCq* create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* channel,
+               int comp_vector) noexcept {
+  if (ctx == nullptr || cqe <= 0 || comp_vector != 0 ||
+      (channel != nullptr && channel->context != ctx))
+    return fail_null<VCq>(EINVAL);
+  auto c = std::make_unique<VCq>();
+  c->ctx = ctx_of(ctx);
+  const Status s = adapter_of(ctx).create_cq(static_cast<uint32_t>(cqe), on_cq_notification,
+                                             c.get(), nullptr, nullptr, &c->h);
+  if (s != Status::kSuccess)
+    return fail_null<VCq>(s == Status::kInvalidParameter ? EINVAL : ENOMEM);
+  if (channel != nullptr) {
+    c->efd = c->h->query_extension<CqExtension>()->notification_fd();
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = c.get();
+    if (c->efd < 0 || ::epoll_ctl(channel->fd, EPOLL_CTL_ADD, c->efd, &ev) != 0) {
+      const int err = errno;
+      close_sync(c->h);
+      return fail_null<VCq>(err);
+    }
+    ++channel->refcnt;
+  }
+  c->cq.context = ctx;
+  c->cq.channel = channel;
+  c->cq.cq_context = cq_context;
+  c->cq.cqe = cqe;
+  pthread_mutex_init(&c->cq.mutex, nullptr);
+  pthread_cond_init(&c->cq.cond, nullptr);
+  return c.release();
 }
 
 }  // namespace urnic::verbs
@@ -134,34 +171,8 @@ int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
 
 ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* channel,
                       int comp_vector) {
-  if (ctx == nullptr || cqe <= 0 || comp_vector != 0 ||
-      (channel != nullptr && channel->context != ctx))
-    return fail_null<ibv_cq>(EINVAL);
-  auto c = std::make_unique<VCq>();
-  c->ctx = ctx_of(ctx);
-  const Status s = adapter_of(ctx).create_cq(static_cast<uint32_t>(cqe), on_cq_notification,
-                                             c.get(), nullptr, nullptr, &c->h);
-  if (s != Status::kSuccess)
-    return fail_null<ibv_cq>(s == Status::kInvalidParameter ? EINVAL : ENOMEM);
-  if (channel != nullptr) {
-    c->efd = c->h->query_extension<CqExtension>()->notification_fd();
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.ptr = c.get();
-    if (c->efd < 0 || ::epoll_ctl(channel->fd, EPOLL_CTL_ADD, c->efd, &ev) != 0) {
-      const int err = errno;
-      close_sync(c->h);
-      return fail_null<ibv_cq>(err);
-    }
-    ++channel->refcnt;
-  }
-  c->cq.context = ctx;
-  c->cq.channel = channel;
-  c->cq.cq_context = cq_context;
-  c->cq.cqe = cqe;
-  pthread_mutex_init(&c->cq.mutex, nullptr);
-  pthread_cond_init(&c->cq.cond, nullptr);
-  return &c.release()->cq;
+  VCq* c = create_cq(ctx, cqe, cq_context, channel, comp_vector);
+  return c != nullptr ? &c->cq : nullptr;
 }
 
 int ibv_destroy_cq(ibv_cq* cq) {

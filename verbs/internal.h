@@ -174,7 +174,13 @@ struct Channel {
 };
 
 struct VCq {
-  ibv_cq cq{};
+  // ibv_cq is the start of ibv_cq_ex (rdma-core's ibv_cq_ex_to_cq casts): an extended CQ
+  // (ibv_create_cq_ex, verbs/cq_ex.cc) uses the whole, every other path the first part.
+  union {
+    ibv_cq cq;
+    ibv_cq_ex cqx{};
+  };
+  ibv_wc cur{};  // poll-by-field (ibv_start_poll .. ibv_end_poll): the completion being read
   Handle<urnic::Cq> h;
   int efd = -1;  // the CQ's notification eventfd (CqExtension), when it has a channel
   SpinLock lock;
@@ -259,6 +265,13 @@ inline VAh* ah_of(ibv_ah* a) noexcept { return reinterpret_cast<VAh*>(a); }
 void fill_device_ops(Context& c) noexcept;
 void fill_memory_ops(Context& c) noexcept;
 void fill_cq_ops(Context& c) noexcept;
+// The CQ behind ibv_create_cq and ibv_create_cq_ex (cq.cc): null with errno set on failure.
+VCq* create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* channel,
+               int comp_vector) noexcept;
+// Converts a result to a work completion (cq.cc).
+void to_wc(const ResultEx& r, ibv_wc* wc) noexcept;
+// ibv_create_cq_ex (cq_ex.cc).
+ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr);
 void fill_qp_ops(Context& c) noexcept;
 void fill_post_ops(Context& c) noexcept;
 void init_wr_ops(VQp& q) noexcept;

@@ -221,6 +221,92 @@ TEST_F(Verbs, WhatProgramsProbe) {
   EXPECT_EQ(ibv_destroy_cq(cq), 0);
 }
 
+// Extended CQs (ibv_create_cq_ex) read by field: b's QP completes into one; a SEND with
+// immediate and a WRITE with immediate arrive, each read with ibv_start_poll / ibv_next_poll and
+// the ibv_wc_read_* accessors; ibv_poll_cq works on the same CQ. Fields urnic cannot give are
+// refused at creation.
+TEST_F(Verbs, ExtendedCqReadByField) {
+  Side& a = side_[0];
+  Side& b = side_[1];
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = 4 * kDepth;
+  ca.wc_flags =
+      IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP;
+  ca.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+  ca.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+  ibv_cq_ex* x = ibv_create_cq_ex(b.ctx, &ca);
+  ASSERT_NE(x, nullptr) << "errno " << errno;
+  ASSERT_EQ(ibv_destroy_cq(b.cq), 0);
+  b.cq = ibv_cq_ex_to_cq(x);  // the fixture's QP and teardown use it from here
+  ibv_cq_init_attr_ex ts = ca;
+  ts.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+  errno = 0;
+  EXPECT_EQ(ibv_create_cq_ex(b.ctx, &ts), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  ibv_poll_cq_attr pa{};
+  EXPECT_EQ(ibv_start_poll(x, &pa), ENOENT);  // empty: no ibv_end_poll follows
+  connect_pair();
+
+  std::iota(a.buf.begin(), a.buf.begin() + 4096, uint8_t{3});
+  ibv_sge rs[2] = {sge(b, 30000, 3000), sge(b, 40000, 16)};
+  ibv_recv_wr rw[2]{};
+  ibv_recv_wr* rbad = nullptr;
+  for (int i = 0; i < 2; ++i) {
+    rw[i].wr_id = 200 + i;
+    rw[i].sg_list = &rs[i];
+    rw[i].num_sge = 1;
+    rw[i].next = i == 0 ? &rw[1] : nullptr;
+  }
+  ASSERT_EQ(ibv_post_recv(b.qp, rw, &rbad), 0);
+  ibv_send_wr w[2]{};
+  ibv_sge s[2] = {sge(a, 0, 3000), sge(a, 0, 64)};
+  for (int i = 0; i < 2; ++i) {
+    w[i].wr_id = 31 + i;
+    w[i].sg_list = &s[i];
+    w[i].num_sge = 1;
+    w[i].imm_data = htobe32(0xBEEF0000u + i);
+  }
+  w[0].opcode = IBV_WR_SEND_WITH_IMM;
+  w[0].next = &w[1];
+  w[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  w[1].wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(b.buf.data() + 50000);
+  w[1].wr.rdma.rkey = b.mr->rkey;
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(a.qp, w, &bad), 0);
+  EXPECT_EQ(poll_n(a.cq, 2).size(), 2u);
+
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  int rc = ENOENT;
+  while (rc == ENOENT && std::chrono::steady_clock::now() < end) rc = ibv_start_poll(x, &pa);
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(x->status, IBV_WC_SUCCESS);
+  EXPECT_EQ(x->wr_id, 200u);
+  EXPECT_EQ(ibv_wc_read_opcode(x), IBV_WC_RECV);
+  EXPECT_EQ(ibv_wc_read_byte_len(x), 3000u);
+  EXPECT_TRUE(ibv_wc_read_wc_flags(x) & IBV_WC_WITH_IMM);
+  EXPECT_EQ(be32toh(ibv_wc_read_imm_data(x)), 0xBEEF0000u);
+  EXPECT_EQ(ibv_wc_read_qp_num(x), b.qp->qp_num);
+  rc = ENOENT;
+  while (rc == ENOENT && std::chrono::steady_clock::now() < end) rc = ibv_next_poll(x);
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(x->wr_id, 201u);
+  EXPECT_EQ(ibv_wc_read_opcode(x), IBV_WC_RECV_RDMA_WITH_IMM);
+  EXPECT_EQ(ibv_wc_read_byte_len(x), 64u);
+  EXPECT_EQ(be32toh(ibv_wc_read_imm_data(x)), 0xBEEF0001u);
+  EXPECT_EQ(ibv_next_poll(x), ENOENT);
+  ibv_end_poll(x);
+  EXPECT_EQ(std::memcmp(b.buf.data() + 30000, a.buf.data(), 3000), 0);
+  EXPECT_EQ(std::memcmp(b.buf.data() + 50000, a.buf.data(), 64), 0);
+
+  // The same CQ through ibv_poll_cq.
+  ASSERT_EQ(ibv_post_recv(b.qp, rw, &rbad), 0);
+  ASSERT_EQ(ibv_post_send(a.qp, w, &bad), 0);
+  EXPECT_EQ(poll_n(a.cq, 2).size(), 2u);
+  const auto got = poll_n(b.cq, 2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+}
+
 TEST_F(Verbs, WriteReadSendImmediateAndAtomics) {
   connect_pair();
   Side& a = side_[0];
