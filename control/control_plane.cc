@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "control/kernel_net.h"
+#include "dataplane/port.h"
 #include "dataplane/wire/frame.h"
 #include "dataplane/wire/icrc.h"
 
@@ -474,6 +475,7 @@ void ControlPlane::send_na(const Gid& target, const Gid& dst, const wire::MacAdd
 }
 
 std::optional<wire::MacAddr> ControlPlane::lookup(const Gid& dst) {
+  if (is_local(dst)) return local_mac();
   if (local_.kernel_ifindex != 0) {
     const std::optional<Gid> h = hop(dst);
     return h ? kernel_neighbour(local_.kernel_ifindex, *h) : std::nullopt;
@@ -490,6 +492,13 @@ std::optional<wire::MacAddr> ControlPlane::lookup_neighbour(const Gid& ip) {
   if (it == neigh_.end() || !it->second.resolved) return std::nullopt;
   if (!it->second.is_static && Clock::now() > it->second.expires) return std::nullopt;
   return it->second.mac;
+}
+
+// One of the adapter's own addresses: its own MAC, and the engines loop frames to it back
+// (dp::Port::loopback), as rxe and hardware deliver a QP's traffic to a QP of the same device.
+wire::MacAddr ControlPlane::local_mac() {
+  if (ep_.port() != nullptr) ep_.port()->enable_loopback();
+  return local_.mac;
 }
 
 void ControlPlane::add_static(const Gid& ip, const wire::MacAddr& mac) {
@@ -581,7 +590,10 @@ void ControlPlane::run_timers() {
 
 Status ControlPlane::resolve(const Gid& dst, wire::MacAddr* mac,
                              std::chrono::milliseconds timeout) {
-  if (is_local(dst)) return Status::kInvalidAddress;
+  if (is_local(dst)) {
+    *mac = local_mac();
+    return Status::kSuccess;
+  }
   const std::optional<Gid> h = hop(dst);
   if (!h) return Status::kHostUnreachable;
   const Gid& ip = *h;

@@ -115,10 +115,14 @@ class ControlPlane : public dp::ControlSink {
   // an IPv4 address), then configured IPv6 addresses. Mirrors rxe's table order.
   std::vector<Gid> gids() const;
   bool is_local(const Gid& g) const;
+  // The MAC for one of the adapter's own addresses: its own, and from then on the engines loop
+  // frames to it back (dp::Port::loopback).
+  wire::MacAddr local_mac();
 
   // Neighbours. lookup() never blocks; resolve() sends requests (with retries) and waits up to
   // `timeout` for the answer: kSuccess, kHostUnreachable when nobody answered or no route leads
-  // to `ip`, kInvalidAddress for an address of this adapter's own. Not callable from the control
+  // to `ip`; an address of this adapter's own is its own MAC (the engines then loop frames to it
+  // back: dp::Port::loopback). Not callable from the control
   // thread itself (use request() and lookup() there). Each takes the destination: a routed one
   // resolves to its gateway's MAC (route.h).
   std::optional<wire::MacAddr> lookup(const Gid& ip);

@@ -65,7 +65,8 @@ Status create_address_handle(Adapter& adapter, const AddressVector& av,
     if (n.dst_mac == wire::MacAddr{}) {
       const ctl::Gid gid = av.ipv6 ? av.dst_ipv6 : ctl::gid_from_ipv4(av.dst_ipv4);
       if (a->ctl->control().is_local(gid)) {
-        n.dst_mac = n.src_mac;  // our own address
+        // Our own address: its MAC, looped back by the engine (dp::Port::loopback).
+        n.dst_mac = a->ctl->control().local_mac();
       } else if (Status s = detail::resolve(a, gid, &n.dst_mac); s != Status::kSuccess) {
         return s;
       }

@@ -76,7 +76,7 @@ constexpr std::array<Field<QpCounters>, 33> kQpFields = {{
     {"datagrams_no_receive", &QpCounters::datagrams_no_receive},
 }};
 
-constexpr std::array<Field<PortCounters>, 12> kPortFields = {{
+constexpr std::array<Field<PortCounters>, 13> kPortFields = {{
     {"steps", &PortCounters::steps},
     {"busy_steps", &PortCounters::busy_steps},
     {"rx_packets", &PortCounters::rx_packets},
@@ -88,6 +88,7 @@ constexpr std::array<Field<PortCounters>, 12> kPortFields = {{
     {"tx_kicks", &PortCounters::tx_kicks},
     {"handoffs_out", &PortCounters::handoffs_out},
     {"handoffs_in", &PortCounters::handoffs_in},
+    {"looped_back", &PortCounters::looped_back},
     {"rx_drops_total", nullptr},
 }};
 

@@ -2,6 +2,7 @@
 #include "dataplane/endpoint.h"
 
 #include <array>
+#include <cstring>
 
 namespace urnic {
 
@@ -29,6 +30,26 @@ Endpoint::Endpoint(Port* port, uint16_t queue, rte_mempool* pool, MrTable* mrs, 
 void Endpoint::tx_consume(uint32_t n) noexcept {
   for (uint32_t i = n; i < tx_count_; ++i) tx_[i - n] = tx_[i];
   tx_count_ -= n;
+}
+
+uint32_t Endpoint::loop_take_lc() noexcept {
+  uint32_t kept = 0, taken = 0;
+  for (uint32_t i = 0; i < tx_count_; ++i) {
+    rte_mbuf* m = tx_[i];
+    const auto* eth = rte_pktmbuf_mtod(m, const uint8_t*);
+    // Destination MAC == source MAC: a frame to this adapter (its net template or the control
+    // plane addressed its own MAC). The buffer has room for every frame of one flush: it is
+    // emptied by the receive phase before the next one.
+    if (rte_pktmbuf_data_len(m) >= 12 && std::memcmp(eth, eth + 6, 6) == 0 &&
+        loop_count_ < kTxCapacity) {
+      loop_[loop_count_++] = m;
+      ++taken;
+    } else {
+      tx_[kept++] = m;
+    }
+  }
+  tx_count_ = kept;
+  return taken;
 }
 
 void Endpoint::tx_append_faulty(rte_mbuf* m) noexcept {

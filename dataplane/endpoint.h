@@ -94,6 +94,12 @@ class Endpoint {
   rte_mbuf* tx_at(uint32_t i) const noexcept { return tx_[i]; }
   // Removes the first n frames (sent, or taken by a test).
   void tx_consume(uint32_t n) noexcept;
+  // Frames to self (Port::loopback): moved out of the TX buffer by the flush, delivered by the
+  // next receive phase.
+  uint32_t loop_take_lc() noexcept;
+  uint32_t loop_count() const noexcept { return loop_count_; }
+  rte_mbuf* loop_at(uint32_t i) const noexcept { return loop_[i]; }
+  void loop_clear() noexcept { loop_count_ = 0; }
   // Frees everything still buffered (teardown, tests).
   void tx_drop_all() noexcept;
   EngineCounters& counters() noexcept { return counters_; }
@@ -122,6 +128,8 @@ class Endpoint {
   FaultInjector* tx_fault_ = nullptr;
   std::array<rte_mbuf*, kTxCapacity> tx_{};
   uint32_t tx_count_ = 0;
+  std::array<rte_mbuf*, kTxCapacity> loop_{};
+  uint32_t loop_count_ = 0;
   uint32_t reorder_held_ = 0;
   uint32_t reorder_cap_;
   EngineCounters counters_;

@@ -326,13 +326,18 @@ bool Engine::phase_tx_flush(Endpoint& ep) noexcept {
       for (uint16_t i = 0; i < k; ++i) ep.tx_raw_append(out[i]);
     }
   }
-  const uint32_t n = ep.tx_count();
   if (ep.port() == nullptr) return false;
+  // Frames to the adapter's own addresses stay here (Port::loopback; the next receive phase
+  // delivers them). One relaxed load per flush when no QP ever addressed its own adapter.
+  bool looped = false;
+  if (ep.port()->loopback() && ep.tx_count() != 0) [[unlikely]]
+    looped = ep.loop_take_lc() != 0;
+  const uint32_t n = ep.tx_count();
   if (n == 0) {
     // Nothing to send: the one place where frames the kernel parked in an af_packet ring after
     // a drop get out without waiting for the next burst (tx_kick.h).
     if (ep.port()->tx_kick(ep.queue())) ++ep.counters().tx_kicks;
-    return false;
+    return looped;
   }
   uint32_t sent = 0;
   while (sent < n) {
@@ -351,7 +356,7 @@ bool Engine::phase_tx_flush(Endpoint& ep) noexcept {
   }
   ep.counters().tx_packets += sent;
   ep.tx_consume(sent);
-  return sent != 0;
+  return sent != 0 || looped;
 }
 
 bool Engine::run_once() noexcept { return run_once(rte_get_tsc_cycles()); }

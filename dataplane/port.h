@@ -14,6 +14,7 @@
 #include <rte_mempool.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -79,6 +80,13 @@ class Port {
   rte_mempool* pool(uint16_t q = 0) const noexcept { return q < kMaxQueues ? pools_[q] : nullptr; }
   static constexpr uint16_t kMaxQueues = 16;
   const wire::MacAddr& mac() const noexcept { return mac_; }
+  // Traffic to the adapter's own addresses (a QP connected to one of its own, a datagram to its
+  // own GID): switched on by the control plane the first time it resolves one of its addresses,
+  // never off. While on, the engines keep frames whose destination MAC is their source MAC and
+  // deliver them as received (Engine::loop_back_lc), as a NIC loops them back internally: a
+  // frame to self sent on the wire would reach the other end of the link, not this port.
+  void enable_loopback() noexcept { loopback_.store(true, std::memory_order_release); }
+  bool loopback() const noexcept { return loopback_.load(std::memory_order_relaxed); }
 
   // Per-packet path: callable only by the engine that owns queue `q`.
   uint16_t rx_burst(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept {
@@ -108,6 +116,7 @@ class Port {
   bool configured_ = false;
   bool open_ = false;
   bool claimed_ = false;
+  std::atomic<bool> loopback_{false};
   bool rss_ = false;               // several queues, spread by the port's RSS
   bool qpn_flow_ = false;          // several queues, rte_flow rules by destination QP
   bool probe_qpn_flow() noexcept;  // this Port holds the

@@ -107,6 +107,14 @@ bool Engine::phase_rx(Endpoint& ep, uint64_t now) noexcept {
     }
     deliver_frame_lc(ep, m, now, true);
   }
+  // Frames this adapter sent to itself last step (Port::loopback), as if the port had received
+  // them; a QP of another engine gets its frames through the hand-off like any other.
+  if (const uint32_t k = ep.loop_count(); k != 0) [[unlikely]] {
+    for (uint32_t i = 0; i < k; ++i) deliver_frame_lc(ep, ep.loop_at(i), now, true);
+    ep.counters().looped_back += k;
+    ep.loop_clear();
+    n |= 1;
+  }
   if (ep.steering() != nullptr) {
     ep.steering()->publish_from(ep.queue());
     n |= drain_handoffs_lc(ep, now) ? 1 : 0;

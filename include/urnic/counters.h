@@ -103,6 +103,10 @@ struct PortCounters {
   // received for a QP of another engine and handed to it, and frames other engines' queues
   // received for this engine's QPs (dataplane/steering.h). 0 with one engine.
   uint64_t handoffs_out = 0, handoffs_in = 0;
+  // Frames addressed to this adapter itself (a QP or address handle whose peer is one of its own
+  // addresses): delivered inside the engine, as a NIC loops them back, never sent. Not counted
+  // in tx_packets / rx_packets.
+  uint64_t looped_back = 0;
 
   uint64_t rx_drops_total() const noexcept {
     uint64_t t = 0;
@@ -124,6 +128,7 @@ struct PortCounters {
     tx_kicks += o.tx_kicks;
     handoffs_out += o.handoffs_out;
     handoffs_in += o.handoffs_in;
+    looped_back += o.looped_back;
   }
 };
 
