@@ -217,6 +217,15 @@ pair rc_pingpong "$ping_re" 1 ibv_rc_pingpong -g 1 -n 100 -c
 pair rc_pingpong_events "$ping_re" 1 ibv_rc_pingpong -g 1 -n 300 -c -e
 pair rc_pingpong_64k "$ping_re" 1 ibv_rc_pingpong -g 1 -n 50 -s 65536 -c -e
 pair srq_pingpong "$ping_re" 1 ibv_srq_pingpong -g 1 -n 100 -q 4 -c -e
+# Both processes on the server's one adapter: a QP connected to a QP of the same device, whose
+# frames the daemon's engine loops back (issue 40; the appliance's intra-host case). One daemon
+# serves both ends in memory mode only.
+if [ "$net" = 0 ] && [[ rc_pingpong_same_device =~ $only ]]; then
+  saved=$cli_dev
+  cli_dev=$srv_dev
+  pair rc_pingpong_same_device "$ping_re" 1 ibv_rc_pingpong -g 1 -n 100 -c -e
+  cli_dev=$saved
+fi
 
 # ---- perftest --------------------------------------------------------------------------------------
 row_re='^ [0-9]+ +[0-9]+ +[0-9.]+'
