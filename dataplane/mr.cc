@@ -559,11 +559,18 @@ MrCheck MrTable::bind_window(uint32_t new_key, uint32_t pd, uint32_t qpn, uint32
   return locked(new_key, [&](Entry& w, Kind kind) {
     if (!is_window(kind)) return MrCheck::kBadState;
     if (w.pd.load(std::memory_order_relaxed) != pd) return MrCheck::kPdMismatch;
-    if (kind == Kind::kWindowValid) {
-      return MrCheck::kBadState;  // rebinding needs an invalidate first (ndkpi.md §4.5)
-    }
     if (key_tag(new_key) == w.tag.load(std::memory_order_relaxed)) {
       return MrCheck::kStaleKey;  // a bind must bring a fresh tag, as a FastRegister does
+    }
+    if (kind == Kind::kWindowValid) {
+      if (len != 0)
+        return MrCheck::kBadState;  // rebinding needs an invalidate first (ndkpi.md §4.5)
+      // IBTA §10.6.7.2.1: a zero-length bind of a bound window invalidates it; its new key is
+      // invalid too until the next bind.
+      release_region(w.max_pages);  // nested: window, then region
+      w.max_pages = 0;
+      w.map(Kind::kWindowInvalid, 0, 0, 0, key_tag(new_key));
+      return MrCheck::kOk;
     }
     const MrCheck r = locked(region_key, [&](Entry& g, Kind rk) {
       const uint64_t base = g.base.load(std::memory_order_relaxed);

@@ -157,20 +157,24 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 
 // ibv_bind_mw (type 1): the window's new rkey is known when the post returns.
 int bind_type1(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* b) {
+  // urnic's bind names an MR, a zero-length one too (which invalidates the window, IBTA
+  // §10.6.7.2.1): a null MR is EINVAL.
   if (qp == nullptr || mw == nullptr || b == nullptr || b->bind_info.mr == nullptr) return EINVAL;
+  auto* w = reinterpret_cast<VMw*>(mw);
+  auto* m = reinterpret_cast<VMr*>(b->bind_info.mr);
+  const bool unbind = b->bind_info.length == 0;
   VQp& q = *qp_of(qp);
   const unsigned acc = b->bind_info.mw_access_flags;
   uint32_t f = op_flags(q, b->send_flags & ~IBV_SEND_INLINE);
   if (acc & IBV_ACCESS_REMOTE_READ) f |= op_flag::kAllowRemoteRead;
   if (acc & IBV_ACCESS_REMOTE_WRITE) f |= op_flag::kAllowRemoteWrite;
   if (acc & IBV_ACCESS_REMOTE_ATOMIC) f |= op_flag::kAllowRemoteAtomic;
-  auto* m = reinterpret_cast<VMr*>(b->bind_info.mr);
-  auto* w = reinterpret_cast<VMw*>(mw);
+  const uintptr_t addr = unbind && b->bind_info.addr == 0
+                             ? reinterpret_cast<uintptr_t>(m->mr.addr)
+                             : static_cast<uintptr_t>(b->bind_info.addr);
   std::lock_guard lock(q.sq_lock);
-  const Status s =
-      q.h->bind(reinterpret_cast<void*>(static_cast<uintptr_t>(b->wr_id)), *m->h, *w->h,
-                reinterpret_cast<const void*>(static_cast<uintptr_t>(b->bind_info.addr)),
-                b->bind_info.length, f);
+  const Status s = q.h->bind(reinterpret_cast<void*>(static_cast<uintptr_t>(b->wr_id)), *m->h,
+                             *w->h, reinterpret_cast<const void*>(addr), b->bind_info.length, f);
   if (s != Status::kSuccess) return status_errno(s);
   mw->rkey = w->h->get_remote_token();
   return 0;

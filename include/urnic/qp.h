@@ -106,7 +106,8 @@ class Qp final : public detail::ObjectOf<detail::QpImpl> {
   // write); kInvalidBufferSize (length above max_window_size); kInvalidParameter (the range is
   // not inside the MR, address 0, or `mr` or `mw` is not of this QP's PD); kInvalidDeviceState
   // (an MR whose close is pending). Binding a window that is still bound completes with
-  // kInvalidDeviceRequest (invalidate first).
+  // kInvalidDeviceRequest (invalidate first), except with length 0, which invalidates it (IBTA
+  // §10.6.7.2.1, a type 1 window's zero-length bind; its new token stays invalid until a bind).
   Status bind(void* request_context, Mr& mr, Mw& mw, const void* virtual_address, size_t length,
               uint32_t flags) noexcept;
   // NdkFlush: every outstanding request of both queues completes with kCancelled, in posting

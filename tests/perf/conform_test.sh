@@ -159,25 +159,29 @@ reqs=$("$conform" --list | awk '$2 == "write_bw_client" { print $1 }' | paste -s
 timeout 200 ip netns exec "$B" "$conform" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
   --lcores=1 --peer-client --only="$reqs" --connect-retry=60 198.18.0.1 >"$tmp/req.conform" 2>&1
 rc=$?
-# cnp_reaction compares two rates of 300 ms each; with three polling processes on two cores, a
-# pause of one of them can leave the requester unpaced for the whole window. It is run again,
-# at most twice, when it did not PASS; every other scenario counts as it came.
+# These scenarios time the peer's reactions (its timer, its RNR wait, its rate over 300 ms)
+# with three polling processes on two cores: a pause of one of them on a loaded host can cost a
+# scenario its window. One that did not PASS is run again, at most twice; every run's verdict
+# that did not PASS is printed, and the last run's verdict counts.
 retried=
-for again in 1 2; do
-  grep -qE '^PASS +cnp_reaction ' "$tmp/req.conform" && break
-  retried=1
-  grep -E '^(NOT-APPLICABLE|FAIL) +cnp_reaction ' "$tmp/req.conform" | sed "s/^/(run again: $again) /"
-  timeout 60 ip netns exec "$B" "$conform" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
-    --lcores=1 --peer-client --only=cnp_reaction --connect-retry=60 198.18.0.1 >"$tmp/cnp.conform" 2>&1
-  grep -vE '^(PASS|NOT-APPLICABLE|FAIL) +cnp_reaction ' "$tmp/req.conform" >"$tmp/req.rest"
-  { cat "$tmp/req.rest"; grep -E '^(PASS|NOT-APPLICABLE|FAIL) +cnp_reaction ' "$tmp/cnp.conform"; } >"$tmp/req.conform"
+for n in $(echo "$reqs" | tr , ' '); do
+  for again in 1 2; do
+    grep -qE "^PASS +$n " "$tmp/req.conform" && break
+    retried=1
+    grep -E "^(NOT-APPLICABLE|FAIL) +$n " "$tmp/req.conform" | sed "s/^/(run again: $again) /"
+    # Up to 60 s for the next client: the one before may still be retrying its way out.
+    timeout 120 ip netns exec "$B" "$conform" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
+      --lcores=1 --peer-client --only="$n" --connect-retry=60 198.18.0.1 >"$tmp/again.conform" 2>&1
+    grep -vE "^(PASS|NOT-APPLICABLE|FAIL) +$n " "$tmp/req.conform" >"$tmp/req.rest"
+    { cat "$tmp/req.rest"; grep -E "^(PASS|NOT-APPLICABLE|FAIL) +$n " "$tmp/again.conform"; } >"$tmp/req.conform"
+  done
 done
 touch "$tmp/stop3"
 ip netns pids "$A" 2>/dev/null | xargs -r kill 2>/dev/null
 wait "$loop" 2>/dev/null
 cat "$tmp/req.conform"
-# After a second run of cnp_reaction the first run's exit status may be its verdict; the count of
-# PASS lines then decides.
+# After a scenario ran again the first run's exit status may be its verdict; the count of PASS
+# lines then decides.
 if { [ $rc -eq 0 ] || [ -n "$retried" ]; } && [ "$(grep -cE '^PASS ' "$tmp/req.conform")" -eq "$req" ]; then
   pass "the peer as requester: $req of $req scenarios PASS"
 else

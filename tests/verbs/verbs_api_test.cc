@@ -535,6 +535,58 @@ TEST_F(Verbs, BadArgumentsGetTheDocumentedErrno) {
   EXPECT_EQ(rbad, &rws[kDepth]);
 }
 
+// A type 1 window: bound, written through by the peer; a zero-length bind then invalidates it
+// (IBTA §10.6.7.2.1) and a WRITE through it fails with a remote access error.
+TEST_F(Verbs, Type1WindowBoundThenInvalidatedByAZeroLengthBind) {
+  connect_pair();
+  Side& a = side_[0];
+  Side& b = side_[1];
+  ibv_mw* mw = ibv_alloc_mw(b.pd, IBV_MW_TYPE_1);
+  ASSERT_NE(mw, nullptr) << "errno " << errno;
+  ibv_mw_bind mb{};
+  mb.wr_id = 7;
+  mb.send_flags = IBV_SEND_SIGNALED;
+  mb.bind_info.mr = b.mr;
+  mb.bind_info.addr = reinterpret_cast<uintptr_t>(b.buf.data() + 4096);
+  mb.bind_info.length = 4096;
+  mb.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  ASSERT_EQ(ibv_bind_mw(b.qp, mw, &mb), 0);
+  auto wc = poll_n(b.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_BIND_MW);
+  const uint32_t bound_rkey = mw->rkey;
+  std::iota(a.buf.begin(), a.buf.begin() + 256, uint8_t{9});
+  ibv_sge s = sge(a, 0, 256);
+  ibv_send_wr w{};
+  ibv_send_wr* bad = nullptr;
+  w.wr_id = 8;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  w.opcode = IBV_WR_RDMA_WRITE;
+  w.wr.rdma.remote_addr = mb.bind_info.addr + 100;
+  w.wr.rdma.rkey = bound_rkey;
+  ASSERT_EQ(ibv_post_send(a.qp, &w, &bad), 0);
+  wc = poll_n(a.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(std::memcmp(b.buf.data() + 4096 + 100, a.buf.data(), 256), 0);
+
+  mb.wr_id = 9;
+  mb.bind_info.length = 0;  // invalidates
+  ASSERT_EQ(ibv_bind_mw(b.qp, mw, &mb), 0);
+  wc = poll_n(b.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc[0].status);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_BIND_MW);
+  w.wr_id = 10;
+  ASSERT_EQ(ibv_post_send(a.qp, &w, &bad), 0);  // the old rkey
+  wc = poll_n(a.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(ibv_dealloc_mw(mw), 0);
+}
+
 // A WRITE with a wrong rkey fails at the responder: the requester completes it with
 // IBV_WC_REM_ACCESS_ERR, and what was posted after it is flushed.
 TEST_F(Verbs, RemoteAccessErrorThenFlush) {
