@@ -167,6 +167,15 @@ TEST_F(Verbs, WhatProgramsProbe) {
   EXPECT_EQ(ibv_create_qp_ex(a.ctx, &x), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
 
+  // An address handle with no GRH (qperf's ud tests build one from a LID): EINVAL, as the
+  // kernel's rdma_check_ah_attr answers for every RoCE port.
+  ibv_ah_attr lid_only{};
+  lid_only.dlid = 1;
+  lid_only.port_num = 1;
+  errno = 0;
+  EXPECT_EQ(ibv_create_ah(a.pd, &lid_only), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+
   // Resized twice (and a third time) with no poll between: the CQ is empty each time.
   ibv_cq* cq = ibv_create_cq(a.ctx, 16, nullptr, nullptr, 0);
   ASSERT_NE(cq, nullptr);
