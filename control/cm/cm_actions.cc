@@ -28,7 +28,9 @@ Status Core::connect(const std::shared_ptr<Conn>& cp, dp::Qp* qp, const cm::Gid&
   if (dead_) return Status::kDeviceRemoved;
   if (c.used) return Status::kConnectionActive;
   const auto local = local_gid_for(adapter_, dst);
-  if (!local || adapter_.control().is_local(dst)) return Status::kInvalidAddress;
+  // One's own address is a destination like another: the engine loops the MADs and the
+  // data back (dp::Port::loopback), and this CM takes both ends (issue 40).
+  if (!local) return Status::kInvalidAddress;
   const dp::QpState st = qp->public_state();
   if (st == dp::QpState::kReset) {
     dp::QpAttr at;
@@ -60,6 +62,8 @@ Status Core::resolve(const std::shared_ptr<Conn>& cp, const cm::Gid& dst, uint16
   if (dead_) return Status::kDeviceRemoved;
   if (c.used) return Status::kConnectionActive;
   const auto local = local_gid_for(adapter_, dst);
+  // SIDR to one's own address stays refused (UD to one's own GID needs no SIDR exchange: an
+  // address handle to it works, the engine loops the datagrams back).
   if (!local || adapter_.control().is_local(dst)) return Status::kInvalidAddress;
   c.datagram = true;
   start_active(cp, *local, dst, port, pdata, std::move(done));
