@@ -114,7 +114,7 @@ int to_av(const ibv_ah_attr& ah, AddressVector* av) {
   }
   av->traffic_class = ah.grh.traffic_class;
   av->hop_limit = ah.grh.hop_limit;
-  av->flow_label = ah.grh.flow_label;
+  av->flow_label = ah.grh.flow_label & 0xFFFFFu;  // 20 bits (IBTA GRH); providers ignore the rest
   av->sgid_index = ah.grh.sgid_index;
   return 0;
 }

@@ -150,6 +150,8 @@ TEST_F(Self, UdDatagramToTheDevicesOwnGid) {
     ah.port_num = 1;
     ah.grh.sgid_index = static_cast<uint8_t>(gid);
     ah.grh.hop_limit = 64;
+    // UCX passes a flow label wider than the GRH's 20 bits: only those are used (IPv6 GID 0).
+    ah.grh.flow_label = 0xFFFFFFFFu;
     ASSERT_EQ(ibv_query_gid(ctx_, 1, gid, &ah.grh.dgid), 0);
     if (ah_) {
       ASSERT_EQ(ibv_destroy_ah(ah_), 0);
@@ -185,6 +187,11 @@ TEST_F(Self, UdDatagramToTheDevicesOwnGid) {
       }
     }
     EXPECT_EQ(std::memcmp(buf_.data() + 40040, buf_.data(), 512), 0) << "GID " << gid;
+    if (gid == 0) {  // the GRH area holds the IPv6 header: version 6, the flow label's 20 bits
+      const uint8_t* h = buf_.data() + 40000;
+      EXPECT_EQ(h[0] >> 4, 6);
+      EXPECT_EQ(((h[1] & 0xFu) << 16) | (h[2] << 8) | h[3], 0xFFFFFu);
+    }
   }
 }
 
