@@ -94,6 +94,10 @@ bool apply_daemon(Config* c, std::string_view k, std::string_view v, std::string
   } else if (k == "file_prefix") {
     if (!valid_name(v)) return range_error(err, k, v, "1 .. 31 of [A-Za-z0-9_.-]");
     c->file_prefix = val;
+  } else if (k == "device_nodes") {
+    if (!v.empty() && (v[0] != '/' || v.size() > 200 || v.find("..") != std::string_view::npos))
+      return range_error(err, k, v, "empty, or an absolute directory path (e.g. /dev/infiniband)");
+    c->device_nodes = val;
   } else if (k == "max_clients") {
     if (!number(v, 1, 65536, &c->max_clients)) return range_error(err, k, v, "1 .. 65536");
   } else if (k.substr(0, 6) == "quota_") {

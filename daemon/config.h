@@ -51,6 +51,10 @@ struct Config {
   std::string log_level = "*:notice";
   std::string file_prefix = "urnicd";  // DPDK runtime directory: /var/run/dpdk/<file_prefix>/
   uint32_t max_clients = 256;
+  // A directory (absolute) where the daemon makes uverbs-<adapter> for each adapter while it runs
+  // (a symlink to /dev/null: no kernel device is behind it), for programs that look for
+  // /dev/infiniband/<dev_name> before they use a device (UCX). Empty: none.
+  std::string device_nodes;
   // An engine idle for a few milliseconds sleeps this long between polls (0: it never sleeps,
   // for a dedicated core); see EngineConfig::idle_sleep_us.
   uint32_t idle_sleep_us = 1000;

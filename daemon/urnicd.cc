@@ -403,6 +403,35 @@ bool socket_group(const ud::Config& c, gid_t* g, std::string* err) {
   return false;
 }
 
+// daemon.device_nodes: <dir>/uverbs-<adapter> -> /dev/null for each adapter (the verbs library
+// names its devices' dev_name so), made unless something is there already; returns what was
+// made, for remove_device_nodes at shutdown. Failures are reported and leave the daemon running
+// (only programs that look for the node, such as UCX, miss the device).
+std::vector<std::string> make_device_nodes(const ud::Config& c, const Daemon& d) {
+  std::vector<std::string> made;
+  if (c.device_nodes.empty()) return made;
+  if (::mkdir(c.device_nodes.c_str(), 0755) != 0 && errno != EEXIST) {
+    std::fprintf(stderr, "urnicd: device_nodes: cannot make %s: %s\n", c.device_nodes.c_str(),
+                 std::strerror(errno));
+    return made;
+  }
+  for (const ud::ServedAdapter& a : d.served) {
+    const std::string path = c.device_nodes + "/uverbs-" + a.entry.name;
+    if (::symlink("/dev/null", path.c_str()) == 0) {
+      made.push_back(path);
+    } else if (errno != EEXIST) {
+      std::fprintf(stderr, "urnicd: device_nodes: cannot make %s: %s\n", path.c_str(),
+                   std::strerror(errno));
+    }
+  }
+  return made;
+}
+
+void remove_device_nodes(const ud::Config& c, const std::vector<std::string>& made) {
+  for (const std::string& p : made) (void)::unlink(p.c_str());
+  if (!made.empty()) (void)::rmdir(c.device_nodes.c_str());  // when empty: another's stay
+}
+
 int start_failed(const std::string& err) {
   std::fprintf(stderr, "urnicd: %s\n", err.c_str());
   return 1;
@@ -431,6 +460,7 @@ int serve(const ud::Config& c, int ready_fd) {
                          uint64_t{c.quota_shared_mb} << 20};
   auto server = std::make_unique<ud::Server>(so, d->served, d->bridge_ptrs());
   if (!server->listen(&err)) return start_failed(err);
+  const std::vector<std::string> nodes = make_device_nodes(c, *d);
   ud::telemetry_publish(server.get());
   sigset_t set;
   sigemptyset(&set);
@@ -445,6 +475,7 @@ int serve(const ud::Config& c, int ready_fd) {
   d->stop_lcores();
   d->adapters.clear();  // QPs flushed, peers disconnected: this thread steps the engines now
   d.reset();
+  remove_device_nodes(c, nodes);
   return 0;
 }
 

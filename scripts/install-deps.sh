@@ -17,7 +17,7 @@ packages=(
   tcpdump                               # perf_switch's optional capture (SWITCH_PCAP)
   libibverbs-dev librdmacm-dev          # verbs/: the rdma-core 44 headers the drop-in libraries match
   perftest ibverbs-utils rdmacm-utils   # the stock verbs tools the verbs suite runs unmodified
-  qperf libfabric-bin                   # more RDMA programs the apps test runs unmodified
+  qperf libfabric-bin ucx-utils         # more RDMA programs the apps test runs unmodified
 )
 
 SUDO=""

@@ -385,6 +385,17 @@ TEST(DaemonConfig, PortsAreCheckedAcrossKeys) {
   EXPECT_NE(finish_with({"port.p.ring=r:a", "port.q.ring=r:b", "port.q.ipv4=1.2.3.4"})
                 .find("give ipv4 or ipv6"),
             std::string::npos);
+  // device_nodes: empty or an absolute directory.
+  EXPECT_EQ(finish_with({"port.p.ring=r:a", "port.p.ipv4=1.2.3.4", "port.q.ring=r:b",
+                         "port.q.ipv4=1.2.3.5", "daemon.device_nodes=/dev/infiniband"}),
+            "");
+  {
+    Config c;
+    std::string err;
+    EXPECT_FALSE(apply_override(&c, "daemon.device_nodes=dev/infiniband", &err));
+    EXPECT_FALSE(apply_override(&c, "daemon.device_nodes=/dev/../etc", &err));
+    EXPECT_TRUE(apply_override(&c, "daemon.device_nodes=", &err)) << err;
+  }
   // Only an AF_XDP port may go without an address (it takes its interface's).
   EXPECT_NE(finish_with({"port.p.devargs=net_af_packet0,iface=v0"}).find("give ipv4 or ipv6"),
             std::string::npos);
