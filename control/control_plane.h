@@ -115,9 +115,6 @@ class ControlPlane : public dp::ControlSink {
   // an IPv4 address), then configured IPv6 addresses. Mirrors rxe's table order.
   std::vector<Gid> gids() const;
   bool is_local(const Gid& g) const;
-  // The MAC for one of the adapter's own addresses: its own, and from then on the engines loop
-  // frames to it back (dp::Port::loopback).
-  wire::MacAddr local_mac();
 
   // Neighbours. lookup() never blocks; resolve() sends requests (with retries) and waits up to
   // `timeout` for the answer: kSuccess, kHostUnreachable when nobody answered or no route leads
@@ -182,6 +179,9 @@ class ControlPlane : public dp::ControlSink {
   std::optional<Gid> hop(const Gid& dst);
   // lookup() and request() for the neighbour itself (a destination on link, or a gateway).
   std::optional<wire::MacAddr> lookup_neighbour(const Gid& ip);
+  // The MAC for one of the adapter's own addresses: its own, and from then on the engines loop
+  // frames to it back (dp::Port::loopback).
+  wire::MacAddr local_mac();
   void request_neighbour(const Gid& ip);
   Status resolve_in_kernel(const Gid& ip, wire::MacAddr* mac, std::chrono::milliseconds timeout);
 

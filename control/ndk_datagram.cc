@@ -63,13 +63,10 @@ Status create_address_handle(Adapter& adapter, const AddressVector& av,
     wire::NetHeaders n;
     if (!detail::make_net_headers(*a->ctl, av, &n)) return Status::kInvalidParameter;
     if (n.dst_mac == wire::MacAddr{}) {
+      // Our own address resolves to our MAC at once (ControlPlane::lookup; the engine loops
+      // the datagrams back).
       const ctl::Gid gid = av.ipv6 ? av.dst_ipv6 : ctl::gid_from_ipv4(av.dst_ipv4);
-      if (a->ctl->control().is_local(gid)) {
-        // Our own address: its MAC, looped back by the engine (dp::Port::loopback).
-        n.dst_mac = a->ctl->control().local_mac();
-      } else if (Status s = detail::resolve(a, gid, &n.dst_mac); s != Status::kSuccess) {
-        return s;
-      }
+      if (Status s = detail::resolve(a, gid, &n.dst_mac); s != Status::kSuccess) return s;
     }
     detail::AddressHandleAccess::set(out, a, av, n);
     return Status::kSuccess;

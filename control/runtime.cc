@@ -291,8 +291,6 @@ Status open_vdev_port(std::string_view devargs, uint16_t* port_id) noexcept {
                         " AF_XDP queues, but interface '" + ifname + "' has " +
                         std::to_string(have) + " combined channel(s) (ethtool -L " + ifname +
                         " combined N; veth has none: one queue)");
-    }
-    if (devargs.rfind("net_af_xdp", 0) == 0 && !ifname.empty()) {
       bool removed = false;
       std::string why;
       if (Status s = xdp_claim_interface(ifname, &removed, &why); s != Status::kSuccess)

@@ -33,7 +33,8 @@ void Endpoint::tx_consume(uint32_t n) noexcept {
 }
 
 uint32_t Endpoint::loop_take_lc() noexcept {
-  uint32_t kept = 0, taken = 0;
+  const uint32_t before = loop_count_;
+  uint32_t kept = 0;
   for (uint32_t i = 0; i < tx_count_; ++i) {
     rte_mbuf* m = tx_[i];
     const auto* eth = rte_pktmbuf_mtod(m, const uint8_t*);
@@ -43,13 +44,12 @@ uint32_t Endpoint::loop_take_lc() noexcept {
     if (rte_pktmbuf_data_len(m) >= 12 && std::memcmp(eth, eth + 6, 6) == 0 &&
         loop_count_ < kTxCapacity) {
       loop_[loop_count_++] = m;
-      ++taken;
     } else {
       tx_[kept++] = m;
     }
   }
   tx_count_ = kept;
-  return taken;
+  return loop_count_ - before;
 }
 
 void Endpoint::tx_append_faulty(rte_mbuf* m) noexcept {

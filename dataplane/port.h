@@ -83,8 +83,9 @@ class Port {
   // Traffic to the adapter's own addresses (a QP connected to one of its own, a datagram to its
   // own GID): switched on by the control plane the first time it resolves one of its addresses,
   // never off. While on, the engines keep frames whose destination MAC is their source MAC and
-  // deliver them as received (Engine::loop_back_lc), as a NIC loops them back internally: a
-  // frame to self sent on the wire would reach the other end of the link, not this port.
+  // deliver them as received (Endpoint::loop_take_lc, Engine::phase_rx), as a NIC loops them back
+  // internally: a frame to self sent on the wire would reach the other end of the link, not this
+  // port.
   void enable_loopback() noexcept { loopback_.store(true, std::memory_order_release); }
   bool loopback() const noexcept { return loopback_.load(std::memory_order_relaxed); }
 

@@ -70,6 +70,12 @@ void set_port(sockaddr* a, uint16_t port) noexcept {
     reinterpret_cast<sockaddr_in*>(a)->sin_port = port;
 }
 
+ibv_context* device_of_family(sa_family_t family) noexcept {
+  sockaddr_storage any{};
+  any.ss_family = family;
+  return device_for(reinterpret_cast<sockaddr*>(&any), true);
+}
+
 namespace {
 std::mutex held_mu;
 std::set<std::pair<int, uint16_t>> held_ports;  // (port space, port) of ids bound to port 0
@@ -323,18 +329,11 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
 int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
   if (id == nullptr || addr == nullptr) return fail(EINVAL);
   Id* i = id_of(id);
-  ibv_context* c = nullptr;
+  // rdma_cm takes a loopback address as it takes the wildcard (cma_any_addr): bound, to no
+  // device yet, keeping the address as given. libfabric's verbs provider binds "localhost" so for
+  // a server given no address, and then picks the device from the interfaces' addresses.
   const bool loopback = is_loopback(addr);
-  if (loopback) {
-    // rdma_cm takes a loopback address as it takes the wildcard (cma_any_addr): bound, to no
-    // device yet, keeping the address as given. libfabric's verbs provider binds "localhost" so
-    // for a server given no address, and then picks the device from the interfaces' addresses.
-    sockaddr_storage any{};
-    any.ss_family = addr->sa_family;
-    c = device_for(reinterpret_cast<sockaddr*>(&any), true);
-  } else {
-    c = device_for(addr, true);
-  }
+  ibv_context* c = loopback ? device_of_family(addr->sa_family) : device_for(addr, true);
   if (c == nullptr) return fail(EADDRNOTAVAIL);
   if (i->state != IdState::kIdle) return fail(EINVAL);  // bound once (rdma_cm)
   std::memcpy(&id->route.addr.src_storage, addr, addr_len(addr));
@@ -360,9 +359,7 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src, sockaddr* dst, int) {
   } else if (id->verbs != nullptr) {
     c = id->verbs;
   } else {
-    sockaddr_storage any{};
-    any.ss_family = dst->sa_family;
-    c = device_for(reinterpret_cast<sockaddr*>(&any), true);
+    c = device_of_family(dst->sa_family);
   }
   if (c == nullptr) return fail(EADDRNOTAVAIL);
   id->verbs = c;

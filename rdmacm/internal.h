@@ -74,8 +74,8 @@ struct Id {
   bool disconnect_reported = false;
   bool accept_done = false;  // the passive side's accept completed (on_accepted)
   uint8_t tos = 0;
-  uint16_t ephemeral_port =
-      0;  // host order: picked by rdma_bind_addr for port 0, held until destroy
+  // Host order: the port rdma_bind_addr picked for port 0, held until the id is destroyed.
+  uint16_t ephemeral_port = 0;
 };
 inline Id* id_of(rdma_cm_id* id) noexcept { return reinterpret_cast<Id*>(id); }
 
@@ -92,6 +92,8 @@ std::vector<ibv_context*>& devices() noexcept;
 ibv_context* device_for(const sockaddr* a, bool wildcard_ok) noexcept;
 bool is_wildcard(const sockaddr* a) noexcept;
 bool is_loopback(const sockaddr* a) noexcept;  // 127.0.0.0/8 or ::1
+// The first device with an address of `family` (what a wildcard bind of it finds); null if none.
+ibv_context* device_of_family(sa_family_t family) noexcept;
 socklen_t addr_len(const sockaddr* a) noexcept;
 // An AF_INET / AF_INET6 address's port, in network order, and setting it.
 uint16_t port_of(const sockaddr* a) noexcept;
