@@ -7,11 +7,11 @@
 
 namespace urnic::bench {
 
-bool parse_count(const std::string& s, uint64_t* out) {
+bool parse_count(const std::string& s, uint64_t* out, int base) {
   if (s.empty() || s[0] < '0' || s[0] > '9') return false;
   errno = 0;
   char* end = nullptr;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);  // "010" is ten
+  const unsigned long long v = std::strtoull(s.c_str(), &end, base);
   if (errno != 0 || end == s.c_str()) return false;
   uint64_t mult = 1;
   if (*end == 'K' || *end == 'k') {

@@ -11,10 +11,11 @@
 
 namespace urnic::bench {
 
-// A decimal count with an optional K or M suffix (x1024, x1048576). Signs, spaces, octal and hex
-// forms and anything that does not fit in 64 bits after the suffix are refused (strtoull alone
-// would wrap "-1", read "010" as 8 and overflow "17592186044417M" into 1 MiB).
-bool parse_count(const std::string& s, uint64_t* out);
+// A decimal count with an optional K or M suffix (x1024, x1048576). Signs, spaces and anything
+// that does not fit in 64 bits after the suffix are refused (strtoull alone would wrap "-1" and
+// overflow "17592186044417M" into 1 MiB). `base` 10 refuses octal and hex forms; 0 reads C's
+// forms as perftest's strtol(optarg, NULL, 0) does ("010" is 8, "0x10" 16, "08" refused).
+bool parse_count(const std::string& s, uint64_t* out, int base = 10);
 // The comma-separated items of `s`, empty ones included ("" gives one empty item, "a,,b" three),
 // so that each caller decides what an empty item means.
 std::vector<std::string> split_list(const std::string& s);

@@ -1,4 +1,5 @@
 // urnic-perf command line: perftest's common options plus the DPDK ones.
+#include <array>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -24,7 +25,9 @@ constexpr NamedTest kTests[] = {
     {"atomic_bw", {Verb::kAtomic, Kind::kBw}}, {"atomic_lat", {Verb::kAtomic, Kind::kLat}},
 };
 
-bool parse_u64(const std::string& s, uint64_t* out) { return bench::parse_count(s, out); }
+// Numbers as perftest reads them (strtol with base 0: "010" is 8, "0x40" 64), so that a command
+// line written for perftest means the same here; signs, spaces and overflow are still refused.
+bool parse_u64(const std::string& s, uint64_t* out) { return bench::parse_count(s, out, 0); }
 bool parse_double(const std::string& s, double* out) { return bench::parse_number(s, out); }
 
 // --break-rule=LIST: responder rules to break (BrokenRules). A release build without test
@@ -307,6 +310,18 @@ bool parse_mix(const std::string& spec, Options* o) {
   return true;
 }
 
+// --ip takes an IPv4 address, --ipv6 an IPv6 one, each with an optional prefix length: checked
+// here so that a typo exits 2 before EAL start-up, as every other bad option does.
+bool check_address(const std::string& key, const std::string& text) {
+  std::array<uint8_t, 16> a{};
+  uint8_t len = 0;
+  bool v4 = false;
+  if (parse_address(text, &a, &len, &v4) == Status::kSuccess && v4 == (key == "--ip")) return true;
+  std::fprintf(stderr, "urnic-perf: bad %s '%s' (%s)\n", key.c_str(), text.c_str(),
+               key == "--ip" ? "A.B.C.D or A.B.C.D/LEN" : "an IPv6 address, optionally /LEN");
+  return false;
+}
+
 // A mix needs the open loop, one size, a test whose last request keeps the data checks true
 // (write_bw, read_bw), and sizes that fit the buffers (-s).
 bool check_mix(const Options& o) {
@@ -534,10 +549,9 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
       o->memory = s == "huge"     ? RuntimeConfig::Memory::kHugepages
                   : s == "nohuge" ? RuntimeConfig::Memory::kNoHuge
                                   : RuntimeConfig::Memory::kAuto;
-    } else if (key == "--ip") {
-      if (!value(&o->ip)) return false;
-    } else if (key == "--ipv6") {
-      if (!value(&o->ipv6)) return false;
+    } else if (key == "--ip" || key == "--ipv6") {
+      std::string* out = key == "--ip" ? &o->ip : &o->ipv6;
+      if (!value(out) || !check_address(key, *out)) return false;
     } else if (key == "--route") {
       std::string r;
       if (!value(&r)) return false;
@@ -549,7 +563,13 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
       }
       o->routes.push_back(r);
     } else if (key == "--mac") {
+      std::array<uint8_t, 6> m{};
       if (!value(&o->mac)) return false;
+      if (!parse_mac(o->mac, &m)) {
+        std::fprintf(stderr, "urnic-perf: bad --mac '%s' (six hex bytes: 02:00:00:00:00:01)\n",
+                     o->mac.c_str());
+        return false;
+      }
     } else if (key == "--idle-yield") {
       if (!num(&v, 0, 1u << 30)) return false;
       o->idle_yield = static_cast<uint32_t>(v);
@@ -695,6 +715,25 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
     return false;
   }
   return true;
+}
+
+bool parse_mac(const std::string& s, std::array<uint8_t, 6>* m) {
+  // Exactly six bytes of one or two hex digits separated by ':' (sscanf's %x took "0x1ff" and
+  // dropped the high bits, and ignored anything after the sixth).
+  size_t at = 0;
+  for (int i = 0; i < 6; ++i) {
+    if (i > 0 && (at >= s.size() || s[at++] != ':')) return false;
+    unsigned v = 0, digits = 0;
+    for (; at < s.size() && std::isxdigit(static_cast<unsigned char>(s[at])) && digits < 2;
+         ++at, ++digits)
+      v = v * 16 +
+          static_cast<unsigned>(std::isdigit(static_cast<unsigned char>(s[at]))
+                                    ? s[at] - '0'
+                                    : (std::tolower(static_cast<unsigned char>(s[at])) - 'a' + 10));
+    if (digits == 0) return false;
+    (*m)[i] = static_cast<uint8_t>(v);
+  }
+  return at == s.size();
 }
 
 }  // namespace urnic::perf

@@ -25,14 +25,6 @@ uint32_t ib_mtu_for(uint32_t eth_mtu) {
   return 256;
 }
 
-bool parse_mac(const std::string& s, std::array<uint8_t, 6>* m) {
-  unsigned b[6];
-  if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5]) != 6)
-    return false;
-  for (int i = 0; i < 6; ++i) (*m)[i] = static_cast<uint8_t>(b[i]);
-  return true;
-}
-
 // ---- Running ----------------------------------------------------------------------------------
 
 // Steps `runners` (and the engine, when this thread drives it) until all are done. `on_step`

@@ -29,7 +29,6 @@ constexpr double kStallSeconds = 30;
 
 // The largest IB MTU whose frames fit an Ethernet MTU.
 uint32_t ib_mtu_for(uint32_t eth_mtu);
-bool parse_mac(const std::string& s, std::array<uint8_t, 6>* m);
 
 // ---- Environment: EAL, ports, adapters, engine --------------------------------------------------
 

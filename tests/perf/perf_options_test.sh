@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # ctest perf_options: urnic-perf's numeric options take what they can represent and refuse the
 # rest with exit status 2 and a message, before anything runs (issue 18 item 6): no sign, no
-# octal or hex form, no 64-bit wrap through a K / M suffix. "010" is ten bytes, as perftest
-# users mean it (checked on a short loopback run).
+# 64-bit wrap through a K / M suffix. Numbers read as perftest reads them (strtol, base 0:
+# issue 41 item 5): "010" is 8 bytes and "0x40" 64 (checked on short loopback runs), "08" is
+# refused. A bad --ip, --ipv6 or --mac exits 2 before EAL start-up.
 #
 # Usage: perf_options_test.sh path/to/urnic-perf
 set -u
 perf=${1:?usage: perf_options_test.sh path/to/urnic-perf}
 fails=0
-for v in -18446744073709551615 -1 17592186044417M 18446744073709551616 0x10 ' 5' +5 5x; do
+for v in -18446744073709551615 -1 17592186044417M 18446744073709551616 08 0x ' 5' +5 5x; do
   out=$("$perf" write_bw -s "$v" -n 5 --no-progress 2>&1)
   rc=$?
   if [ $rc -ne 2 ] || ! grep -q "bad value" <<<"$out"; then
@@ -25,12 +26,23 @@ for opt in -n -t -q; do
     fails=$((fails + 1))
   fi
 done
-out=$(timeout 60 "$perf" write_bw -s 010 -n 5 --no-progress 2>&1)
-if ! grep -qE '^ 10 +5 ' <<<"$out"; then
-  echo "FAIL: -s 010 did not run 10-byte messages:"
-  echo "$out" | tail -8
-  fails=$((fails + 1))
-fi
+for sz in 010:8 0x40:64; do
+  out=$(timeout 60 "$perf" write_bw -s "${sz%%:*}" -n 5 --no-progress 2>&1)
+  if ! grep -qE "^ ${sz#*:} +5 " <<<"$out"; then
+    echo "FAIL: -s ${sz%%:*} did not run ${sz#*:}-byte messages:"
+    echo "$out" | tail -8
+    fails=$((fails + 1))
+  fi
+done
+for a in --ip=1.2.3 --ip=fe80::1 --ip=10.0.0.1/33 --ipv6=10.0.0.1 --ipv6=fe80::1::2 \
+  --mac=02:00:00:00:00:1ff --mac=02:00:00:00:00:01x --mac=02:00:00:00:00; do
+  out=$("$perf" write_bw --vdev=net_ring0 "$a" -n 5 --no-progress 2>&1)
+  rc=$?
+  if [ $rc -ne 2 ] || ! grep -q "bad ${a%%=*} " <<<"$out" || grep -q EAL <<<"$out"; then
+    echo "FAIL: $a gave exit $rc (want 2, before EAL start-up): $(tail -2 <<<"$out")"
+    fails=$((fails + 1))
+  fi
+done
 # perftest's -u -o -I -T -l (issue 17 item 4): out of range refused; a misspelled test name is
 # an error, not a server address.
 for args in "-u 32" "-o 0" "-o 129" "-I 257" "-T 256" "-l 0" "-T 96 --dscp=5" "foo_bw" "write_bww"; do
