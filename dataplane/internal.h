@@ -150,6 +150,20 @@ void requester_loss_lc(Qp& qp) noexcept;
 // NAK). Queues it to be resent alone, unless it was resent already (then the probe, an eighth of
 // the local ACK timeout without progress, resends the oldest packet).
 void requester_selective_nak_lc(Qp& qp, wire::Psn hole) noexcept;
+// Selective repeat: response `p` arrived ahead of `expected`, the one the first pending READ /
+// atomic `s` waits for, which was resent. Responses return in the order requests were sent, so
+// when `p` answers a request sent after that resend, the resend or its response was lost: it goes
+// again now (RFC 8985's rule, with send times) instead of at the probe, one or more round trips
+// later (64 KiB read_bw at 5 % loss through urnic-hop: most of the time went to probes).
+void requester_overtaken_lc(Qp& qp, SendSlot& s, wire::Psn expected, wire::Psn p,
+                            uint64_t now) noexcept;
+// Selective repeat, responses held behind a hole after a response that just arrived: the probe
+// goes once nothing more arrives for two idle round trips (QpLc::Requester::min_rtt), rather than
+// two smoothed ones after the oldest request's send. When the held responses were the last ones
+// on their way, a lost resend (or a lost last packet of a READ) shows no other way, and the
+// smoothed round trip of a full pipeline is its queueing: 64 KiB read_bw at 5 % loss through
+// urnic-hop waited 2-7 ms per such hole with an idle round trip of well under one.
+void requester_quiet_lc(Qp& qp, uint64_t now) noexcept;
 // Local ACK timeout and RNR wait; returns whether anything happened.
 bool requester_timers_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept;
 

@@ -321,6 +321,7 @@ struct QpLc {
     // packet at a time to the progress past it, and from each READ / atomic response (RFC 6298's
     // estimator, Karn's rule), for the probe and the timer.
     uint64_t srtt = 0;
+    uint64_t min_rtt = 0;   // the smallest sample (0: none): the round trip of an idle path
     uint64_t ack_wait = 0;  // the local ACK timer's wait: ack_ticks, or longer (ack_wait_lc)
     uint64_t rtt_tsc = 0;
     uint64_t sample_tsc = 0;  // when the last sample was taken

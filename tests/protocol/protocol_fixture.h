@@ -313,11 +313,12 @@ class RcProtocol : public ::testing::Test {
     wire::Aeth::Msn::set(th.aeth, msn);
     receive(th, {}, now);
   }
-  void read_response(uint8_t opcode, uint32_t psn, std::span<const uint8_t> payload, uint32_t msn) {
+  void read_response(uint8_t opcode, uint32_t psn, std::span<const uint8_t> payload, uint32_t msn,
+                     uint64_t now = kT0) {
     auto th = hdr(opcode, psn);
     wire::Aeth::Syndrome::set(th.aeth, kAckNoCredit);
     wire::Aeth::Msn::set(th.aeth, msn);
-    receive(th, payload);
+    receive(th, payload, now);
   }
 
   // ---- Local work ----------------------------------------------------------------------------

@@ -299,6 +299,112 @@ TEST_F(SelectiveRepeat, TwoMissingReadResponsesAreEachAskedForAlone) {
   EXPECT_EQ(slice(mem_, kReadDstOff, 5 * kMtu), data);
 }
 
+// A READ starts only when all its response PSNs fit the window (256 PSNs, the reorder buffer),
+// unless nothing is outstanding: a response further ahead of the one awaited cannot be held.
+TEST_F(SelectiveRepeat, AReadStartsOnlyWhenAllItsResponsesFitTheWindow) {
+  bring_up(sr());
+  for (uintptr_t c = 1; c <= 3; ++c)  // 100 packets each: the third would end 300 PSNs ahead
+    post_send(dp::WrOpcode::kRead, c, kReadDstOff, 100 * kMtu);
+  EXPECT_EQ(requester_tx(), 2u);
+  auto out = take_tx();
+  ASSERT_EQ(out.size(), 2u);
+  expect_read_request(out[1], sq(100), kRemoteVa, 100 * kMtu);
+  EXPECT_EQ(requester_tx(), 0u);
+}
+
+// A READ's hole was asked for again, and then a response came for a request sent after that:
+// responses return in request order, so the resend (or its answer) was lost, and it goes again
+// at once rather than at the probe.
+TEST_F(SelectiveRepeat, AResendOvertakenByALaterRequestsResponseGoesAgain) {
+  bring_up(sr());
+  post_send(dp::WrOpcode::kRead, 1, kReadDstOff, 4 * kMtu);
+  EXPECT_EQ(requester_tx(), 1u);
+  take_tx();
+  const auto data = pattern(4 * kMtu, 9);
+  read_response(opc::kReadRespFirst, sq(0), slice(data, 0, kMtu), 1);
+  read_response(opc::kReadRespMiddle, sq(2), slice(data, 2 * kMtu, kMtu), 1);  // sq(1) lost
+  read_response(opc::kReadRespLast, sq(3), slice(data, 3 * kMtu, kMtu), 1);
+  EXPECT_EQ(requester_tx(kT0 + 10), 1u);  // sq(1) asked for alone
+  take_tx();
+  post_send(dp::WrOpcode::kRead, 2, kReadDstOff + 4 * kMtu, kMtu);
+  EXPECT_EQ(requester_tx(kT0 + 20), 1u);  // the later READ, sent after the resend
+  take_tx();
+  const auto later = pattern(kMtu, 10);
+  read_response(opc::kReadRespOnly, sq(4), later, 2, kT0 + 30);  // held: sq(1) still missing
+  EXPECT_EQ(requester_tx(kT0 + 40), 1u);
+  auto out = take_tx();
+  ASSERT_EQ(out.size(), 1u);
+  expect_read_request(out[0], sq(1), kRemoteVa + kMtu, kMtu);
+  EXPECT_EQ(qp_->counters().sr_probes, 0u);
+  read_response(opc::kReadRespOnly, sq(1), slice(data, kMtu, kMtu), 1, kT0 + 50);
+  const auto done = poll(scq_);
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[1].request_context, ctx(2));
+  EXPECT_EQ(slice(mem_, kReadDstOff, 4 * kMtu), data);
+  EXPECT_EQ(slice(mem_, kReadDstOff + 4 * kMtu, kMtu), later);
+}
+
+// A response released from the reorder buffer waited there for the hole: it gives no round-trip
+// sample (one that did stretched srtt by the whole recovery, and the probe with it).
+TEST_F(SelectiveRepeat, AHeldResponseGivesNoRoundTripSample) {
+  bring_up(sr());
+  const uint64_t us = dp::tsc_from_ns(1000);
+  const auto data = pattern(4 * kMtu, 12);
+  post_send(dp::WrOpcode::kRead, 1, kReadDstOff, kMtu);
+  EXPECT_EQ(requester_tx(kT0), 1u);
+  take_tx();
+  read_response(opc::kReadRespOnly, sq(0), slice(data, 0, kMtu), 1, kT0 + 20 * us);
+  ASSERT_EQ(poll(scq_).size(), 1u);
+  const uint64_t srtt = qp_->requester().srtt;
+  ASSERT_NE(srtt, 0u);
+  const uint64_t t = kT0 + 100 * us;
+  post_send(dp::WrOpcode::kRead, 2, kReadDstOff, 2 * kMtu);
+  post_send(dp::WrOpcode::kRead, 3, kReadDstOff + 2 * kMtu, kMtu);
+  EXPECT_EQ(requester_tx(t), 2u);
+  take_tx();
+  read_response(opc::kReadRespFirst, sq(1), slice(data, 0, kMtu), 2, t + 20 * us);
+  read_response(opc::kReadRespOnly, sq(3), slice(data, 2 * kMtu, kMtu), 3, t + 21 * us);  // held
+  EXPECT_EQ(requester_tx(t + 22 * us), 1u);  // sq(2) asked for again
+  take_tx();
+  read_response(opc::kReadRespOnly, sq(2), slice(data, kMtu, kMtu), 2, t + 1000 * us);
+  EXPECT_EQ(poll(scq_).size(), 2u);
+  EXPECT_EQ(qp_->requester().srtt, srtt);
+}
+
+// Responses held behind a hole and then nothing more: the probe goes two idle round trips (the
+// smallest sample) after the last arrival, not two smoothed ones, which a busy pipeline's
+// queueing stretched (here 20 us idle against 267 us smoothed).
+TEST_F(SelectiveRepeat, AQuietPathIsProbedAfterTwoIdleRoundTrips) {
+  bring_up(sr());
+  const uint64_t us = dp::tsc_from_ns(1000);
+  const auto data = pattern(4 * kMtu, 11);
+  // Two clean READs: a 20 us and a 2 ms round trip (srtt (7 * 20 + 2000) / 8 = 267 us).
+  uint64_t t = kT0;
+  for (const uint64_t rtt : {20 * us, 2000 * us}) {
+    post_send(dp::WrOpcode::kRead, 1, kReadDstOff, kMtu);
+    EXPECT_EQ(requester_tx(t), 1u);
+    take_tx();
+    read_response(opc::kReadRespOnly, sq(t == kT0 ? 0 : 1), slice(data, 0, kMtu), 1, t + rtt);
+    ASSERT_EQ(poll(scq_).size(), 1u);
+    t += rtt + 100 * us;
+  }
+  post_send(dp::WrOpcode::kRead, 2, kReadDstOff, 4 * kMtu);
+  EXPECT_EQ(requester_tx(t), 1u);
+  take_tx();
+  const uint64_t last = t + 30 * us;
+  read_response(opc::kReadRespFirst, sq(2), slice(data, 0, kMtu), 2, t + 25 * us);
+  read_response(opc::kReadRespMiddle, sq(4), slice(data, 2 * kMtu, kMtu), 2, last);  // sq(3) lost
+  EXPECT_EQ(requester_tx(last), 1u);  // the hole, asked for once
+  take_tx();
+  EXPECT_FALSE(timers(last + 39 * us));
+  EXPECT_TRUE(timers(last + 41 * us));
+  EXPECT_EQ(requester_tx(last + 41 * us), 1u);
+  auto out = take_tx();
+  ASSERT_EQ(out.size(), 1u);
+  expect_read_request(out[0], sq(3), kRemoteVa + kMtu, kMtu);
+  EXPECT_EQ(qp_->counters().sr_probes, 1u);
+}
+
 // The local ACK timeout still ends in go-back-N and counts against retry_cnt (IBTA
 // §9.7.6.1.3): probes are no retries.
 TEST_F(SelectiveRepeat, TheTimeoutStillGoesBackAndCountsRetries) {
