@@ -219,10 +219,12 @@ bool Oob::xchg(const void* mine, void* theirs, size_t n) {
 bool Oob::exchange_versions(const PeerModes& modes) {
   char mine[kVersionSize] = {};
   std::memcpy(mine, kVersion, kVersionSize);
-  if (modes.bidirectional || modes.run_infinitely) {
-    // "urnic-perf" without modes, so that an older urnic-perf still knows its peer.
-    std::snprintf(mine + kTailAt, kVersionSize - kTailAt, "urnic:%s%s",
-                  modes.bidirectional ? "b" : "", modes.run_infinitely ? "i" : "");
+  if (modes.bidirectional || modes.run_infinitely || modes.selective_repeat) {
+    // "urnic-perf" without modes, so that an older urnic-perf still knows its peer; one that
+    // predates 's' reads "urnic:s" as no modes (and uses go-back-N, as this side will).
+    std::snprintf(mine + kTailAt, kVersionSize - kTailAt, "urnic:%s%s%s",
+                  modes.bidirectional ? "b" : "", modes.run_infinitely ? "i" : "",
+                  modes.selective_repeat ? "s" : "");
   }
   char theirs[kVersionSize] = {};
   if (!xchg(mine, theirs, kVersionSize)) return false;
@@ -238,6 +240,7 @@ bool Oob::exchange_versions(const PeerModes& modes) {
     const std::string_view letters = tail.substr(6);
     peer_modes_.bidirectional = letters.find('b') != std::string_view::npos;
     peer_modes_.run_infinitely = letters.find('i') != std::string_view::npos;
+    peer_modes_.selective_repeat = letters.find('s') != std::string_view::npos;
   }
   // check_version_compatibility(): perftest refuses peers older than 5.70.
   if (peer_version_num_ < 5.70) return fail("peer perftest version " + peer_version_ + " < 5.70");

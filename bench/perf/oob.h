@@ -37,6 +37,7 @@ enum class OobFailure : uint8_t {
 struct PeerModes {
   bool bidirectional = false;
   bool run_infinitely = false;
+  bool selective_repeat = false;  // offered (--sr auto or on)
   friend bool operator==(const PeerModes&, const PeerModes&) = default;
 };
 

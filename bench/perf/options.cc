@@ -169,8 +169,9 @@ void print_usage(const char* prog) {
       "      --break-rule=LIST   testing builds, for checking conformance testers only: break\n"
       "                          responder rules on purpose (duplicate_ack, psn_seq_nak,\n"
       "                          rnr_timer; comma-separated)\n"
-      "      --sr=on|off         selective repeat instead of go-back-N (off); urnic peers only,\n"
-      "                          and both sides must say on\n"
+      "      --sr=auto|on|off    selective repeat instead of go-back-N: auto when the peer is\n"
+      "                          urnic-perf offering it too, else go-back-N; on: refuse a peer\n"
+      "                          that does not offer it; off (default): go-back-N\n"
       "      --cc=on|off         congestion control: ECT(0), CNPs for CE marks, DCQCN (on)\n"
       "      --dcqcn=PROFILE     connectx (default: ConnectX's parameters) or slow (timers for\n"
       "                          a slow emulated fabric, urnic/congestion.h)\n"
@@ -595,11 +596,13 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
     } else if (key == "--sr") {
       std::string mode;
       if (!value(&mode)) return false;
-      if (mode != "on" && mode != "off") {
-        std::fprintf(stderr, "urnic-perf: --sr takes on or off, not '%s'\n", mode.c_str());
+      if (mode != "auto" && mode != "on" && mode != "off") {
+        std::fprintf(stderr, "urnic-perf: --sr takes auto, on or off, not '%s'\n", mode.c_str());
         return false;
       }
-      o->selective_repeat = mode == "on";
+      o->sr = mode == "on"    ? Options::SrMode::kOn
+              : mode == "off" ? Options::SrMode::kOff
+                              : Options::SrMode::kAuto;
     } else if (key == "--cc" || key == "--dcqcn") {
       std::string mode;
       if (!value(&mode)) return false;

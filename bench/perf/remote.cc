@@ -74,6 +74,20 @@ bool modes_agree(const Options& o, const Oob& oob) {
   return true;
 }
 
+// Selective repeat (issue 41 item 3): used when both sides offer it, which only urnic-perf does
+// (perftest's side of the exchange has no such field, and its responder would not understand
+// a hole named in a NAK's MSN field); --sr=on refuses a peer that does not offer it.
+bool sr_agreed(const Options& o, const Oob& oob, bool* sr) {
+  const bool offered = oob.peer_is_urnic() && oob.peer_modes().selective_repeat;
+  *sr = o.sr != Options::SrMode::kOff && offered;
+  if (o.sr != Options::SrMode::kOn || offered) return true;
+  std::fprintf(stderr,
+               "urnic-perf: --sr=on, but the peer does not offer selective repeat (%s): give it "
+               "--sr=on or --sr=auto, or use --sr=auto here\n",
+               oob.peer_is_urnic() ? "it was started with --sr=off" : "it is not urnic-perf");
+  return false;
+}
+
 // write_bw, read_bw, atomic_bw: the client runs and sends its report; the server only serves
 // (the responder runs on the engine) and prints the client's report.
 const char* flow_bw_rdma(RemoteRun& rr, const std::vector<uint64_t>& sizes, uint64_t max_size) {
@@ -274,9 +288,12 @@ int run_remote(const Options& o) {
   } else if (!oob.connect_to(o.server, o.tcp_port, o.connect_retry)) {
     return oob_fail("connect");
   }
-  if (!oob.exchange_versions(PeerModes{o.bidirectional, o.run_infinitely}))
+  if (!oob.exchange_versions(
+          PeerModes{o.bidirectional, o.run_infinitely, o.sr != Options::SrMode::kOff}))
     return oob_fail("versions");
   if (!modes_agree(o, oob)) return kExitUsage;
+  bool sr = false;
+  if (!sr_agreed(o, oob, &sr)) return kExitUsage;
   Geometry geo;
   if (!oob.check_sys_data(&geo.cycle, &geo.cache_line)) return oob_fail("system data");
   uint32_t mtu = o.mtu != 0 ? std::min(o.mtu, env.mtu()) : env.mtu();
@@ -293,7 +310,9 @@ int run_remote(const Options& o) {
     std::fprintf(stderr, "urnic-perf: %s\n", err.c_str());
     return 1;
   }
-  Side side(env.a(), drv, side_options(o));
+  SideOptions so = side_options(o);
+  so.selective_repeat = sr;
+  Side side(env.a(), drv, so);
   const uint32_t rq = t.verb == Verb::kSend ? base.rx_depth : 16;
   if (!side.create(t, nqps, std::max(base.tx_depth, 16u), rq, geo, gid, &err)) {
     std::fprintf(stderr, "urnic-perf: %s\n", err.c_str());

@@ -182,7 +182,7 @@ RunConfig run_config(const Options& o, Test t, Role role, uint64_t size, bool pe
 
 SideOptions side_options(const Options& o) {
   SideOptions s;
-  s.selective_repeat = o.selective_repeat;
+  s.selective_repeat = o.sr != Options::SrMode::kOff;  // loopback: both ends are urnic
   s.timeout = static_cast<uint8_t>(o.qp_timeout);
   s.out_reads = o.out_reads != 0 ? o.out_reads : kMaxOutReads;
   s.inline_size = o.inline_size;

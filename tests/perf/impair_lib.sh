@@ -112,17 +112,19 @@ hop_stop() {
 }
 
 # perf_pair NAME TEST ARGS...: server in A (lcore 0), client in B (lcore 1), -v on both so that
-# each prints every counter; the run passes when both exit 0 and print "result: PASS".
+# each prints every counter; the run passes when both exit 0 and print "result: PASS". SRV_ARGS /
+# CLI_ARGS: options for one side only (word-split).
 perf_pair() {
   local name=$1 t=$2
   shift 2
   # WAIT_OPTS: the waiting options (override to run an urnic-perf that predates them).
   local common=(--no-progress --idle-yield=64 -v ${WAIT_OPTS---timeout=60} "$@")
   timeout 120 ip netns exec "$A" "$perf" "$t" --vdev=net_af_packet0,iface=roce0${VDEV_OPTS-} --ip=198.18.1.1 \
-    --lcores=0 "${common[@]}" >"$tmp/$name.srv" 2>&1 &
+    --lcores=0 "${common[@]}" ${SRV_ARGS-} >"$tmp/$name.srv" 2>&1 &
   local spid=$!
   timeout 120 ip netns exec "$B" "$perf" "$t" --vdev=net_af_packet0,iface=roce1${VDEV_OPTS-} --ip=198.18.1.2 \
-    --lcores=1 ${RETRY_OPTS---connect-retry=30} "${common[@]}" 198.18.0.1 >"$tmp/$name.cli" 2>&1
+    --lcores=1 ${RETRY_OPTS---connect-retry=30} "${common[@]}" ${CLI_ARGS-} 198.18.0.1 \
+    >"$tmp/$name.cli" 2>&1
   local crc=$?
   wait "$spid"
   local src=$?

@@ -69,6 +69,39 @@ for f in "${faults[@]}"; do
   grep hop "$tmp/hop.out"
 done
 
+# Negotiation (issue 41 item 3): with --sr=auto both urnic-perfs offer selective repeat in
+# perftest's version exchange and use it (the server holds early requests under loss); --sr=off
+# on one side is go-back-N on both (nothing held); --sr=on against that side exits 2 saying why.
+hop_start --loss=5 --seed=11 $big
+held_of() { selective "$1" | awk '{print $3}'; }
+if perf_pair sr_auto write_bw -s 65536 -n 100 --report_gbits --sr=auto && [ "$(held_of "$tmp/sr_auto.srv")" -gt 0 ]; then
+  pass "sr_auto: selective repeat agreed (server held $(held_of "$tmp/sr_auto.srv") early requests)"
+else
+  fail "sr_auto:$PAIR_WHY held $(held_of "$tmp/sr_auto.srv")"
+  pair_dump sr_auto
+fi
+if SRV_ARGS=--sr=off perf_pair sr_off_server write_bw -s 65536 -n 100 --report_gbits --sr=auto &&
+  [ "$(held_of "$tmp/sr_off_server.srv")" = 0 ] && [ "$(held_of "$tmp/sr_off_server.cli")" = 0 ]; then
+  pass "sr_off_server: go-back-N on both sides"
+else
+  fail "sr_off_server:$PAIR_WHY held $(held_of "$tmp/sr_off_server.srv")"
+  pair_dump sr_off_server
+fi
+SRV_ARGS=--sr=off CLI_ARGS=--sr=on perf_pair sr_on_refused write_bw -s 65536 -n 100
+if grep -q "does not offer selective repeat" "$tmp/sr_on_refused.cli" &&
+  [[ $PAIR_WHY == *"client exit 2"* ]]; then
+  pass "sr_on_refused: --sr=on against --sr=off exits 2"
+else
+  fail "sr_on_refused: $PAIR_WHY"
+  pair_dump sr_on_refused
+fi
+hop_stop
+# Many QPs: each keeps at most 256 KiB in flight with selective repeat too (base_window_lc). With
+# 256 PSNs of 4 KiB each, 64 QPs overflowed the sockets with no loss injected and crawled.
+hop_start $big
+check clean_send_64k_q64 0 send_bw -s 65536 -q 64 -n 256 --report_gbits
+hop_stop
+
 # Goodput of 64 KiB WRITE, selective repeat against go-back-N, each as a ratio of a clean run
 # through the same hop right before it.
 table=""
