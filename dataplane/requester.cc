@@ -230,7 +230,11 @@ SendSlot* slot_of_lc(Qp& qp, Psn p) noexcept {
 
 enum class Resend : uint8_t { kSent, kSkipped, kStop };
 constexpr uint32_t kProbeShift = 5;  // the probe's wait is at most T / 32 (requester_timers_lc)
-constexpr uint64_t kMinQuietNs = 10'000;
+// The probe's shortest wait, whether timed from progress or from the last arrival (10 us).
+uint64_t min_probe_ticks() noexcept {
+  static const uint64_t ticks = tsc_from_ns(10'000);  // once: a 128-bit division
+  return ticks;
+}
 // A resend queue entry's mark (PSNs have 24 bits): resend even within a round trip of the last.
 constexpr uint32_t kForcedResend = 1u << 31;
 
@@ -336,9 +340,8 @@ void requester_overtaken_lc(Qp& qp, SendSlot& s, Psn expected, Psn p, uint64_t n
 
 void requester_quiet_lc(Qp& qp, uint64_t now) noexcept {
   auto& r = lc(qp).req;
-  if (r.probe_deadline == 0 || r.probes_in_row != 0) return;   // no timer, or probing already
-  static const uint64_t min_ticks = tsc_from_ns(kMinQuietNs);  // once: a 128-bit division
-  const uint64_t quiet = std::clamp(2 * r.min_rtt, min_ticks, r.ack_ticks >> kProbeShift);
+  if (r.probe_deadline == 0 || r.probes_in_row != 0) return;  // no timer, or probing already
+  const uint64_t quiet = std::clamp(2 * r.min_rtt, min_probe_ticks(), r.ack_ticks >> kProbeShift);
   r.probe_deadline = now + quiet;
 }
 
@@ -418,7 +421,6 @@ void requester_loss_lc(Qp& qp) noexcept {
 // the missing packet on, an atomic's saved result replayed; IBTA §9.7.5.1.4). Its small windows
 // need it most: a window of four whose last packet is lost has nothing behind it to reveal the
 // loss, and each such tail cost a whole local ACK timeout.
-constexpr uint64_t kMinProbeNs = 10'000;
 constexpr uint8_t kMaxProbeBackoff = 16;
 
 // Whether the QP probes: selective repeat, or adaptive go-back-N.
@@ -441,8 +443,7 @@ uint64_t probe_ticks_lc(const Qp& qp) noexcept {
   // most QPs, 550 000 stale probes and 9 466 timeouts for 409 600 atomics).
   const uint64_t srtt = lc(qp).req.srtt;
   if (srtt == 0) return std::min(lc(qp).req.ack_wait, cap << lc(qp).req.probes_in_row);
-  static const uint64_t min_ticks = tsc_from_ns(kMinProbeNs);  // once: a 128-bit division
-  const uint64_t first = std::max(2 * srtt, min_ticks);
+  const uint64_t first = std::max(2 * srtt, min_probe_ticks());
   return std::min(cap, first << lc(qp).req.probes_in_row);
 }
 
