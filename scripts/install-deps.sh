@@ -12,6 +12,7 @@ packages=(
   clang-format                          # check_style
   clang libclang-rt-14-dev llvm         # fuzz targets (-fsanitize=fuzzer); llvm-symbolizer
   iproute2 python3                      # namespaces/veth for two-process tests; scripts
+  iputils-ping                          # perf_xdp: the kernel's own traffic beside urnic
   valgrind                              # bench/cost (instructions per message)
   gnuplot-nox                           # PNG plots: bench/run-all, bench/latency-curve, --report
   tcpdump                               # perf_switch's optional capture (SWITCH_PCAP)

@@ -287,6 +287,90 @@ struct Avx512Kernel {
   }
 };
 
+// ---- Whole short messages from a register of 0 (crc32_short_masked) -------------------------
+
+#define URNIC_PCLMUL_AVX __attribute__((target("avx,pclmul,sse4.1")))
+
+URNIC_PCLMUL inline __m128i loadu128(const uint8_t* p) noexcept {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+
+// x folded over one lane, the next lane v XORed in.
+URNIC_PCLMUL inline __m128i step128(__m128i x, __m128i k, __m128i v) noexcept {
+  return _mm_xor_si128(fold128(x, k), v);
+}
+
+// The first r = len % 16 bytes as a lane led by 16 - r zero bytes (a register of 0 stays 0
+// over them), then H whole masked lanes: bytes [0, r + 16 H), covering the mask (16 H bytes).
+template <int H>
+URNIC_PCLMUL inline __attribute__((always_inline)) __m128i short_head(const uint8_t* src, size_t r,
+                                                                      const uint8_t* mask,
+                                                                      __m128i k) noexcept {
+  const __m128i first = _mm_or_si128(loadu128(src), loadu128(mask));
+  __m128i x = _mm_shuffle_epi8(first, loadu128(kShuffle + 16 + r));
+#pragma GCC unroll 4
+  for (int i = 0; i < H; ++i)
+    x = step128(x, k, _mm_or_si128(loadu128(src + r + 16 * i), loadu128(mask + r + 16 * i)));
+  return x;
+}
+
+// crc32_short_masked over 16-byte lanes: the head, then the last n whole lanes before `end`
+// in order, without a loop; past 13 lanes, the rest goes to the kernel K's update
+// (its register continues exactly where the head's reduction leaves it).
+template <class K>
+URNIC_PCLMUL inline __attribute__((always_inline)) uint32_t short_masked_body(
+    const uint8_t* src, size_t len, const uint8_t* mask, size_t mask_len) noexcept {
+  if (len < mask_len) return pclmul_kernel<Mode::kMasked>(0, Io{nullptr, src, mask}, len);
+  const size_t r = len & 15;
+  const __m128i k = pair128(kConstants.fold128);
+  __m128i x = mask_len == 64 ? short_head<4>(src, r, mask, k) : short_head<3>(src, r, mask, k);
+  const uint8_t* p = src + r + mask_len;
+  const uint8_t* end = src + len;
+  // clang-format off
+  switch (static_cast<size_t>(end - p) / 16) {
+    case 13: x = step128(x, k, loadu128(end - 208)); [[fallthrough]];
+    case 12: x = step128(x, k, loadu128(end - 192)); [[fallthrough]];
+    case 11: x = step128(x, k, loadu128(end - 176)); [[fallthrough]];
+    case 10: x = step128(x, k, loadu128(end - 160)); [[fallthrough]];
+    case 9: x = step128(x, k, loadu128(end - 144)); [[fallthrough]];
+    case 8: x = step128(x, k, loadu128(end - 128)); [[fallthrough]];
+    case 7: x = step128(x, k, loadu128(end - 112)); [[fallthrough]];
+    case 6: x = step128(x, k, loadu128(end - 96)); [[fallthrough]];
+    case 5: x = step128(x, k, loadu128(end - 80)); [[fallthrough]];
+    case 4: x = step128(x, k, loadu128(end - 64)); [[fallthrough]];
+    case 3: x = step128(x, k, loadu128(end - 48)); [[fallthrough]];
+    case 2: x = step128(x, k, loadu128(end - 32)); [[fallthrough]];
+    case 1: x = step128(x, k, loadu128(end - 16)); [[fallthrough]];
+    // clang-format on
+    case 0:
+      return reduce128(x);
+    default:  // more than 13 lanes (messages over about 256 bytes)
+      return K::template run<Mode::kUpdate>(reduce128(x), Io{nullptr, p, nullptr}, end - p);
+  }
+}
+
+using ShortFn = uint32_t (*)(const uint8_t*, size_t, const uint8_t*, size_t) noexcept;
+
+uint32_t short_portable(const uint8_t* src, size_t len, const uint8_t* mask,
+                        size_t mask_len) noexcept {
+  const size_t m = len < mask_len ? len : mask_len;
+  const uint32_t c = portable<Mode::kMasked>(0, Io{nullptr, src, mask}, 0, m);
+  return portable<Mode::kUpdate>(c, Io{nullptr, src, nullptr}, m, len);
+}
+URNIC_PCLMUL uint32_t short_pclmul(const uint8_t* src, size_t len, const uint8_t* mask,
+                                   size_t mask_len) noexcept {
+  return short_masked_body<PclmulKernel>(src, len, mask, mask_len);
+}
+// The same with VEX encodings: three-operand forms, no register copies before each multiply.
+URNIC_PCLMUL_AVX uint32_t short_pclmul_avx(const uint8_t* src, size_t len, const uint8_t* mask,
+                                           size_t mask_len) noexcept {
+  return short_masked_body<PclmulKernel>(src, len, mask, mask_len);
+}
+URNIC_AVX512 uint32_t short_avx512(const uint8_t* src, size_t len, const uint8_t* mask,
+                                   size_t mask_len) noexcept {
+  return short_masked_body<Avx512Kernel>(src, len, mask, mask_len);
+}
+
 using UpdateFn = uint32_t (*)(uint32_t, const uint8_t*, size_t) noexcept;
 using CopyFn = uint32_t (*)(uint32_t, uint8_t*, const uint8_t*, size_t) noexcept;
 using MaskedFn = uint32_t (*)(uint32_t, const uint8_t*, const uint8_t*, size_t) noexcept;
@@ -295,6 +379,7 @@ struct Impl {
   UpdateFn update;
   CopyFn copy;
   MaskedFn masked;
+  ShortFn short_masked;
   Crc32Impl id;
 };
 
@@ -311,28 +396,38 @@ uint32_t masked_with(uint32_t crc, const uint8_t* src, const uint8_t* mask, size
   return K::template run<Mode::kMasked>(crc, Io{nullptr, src, mask}, len);
 }
 template <class K>
-constexpr Impl impl_for(Crc32Impl id) noexcept {
-  return {update_with<K>, copy_with<K>, masked_with<K>, id};
+constexpr Impl impl_for(Crc32Impl id, ShortFn short_fn) noexcept {
+  return {update_with<K>, copy_with<K>, masked_with<K>, short_fn, id};
 }
 
-constexpr Impl kPortableImpl = impl_for<PortableKernel>(Crc32Impl::kPortable);
-constexpr Impl kPclmulImpl = impl_for<PclmulKernel>(Crc32Impl::kPclmul);
-constexpr Impl kAvx512Impl = impl_for<Avx512Kernel>(Crc32Impl::kAvx512);
+constexpr Impl kPortableImpl = impl_for<PortableKernel>(Crc32Impl::kPortable, short_portable);
+constexpr Impl kPclmulImpl = impl_for<PclmulKernel>(Crc32Impl::kPclmul, short_pclmul);
+constexpr Impl kPclmulAvxImpl = impl_for<PclmulKernel>(Crc32Impl::kPclmul, short_pclmul_avx);
+constexpr Impl kAvx512Impl = impl_for<Avx512Kernel>(Crc32Impl::kAvx512, short_avx512);
 
 // Until an implementation is chosen, g_impl points at these, which choose and call again.
 uint32_t resolve_update(uint32_t crc, const uint8_t* src, size_t len) noexcept;
 uint32_t resolve_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) noexcept;
 uint32_t resolve_masked(uint32_t crc, const uint8_t* src, const uint8_t* mask, size_t len) noexcept;
-constexpr Impl kResolveImpl{resolve_update, resolve_copy, resolve_masked, Crc32Impl::kPortable};
+uint32_t resolve_short(const uint8_t* src, size_t len, const uint8_t* mask,
+                       size_t mask_len) noexcept;
+constexpr Impl kResolveImpl{resolve_update, resolve_copy, resolve_masked, resolve_short,
+                            Crc32Impl::kPortable};
 
 std::atomic<const Impl*> g_impl{&kResolveImpl};
+
+// Publishes the short kernel of the implementation now in g_impl (after each change of it).
+void publish_short() noexcept {
+  crc32_detail::g_short_masked.store(g_impl.load(std::memory_order_acquire)->short_masked,
+                                     std::memory_order_release);
+}
 
 const Impl* impl_of(Crc32Impl id) noexcept {
   switch (id) {
     case Crc32Impl::kAvx512:
       return &kAvx512Impl;
     case Crc32Impl::kPclmul:
-      return &kPclmulImpl;
+      return __builtin_cpu_supports("avx") ? &kPclmulAvxImpl : &kPclmulImpl;
     case Crc32Impl::kPortable:
       break;
   }
@@ -354,8 +449,14 @@ uint32_t resolve_masked(uint32_t crc, const uint8_t* src, const uint8_t* mask,
                         size_t len) noexcept {
   return chosen()->masked(crc, src, mask, len);
 }
+uint32_t resolve_short(const uint8_t* src, size_t len, const uint8_t* mask,
+                       size_t mask_len) noexcept {
+  return chosen()->short_masked(src, len, mask, mask_len);
+}
 
 }  // namespace
+
+std::atomic<crc32_detail::ShortMaskedFn> crc32_detail::g_short_masked{resolve_short};
 
 bool crc32_supported(Crc32Impl impl) noexcept {
   __builtin_cpu_init();
@@ -395,11 +496,13 @@ void crc32_init() noexcept {
   // Only replaces the resolver: a choice made meanwhile by crc32_set_impl stands.
   const Impl* expected = &kResolveImpl;
   g_impl.compare_exchange_strong(expected, impl_of(best), std::memory_order_acq_rel);
+  publish_short();
 }
 
 bool crc32_set_impl(Crc32Impl impl) noexcept {
   if (!crc32_supported(impl)) return false;
   g_impl.store(impl_of(impl), std::memory_order_release);
+  publish_short();
   return true;
 }
 

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -57,6 +58,32 @@ uint32_t crc32_copy(uint32_t crc, void* dst, const void* src, size_t len) noexce
 // without writing them into the frame).
 uint32_t crc32_update_masked(uint32_t crc, const void* src, const void* or_mask,
                              size_t len) noexcept;
+
+// An OR mask for crc32_short_masked: kLeadMaskMax bytes of mask followed by 16 zero bytes,
+// which the kernel reads when the message's first lanes do not start on a multiple of 16.
+inline constexpr size_t kLeadMaskMax = 64;
+using LeadMask = std::array<uint8_t, kLeadMaskMax + 16>;
+
+// The raw register from 0 (no initial value: callers fold theirs into the message) over the
+// bytes src[i] | mask[i] for i < mask_len, src[i] after, for a whole short message in one pass
+// (the ICRC of a frame, icrc.cc). mask_len is 48 or 64 and len >= mask_len; mask[mask_len..]
+// must be zero. The vector kernels fold the len % 16 leading bytes as one lane with leading
+// zero bytes (which a register of 0 does not see), so every later lane is whole and the end
+// needs no partial-lane shuffle; messages up to 256 bytes are folded by a straight-line
+// sequence without a loop, longer ones continue in the update kernel.
+// Inline, one indirect call: it runs for every frame sent and received.
+namespace crc32_detail {
+using ShortMaskedFn = uint32_t (*)(const uint8_t*, size_t, const uint8_t*, size_t) noexcept;
+// The chosen implementation's kernel (crc32.cc keeps it in step with crc32_init and
+// crc32_set_impl; until then a resolver that chooses first).
+extern std::atomic<ShortMaskedFn> g_short_masked;
+}  // namespace crc32_detail
+
+inline uint32_t crc32_short_masked(const void* src, size_t len, const LeadMask& mask,
+                                   size_t mask_len) noexcept {
+  return crc32_detail::g_short_masked.load(std::memory_order_relaxed)(
+      static_cast<const uint8_t*>(src), len, mask.data(), mask_len);
+}
 
 // ---- Fold constants -------------------------------------------------------------------------
 //

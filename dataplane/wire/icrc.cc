@@ -35,12 +35,23 @@ constexpr IcrcMask make_mask(bool ipv6) noexcept {
 }
 
 constexpr IcrcMask kMask4 = make_mask(false), kMask6 = make_mask(true);
-static_assert(kLrhPrefix + sizeof(Ipv4Hdr) + sizeof(UdpHdr) + 4 < kMaskLen4);
-static_assert(kLrhPrefix + sizeof(Ipv6Hdr) + sizeof(UdpHdr) + 4 < kMaskLen6);
-static_assert(kMaskLen4 <= kLrhPrefix + sizeof(Ipv4Hdr) + sizeof(UdpHdr) + sizeof(Bth));
-static_assert(kMaskLen6 <= kLrhPrefix + sizeof(Ipv6Hdr) + sizeof(UdpHdr) + sizeof(Bth));
 
 }  // namespace
+
+// The same masks from 4 bytes before the IP header (icrc.h icrc_frame_state).
+namespace icrc_detail {
+namespace {
+constexpr LeadMask make_lead_mask(bool ipv6) noexcept {
+  const IcrcMask m = make_mask(ipv6);
+  LeadMask lead{};
+  for (uint32_t i = kLeadSkip; i < m.size(); ++i) lead[i - kLeadSkip] = m[i];
+  return lead;
+}
+}  // namespace
+constexpr LeadMask kLead[2] = {make_lead_mask(false), make_lead_mask(true)};
+// Every masked byte lies in the span the one-pass kernel masks (48 bytes, 64 over IPv6).
+static_assert(kMaskLen4 - kLeadSkip <= kLeadMaskLen[0] && kMaskLen6 - kLeadSkip <= kLeadMaskLen[1]);
+}  // namespace icrc_detail
 
 uint32_t icrc_header_crc(const uint8_t* frame, const FrameLayout& l, uint32_t hdr_end) noexcept {
   // The 8 bytes before the IP header (the end of the Ethernet header) are read and counted as
@@ -53,32 +64,7 @@ uint32_t icrc_header_crc(const uint8_t* frame, const FrameLayout& l, uint32_t hd
   return crc32_update(state, frame + start + n, hdr_end - (start + n));
 }
 
-void icrc_finish(uint8_t* frame, const FrameLayout& l, uint32_t state) noexcept {
-  const uint32_t crc = icrc_value(state);
-  uint8_t* out = frame + l.icrc_off;
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(crc >> (8 * i));  // LSB first
-}
-
-bool icrc_finish_check(const uint8_t* frame, const FrameLayout& l, uint32_t state) noexcept {
-  const uint8_t* w = frame + l.icrc_off;
-  const uint32_t wire = static_cast<uint32_t>(w[0]) | static_cast<uint32_t>(w[1]) << 8 |
-                        static_cast<uint32_t>(w[2]) << 16 | static_cast<uint32_t>(w[3]) << 24;
-  return icrc_value(state) == wire;
-}
-
 void icrc_init() noexcept { crc32_init(); }
-
-uint32_t icrc_compute(const uint8_t* frame, const FrameLayout& l) noexcept {
-  return icrc_value(icrc_header_crc(frame, l, l.icrc_off));
-}
-
-void icrc_write(uint8_t* frame, const FrameLayout& l) noexcept {
-  icrc_finish(frame, l, icrc_header_crc(frame, l, l.icrc_off));
-}
-
-bool icrc_check(const uint8_t* frame, const FrameLayout& l) noexcept {
-  return icrc_finish_check(frame, l, icrc_header_crc(frame, l, l.icrc_off));
-}
 
 uint32_t icrc_reference(const uint8_t* frame, const FrameLayout& l) noexcept {
   auto update = [](uint32_t crc, uint8_t b) {

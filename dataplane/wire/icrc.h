@@ -24,7 +24,11 @@
 //   bool ok = icrc_finish_check(frame, l, s);  // RX: compares with the ICRC on the wire
 #pragma once
 
+#include <bit>
 #include <cstdint>
+#include <cstring>
+
+#include "dataplane/wire/crc32.h"
 
 #include "dataplane/wire/frame.h"
 
@@ -34,14 +38,59 @@ namespace urnic::wire {
 // bring-up, else done by the first CRC.
 void icrc_init() noexcept;
 
+// The raw CRC-32 register of the whole frame described by `l` (prefix, masked headers,
+// payload, pad: everything before l.icrc_off) in one pass of crc32_short_masked, inline: it
+// runs for every frame sent and received. The pass starts 4 bytes before the IP header with a
+// register of 0: the initial register ~0 XORed into the first four 0xFF bytes of the LRH
+// prefix makes them zero, and leading zero bytes do not change a register of 0, so 8 x 0xFF
+// from ~0 is 4 x 0xFF from 0; the 4 bytes read there (the end of the Ethernet header) are
+// counted as ones through the mask.
+namespace icrc_detail {
+inline constexpr uint32_t kLeadSkip = 4;
+inline constexpr size_t kLeadMaskLen[2] = {48, 64};  // IPv4, IPv6
+extern const LeadMask kLead[2];                      // IPv4, IPv6
+}  // namespace icrc_detail
+
+inline uint32_t icrc_frame_state(const uint8_t* frame, const FrameLayout& l) noexcept {
+  const uint32_t start = l.l3_off - icrc_detail::kLeadSkip;
+  return crc32_short_masked(frame + start, l.icrc_off - start, icrc_detail::kLead[l.ipv6],
+                            icrc_detail::kLeadMaskLen[l.ipv6]);
+}
+
+// The ICRC of a raw register that has run over everything up to l.icrc_off.
+constexpr uint32_t icrc_value(uint32_t state) noexcept { return ~state; }
+
+// The ICRC is carried least-significant byte first (A17.3.3): on a little-endian host one
+// 32-bit store or load.
+static_assert(std::endian::native == std::endian::little);
+
+// Stores icrc_value(state) at l.icrc_off, least-significant byte first.
+inline void icrc_finish(uint8_t* frame, const FrameLayout& l, uint32_t state) noexcept {
+  const uint32_t crc = icrc_value(state);
+  std::memcpy(frame + l.icrc_off, &crc, sizeof crc);
+}
+
+// True when icrc_value(state) equals the ICRC on the wire at l.icrc_off.
+inline bool icrc_finish_check(const uint8_t* frame, const FrameLayout& l, uint32_t state) noexcept {
+  uint32_t wire = 0;
+  std::memcpy(&wire, frame + l.icrc_off, sizeof wire);
+  return icrc_value(state) == wire;
+}
+
 // The ICRC value of the frame described by `l` (uses l3_off, ipv6 and icrc_off).
-uint32_t icrc_compute(const uint8_t* frame, const FrameLayout& l) noexcept;
+inline uint32_t icrc_compute(const uint8_t* frame, const FrameLayout& l) noexcept {
+  return icrc_value(icrc_frame_state(frame, l));
+}
 
 // Stores the ICRC at l.icrc_off, least-significant byte first.
-void icrc_write(uint8_t* frame, const FrameLayout& l) noexcept;
+inline void icrc_write(uint8_t* frame, const FrameLayout& l) noexcept {
+  icrc_finish(frame, l, icrc_frame_state(frame, l));
+}
 
 // True when the ICRC on the wire matches the frame.
-bool icrc_check(const uint8_t* frame, const FrameLayout& l) noexcept;
+inline bool icrc_check(const uint8_t* frame, const FrameLayout& l) noexcept {
+  return icrc_finish_check(frame, l, icrc_frame_state(frame, l));
+}
 
 // The raw CRC-32 register (crc32.h convention) over the 8-byte 0xFF LRH prefix and the frame's
 // bytes [l3_off, hdr_end) with the variant fields masked, i.e. the ICRC state where the payload
@@ -50,15 +99,6 @@ bool icrc_check(const uint8_t* frame, const FrameLayout& l) noexcept;
 // bytes before the IP header (counted as all ones) and does not write to the frame: the variant
 // fields are masked in registers (crc32_update_masked).
 uint32_t icrc_header_crc(const uint8_t* frame, const FrameLayout& l, uint32_t hdr_end) noexcept;
-
-// The ICRC of a raw register that has run over everything up to l.icrc_off.
-constexpr uint32_t icrc_value(uint32_t state) noexcept { return ~state; }
-
-// Stores icrc_value(state) at l.icrc_off, least-significant byte first.
-void icrc_finish(uint8_t* frame, const FrameLayout& l, uint32_t state) noexcept;
-
-// True when icrc_value(state) equals the ICRC on the wire at l.icrc_off.
-bool icrc_finish_check(const uint8_t* frame, const FrameLayout& l, uint32_t state) noexcept;
 
 // A bitwise reference implementation of the same function (rxe_icrc.c semantics: crc32_le
 // seeded with 0xDEBB20E3, inverted), independent of crc32.h; used by the tests to cross-check.
