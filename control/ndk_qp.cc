@@ -99,7 +99,8 @@ Status post_data(QpImpl* q, WrOpcode op, void* ctx, std::span<const Sge> sgl, ui
   // A QP whose close was requested takes no new work (its close flushes what it has).
   if (is_closing(q)) return fail(q, Status::kInvalidDeviceState);
   if ((flags & ~allowed) != 0) return fail(q, Status::kInvalidParameter);
-  dp::SendWqe w;
+  StagedWqe staged(q);  // written in place, once (issue 42)
+  dp::SendWqe& w = staged.w;
   w.opcode = op;
   w.request_context = ctx;
   w.flags = flags;
@@ -107,7 +108,7 @@ Status post_data(QpImpl* q, WrOpcode op, void* ctx, std::span<const Sge> sgl, ui
   w.rkey = remote_token;
   w.imm_or_inv = imm_or_inv;
   if (Status s = fill_data(q, w, sgl, max_sge); s != Status::kSuccess) return fail(q, s);
-  return post(q, w);
+  return staged.commit(q);
 }
 
 // Atomics: the remote address must be 8-byte aligned (IBTA §9.4.5) and the result SGE is 8
@@ -120,7 +121,8 @@ Status post_atomic(QpImpl* q, WrOpcode op, void* ctx, const Sge& result, uint64_
   if ((flags & ~kLocalFlags) != 0 || result.length != sizeof(uint64_t) || wraps(result) ||
       (remote_address & (sizeof(uint64_t) - 1)) != 0)
     return fail(q, Status::kInvalidParameter);
-  dp::SendWqe w;
+  StagedWqe staged(q);
+  dp::SendWqe& w = staged.w;
   w.opcode = op;
   w.request_context = ctx;
   w.flags = flags;
@@ -131,7 +133,7 @@ Status post_atomic(QpImpl* q, WrOpcode op, void* ctx, const Sge& result, uint64_
   w.rkey = remote_token;
   w.compare_add = compare_add;
   w.swap = swap;
-  return post(q, w);
+  return staged.commit(q);
 }
 
 // A create that failed after the QP was registered (mu held): undo and report.
@@ -519,7 +521,8 @@ Status QpExtension::send_datagram(void* request_context, std::span<const Sge> sg
   if ((flags & ~kAllowed) != 0 || remote_qpn > 0xFFFFFF ||
       detail::AddressHandleAccess::adapter(destination) != q->adapter)
     return detail::fail(q, Status::kInvalidParameter);
-  dp::SendWqe w;
+  detail::StagedWqe staged(q);
+  dp::SendWqe& w = staged.w;
   w.opcode = immediate != nullptr ? WrOpcode::kSendWithImm : WrOpcode::kSend;
   w.request_context = request_context;
   w.flags = flags;
@@ -529,7 +532,7 @@ Status QpExtension::send_datagram(void* request_context, std::span<const Sge> sg
     return detail::fail(q, s);
   // One datagram is one packet (IBTA §9.8.2).
   if (w.length > q->qp.config().ud_mtu) return detail::fail(q, Status::kBufferOverflow);
-  return detail::post(q, w);
+  return staged.commit(q);
 }
 
 uint32_t QpExtension::max_datagram_size() const noexcept {

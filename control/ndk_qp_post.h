@@ -2,6 +2,9 @@
 // each operation accepts, and how a post fails or reaches the engine.
 #pragma once
 
+#include <cstddef>
+#include <new>
+
 #include "control/ndk_internal.h"
 
 namespace urnic::detail {
@@ -34,10 +37,34 @@ inline Status fail(QpImpl* q, Status s) noexcept {
   return s;
 }
 
+// The request has passed the calling post's checks, the only ones it gets (issue 42: once, at
+// the API's edge; dp::Qp::validate_send states them in the dataplane's terms).
 inline Status post(QpImpl* q, const dp::SendWqe& w) noexcept {
-  const Status s = q->qp.post_send(w);  // publishes deferred requests itself on failure
+  const Status s = q->qp.enqueue_send(w);  // publishes deferred requests itself on failure
   // NDK: posting to a QP that is not connected is STATUS_CONNECTION_INVALID.
   return s == Status::kInvalidDeviceState ? Status::kConnectionInvalid : s;
 }
+
+// A send WQE written in place: into the QP's next SQ slot, or (the ring full) into storage of
+// the caller's that commit() then reports as kNoMoreEntries after the checks that come first.
+// The constructor sets the fixed fields, as a WQE built on the stack had them.
+struct StagedWqe {
+  explicit StagedWqe(QpImpl* q) noexcept
+      : slot(q->qp.send_slot()),
+        w(*new (slot != nullptr ? static_cast<void*>(slot) : static_cast<void*>(spare))
+              dp::SendWqe) {}
+  StagedWqe(const StagedWqe&) = delete;
+  StagedWqe& operator=(const StagedWqe&) = delete;
+
+  // Posts it (or fails: state, room), with post()'s status mapping.
+  Status commit(QpImpl* q) noexcept {
+    const Status s = q->qp.enqueue_staged(slot);
+    return s == Status::kInvalidDeviceState ? Status::kConnectionInvalid : s;
+  }
+
+  dp::SendWqe* slot;
+  alignas(dp::SendWqe) std::byte spare[sizeof(dp::SendWqe)];
+  dp::SendWqe& w;
+};
 
 }  // namespace urnic::detail

@@ -284,10 +284,72 @@ bool Qp::prepare_selective_repeat() noexcept {
   return true;
 }
 
+Status Qp::validate_send(const SendWqe& wqe) const noexcept {
+  if (wqe.opcode >= WrOpcode::kCount) return Status::kInvalidParameter;
+  const bool is_inline = (wqe.flags & op_flag::kInline) != 0;
+  if (wr_has(wqe.opcode, wr_mask::kData)) {
+    if (is_inline) {
+      if (wqe.opcode == WrOpcode::kRead) return Status::kInvalidParameter;
+      if (wqe.length > cfg_.max_inline) return Status::kInvalidBufferSize;
+    } else {
+      if (wqe.num_sge > cfg_.max_send_sge || wqe.num_sge > kMaxSge) return Status::kDataOverrun;
+      uint64_t total = 0;
+      for (uint32_t i = 0; i < wqe.num_sge; ++i) total += wqe.sge[i].length;
+      if (total != wqe.length) return Status::kInvalidParameter;
+    }
+    // IBTA §9.4: DMA length is 32 bits, and RETH lengths above 2^31 are invalid requests.
+    if (wqe.length > kMaxMessageLength) return Status::kBufferOverflow;
+  }
+  if (wr_has(wqe.opcode, wr_mask::kAtomic)) {
+    // Atomics: 8-byte aligned remote address, one 8-byte local SGE for the original value.
+    if ((wqe.remote_addr & 7) != 0 || wqe.num_sge != 1 || wqe.sge[0].length != 8)
+      return Status::kInvalidParameter;
+  }
+  if (wqe.opcode == WrOpcode::kFastRegister && (wqe.pages == nullptr || wqe.npages == 0))
+    return Status::kInvalidParameter;
+  // The slot holds the fixed fields and what the QP's limits allow (send_wqe_slot_bytes): the
+  // checks above keep a valid WQE within it; this one also bounds what an opcode that carries
+  // no data could name (SGEs, or an inline flag with a length).
+  if (send_wqe_used_bytes(wqe) > lc_.sq.slot_bytes())
+    return is_inline ? Status::kInvalidBufferSize : Status::kDataOverrun;
+  return Status::kSuccess;
+}
+
 Status Qp::post_send(const SendWqe& wqe) noexcept {
-  // Validation errors return inline and post nothing; deferred WQEs staged before are handed
-  // to the engine first (ndkpi.md §7.3: "when any initiator post returns failure, first hand
-  // every previously deferred WR to the hardware").
+  // A QP that cannot take the request says so before its arguments are looked at.
+  if (const QpState st = public_state();
+      st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr)
+    return enqueue_send(wqe);
+  if (const Status s = validate_send(wqe); s != Status::kSuccess) {
+    publish_deferred();
+    return s;
+  }
+  return enqueue_send(wqe);
+}
+
+Status Qp::enqueue_staged(SendWqe* slot) noexcept {
+  auto fail = [this](Status s) {
+    publish_deferred();
+    return s;
+  };
+  // The same checks in the same order as enqueue_send.
+  const QpState st = public_state();
+  if (st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr)
+    return fail(Status::kInvalidDeviceState);
+  if (cfg_.sq_limit != 0 &&
+      lc_.posted_.sq - lc_.sq_retired_.load(std::memory_order_acquire) >= cfg_.sq_limit)
+    return fail(Status::kNoMoreEntries);
+  if (slot == nullptr) return fail(Status::kNoMoreEntries);
+  lc_.sq.stage_commit();
+  ++lc_.posted_.sq;
+  if (!(slot->flags & op_flag::kDefer)) publish_deferred();
+  return Status::kSuccess;
+}
+
+Status Qp::enqueue_send(const SendWqe& wqe) noexcept {
+  // Failures return inline and post nothing; deferred WQEs staged before are handed to the
+  // engine first (ndkpi.md §7.3: "when any initiator post returns failure, first hand every
+  // previously deferred WR to the hardware").
   auto fail = [this](Status s) {
     publish_deferred();
     return s;
@@ -296,43 +358,13 @@ Status Qp::post_send(const SendWqe& wqe) noexcept {
   // Posting to the SQ needs RTS (or SQD/ERR, where the WQE is flushed): IBTA §10.3.1.
   if (st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr)
     return fail(Status::kInvalidDeviceState);
-  if (wqe.opcode >= WrOpcode::kCount) return fail(Status::kInvalidParameter);
-  const bool is_inline = (wqe.flags & op_flag::kInline) != 0;
-  const bool carries_data = wr_has(wqe.opcode, wr_mask::kData);
-  if (carries_data) {
-    if (is_inline) {
-      if (wqe.opcode == WrOpcode::kRead) return fail(Status::kInvalidParameter);
-      if (wqe.length > cfg_.max_inline) return fail(Status::kInvalidBufferSize);
-    } else {
-      if (wqe.num_sge > cfg_.max_send_sge || wqe.num_sge > kMaxSge)
-        return fail(Status::kDataOverrun);
-      uint64_t total = 0;
-      for (uint32_t i = 0; i < wqe.num_sge; ++i) total += wqe.sge[i].length;
-      if (total != wqe.length) return fail(Status::kInvalidParameter);
-    }
-    // IBTA §9.4: DMA length is 32 bits, and RETH lengths above 2^31 are invalid requests.
-    if (wqe.length > kMaxMessageLength) return fail(Status::kBufferOverflow);
-  }
-  if (wr_has(wqe.opcode, wr_mask::kAtomic)) {
-    // Atomics: 8-byte aligned remote address, one 8-byte local SGE for the original value.
-    if ((wqe.remote_addr & 7) != 0 || wqe.num_sge != 1 || wqe.sge[0].length != 8)
-      return fail(Status::kInvalidParameter);
-  }
-  if (wqe.opcode == WrOpcode::kFastRegister && (wqe.pages == nullptr || wqe.npages == 0))
-    return fail(Status::kInvalidParameter);
   // Acquire pairs with the engine's release of sq_retired_ (qp_datapath.cc).
   if (cfg_.sq_limit != 0 &&
       lc_.posted_.sq - lc_.sq_retired_.load(std::memory_order_acquire) >= cfg_.sq_limit)
     return fail(Status::kNoMoreEntries);
-  // The slot holds the fixed fields and what the QP's limits allow (send_wqe_slot_bytes): the
-  // checks above keep a valid WQE within it; this one also bounds what an opcode that carries
-  // no data could name (SGEs, or an inline flag with a length).
-  const size_t used = send_wqe_used_bytes(wqe);
-  if (used > lc_.sq.slot_bytes())
-    return fail(is_inline ? Status::kInvalidBufferSize : Status::kDataOverrun);
   SendWqe* slot = lc_.sq.stage_slot();
   if (slot == nullptr) return fail(Status::kNoMoreEntries);
-  std::memcpy(static_cast<void*>(slot), &wqe, used);  // copy_send_wqe, its length known
+  std::memcpy(static_cast<void*>(slot), &wqe, send_wqe_used_bytes(wqe));  // copy_send_wqe
   lc_.sq.stage_commit();
   ++lc_.posted_.sq;
   if (!(wqe.flags & op_flag::kDefer)) publish_deferred();

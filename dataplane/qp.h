@@ -404,9 +404,26 @@ class Qp {
   bool selective_repeat_ready() const noexcept { return lc_.req.sr_resent != nullptr; }
 
   // ---- Posting (application thread; one poster per queue, NDK posting rules) ---------------
-  // Validates and stages a send WQE; publishes it unless DEFER. On any failure the previously
-  // deferred WQEs are published first (ndkpi.md §7.3) and nothing is posted.
+  // Stages a send WQE that the public API has validated (control/ndk_qp*.cc: arguments are
+  // checked once, at the API's edge, issue 42) and publishes it unless DEFER: only what may
+  // change after those checks is checked here, the QP's state and the send queue's room. On
+  // failure the previously deferred WQEs are published first (ndkpi.md §7.3) and nothing is
+  // posted.
+  Status enqueue_send(const SendWqe& wqe) noexcept;
+  // In place (issue 42: a request is written once, into its SQ slot): the slot the next send
+  // WQE goes to, or nullptr when the ring is full (the caller then writes a WQE of its own
+  // and enqueue_staged reports the ring full, so that the checks keep their order). Nothing
+  // is posted until enqueue_staged; a slot left unposted is simply written again next time.
+  SendWqe* send_slot() noexcept { return lc_.sq.stage_slot(); }
+  // Posts the WQE the caller wrote and checked in `slot` (send_slot's result), failing as
+  // enqueue_send does: state, then room (a null slot: the ring was full).
+  Status enqueue_staged(SendWqe* slot) noexcept;
+  // The public API's argument checks (validate_send), then enqueue_send: for what posts below
+  // the API (the dataplane's stage tests, the fuzz harness).
   Status post_send(const SendWqe& wqe) noexcept;
+  // The arguments' checks the public API makes before enqueue_send, in dataplane terms: a WQE
+  // that passes fits its SQ slot and names no more than the QP allows.
+  Status validate_send(const SendWqe& wqe) const noexcept;
   Status post_recv(const RecvWqe& wqe) noexcept;
   // Hands every deferred (staged, unpublished) send WQE to the engine: what a post that fails
   // before reaching post_send owes (ndkpi.md §7.3). Send poster only.
