@@ -20,17 +20,49 @@ const char* to_string(QpState s) noexcept {
   return i < kNames.size() ? kNames[i] : "?";
 }
 
+namespace {
+// Each completion status's verbs name and the text rdma-core's ibv_wc_status_str() gives it
+// (libibverbs enum_strs.c), in WcStatus order: the one table the API, the verbs layer and the
+// tools print from.
+struct WcStatusName {
+  const char* name;
+  const char* text;
+};
+constexpr std::array<WcStatusName, 22> kWcStatusNames = {{
+    {"SUCCESS", "success"},
+    {"LOC_LEN_ERR", "local length error"},
+    {"LOC_QP_OP_ERR", "local QP operation error"},
+    {"LOC_EEC_OP_ERR", "local EE context operation error"},
+    {"LOC_PROT_ERR", "local protection error"},
+    {"WR_FLUSH_ERR", "Work Request Flushed Error"},
+    {"MW_BIND_ERR", "memory management operation error"},
+    {"BAD_RESP_ERR", "bad response error"},
+    {"LOC_ACCESS_ERR", "local access error"},
+    {"REM_INV_REQ_ERR", "remote invalid request error"},
+    {"REM_ACCESS_ERR", "remote access error"},
+    {"REM_OP_ERR", "remote operation error"},
+    {"RETRY_EXC_ERR", "transport retry counter exceeded"},
+    {"RNR_RETRY_EXC_ERR", "RNR retry counter exceeded"},
+    {"LOC_RDD_VIOL_ERR", "local RDD violation error"},
+    {"REM_INV_RD_REQ_ERR", "remote invalid RD request"},
+    {"REM_ABORT_ERR", "aborted error"},
+    {"INV_EECN_ERR", "invalid EE context number"},
+    {"INV_EEC_STATE_ERR", "invalid EE context state"},
+    {"FATAL_ERR", "fatal error"},
+    {"RESP_TIMEOUT_ERR", "response timeout error"},
+    {"GENERAL_ERR", "general error"},
+}};
+static_assert(kWcStatusNames.size() == static_cast<size_t>(WcStatus::kGeneralErr) + 1);
+}  // namespace
+
 const char* to_string(WcStatus s) noexcept {
-  static constexpr std::array<const char*, 22> kNames = {
-      "SUCCESS",          "LOC_LEN_ERR",       "LOC_QP_OP_ERR",     "LOC_EEC_OP_ERR",
-      "LOC_PROT_ERR",     "WR_FLUSH_ERR",      "MW_BIND_ERR",       "BAD_RESP_ERR",
-      "LOC_ACCESS_ERR",   "REM_INV_REQ_ERR",   "REM_ACCESS_ERR",    "REM_OP_ERR",
-      "RETRY_EXC_ERR",    "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR",  "REM_INV_RD_REQ_ERR",
-      "REM_ABORT_ERR",    "INV_EECN_ERR",      "INV_EEC_STATE_ERR", "FATAL_ERR",
-      "RESP_TIMEOUT_ERR", "GENERAL_ERR"};
-  static_assert(kNames.size() == static_cast<size_t>(WcStatus::kGeneralErr) + 1);
   const auto i = static_cast<size_t>(s);
-  return i < kNames.size() ? kNames[i] : "?";
+  return i < kWcStatusNames.size() ? kWcStatusNames[i].name : "?";
+}
+
+const char* describe(WcStatus s) noexcept {
+  const auto i = static_cast<size_t>(s);
+  return i < kWcStatusNames.size() ? kWcStatusNames[i].text : "unknown";
 }
 
 void QpCounters::add(const QpCounters& o) noexcept {

@@ -63,33 +63,6 @@ constexpr uint64_t kDoorbellEvery = 16;
 constexpr double kEventSpacingUs = 50;
 constexpr size_t kMaxEvents = 60 * 20000;
 
-// ibv_wc_status_str() names.
-const char* wc_name(uint32_t wc) {
-  static constexpr const char* kNames[] = {"success",
-                                           "local length error",
-                                           "local QP operation error",
-                                           "local EE context operation error",
-                                           "local protection error",
-                                           "Work Request Flushed Error",
-                                           "memory management operation error",
-                                           "bad response error",
-                                           "local access error",
-                                           "remote invalid request error",
-                                           "remote access error",
-                                           "remote operation error",
-                                           "transport retry counter exceeded",
-                                           "RNR retry counter exceeded",
-                                           "local RDD violation error",
-                                           "remote invalid RD request",
-                                           "operation aborted",
-                                           "invalid EE context number",
-                                           "invalid EE context state",
-                                           "fatal error",
-                                           "response timeout error",
-                                           "general error"};
-  return wc < std::size(kNames) ? kNames[wc] : "unknown";
-}
-
 std::string hex(uint64_t v) {
   char b[32];
   std::snprintf(b, sizeof(b), "%#llx", static_cast<unsigned long long>(v));
@@ -756,8 +729,8 @@ size_t Runner::poll_cq(Cq& cq, std::span<ResultEx> r) noexcept {
 bool Runner::check_completion(const ResultEx& r) noexcept {
   if (r.status == Status::kSuccess) return true;
   fail("completion with error: " + std::string(to_string(r.status)) + " (" +
-       wc_name(r.provider_error_code) + ", vendor_err " + std::to_string(r.provider_error_code) +
-       ") on QP " + hex(r.qpn));
+       describe(static_cast<WcStatus>(r.provider_error_code)) + ", vendor_err " +
+       std::to_string(r.provider_error_code) + ") on QP " + hex(r.qpn));
   return false;
 }
 

@@ -95,6 +95,9 @@ enum class WcStatus : uint32_t {
 };
 // The verbs name without its IBV_WC_ prefix ("REM_ACCESS_ERR"), for logs and tools.
 const char* to_string(WcStatus s) noexcept;
+// The text ibv_wc_status_str() gives the same status ("remote access error"), as perftest
+// prints it; "unknown" outside the enumeration. One table holds both names (dataplane/qp.cc).
+const char* describe(WcStatus s) noexcept;
 
 // NDK_RESULT: one completion. `bytes_transferred` is meaningful only for receives.
 struct Result {

@@ -16,6 +16,8 @@
 #include <numeric>
 #include <vector>
 
+#include "urnic/types.h"  // urnic::describe: the table ibv_wc_status_str reads
+
 #include "verbs_helpers.h"
 
 namespace {
@@ -622,6 +624,23 @@ TEST_F(Verbs, RemoteAccessErrorThenFlush) {
   EXPECT_EQ(wc[1].wr_id, 71u);
   EXPECT_EQ(wc[1].status, IBV_WC_WR_FLUSH_ERR);
   EXPECT_STREQ(ibv_wc_status_str(IBV_WC_WR_FLUSH_ERR), "Work Request Flushed Error");
+}
+
+// The completion statuses' text is rdma-core's (libibverbs enum_strs.c) and is the public
+// API's (urnic::describe, which urnic-perf prints): one table, so the two cannot disagree
+// (issue 43: they did, "operation aborted" against "aborted error").
+TEST(VerbsStrings, CompletionStatusTextIsRdmaCoresAndTheApis) {
+  EXPECT_STREQ(ibv_wc_status_str(IBV_WC_SUCCESS), "success");
+  EXPECT_STREQ(ibv_wc_status_str(IBV_WC_REM_ABORT_ERR), "aborted error");
+  EXPECT_STREQ(ibv_wc_status_str(IBV_WC_GENERAL_ERR), "general error");
+  EXPECT_STREQ(ibv_wc_status_str(IBV_WC_TM_ERR), "TM error");
+  EXPECT_STREQ(ibv_wc_status_str(static_cast<ibv_wc_status>(999)), "unknown");
+  for (int s = IBV_WC_SUCCESS; s <= IBV_WC_GENERAL_ERR; ++s)
+    EXPECT_STREQ(ibv_wc_status_str(static_cast<ibv_wc_status>(s)),
+                 urnic::describe(static_cast<urnic::WcStatus>(s)))
+        << s;
+  EXPECT_STREQ(urnic::to_string(urnic::WcStatus::kRemAbortErr), "REM_ABORT_ERR");
+  EXPECT_STREQ(urnic::describe(static_cast<urnic::WcStatus>(22)), "unknown");
 }
 
 // UD through verbs (issue 16 item 5): RESET -> INIT (Q_Key) -> RTR -> RTS, an address handle from
