@@ -377,6 +377,17 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
     default:
       break;
   }
+  after_object(c, r, s);
+  if (s != Status::kSuccess) return reply_status(c, r.h, s);
+  const size_t size = ipc::reply_size(static_cast<ipc::MsgType>(r.h.type));
+  *reinterpret_cast<ipc::ReplyHead*>(buf) =
+      ipc::make_reply(r.h, static_cast<uint32_t>(size), Status::kSuccess);
+  const bool ok = fd >= 0 ? reply_fd(c, buf, size, fd) : reply(c, buf, size);
+  if (fd >= 0) ::close(fd);  // the client has its own now; our mapping stays
+  return ok;
+}
+
+void Server::after_object(Client& c, const ipc::Request& r, Status s) {
   // Memory the daemon cannot map or register where the client has it (an address the daemon
   // uses itself, a quota) is the environment's doing, not a malformed request: said once here.
   const auto type = static_cast<ipc::MsgType>(r.h.type);
@@ -387,7 +398,7 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
                  std::string(to_string(s)).c_str());
   {
     // The entry's counts: what ListClients and telemetry (another thread) show of the client.
-    const ObjectCounts n = o.counts();
+    const ObjectCounts n = c.objects->counts();
     std::lock_guard lock(mu_);
     c.entry.shared = n.shared;
     c.entry.pds = n.pds;
@@ -399,13 +410,6 @@ bool Server::on_object(Client& c, const ipc::Request& r) {
     // kPending is an accepted CM call whose outcome comes as an event.
     c.entry.errors += s != Status::kSuccess && s != Status::kPending ? 1 : 0;
   }
-  if (s != Status::kSuccess) return reply_status(c, r.h, s);
-  const size_t size = ipc::reply_size(static_cast<ipc::MsgType>(r.h.type));
-  *reinterpret_cast<ipc::ReplyHead*>(buf) =
-      ipc::make_reply(r.h, static_cast<uint32_t>(size), Status::kSuccess);
-  const bool ok = fd >= 0 ? reply_fd(c, buf, size, fd) : reply(c, buf, size);
-  if (fd >= 0) ::close(fd);  // the client has its own now; our mapping stays
-  return ok;
 }
 
 bool Server::reply_fd(Client& c, const void* msg, size_t size, int fd) {

@@ -83,6 +83,9 @@ class Server {
   bool on_query_adapter(Client& c, const ipc::QueryAdapterReq& r);
   bool on_list_clients(Client& c, const ipc::ListClientsReq& r);
   bool on_object(Client& c, const ipc::Request& r);
+  // After an object request: its refusal logged when the environment caused it, the client's
+  // entry counts (ListClients, telemetry) updated.
+  void after_object(Client& c, const ipc::Request& r, Status s);
   bool reply_fd(Client& c, const void* msg, size_t size, int fd);
   void close_client(Client* c, bool by_daemon);
   // CreateAh that must find a MAC (ARP / ND, up to 2 s when nobody answers): resolved on a thread

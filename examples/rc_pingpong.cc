@@ -139,16 +139,25 @@ bool connect_qp(Ctx& c, uint32_t mtu, uint32_t my_psn, const oob::PingpongDest& 
   return true;
 }
 
-int run(int argc, char** argv) {
-  NicOptions nic_opts;
-  if (!take_nic_options(&argc, argv, &nic_opts)) {
-    usage(argv[0]);
-    return 1;
-  }
+// The command line (rc_pingpong's options, the NIC's own taken first); false: usage printed.
+struct Args {
+  NicOptions nic;
   uint16_t port = oob::kPingpongPort;
   uint32_t size = 4096, mtu = 1024, rx_depth = 500, iters = 1000;
   bool validate = false;
   long linger_ms = -1;
+  std::string servername;
+};
+
+bool parse_args(int argc, char** argv, Args* a) {
+  if (!take_nic_options(&argc, argv, &a->nic)) {
+    usage(argv[0]);
+    return false;
+  }
+  uint16_t& port = a->port;
+  uint32_t &size = a->size, &mtu = a->mtu, &rx_depth = a->rx_depth, &iters = a->iters;
+  bool& validate = a->validate;
+  long& linger_ms = a->linger_ms;
   static const option kLong[] = {
       {"port", required_argument, nullptr, 'p'},    {"ib-dev", required_argument, nullptr, 'd'},
       {"ib-port", required_argument, nullptr, 'i'}, {"size", required_argument, nullptr, 's'},
@@ -169,7 +178,7 @@ int run(int argc, char** argv) {
         mtu = static_cast<uint32_t>(std::strtoul(optarg, nullptr, 0));
         if (mtu != 256 && mtu != 512 && mtu != 1024 && mtu != 2048 && mtu != 4096) {
           usage(argv[0]);
-          return 1;
+          return false;
         }
         break;
       case 'r':
@@ -192,22 +201,25 @@ int run(int argc, char** argv) {
         break;
       default:
         usage(argv[0]);
-        return 1;
+        return false;
     }
   }
-  const std::string servername = optind == argc - 1 ? argv[optind] : "";
+  a->servername = optind == argc - 1 ? argv[optind] : "";
   if (optind < argc - 1 || size == 0 || rx_depth == 0 || iters == 0) {
     usage(argv[0]);
-    return 1;
+    return false;
   }
-  if (linger_ms < 0)
-    linger_ms = (nic_opts.tx_loss_ppm != 0 || !nic_opts.tx_drops.empty()) ? 3000 : 200;
-  srand48(static_cast<long>(getpid()) * static_cast<long>(std::time(nullptr)));
+  if (linger_ms < 0) linger_ms = (a->nic.tx_loss_ppm != 0 || !a->nic.tx_drops.empty()) ? 3000 : 200;
+  return true;
+}
 
-  Ctx c;
+// The adapter, the page-aligned buffer and its MR, the CQ, the QP in INIT and rx_depth
+// receives; *routs: the receives posted.
+bool set_up(Ctx& c, const Args& a, int* routs) {
+  const uint32_t size = a.size, rx_depth = a.rx_depth;
   c.size = size;
   c.rx_depth = rx_depth;
-  if (c.nic.open(nic_opts) != Status::kSuccess) return 1;
+  if (c.nic.open(a.nic) != Status::kSuccess) return false;
   const long page = sysconf(_SC_PAGESIZE);
   c.storage.assign(size + static_cast<size_t>(page), 0);
   c.buf = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(c.storage.data()) + page - 1) &
@@ -217,19 +229,19 @@ int run(int argc, char** argv) {
       c.mr->register_mr(c.buf, size, mr_flag::kAllowLocalWrite, nullptr, nullptr) !=
           Status::kSuccess) {
     std::fprintf(stderr, "Couldn't register MR\n");
-    return 1;
+    return false;
   }
   c.key = c.mr->get_local_token();
   if (c.nic.adapter().create_cq(rx_depth + 1, nullptr, nullptr, nullptr, nullptr, &c.cq) !=
       Status::kSuccess) {
     std::fprintf(stderr, "Couldn't create CQ\n");
-    return 1;
+    return false;
   }
   if (c.nic.pd().create_qp(*c.cq, *c.cq, nullptr, rx_depth, 16, 1, 1, 0, nullptr, nullptr, &c.qp) !=
           Status::kSuccess ||
       (c.conn = c.qp->query_extension<QpConnectExtension>()) == nullptr) {
     std::fprintf(stderr, "Couldn't create QP\n");
-    return 1;
+    return false;
   }
   {
     QpAttributes at;
@@ -238,14 +250,111 @@ int run(int argc, char** argv) {
     if (c.conn->modify(at, qp_attr_mask::kState | qp_attr_mask::kAccessFlags, nullptr, nullptr) !=
         Status::kSuccess) {
       std::fprintf(stderr, "Failed to modify QP to INIT\n");
-      return 1;
+      return false;
     }
   }
-  int routs = post_recv(c, static_cast<int>(rx_depth));
-  if (routs < static_cast<int>(rx_depth)) {
-    std::fprintf(stderr, "Couldn't post receive (%d)\n", routs);
-    return 1;
+  *routs = post_recv(c, static_cast<int>(rx_depth));
+  if (*routs < static_cast<int>(rx_depth)) {
+    std::fprintf(stderr, "Couldn't post receive (%d)\n", *routs);
+    return false;
   }
+  return true;
+}
+
+// What the ping-pong counted.
+struct Tally {
+  uint32_t scnt = 0, rcnt = 0, bad = 0;
+  size_t n_send = 0, n_recv = 0;
+};
+
+// The ping-pong itself: iters sends and receives each, the client first; false on any error
+// (printed). expect: -c's pattern when this side knows it before the first receive.
+bool ping_pong(Ctx& c, const Args& a, int routs, int pending, std::vector<uint8_t> expect,
+               bool have_expect, Tally* t) {
+  const uint32_t size = a.size, rx_depth = a.rx_depth, iters = a.iters;
+  const bool validate = a.validate;
+  uint32_t &scnt = t->scnt, &rcnt = t->rcnt, &bad = t->bad;
+  size_t &n_send = t->n_send, &n_recv = t->n_recv;
+  auto last_progress = std::chrono::steady_clock::now();
+  ResultEx wc[16];
+  uint32_t idle = 0;
+  while (rcnt < iters || scnt < iters) {
+    const size_t ne = c.cq->get_results_ex(wc);
+    if (ne == 0) {
+      if (++idle >= 256) {
+        idle = 0;
+        std::this_thread::yield();
+        if (std::chrono::steady_clock::now() - last_progress > std::chrono::seconds(30)) {
+          std::fprintf(stderr, "urnic: no completion for 30 s (scnt=%u rcnt=%u)\n%s\n", scnt, rcnt,
+                       c.nic.counters_line().c_str());
+          return false;
+        }
+      }
+      continue;
+    }
+    last_progress = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < ne; ++i) {
+      const ResultEx& r = wc[i];
+      if (r.status != Status::kSuccess) {
+        std::fprintf(stderr, "Failed status %s (%u) for wr_id %d\n%s\n",
+                     std::string(to_string(r.status)).c_str(), r.provider_error_code,
+                     static_cast<int>(reinterpret_cast<uintptr_t>(r.request_context)),
+                     c.nic.counters_line().c_str());
+        return false;
+      }
+      if (r.request_context == kSendWrid) {
+        ++scnt;
+        ++n_send;
+        pending &= ~kSendBit;
+      } else if (r.request_context == kRecvWrid) {
+        ++n_recv;
+        if (--routs <= 1) {
+          routs += post_recv(c, static_cast<int>(rx_depth) - routs);
+          if (routs < static_cast<int>(rx_depth)) {
+            std::fprintf(stderr, "Couldn't post receive (%d)\n", routs);
+            return false;
+          }
+        }
+        if (r.bytes_transferred != size) ++bad;
+        if (validate) {
+          if (!have_expect) {
+            expect.assign(c.buf, c.buf + size);
+            have_expect = true;
+          } else if (std::memcmp(expect.data(), c.buf, size) != 0) {
+            ++bad;
+          }
+        }
+        ++rcnt;
+        pending &= ~kRecvBit;
+      } else {
+        std::fprintf(stderr, "Completion for unknown wr_id %p\n", r.request_context);
+        return false;
+      }
+      if (scnt < iters && pending == 0) {
+        if (post_send(c) != Status::kSuccess) {
+          std::fprintf(stderr, "Couldn't post send\n");
+          return false;
+        }
+        pending = kRecvBit | kSendBit;
+      }
+    }
+  }
+  return true;
+}
+
+int run(int argc, char** argv) {
+  Args a;
+  if (!parse_args(argc, argv, &a)) return 1;
+  const uint32_t size = a.size, iters = a.iters;
+  const std::string& servername = a.servername;
+  srand48(static_cast<long>(getpid()) * static_cast<long>(std::time(nullptr)));
+  Ctx c;
+  int routs = 0;
+  if (!set_up(c, a, &routs)) return 1;
+  const long page = sysconf(_SC_PAGESIZE);
+  const uint32_t mtu = a.mtu;
+  const uint16_t port = a.port;
+  const bool validate = a.validate;
 
   oob::PingpongDest my{0, c.conn->qpn(), static_cast<uint32_t>(lrand48() & 0xffffff), c.nic.gid()};
   std::printf("  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", my.lid, my.qpn,
@@ -272,7 +381,6 @@ int run(int argc, char** argv) {
   // -c: the client's pattern (the server echoes it back), or the server's first message.
   std::vector<uint8_t> expect;
   bool have_expect = false;
-  uint32_t bad = 0;
   if (validate && !servername.empty()) {
     // The first byte of each page stays 0: what a stock peer run with -c checks
     // (rc_pingpong writes i / page_size % sizeof(char) there).
@@ -288,8 +396,6 @@ int run(int argc, char** argv) {
   timeval start{}, end{};
   gettimeofday(&start, nullptr);
   int pending = kRecvBit;
-  uint32_t scnt = 0, rcnt = 0;
-  size_t n_send = 0, n_recv = 0;
   if (!servername.empty()) {
     if (post_send(c) != Status::kSuccess) {
       std::fprintf(stderr, "Couldn't post send\n");
@@ -297,71 +403,10 @@ int run(int argc, char** argv) {
     }
     pending |= kSendBit;
   }
-  auto last_progress = std::chrono::steady_clock::now();
-  ResultEx wc[16];
-  uint32_t idle = 0;
-  while (rcnt < iters || scnt < iters) {
-    const size_t ne = c.cq->get_results_ex(wc);
-    if (ne == 0) {
-      if (++idle >= 256) {
-        idle = 0;
-        std::this_thread::yield();
-        if (std::chrono::steady_clock::now() - last_progress > std::chrono::seconds(30)) {
-          std::fprintf(stderr, "urnic: no completion for 30 s (scnt=%u rcnt=%u)\n%s\n", scnt, rcnt,
-                       c.nic.counters_line().c_str());
-          return 1;
-        }
-      }
-      continue;
-    }
-    last_progress = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < ne; ++i) {
-      const ResultEx& r = wc[i];
-      if (r.status != Status::kSuccess) {
-        std::fprintf(stderr, "Failed status %s (%u) for wr_id %d\n%s\n",
-                     std::string(to_string(r.status)).c_str(), r.provider_error_code,
-                     static_cast<int>(reinterpret_cast<uintptr_t>(r.request_context)),
-                     c.nic.counters_line().c_str());
-        return 1;
-      }
-      if (r.request_context == kSendWrid) {
-        ++scnt;
-        ++n_send;
-        pending &= ~kSendBit;
-      } else if (r.request_context == kRecvWrid) {
-        ++n_recv;
-        if (--routs <= 1) {
-          routs += post_recv(c, static_cast<int>(rx_depth) - routs);
-          if (routs < static_cast<int>(rx_depth)) {
-            std::fprintf(stderr, "Couldn't post receive (%d)\n", routs);
-            return 1;
-          }
-        }
-        if (r.bytes_transferred != size) ++bad;
-        if (validate) {
-          if (!have_expect) {
-            expect.assign(c.buf, c.buf + size);
-            have_expect = true;
-          } else if (std::memcmp(expect.data(), c.buf, size) != 0) {
-            ++bad;
-          }
-        }
-        ++rcnt;
-        pending &= ~kRecvBit;
-      } else {
-        std::fprintf(stderr, "Completion for unknown wr_id %p\n", r.request_context);
-        return 1;
-      }
-      if (scnt < iters && pending == 0) {
-        if (post_send(c) != Status::kSuccess) {
-          std::fprintf(stderr, "Couldn't post send\n");
-          return 1;
-        }
-        pending = kRecvBit | kSendBit;
-      }
-    }
-  }
+  Tally t;
+  if (!ping_pong(c, a, routs, pending, std::move(expect), have_expect, &t)) return 1;
   gettimeofday(&end, nullptr);
+  const uint32_t bad = t.bad;
   {
     const float usec =
         static_cast<float>((end.tv_sec - start.tv_sec) * 1000000 + (end.tv_usec - start.tv_usec));
@@ -375,8 +420,8 @@ int run(int argc, char** argv) {
   std::fflush(stdout);
   // Keep the engine answering for a while: an ACK of ours that was lost (fault injection) makes
   // the peer send its last message again, and it must be acknowledged before we go.
-  std::this_thread::sleep_for(std::chrono::milliseconds(linger_ms));
-  std::printf("urnic: completions send=%zu recv=%zu bad=%u\n", n_send, n_recv, bad);
+  std::this_thread::sleep_for(std::chrono::milliseconds(a.linger_ms));
+  std::printf("urnic: completions send=%zu recv=%zu bad=%u\n", t.n_send, t.n_recv, bad);
   c.nic.print_counters();
   return bad == 0 ? 0 : 1;
 }

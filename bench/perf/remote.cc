@@ -258,6 +258,75 @@ bool RemoteRun::run(const std::vector<Runner*>& rs, uint64_t size, const Spec& s
   return ok;
 }
 
+namespace {
+
+// The connection records, in the order the perftest tool sends them (see the file comment);
+// once every peer QP is known the peer is resolved and the QPs brought up, before the next
+// record (the peer starts sending after the last one). kExitOk, or the exit code; *step names
+// the exchange step when the exchange itself failed.
+int exchange_records(RemoteRun& rr, const Gid& gid, uint32_t mtu, bool lat_rw,
+                     std::vector<Dest>* remote, const char** step) {
+  const Options& o = rr.o;
+  const Test& t = rr.t;
+  const uint32_t nqps = static_cast<uint32_t>(remote->size());
+  std::vector<uint32_t> seq;
+  if (lat_rw) seq.push_back(0);
+  for (uint32_t i = 0; i < nqps; ++i) seq.push_back(i);
+  const size_t connect_after = seq.size();
+  if (t.verb == Verb::kSend) {
+    seq.push_back(0);
+    for (uint32_t i = 0; i < nqps; ++i) seq.push_back(i);
+  } else {
+    for (uint32_t i = 0; i < nqps; ++i) seq.push_back(i);
+    seq.push_back(0);
+  }
+  std::string err;
+  for (size_t k = 0; k < seq.size(); ++k) {
+    Dest d;
+    if (!rr.oob.hand_shake(rr.side.qp(seq[k]).local, &d)) {
+      *step = "connection records";
+      return kExitRunFailed;
+    }
+    if (k < connect_after) (*remote)[seq[k]] = d;
+    if (k + 1 != connect_after) continue;
+    const Gid peer_gid = (*remote)[0].gid;
+    if (gid_is_ipv4(peer_gid) != gid_is_ipv4(gid)) {
+      std::fprintf(stderr, "urnic-perf: the peer's GID %s and ours (%s) differ in IP version\n",
+                   gid_text(peer_gid).c_str(), gid_text(gid).c_str());
+      return 1;
+    }
+    // The adapter resolves the peer's MAC (ARP / neighbour discovery) in the RTR transition.
+    const AddressVector av = address_to(peer_gid, o.gid_index);
+    for (uint32_t i = 0; i < nqps; ++i) {
+      if (!rr.side.connect(i, (*remote)[i], mtu, av, &err)) {
+        std::fprintf(stderr, "urnic-perf: %s\n", err.c_str());
+        return kExitConnectFailed;
+      }
+    }
+  }
+  return kExitOk;
+}
+
+// perftest's test banner and this side's connection records.
+void print_local(const RemoteRun& rr, const std::string& device, uint32_t nqps, uint32_t mtu,
+                 const RunConfig& base) {
+  TestInfo info;
+  info.test = rr.t;
+  info.role = rr.role;
+  info.device = device;
+  info.qps = nqps;
+  info.mtu = mtu;
+  info.tx_depth = base.tx_depth;
+  info.rx_depth = base.rx_depth;
+  info.cq_mod = base.cq_mod;
+  info.out_reads = rr.side.qp(0).local.out_reads;
+  info.gid_index = rr.o.gid_index;
+  print_test_info(info);
+  for (uint32_t i = 0; i < nqps; ++i) print_dest("local", rr.t, rr.side.qp(i).local);
+}
+
+}  // namespace
+
 int run_remote(const Options& o) {
   Env env;
   if (!env.open_port(o)) {
@@ -338,56 +407,13 @@ int run_remote(const Options& o) {
   };
   auto run_failed = [&] { return failed(out.code == kExitOk ? kExitRunFailed : out.code); };
   auto oob_failed = [&](const char* step) { return failed(oob_fail(step)); };
-  TestInfo info;
-  info.test = t;
-  info.role = role;
-  info.device = env.device();
-  info.qps = nqps;
-  info.mtu = mtu;
-  info.tx_depth = base.tx_depth;
-  info.rx_depth = base.rx_depth;
-  info.cq_mod = base.cq_mod;
-  info.out_reads = side.qp(0).local.out_reads;
-  info.gid_index = o.gid_index;
-  print_test_info(info);
-  for (uint32_t i = 0; i < nqps; ++i) print_dest("local", t, side.qp(i).local);
+  print_local(rr, env.device(), nqps, mtu, base);
 
-  // The connection records, in the order the perftest tool sends them (see the file comment).
-  std::vector<uint32_t> seq;
   const bool lat_rw = t.kind == Kind::kLat && t.verb != Verb::kSend;
-  if (lat_rw) seq.push_back(0);
-  for (uint32_t i = 0; i < nqps; ++i) seq.push_back(i);
-  const size_t connect_after = seq.size();
-  if (t.verb == Verb::kSend) {
-    seq.push_back(0);
-    for (uint32_t i = 0; i < nqps; ++i) seq.push_back(i);
-  } else {
-    for (uint32_t i = 0; i < nqps; ++i) seq.push_back(i);
-    seq.push_back(0);
-  }
   std::vector<Dest> remote(nqps);
-  for (size_t k = 0; k < seq.size(); ++k) {
-    Dest d;
-    if (!oob.hand_shake(side.qp(seq[k]).local, &d)) return oob_failed("connection records");
-    if (k < connect_after) remote[seq[k]] = d;
-    if (k + 1 != connect_after) continue;
-    // Every peer QP is known: resolve the peer and bring the QPs up before the next record
-    // (the peer starts sending after the last one).
-    const Gid peer_gid = remote[0].gid;
-    if (gid_is_ipv4(peer_gid) != gid_is_ipv4(gid)) {
-      std::fprintf(stderr, "urnic-perf: the peer's GID %s and ours (%s) differ in IP version\n",
-                   gid_text(peer_gid).c_str(), gid_text(gid).c_str());
-      return failed(1);
-    }
-    // The adapter resolves the peer's MAC (ARP / neighbour discovery) in the RTR transition.
-    const AddressVector av = address_to(peer_gid, o.gid_index);
-    for (uint32_t i = 0; i < nqps; ++i) {
-      if (!side.connect(i, remote[i], mtu, av, &err)) {
-        std::fprintf(stderr, "urnic-perf: %s\n", err.c_str());
-        return failed(kExitConnectFailed);
-      }
-    }
-  }
+  const char* records_step = nullptr;
+  if (const int rc = exchange_records(rr, gid, mtu, lat_rw, &remote, &records_step); rc != kExitOk)
+    return records_step != nullptr ? oob_failed(records_step) : failed(rc);
   for (uint32_t i = 0; i < nqps; ++i) print_dest("remote", t, remote[i]);
   if (t.kind == Kind::kBw)
     print_bw_header(o.gbits, o.cpu_util);

@@ -238,5 +238,26 @@ if ! grep -q 'CPU_Util\[%\]' <<<"$out" ||
   grep -E 'CPU|^ [0-9]' <<<"$out"
   fails=$((fails + 1))
 fi
+# --help and the parser read one table (issue 43 item 4): every option --help documents is one
+# the parser knows (given a bad value, or a value it does not take, it says what is wrong with
+# it, never "unknown option"), and every option --help shows appears once.
+help=$("$perf" --help)
+documented=$(grep -oE '^ {2}(-[A-Za-z], )?--?[A-Za-z][A-Za-z0-9_-]*|^ {6}--[A-Za-z][A-Za-z0-9_-]*' <<<"$help" |
+  awk '{ print $NF }')
+count=0
+for opt in $documented; do
+  count=$((count + 1))
+  [ "$opt" = "--help" ] && continue
+  out=$("$perf" "$opt=@bad@" --help 2>&1 </dev/null)
+  if grep -q "unknown option" <<<"$out"; then
+    echo "FAIL: --help documents $opt, the parser does not know it: $out"
+    fails=$((fails + 1))
+  fi
+done
+dups=$(sort <<<"$documented" | uniq -d)
+if [ "$count" -lt 50 ] || [ -n "$dups" ]; then
+  echo "FAIL: --help lists $count options (want >= 50), repeated: '${dups}'"
+  fails=$((fails + 1))
+fi
 [ $fails -eq 0 ] && echo "perf_options: PASS" || echo "perf_options: $fails failures"
 exit $((fails != 0))
