@@ -14,6 +14,29 @@
 namespace urnic {
 using namespace route_bits;
 
+Status parse_mac(std::string_view text, std::array<uint8_t, 6>* mac) noexcept {
+  // (sscanf's %x took "0x1ff" and dropped the high bits, and ignored anything after the sixth.)
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::array<uint8_t, 6> m{};
+  size_t at = 0;
+  for (size_t i = 0; i < m.size(); ++i) {
+    if (i > 0 && (at >= text.size() || text[at++] != ':')) return Status::kInvalidParameter;
+    unsigned v = 0, digits = 0;
+    for (; at < text.size() && digits < 2 && hex(text[at]) >= 0; ++at, ++digits)
+      v = v * 16 + static_cast<unsigned>(hex(text[at]));
+    if (digits == 0) return Status::kInvalidParameter;
+    m[i] = static_cast<uint8_t>(v);
+  }
+  if (at != text.size()) return Status::kInvalidParameter;
+  *mac = m;
+  return Status::kSuccess;
+}
+
 Status parse_address(std::string_view text, std::array<uint8_t, 16>* addr, uint8_t* prefix_len,
                      bool* ipv4) noexcept {
   if (addr == nullptr || prefix_len == nullptr || ipv4 == nullptr) return Status::kInvalidParameter;

@@ -43,17 +43,6 @@ bool range_error(std::string* err, std::string_view key, std::string_view v, con
   return fail(err, std::string(key) + " = '" + std::string(v) + "': want " + range);
 }
 
-bool parse_mac(std::string_view v, std::array<uint8_t, 6>* m) {
-  if (v.size() != 17) return false;
-  for (size_t i = 0; i < 6; ++i) {
-    if (i > 0 && v[i * 3 - 1] != ':') return false;
-    uint32_t b = 0;
-    if (!number(v.substr(i * 3, 2), 0, 255, &b, 16)) return false;
-    (*m)[i] = static_cast<uint8_t>(b);
-  }
-  return true;
-}
-
 bool apply_quota(Config* c, std::string_view k, std::string_view v, std::string* err) {
   uint32_t* field = k == "quota_pds"         ? &c->quota_pds
                     : k == "quota_cqs"       ? &c->quota_cqs
@@ -133,7 +122,8 @@ bool apply_address(PortConfig* p, std::string_view k, std::string_view v, std::s
     p->routes.push_back(r);
   } else {
     std::array<uint8_t, 6> m{};
-    if (!parse_mac(v, &m)) return range_error(err, k, v, "a MAC address aa:bb:cc:dd:ee:ff");
+    if (parse_mac(v, &m) != Status::kSuccess)
+      return range_error(err, k, v, "a MAC address aa:bb:cc:dd:ee:ff");
     p->mac = m;
   }
   return true;

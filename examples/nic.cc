@@ -13,18 +13,6 @@
 #include <thread>
 
 namespace urnic::tools {
-namespace {
-
-bool parse_mac(std::string_view s, std::array<uint8_t, 6>* mac) {
-  unsigned v[6];
-  if (std::sscanf(std::string(s).c_str(), "%x:%x:%x:%x:%x:%x", &v[0], &v[1], &v[2], &v[3], &v[4],
-                  &v[5]) != 6)
-    return false;
-  for (int i = 0; i < 6; ++i) (*mac)[i] = static_cast<uint8_t>(v[i]);
-  return true;
-}
-
-}  // namespace
 
 const char* nic_usage() {
   return "  --vdev=DEVARGS      DPDK device (e.g. net_af_packet0,iface=vdpdk0), required\n"
@@ -61,7 +49,7 @@ bool take_nic_options(int* argc, char** argv, NicOptions* o) {
       o->ipv4 = ntohl(ip.s_addr);
     } else if (auto v3 = val("--mac")) {
       std::array<uint8_t, 6> m{};
-      if (!parse_mac(*v3, &m)) {
+      if (parse_mac(*v3, &m) != Status::kSuccess) {
         std::fprintf(stderr, "bad --mac\n");
         return false;
       }

@@ -138,7 +138,7 @@ bool parse_route_option(OptionArg& a) {
 bool parse_mac_option(OptionArg& a) {
   std::array<uint8_t, 6> m{};
   if (!a.value(&a.o->mac)) return false;
-  if (parse_mac(a.o->mac, &m)) return true;
+  if (parse_mac(a.o->mac, &m) == Status::kSuccess) return true;
   std::fprintf(stderr, "urnic-perf: bad --mac '%s' (six hex bytes: 02:00:00:00:00:01)\n",
                a.o->mac.c_str());
   return false;

@@ -387,23 +387,4 @@ bool parse_options(int argc, char** argv, Options* o, bool* exit_ok) {
   return finish_options(o, positional, test_given);
 }
 
-bool parse_mac(const std::string& s, std::array<uint8_t, 6>* m) {
-  // Exactly six bytes of one or two hex digits separated by ':' (sscanf's %x took "0x1ff" and
-  // dropped the high bits, and ignored anything after the sixth).
-  size_t at = 0;
-  for (int i = 0; i < 6; ++i) {
-    if (i > 0 && (at >= s.size() || s[at++] != ':')) return false;
-    unsigned v = 0, digits = 0;
-    for (; at < s.size() && std::isxdigit(static_cast<unsigned char>(s[at])) && digits < 2;
-         ++at, ++digits)
-      v = v * 16 +
-          static_cast<unsigned>(std::isdigit(static_cast<unsigned char>(s[at]))
-                                    ? s[at] - '0'
-                                    : (std::tolower(static_cast<unsigned char>(s[at])) - 'a' + 10));
-    if (digits == 0) return false;
-    (*m)[i] = static_cast<uint8_t>(v);
-  }
-  return at == s.size();
-}
-
 }  // namespace urnic::perf

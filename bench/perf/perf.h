@@ -179,8 +179,6 @@ enum ExitCode : int {
 // `exit_ok` is set when the caller should exit 0 (--help).
 bool parse_options(int argc, char** argv, Options* o, bool* exit_ok);
 void print_usage(const char* prog);
-// "02:00:00:00:00:01": six bytes of one or two hex digits; false for anything else.
-bool parse_mac(const std::string& s, std::array<uint8_t, 6>* m);
 
 // perftest's pingpong_dest as carried by the 108-byte KEY_PRINT_FMT_GID record
 // (src/perftest_communication.c): LID, outstanding reads, QPN, PSN, R_Key, VA, GID, SRQN.

@@ -20,6 +20,7 @@
 #include "bench/perf/runners.h"
 #include "bench/perf/side.h"
 #include "urnic/daemon.h"
+#include "urnic/route.h"
 
 namespace urnic::perf {
 
@@ -136,7 +137,7 @@ class Env {
     }
     if (!o.mac.empty()) {
       std::array<uint8_t, 6> m{};
-      if (!parse_mac(o.mac, &m)) return error("bad --mac " + o.mac);
+      if (parse_mac(o.mac, &m) != Status::kSuccess) return error("bad --mac " + o.mac);
       c.mac = m;
     }
     c.adaptive_retransmit = o.adaptive_retransmit;

@@ -44,6 +44,12 @@ Status parse_route(std::string_view text, Route* out, std::string* why = nullptr
 Status parse_address(std::string_view text, std::array<uint8_t, 16>* addr, uint8_t* prefix_len,
                      bool* ipv4) noexcept;
 
+// Parses a MAC address as the tools take one ("02:00:00:00:00:01"): exactly six bytes of one or
+// two hex digits separated by ':'. kInvalidParameter for anything else (a third digit, a
+// missing or extra byte, trailing text). The one parser of the tools, the daemon and the
+// examples.
+Status parse_mac(std::string_view text, std::array<uint8_t, 6>* mac) noexcept;
+
 // The route as parse_route reads it ("198.51.100.0/24 via 192.0.2.1").
 std::string to_string(const Route& r);
 

@@ -78,6 +78,24 @@ TEST(RouteSyntax, RefusesWhatItCannotUse) {
 
 constexpr uint32_t kIp = 0xC0000205;  // 192.0.2.5
 
+// The one MAC parser of urnic-perf, urnicd and the examples (issue 43): six bytes of one or two
+// hex digits separated by ':', nothing else (sscanf's %x in the examples took "0x1ff" and
+// ignored trailing text; urnicd's took only two-digit bytes).
+TEST(MacSyntax, SixBytesOfOneOrTwoHexDigits) {
+  std::array<uint8_t, 6> m{};
+  ASSERT_EQ(parse_mac("02:00:5e:0A:ff:01", &m), Status::kSuccess);
+  EXPECT_EQ(m, (std::array<uint8_t, 6>{0x02, 0x00, 0x5e, 0x0a, 0xff, 0x01}));
+  ASSERT_EQ(parse_mac("2:0:0:0:0:1", &m), Status::kSuccess);
+  EXPECT_EQ(m, (std::array<uint8_t, 6>{2, 0, 0, 0, 0, 1}));
+  const std::array<uint8_t, 6> before = m;
+  for (const char* bad : {"", "02:00:00:00:00", "02:00:00:00:00:01:02", "02:00:00:00:00:1ff",
+                          "02:00:00:00:00:01x", "0x2:00:00:00:00:01", "02-00-00-00-00-01",
+                          "02:00::00:00:01", " 02:00:00:00:00:01", "02:00:00:00:00:0g"}) {
+    EXPECT_EQ(parse_mac(bad, &m), Status::kInvalidParameter) << bad;
+    EXPECT_EQ(m, before) << "a refused MAC left *mac changed: " << bad;
+  }
+}
+
 TEST(RouteTable, WithoutRoutingEveryDestinationIsOnLink) {
   const ctl::RouteTable t(kIp, 0, std::nullopt, 0, {});
   for (const char* d : {"192.0.2.9", "198.51.100.1", "2001:db8::5"})
