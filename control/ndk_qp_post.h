@@ -39,10 +39,14 @@ inline Status fail(QpImpl* q, Status s) noexcept {
 
 // The request has passed the calling post's checks, the only ones it gets (issue 42: once, at
 // the API's edge; dp::Qp::validate_send states them in the dataplane's terms).
-inline Status post(QpImpl* q, const dp::SendWqe& w) noexcept {
-  const Status s = q->qp.enqueue_send(w);  // publishes deferred requests itself on failure
-  // NDK: posting to a QP that is not connected is STATUS_CONNECTION_INVALID.
+// NDK: posting to a QP that is not connected is STATUS_CONNECTION_INVALID.
+inline Status ndk_post_status(Status s) noexcept {
   return s == Status::kInvalidDeviceState ? Status::kConnectionInvalid : s;
+}
+
+inline Status post(QpImpl* q, const dp::SendWqe& w) noexcept {
+  // enqueue_send publishes deferred requests itself on failure.
+  return ndk_post_status(q->qp.enqueue_send(w));
 }
 
 // A send WQE written in place: into the QP's next SQ slot, or (the ring full) into storage of
@@ -57,10 +61,7 @@ struct StagedWqe {
   StagedWqe& operator=(const StagedWqe&) = delete;
 
   // Posts it (or fails: state, room), with post()'s status mapping.
-  Status commit(QpImpl* q) noexcept {
-    const Status s = q->qp.enqueue_staged(slot);
-    return s == Status::kInvalidDeviceState ? Status::kConnectionInvalid : s;
-  }
+  Status commit(QpImpl* q) noexcept { return ndk_post_status(q->qp.enqueue_staged(slot)); }
 
   dp::SendWqe* slot;
   alignas(dp::SendWqe) std::byte spare[sizeof(dp::SendWqe)];

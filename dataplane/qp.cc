@@ -348,26 +348,26 @@ Status Qp::validate_send(const SendWqe& wqe) const noexcept {
 }
 
 Status Qp::post_send(const SendWqe& wqe) noexcept {
-  // A QP that cannot take the request says so before its arguments are looked at.
-  if (const QpState st = public_state();
-      st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr)
-    return enqueue_send(wqe);
-  if (const Status s = validate_send(wqe); s != Status::kSuccess) {
-    publish_deferred();
-    return s;
+  // A QP that cannot take the request says so (enqueue_send) before its arguments are looked at.
+  if (sq_open()) {
+    if (const Status s = validate_send(wqe); s != Status::kSuccess) {
+      publish_deferred();
+      return s;
+    }
   }
   return enqueue_send(wqe);
 }
 
 Status Qp::enqueue_staged(SendWqe* slot) noexcept {
+  // Failures return inline and post nothing; deferred WQEs staged before are handed to the
+  // engine first (ndkpi.md §7.3: "when any initiator post returns failure, first hand every
+  // previously deferred WR to the hardware").
   auto fail = [this](Status s) {
     publish_deferred();
     return s;
   };
-  // The same checks in the same order as enqueue_send.
-  const QpState st = public_state();
-  if (st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr)
-    return fail(Status::kInvalidDeviceState);
+  if (!sq_open()) return fail(Status::kInvalidDeviceState);
+  // Acquire pairs with the engine's release of sq_retired_ (qp_datapath.cc).
   if (cfg_.sq_limit != 0 &&
       lc_.posted_.sq - lc_.sq_retired_.load(std::memory_order_acquire) >= cfg_.sq_limit)
     return fail(Status::kNoMoreEntries);
@@ -379,28 +379,11 @@ Status Qp::enqueue_staged(SendWqe* slot) noexcept {
 }
 
 Status Qp::enqueue_send(const SendWqe& wqe) noexcept {
-  // Failures return inline and post nothing; deferred WQEs staged before are handed to the
-  // engine first (ndkpi.md §7.3: "when any initiator post returns failure, first hand every
-  // previously deferred WR to the hardware").
-  auto fail = [this](Status s) {
-    publish_deferred();
-    return s;
-  };
-  const QpState st = public_state();
-  // Posting to the SQ needs RTS (or SQD/ERR, where the WQE is flushed): IBTA §10.3.1.
-  if (st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr)
-    return fail(Status::kInvalidDeviceState);
-  // Acquire pairs with the engine's release of sq_retired_ (qp_datapath.cc).
-  if (cfg_.sq_limit != 0 &&
-      lc_.posted_.sq - lc_.sq_retired_.load(std::memory_order_acquire) >= cfg_.sq_limit)
-    return fail(Status::kNoMoreEntries);
-  SendWqe* slot = lc_.sq.stage_slot();
-  if (slot == nullptr) return fail(Status::kNoMoreEntries);
-  std::memcpy(static_cast<void*>(slot), &wqe, send_wqe_used_bytes(wqe));  // copy_send_wqe
-  lc_.sq.stage_commit();
-  ++lc_.posted_.sq;
-  if (!(wqe.flags & op_flag::kDefer)) publish_deferred();
-  return Status::kSuccess;
+  // Copied into the slot before the checks: an uncommitted slot is written again next time.
+  SendWqe* slot = send_slot();
+  if (slot != nullptr)
+    std::memcpy(static_cast<void*>(slot), &wqe, send_wqe_used_bytes(wqe));  // copy_send_wqe
+  return enqueue_staged(slot);
 }
 
 Status Qp::post_recv(const RecvWqe& wqe) noexcept {

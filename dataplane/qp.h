@@ -415,8 +415,9 @@ class Qp {
   // and enqueue_staged reports the ring full, so that the checks keep their order). Nothing
   // is posted until enqueue_staged; a slot left unposted is simply written again next time.
   SendWqe* send_slot() noexcept { return lc_.sq.stage_slot(); }
-  // Posts the WQE the caller wrote and checked in `slot` (send_slot's result), failing as
-  // enqueue_send does: state, then room (a null slot: the ring was full).
+  // Posts the WQE the caller wrote and checked in `slot` (send_slot's result; enqueue_send is
+  // a copy into it and this), failing on the state, then the room (a null slot: the ring was
+  // full).
   Status enqueue_staged(SendWqe* slot) noexcept;
   // The public API's argument checks (validate_send), then enqueue_send: for what posts below
   // the API (the dataplane's stage tests, the fuzz harness).
@@ -430,6 +431,12 @@ class Qp {
   void publish_deferred() noexcept {
     lc_.sq.publish();
     ring_doorbell();
+  }
+  // Whether the send queue takes requests: RTS, or SQD/ERR where they are flushed (IBTA
+  // §10.3.1); not RESET, INIT or RTR.
+  bool sq_open() const noexcept {
+    const QpState st = public_state();
+    return st != QpState::kReset && st != QpState::kInit && st != QpState::kRtr;
   }
   // State visible to posters (written by the engine / control after each transition).
   QpState public_state() const noexcept {

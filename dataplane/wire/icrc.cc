@@ -35,6 +35,10 @@ constexpr IcrcMask make_mask(bool ipv6) noexcept {
 }
 
 constexpr IcrcMask kMask4 = make_mask(false), kMask6 = make_mask(true);
+static_assert(kLrhPrefix + sizeof(Ipv4Hdr) + sizeof(UdpHdr) + 4 < kMaskLen4);
+static_assert(kLrhPrefix + sizeof(Ipv6Hdr) + sizeof(UdpHdr) + 4 < kMaskLen6);
+static_assert(kMaskLen4 <= kLrhPrefix + sizeof(Ipv4Hdr) + sizeof(UdpHdr) + sizeof(Bth));
+static_assert(kMaskLen6 <= kLrhPrefix + sizeof(Ipv6Hdr) + sizeof(UdpHdr) + sizeof(Bth));
 
 }  // namespace
 
