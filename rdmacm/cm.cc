@@ -4,9 +4,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "rdmacm/internal.h"
 
@@ -14,6 +17,63 @@ using namespace urnic;
 using namespace urnic::rdmacm;
 
 namespace urnic::rdmacm {
+namespace {
+
+// The ids alive in this process. When a process exits with connections up, its kernel tears its
+// ids down as the rdma_cm file closes, and ib_cm sends a DREQ for each established one
+// (cm_destroy_id), so that the peers see DISCONNECTED: perftest's ib_atomic_lat -R server returns
+// from main with its connection up, and its client waits for that event. urnic's CM lives in the
+// process, so an exit hook does the same before the process goes.
+struct LiveIds {
+  std::mutex mu;
+  std::set<Id*> ids;
+};
+LiveIds& live_ids() {
+  static auto* l = new LiveIds;  // never destroyed: the exit hook runs after static destructors
+  return *l;
+}
+
+// How long the exit waits for the peers' DREPs: an answer proves the DREQ left; a peer that is
+// gone must not hold the exit up.
+constexpr auto kExitDisconnectWait = std::chrono::seconds(1);
+
+void disconnect_at_exit() noexcept {
+  static std::atomic<int> left{0};  // static: a late completion may run after the wait ends
+  auto done = [](void* c, Status) { static_cast<std::atomic<int>*>(c)->fetch_sub(1); };
+  {
+    LiveIds& l = live_ids();
+    std::lock_guard lock(l.mu);
+    for (Id* i : l.ids) {
+      bool connected = false;
+      {
+        std::lock_guard il(i->mu);
+        connected = i->state == IdState::kConnected && i->conn && !i->conn->is_datagram();
+      }
+      if (!connected) continue;
+      left.fetch_add(1);
+      if (i->conn->disconnect(done, &left) != Status::kPending) left.fetch_sub(1);
+    }
+  }
+  const auto until = std::chrono::steady_clock::now() + kExitDisconnectWait;
+  while (left.load() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the engine runs elsewhere
+}
+
+}  // namespace
+
+Id::Id() {
+  static std::once_flag hook;
+  std::call_once(hook, [] { std::atexit(disconnect_at_exit); });
+  LiveIds& l = live_ids();
+  std::lock_guard lock(l.mu);
+  l.ids.insert(this);
+}
+
+Id::~Id() {
+  LiveIds& l = live_ids();
+  std::lock_guard lock(l.mu);
+  l.ids.erase(this);
+}
 
 void Channel::push(Event* e) noexcept {
   {

@@ -54,6 +54,12 @@ struct ListenCtx {
 };
 
 struct Id {
+  // Every id is listed while it lives, for the exit hook (cm.cc: disconnect_at_exit).
+  Id();
+  ~Id();
+  Id(const Id&) = delete;
+  Id& operator=(const Id&) = delete;
+
   rdma_cm_id id{};  // first: rdma_cm_id* <-> Id*
   Channel* ch = nullptr;
   bool sync = false;  // created without a channel: each call waits for its own event
