@@ -64,19 +64,17 @@ std::chrono::steady_clock::time_point Oob::deadline() const {
              std::chrono::duration<double>(timeout_s_));
 }
 
-bool Oob::wait_fd(short events, std::chrono::steady_clock::time_point deadline) {
-  pollfd p{fd_, events, 0};
+bool Oob::wait_loop(const std::function<int()>& probe,
+                    std::chrono::steady_clock::time_point deadline, const std::string& what) {
   const bool limited = timeout_s_ > 0;
   uint64_t seen = activity_ ? activity_() : 0;
   auto next_look = std::chrono::steady_clock::now();
   for (;;) {
-    // Drive the engine between non-blocking polls; block at most 100 ms without one.
+    // Drive the engine between non-blocking polls.
     if (idle_) idle_();
     if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed))
       return fail("interrupted", OobFailure::kCanceled);
-    const int r = ::poll(&p, 1, idle_ ? 0 : 100);
-    if (r > 0) return true;
-    if (r < 0 && errno != EINTR) return fail(std::string("poll: ") + std::strerror(errno));
+    if (const int r = probe(); r != 0) return r > 0;
     if (!limited) continue;
     const auto now = std::chrono::steady_clock::now();
     if (activity_ && now >= next_look) {
@@ -89,9 +87,36 @@ bool Oob::wait_fd(short events, std::chrono::steady_clock::time_point deadline) 
     if (now >= deadline) {
       char b[96];
       std::snprintf(b, sizeof(b), "the peer did not answer within %.0f s (--timeout)", timeout_s_);
-      return fail(b, OobFailure::kTimeout);
+      return fail(what.empty() ? std::string(b) : what + ": " + b, OobFailure::kTimeout);
     }
   }
+}
+
+bool Oob::wait_fd(short events, std::chrono::steady_clock::time_point deadline) {
+  pollfd p{fd_, events, 0};
+  return wait_loop(
+      [&] {
+        // Block at most 100 ms when no engine needs this thread.
+        const int r = ::poll(&p, 1, idle_ ? 0 : 100);
+        if (r > 0) return 1;
+        if (r < 0 && errno != EINTR) {
+          fail(std::string("poll: ") + std::strerror(errno));
+          return -1;
+        }
+        return 0;
+      },
+      deadline, "");
+}
+
+bool Oob::wait_until(const std::function<bool()>& ready, const std::string& what) {
+  return wait_loop(
+      [&] {
+        if (ready()) return 1;
+        // The engines run on their own lcores: do not take a core from them.
+        if (!idle_) std::this_thread::sleep_for(std::chrono::microseconds(20));
+        return 0;
+      },
+      deadline(), what);
 }
 
 bool Oob::accept_one(uint16_t port) {
@@ -169,6 +194,14 @@ bool Oob::connect_to(const std::string& host, uint16_t port, double retry_s) {
 }
 
 bool Oob::write_all(const void* p, size_t n) {
+  if (link_ != nullptr) {
+    std::string e;
+    int r = 0;
+    if (!link_->send(p, n, &e) ||
+        !wait_until([&] { return (r = link_->send_done(&e)) != 0; }, "sending to the peer"))
+      return fail(e, OobFailure::kOther);
+    return r > 0 || fail(e, link_->closed() ? OobFailure::kPeerGone : OobFailure::kOther);
+  }
   const auto* b = static_cast<const uint8_t*>(p);
   const auto until = deadline();
   while (n > 0) {
@@ -190,6 +223,16 @@ bool Oob::write_all(const void* p, size_t n) {
 }
 
 bool Oob::read_exact(void* p, size_t n) {
+  if (link_ != nullptr) {
+    std::string e;
+    int r = 0;
+    if (!wait_until([&] { return (r = link_->recv(p, n, &e)) != 0 || link_->closed(); },
+                    "waiting for the peer's message"))
+      return false;
+    if (r > 0) return true;
+    if (r == 0) return fail("the peer disconnected (rdma_cm)", OobFailure::kPeerGone);
+    return fail(e, link_->closed() ? OobFailure::kPeerGone : OobFailure::kOther);
+  }
   auto* b = static_cast<uint8_t*>(p);
   const auto until = deadline();
   while (n > 0) {
@@ -211,7 +254,7 @@ bool Oob::read_exact(void* p, size_t n) {
 }
 
 bool Oob::xchg(const void* mine, void* theirs, size_t n) {
-  if (fd_ < 0) return fail("not connected");
+  if (fd_ < 0 && link_ == nullptr) return fail("not connected");
   if (role_ == Role::kClient) return write_all(mine, n) && read_exact(theirs, n);
   return read_exact(theirs, n) && write_all(mine, n);
 }
@@ -273,14 +316,53 @@ bool Oob::check_mtu(uint32_t mine, uint32_t* agreed) {
 }
 
 bool Oob::hand_shake(const Dest& mine, Dest* theirs) {
-  const auto rec = format_record(mine);
+  std::array<char, kRecordSize> rec{};
+  const size_t n = record_out(mine, &rec);
   char in[kRecordSize] = {};
-  if (!xchg(rec.data(), in, kRecordSize)) return false;
+  if (!xchg(rec.data(), in, n)) return false;
   Dest d;
-  if (!parse_record(in, kRecordSize, &d))
-    return fail("malformed connection record from the peer: '" +
-                std::string(in, strnlen(in, kRecordSize)) + "'");
+  if (!record_in(in, n, &d)) return false;
   if (theirs != nullptr) *theirs = d;
+  return true;
+}
+
+size_t Oob::record_out(const Dest& d, std::array<char, kRecordSize>* out) const {
+  if (link_ == nullptr) {
+    *out = format_record(d);
+    return kRecordSize;
+  }
+  // rdma_write_keys(): struct pingpong_dest, its integers big-endian (HAVE_ENDIAN).
+  BinaryRecord b{};
+  b.lid = htonl(d.lid);
+  b.out_reads = htonl(d.out_reads);
+  b.qpn = htonl(d.qpn);
+  b.psn = htonl(d.psn);
+  b.rkey = htonl(d.rkey);
+  b.vaddr = hton64(d.vaddr);
+  std::memcpy(b.gid, d.gid.data(), 16);
+  b.srqn = htonl(d.srqn);
+  std::memcpy(out->data(), &b, sizeof(b));
+  return sizeof(b);
+}
+
+bool Oob::record_in(const char* in, size_t n, Dest* d) {
+  if (link_ == nullptr) {
+    if (parse_record(in, n, d)) return true;
+    return fail("malformed connection record from the peer: '" + std::string(in, strnlen(in, n)) +
+                "'");
+  }
+  BinaryRecord b;
+  std::memcpy(&b, in, sizeof(b));
+  d->lid = ntohl(b.lid);
+  d->out_reads = ntohl(b.out_reads);
+  d->qpn = ntohl(b.qpn);
+  d->psn = ntohl(b.psn);
+  d->rkey = ntohl(b.rkey);
+  d->vaddr = ntoh64(b.vaddr);
+  std::memcpy(d->gid.data(), b.gid, 16);
+  d->srqn = ntohl(b.srqn);
+  if (d->qpn > 0xFFFFFF || d->psn > 0xFFFFFF)
+    return fail("malformed connection record from the peer: QPN or PSN above 24 bits");
   return true;
 }
 
@@ -320,23 +402,26 @@ bool Oob::end_together(const Dest& mine) {
 bool Oob::sync_write_first(const Dest& mine) { return write_record(mine) && read_record(); }
 
 bool Oob::write_record(const Dest& mine) {
-  if (fd_ < 0) return fail("not connected");
-  const auto rec = format_record(mine);
-  return write_all(rec.data(), kRecordSize);
+  if (fd_ < 0 && link_ == nullptr) return fail("not connected");
+  std::array<char, kRecordSize> rec{};
+  const size_t n = record_out(mine, &rec);
+  return write_all(rec.data(), n);
 }
 
 bool Oob::read_record() {
   char in[kRecordSize] = {};
-  if (fd_ < 0) return fail("not connected");
-  if (!read_exact(in, kRecordSize)) return false;
+  if (fd_ < 0 && link_ == nullptr) return fail("not connected");
+  const size_t n = link_ != nullptr ? sizeof(BinaryRecord) : kRecordSize;
   Dest d;
-  if (!parse_record(in, kRecordSize, &d))
-    return fail("malformed connection record from the peer: '" +
-                std::string(in, strnlen(in, kRecordSize)) + "'");
-  return true;
+  return read_exact(in, n) && record_in(in, n, &d);
 }
 
 bool Oob::say_done() {
+  // Over rdma_cm, ctx_close_connection() ends with the hand shake: no "done".
+  if (link_ != nullptr) {
+    close();
+    return true;
+  }
   static constexpr char kDone[] = "done";
   if (!write_all(kDone, sizeof(kDone))) return false;
   // perftest writes "done" and closes without reading the peer's; we read it (or EOF) for up
@@ -356,6 +441,7 @@ bool Oob::say_done() {
 }
 
 bool Oob::peer_closed() {
+  if (link_ != nullptr) return link_->closed() && !link_->has_message();
   if (fd_ < 0) return false;
   pollfd p{fd_, POLLIN, 0};
   if (::poll(&p, 1, 0) <= 0) return false;
@@ -365,6 +451,7 @@ bool Oob::peer_closed() {
 }
 
 bool Oob::readable() {
+  if (link_ != nullptr) return link_->has_message() || link_->closed();
   if (fd_ < 0) return true;
   pollfd p{fd_, POLLIN, 0};
   return ::poll(&p, 1, 0) > 0;
@@ -373,6 +460,7 @@ bool Oob::readable() {
 void Oob::close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  link_ = nullptr;
 }
 
 }  // namespace urnic::perf

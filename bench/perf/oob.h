@@ -8,8 +8,12 @@
 //
 // Waiting never blocks an engine that this thread drives: every wait polls the socket without
 // blocking and calls `idle` in between (see Driver in side.h).
+//
+// With perftest's -R the same steps run over RDMA instead (an OobLink, cm_link.h): each step is
+// one message each way, and a connection record is perftest's binary struct pingpong_dest.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -39,6 +43,23 @@ struct PeerModes {
   bool run_infinitely = false;
   bool selective_repeat = false;  // offered (--sr auto or on)
   friend bool operator==(const PeerModes&, const PeerModes&) = default;
+};
+
+// A message transport in place of the TCP socket (use_link). Each write of the exchange is one
+// message; the peer reads it whole.
+class OobLink {
+ public:
+  virtual ~OobLink() = default;
+  // Posts one message of `n` bytes (false with *err when it cannot be posted).
+  virtual bool send(const void* p, size_t n, std::string* err) = 0;
+  // 1: every message posted went out; 0: not yet; -1: failed (*err).
+  virtual int send_done(std::string* err) = 0;
+  // 1: the next message, of exactly `n` bytes, copied to `p`; 0: none yet; -1: failed (*err).
+  virtual int recv(void* p, size_t n, std::string* err) = 0;
+  // A message arrived that recv() has not taken.
+  virtual bool has_message() = 0;
+  // The peer disconnected or the link broke.
+  virtual bool closed() = 0;
 };
 
 class Oob {
@@ -100,16 +121,44 @@ class Oob {
   OobFailure failure() const { return why_; }
   double timeout_s() const { return timeout_s_; }
 
+  // The exchange runs over `link` from now on (not owned; null: back to the socket).
+  void use_link(OobLink* link) { link_ = link; }
+  bool has_link() const { return link_ != nullptr; }
+  // Waits until `ready()` is true, as every exchange step waits (the engine stepped, the
+  // timeout extended while the peer is active, the cancel flag obeyed); false with error() set:
+  // "`what`: ..." (kTimeout, kCanceled).
+  bool wait_until(const std::function<bool()>& ready, const std::string& what);
+  // Records a failure (the first one counts); returns false.
+  bool fail(const std::string& what, OobFailure why = OobFailure::kOther);
+  // Forgets it, so that the next fail() names the failure instead.
+  void clear_failure() {
+    err_.clear();
+    why_ = OobFailure::kNone;
+  }
+
  private:
   bool xchg(const void* mine, void* theirs, size_t n);
   // "done" each way, then close.
   bool say_done();
+  // perftest 4.5's struct pingpong_dest as rdma_write_keys() sends it (56 bytes).
+  struct BinaryRecord {
+    uint32_t lid, out_reads, qpn, psn, rkey, pad;
+    uint64_t vaddr;
+    uint8_t gid[16];
+    uint32_t srqn, gid_index;
+  };
+  static_assert(sizeof(BinaryRecord) == 56);
+  // A connection record as this exchange carries it: its size.
+  size_t record_out(const Dest& d, std::array<char, kRecordSize>* out) const;
+  bool record_in(const char* in, size_t n, Dest* d);
   bool write_all(const void* p, size_t n);
   bool read_exact(void* p, size_t n);
   // Waits until the socket is ready for `events` or `deadline` passes (then fails: kTimeout).
   bool wait_fd(short events, std::chrono::steady_clock::time_point deadline);
+  // The loop of every wait: `probe` says 1 (ready), 0 (wait on) or -1 (failed, error set).
+  bool wait_loop(const std::function<int()>& probe, std::chrono::steady_clock::time_point deadline,
+                 const std::string& what);
   std::chrono::steady_clock::time_point deadline() const;
-  bool fail(const std::string& what, OobFailure why = OobFailure::kOther);
 
   Role role_;
   std::function<void()> idle_;
@@ -117,6 +166,7 @@ class Oob {
   double timeout_s_;
   OobFailure why_ = OobFailure::kNone;
   int fd_ = -1;
+  OobLink* link_ = nullptr;
   std::string peer_version_;
   double peer_version_num_ = 0;
   bool peer_urnic_ = false;

@@ -176,11 +176,6 @@ bool parse_atomic_type(OptionArg& a) {
   return false;
 }
 
-bool refuse_rdma_cm(OptionArg&) {
-  std::fprintf(stderr, "urnic-perf: -R (rdma_cm) is not supported; the TCP exchange is\n");
-  return false;
-}
-
 bool ignore_value(OptionArg& a) {
   std::string s;
   return a.value(&s);
@@ -253,7 +248,9 @@ constexpr OptionRow kPerftestRows[] = {
   {"-i --ib-port", "PORT", "accepted and ignored (perftest port selection)", ignore_value},
   {"-A --atomic_type", "TYPE", "FETCH_AND_ADD (the only atomic urnic-perf runs)",
    parse_atomic_type},
-  {"-R --rdma_cm", nullptr, nullptr, refuse_rdma_cm},
+  {"-R --rdma_cm", nullptr, "connect through rdma_cm (the IB CM), the exchange over RDMA\n"
+                             "(perftest's -R)",
+   [](OptionArg& a) { return a.flag() && (a.o->rdma_cm = true); }},
 };
 
 constexpr OptionRow kDpdkRows[] = {

@@ -261,6 +261,8 @@ bool check_modes(Options* o) {
                                    : "duration mode (-D) doesn't work with events (-e)");
     if (o->rate > 0) return bad("-e and --rate (open-loop load) do not mix");
   }
+  if (o->rdma_cm && o->loopback())
+    return bad("-R (rdma_cm) needs a peer: a server address, or --vdev / --port for the server");
   if (o->cpu_util && o->duration == 0)
     return bad("--cpu_util works only in duration mode (-D or --run_infinitely)");
   return true;

@@ -92,7 +92,7 @@ void print_test_info(const TestInfo& t) {
     std::printf(" Max inline data : 0[B]\n");
   else
     std::printf(" Outstand reads  : %u\n", t.out_reads);
-  std::printf(" rdma_cm QPs\t : OFF\n");
+  std::printf(" rdma_cm QPs\t : %s\n", t.rdma_cm ? "ON" : "OFF");
   std::printf(" Data ex. method : %s\n", t.exchange.c_str());
   std::fputs(kResultLine, stdout);
   std::fflush(stdout);

@@ -25,6 +25,7 @@ struct TestInfo {
   uint32_t out_reads = 1;
   int gid_index = 1;
   bool duration = false;
+  bool rdma_cm = false;  // -R
 };
 
 void print_waiting();

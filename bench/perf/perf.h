@@ -92,6 +92,9 @@ struct Options {
   bool run_infinitely = false;
   bool cpu_util = false;  // --cpu_util: perftest's CPU_Util[%] column (duration mode)
   uint16_t tcp_port = kDefaultTcpPort;
+  // -R: the exchange and the test's QPs go through rdma_cm (the IB CM) on tcp_port, as
+  // perftest's -R does (cm_link.h), instead of a TCP connection and hand-set QP attributes.
+  bool rdma_cm = false;
   int gid_index = 1;   // -x: index in the adapter's GID table (1 = IPv4-mapped)
   std::string server;  // client mode when set
   // DPDK side.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/perf/cm_link.h"
 #include "bench/perf/remote.h"
 #include "bench/perf/report.h"
 
@@ -266,6 +267,8 @@ namespace {
 // the exchange step when the exchange itself failed.
 int exchange_records(RemoteRun& rr, const Gid& gid, uint32_t mtu, bool lat_rw,
                      std::vector<Dest>* remote, const char** step) {
+  // -R: the CM connected the QPs already; the records carry the buffers' addresses and keys.
+  const bool connected = rr.o.rdma_cm;
   const Options& o = rr.o;
   const Test& t = rr.t;
   const uint32_t nqps = static_cast<uint32_t>(remote->size());
@@ -295,6 +298,10 @@ int exchange_records(RemoteRun& rr, const Gid& gid, uint32_t mtu, bool lat_rw,
                    gid_text(peer_gid).c_str(), gid_text(gid).c_str());
       return 1;
     }
+    if (connected) {
+      for (uint32_t i = 0; i < nqps; ++i) rr.side.set_remote(i, (*remote)[i]);
+      continue;
+    }
     // The adapter resolves the peer's MAC (ARP / neighbour discovery) in the RTR transition.
     const AddressVector av = address_to(peer_gid, o.gid_index);
     for (uint32_t i = 0; i < nqps; ++i) {
@@ -321,8 +328,84 @@ void print_local(const RemoteRun& rr, const std::string& device, uint32_t nqps, 
   info.cq_mod = base.cq_mod;
   info.out_reads = rr.side.qp(0).local.out_reads;
   info.gid_index = rr.o.gid_index;
+  info.rdma_cm = rr.o.rdma_cm;
+  if (rr.o.rdma_cm) info.exchange = "rdma_cm";  // perftest: exchange_state[use_rdma_cm]
   print_test_info(info);
   for (uint32_t i = 0; i < nqps; ++i) print_dest("local", rr.t, rr.side.qp(i).local);
+}
+
+// The test's choreography (main.cc); the exchange step that failed, or null.
+const char* run_flow(RemoteRun& rr, const std::vector<uint64_t>& sizes, uint64_t max_size) {
+  const Test& t = rr.t;
+  if (rr.o.bidirectional) return run_duplex(rr, sizes);
+  if (t.kind == Kind::kBw && t.verb != Verb::kSend) return flow_bw_rdma(rr, sizes, max_size);
+  if (t.verb == Verb::kSend) return flow_send(rr, sizes);
+  return flow_lat_rdma(rr, sizes);
+}
+
+// The exchange's connection: TCP, or with -R an RC QP through the CM on the same port
+// (cm_link.h). Returns the step that failed, or null.
+const char* open_exchange(const Options& o, Adapter& a, const Gid& gid, Oob& oob,
+                          std::optional<CmLink>* link) {
+  const Role role = o.role();
+  if (role == Role::kServer) print_waiting();
+  if (!o.rdma_cm) {
+    if (role == Role::kServer) return oob.accept_one(o.tcp_port) ? nullptr : "accept";
+    return oob.connect_to(o.server, o.tcp_port, o.connect_retry) ? nullptr : "connect";
+  }
+  std::string err;
+  CmLink& l = link->emplace(a, oob);
+  const bool v4 = gid_is_ipv4(gid);
+  if (!l.create(&err)) {
+    oob.fail(err);
+    return "rdma_cm resources";
+  }
+  if (role == Role::kServer) {
+    if (!l.accept(v4 ? AF_INET : AF_INET6, o.tcp_port)) return "accept";
+  } else {
+    sockaddr_storage dst{};
+    socklen_t len = 0;
+    if (!cm_resolve(o.server, o.tcp_port, v4, &dst, &len, &err)) {
+      oob.fail(err, OobFailure::kNoPeer);
+      return "connect";
+    }
+    if (!l.connect(reinterpret_cast<const sockaddr*>(&dst), len, o.connect_retry)) return "connect";
+  }
+  oob.use_link(&l);
+  return nullptr;
+}
+
+// -R: perftest's create_rdma_cm_connection(): a record exchange, the test's QPs connected
+// through the CM on the exchange's port (the server listens before its side of that exchange;
+// the client retries while perftest's server, which listens only after it, is not yet
+// listening), and another record exchange. Returns the step that failed, or null.
+const char* cm_connect_tests(RemoteRun& rr, const Gid& gid, Adapter& a,
+                             std::optional<CmTestConns>* out) {
+  const Options& o = rr.o;
+  CmTestConns& tc = out->emplace(a, rr.oob);
+  const bool v4 = gid_is_ipv4(gid);
+  const bool server = rr.role == Role::kServer;
+  if (server && !tc.listen(v4 ? AF_INET : AF_INET6, o.tcp_port)) return "rdma_cm listen";
+  if (!rr.oob.hand_shake(rr.side.qp(0).local, nullptr)) return "connection records";
+  std::vector<Qp*> qps;
+  for (QpRes& q : rr.side.qps()) qps.push_back(q.qp.get());
+  const bool reads = rr.t.verb == Verb::kRead || rr.t.verb == Verb::kAtomic;
+  const uint32_t limit = reads ? rr.side.qp(0).local.out_reads : 0;
+  if (server) {
+    if (!tc.accept_all(qps, limit)) return "rdma_cm connections";
+  } else {
+    sockaddr_storage dst{};
+    socklen_t len = 0;
+    std::string err;
+    if (!cm_resolve(o.server, o.tcp_port, v4, &dst, &len, &err)) {
+      rr.oob.fail(err, OobFailure::kNoPeer);
+      return "rdma_cm connections";
+    }
+    if (!tc.connect_all(qps, reinterpret_cast<const sockaddr*>(&dst), len, limit,
+                        std::max(o.connect_retry, 10.0)))
+      return "rdma_cm connections";
+  }
+  return rr.oob.hand_shake(rr.side.qp(0).local, nullptr) ? nullptr : "connection records";
 }
 
 }  // namespace
@@ -351,12 +434,15 @@ int run_remote(const Options& o) {
                  oob.error().c_str());
     return oob_exit_code(oob, step);
   };
-  if (role == Role::kServer) {
-    print_waiting();
-    if (!oob.accept_one(o.tcp_port)) return oob_fail("accept");
-  } else if (!oob.connect_to(o.server, o.tcp_port, o.connect_retry)) {
-    return oob_fail("connect");
+  std::string err;
+  const auto gid = pick_gid(env.a(), o.gid_index, &err);
+  if (!err.empty()) {
+    std::fprintf(stderr, "urnic-perf: %s\n", err.c_str());
+    return 1;
   }
+  std::optional<CmLink> link;  // -R: the exchange over RDMA
+  if (const char* step = open_exchange(o, env.a(), gid, oob, &link); step != nullptr)
+    return oob_fail(step);
   if (!oob.exchange_versions(
           PeerModes{o.bidirectional, o.run_infinitely, o.sr != Options::SrMode::kOff}))
     return oob_fail("versions");
@@ -373,12 +459,6 @@ int run_remote(const Options& o) {
   geo.max_size = *std::max_element(sizes.begin(), sizes.end());
   const uint32_t nqps = t.kind == Kind::kLat ? 1 : o.qps;
   const RunConfig base = run_config(o, t, role, sizes.front(), urnic_peer);
-  std::string err;
-  const auto gid = pick_gid(env.a(), o.gid_index, &err);
-  if (!err.empty()) {
-    std::fprintf(stderr, "urnic-perf: %s\n", err.c_str());
-    return 1;
-  }
   SideOptions so = side_options(o);
   so.selective_repeat = sr;
   Side side(env.a(), drv, so);
@@ -407,6 +487,11 @@ int run_remote(const Options& o) {
   };
   auto run_failed = [&] { return failed(out.code == kExitOk ? kExitRunFailed : out.code); };
   auto oob_failed = [&](const char* step) { return failed(oob_fail(step)); };
+  std::optional<CmTestConns> tests_cm;  // -R: the test's QPs' connections
+  if (o.rdma_cm) {
+    if (const char* step = cm_connect_tests(rr, gid, env.a(), &tests_cm); step != nullptr)
+      return oob_failed(step);
+  }
   print_local(rr, env.device(), nqps, mtu, base);
 
   const bool lat_rw = t.kind == Kind::kLat && t.verb != Verb::kSend;
@@ -420,15 +505,7 @@ int run_remote(const Options& o) {
   else if (!(lat_rw && role == Role::kServer && t.verb != Verb::kWrite))
     print_lat_header(o.duration > 0, o.cpu_util);
 
-  const char* step = nullptr;
-  if (o.bidirectional)
-    step = run_duplex(rr, sizes);
-  else if (t.kind == Kind::kBw && t.verb != Verb::kSend)
-    step = flow_bw_rdma(rr, sizes, geo.max_size);
-  else if (t.verb == Verb::kSend)
-    step = flow_send(rr, sizes);
-  else
-    step = flow_lat_rdma(rr, sizes);
+  const char* step = run_flow(rr, sizes, geo.max_size);
   if (rr.interrupted || oob.failure() == OobFailure::kCanceled) {
     // SIGINT / SIGTERM under --run_infinitely on a side that cannot end the run itself (a
     // receiver, or a server waiting for its client): its last row is out, and that is success.
@@ -438,6 +515,9 @@ int run_remote(const Options& o) {
   }
   if (step != nullptr) return oob_failed(step);
   if (!out.ok) return run_failed();
+  // -R: the server disconnects the test's QPs, the client waits for that (perftest's
+  // rdma_cm_disconnect_nodes(); a perftest peer waits for its disconnect events).
+  if (tests_cm && !tests_cm->finish(role == Role::kServer)) return oob_failed("rdma_cm disconnect");
   print_summary(out, completions, totals(), o.verbose, drv.events());
   return kExitOk;
 }

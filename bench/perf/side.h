@@ -110,6 +110,8 @@ class Side {
   // (a zero dst_mac: the adapter resolves it).
   bool connect(size_t i, const Dest& remote, uint32_t mtu, const AddressVector& av,
                std::string* err);
+  // The peer's record for QP i when the CM connected it (-R): no attributes to set.
+  void set_remote(size_t i, const Dest& remote) { qps_[i].remote = remote; }
   // Closes everything, waiting for the QPs' closes (the engine steps through driver_).
   void destroy();
 

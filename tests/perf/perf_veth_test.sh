@@ -14,41 +14,11 @@
 # or without network namespaces / veth.
 set -u
 perf=${1:?usage: perf_veth_test.sh path/to/urnic-perf}
-SKIP=77
-
-skip() {
-  echo "SKIP: $*"
-  exit $SKIP
-}
-[ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces and veth pairs"
-command -v ip >/dev/null || skip "the ip tool (iproute2) is not installed"
-[ -x "$perf" ] || {
-  echo "FAIL: $perf is not built"
-  exit 1
-}
-
-A=urnicA$$
-B=urnicB$$
-tmp=$(mktemp -d)
-cleanup() {
-  ip netns del "$A" 2>/dev/null
-  ip netns del "$B" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-ip netns add "$A" 2>"$tmp/err" || skip "ip netns add failed: $(cat "$tmp/err")"
-ip netns add "$B" 2>"$tmp/err" || skip "ip netns add failed: $(cat "$tmp/err")"
-ip link add roce0 netns "$A" type veth peer name roce1 netns "$B" 2>"$tmp/err" ||
-  skip "cannot create a veth pair: $(cat "$tmp/err")"
+# shellcheck source=tests/perf/netns_lib.sh
+. "$(dirname "$0")/netns_lib.sh"
+netns_need "$perf"
+netns_pair_setup
 ip link add oob0 netns "$A" type veth peer name oob1 netns "$B" || exit 1
-for ns in "$A" "$B"; do
-  ip -n "$ns" link set lo up
-  # No IPv6 on the links: no router solicitations or DAD frames reach the RoCE port.
-  ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
-  ip netns exec "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1 2>/dev/null
-done
-ip -n "$A" link set roce0 mtu 4200 up && ip -n "$B" link set roce1 mtu 4200 up || exit 1
 ip -n "$A" addr add 198.18.0.1/30 dev oob0 && ip -n "$B" addr add 198.18.0.2/30 dev oob1 || exit 1
 ip -n "$A" link set oob0 up && ip -n "$B" link set oob1 up || exit 1
 
