@@ -143,11 +143,12 @@ bool run_loopback_size(Env& env, const Options& o, Test t, uint64_t size, Side& 
   return true;
 }
 
-bool run_loopback_test(Env& env, const Options& o, Test t, const std::vector<uint64_t>& sizes) {
+bool run_loopback_test(Env& env, const Options& o, Test t, std::vector<uint64_t> sizes) {
   Outcome out;
   std::string err;
   Geometry geo;
-  geo.max_size = *std::max_element(sizes.begin(), sizes.end());
+  // UD: each receive also holds the GRH.
+  geo.max_size = *std::max_element(sizes.begin(), sizes.end()) + (o.ud ? kGrhLength : 0);
   const uint32_t nqps = t.kind == Kind::kLat ? 1 : o.qps;
   const uint32_t tx = o.effective_tx_depth();
   const uint32_t rx = t.verb == Verb::kSend ? o.effective_rx_depth() : 16;
@@ -180,6 +181,8 @@ bool run_loopback_test(Env& env, const Options& o, Test t, const std::vector<uin
     std::fprintf(stderr, " urnic-perf: %s\n", err.c_str());
     return false;
   }
+  // UD: at most the largest datagram of the in-memory port (its path MTU).
+  if (o.ud) sizes = o.sizes_for(a->qp(0).ext->max_datagram_size());
   const RunConfig base = run_config(o, t, Role::kClient, sizes.front(), true);
   TestInfo info;
   info.test = t;
@@ -188,6 +191,7 @@ bool run_loopback_test(Env& env, const Options& o, Test t, const std::vector<uin
                                    : "loopback (urnicd's in-memory pair, attach mode)";
   info.qps = nqps;
   info.mtu = env.mtu();
+  info.ud = o.ud;
   info.tx_depth = base.tx_depth;
   info.rx_depth = base.rx_depth;
   info.cq_mod = base.cq_mod;
@@ -236,7 +240,7 @@ int run_loopback(const Options& o) {
         "thread\n",
         o.engines, env.engines_launched(), o.engines - env.engines_launched());
   }
-  if (!o.sweep) return run_loopback_test(env, o, o.test, o.sizes()) ? 0 : 1;
+  if (!o.sweep) return run_loopback_test(env, o, o.test, o.sizes_for(env.mtu())) ? 0 : 1;
 
   // The sweep: every test over a few sizes, short runs (the README's main command).
   struct Row {

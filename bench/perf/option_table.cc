@@ -233,10 +233,10 @@ constexpr OptionRow kPerftestRows[] = {
    "CPU_Util[%] column: user / (user + idle) time of all CPUs\n"
    "from /proc/stat over the measured interval (needs -D)",
    [](OptionArg& a) { return set_flag(a, &a.o->cpu_util); }},
-  {"-c --connection", "TYPE", "RC only (UD QPs are not in urnic's API yet: issue 16)",
+  {"-c --connection", "TYPE", "RC (default) or UD (send_bw / send_lat; messages up to the MTU)",
    [](OptionArg& a) {
      std::string s;
-     return a.value(&s) && parse_connection(s);
+     return a.value(&s) && parse_connection(s, a.o);
    }},
   {"-p", "PORT", "TCP port of the out-of-band exchange (default 18515)",
    [](OptionArg& a) { return num_into(a, &a.o->tcp_port, 1, 65535); }},

@@ -53,7 +53,7 @@ bool parse_double(const std::string& s, double* out);
 bool parse_broken_rules(const std::string& list, BrokenRules* r);
 bool parse_rate(const std::string& s, Options* o);
 bool parse_inject(const std::string& spec, const char* opt, FaultConfig* f);
-bool parse_connection(const std::string& s);
+bool parse_connection(const std::string& s, Options* o);
 bool parse_mix(const std::string& spec, Options* o);
 bool check_address(const std::string& key, const std::string& text);
 }  // namespace opts

@@ -96,7 +96,9 @@ uint32_t Options::effective_tx_depth() const {
 }
 
 uint32_t Options::effective_rx_depth() const {
-  uint32_t r = rx_depth != 0 ? rx_depth : kDefaultRxSend;
+  // UD (perftest): a receive for every message up to UC_MAX_RX, since a datagram that finds none
+  // is lost, not retried.
+  uint32_t r = rx_depth != 0 ? rx_depth : ud ? kUdMaxRx : kDefaultRxSend;
   if (duration == 0 && r > effective_iters() + 1) r = static_cast<uint32_t>(effective_iters() + 1);
   return r;
 }
@@ -106,6 +108,14 @@ std::vector<uint64_t> Options::sizes() const {
   if (!all_sizes) return {size != 0 ? size : default_size()};
   std::vector<uint64_t> v;
   for (uint64_t s = 2; s <= kMaxSize; s <<= 1) v.push_back(s);
+  return v;
+}
+
+std::vector<uint64_t> Options::sizes_for(uint32_t mtu) const {
+  std::vector<uint64_t> v = sizes();
+  if (!ud) return v;
+  if (!all_sizes) return {std::min<uint64_t>(v.front(), mtu)};
+  std::erase_if(v, [mtu](uint64_t s) { return s > mtu; });
   return v;
 }
 
@@ -154,20 +164,18 @@ bool parse_inject(const std::string& spec, const char* opt, FaultConfig* f) {
   return false;
 }
 
-// -c: perftest's connection types (change_conn_type(): RC UC UD RawEth XRC DC SRD). urnic has
-// RC only; UD QPs are not in its public API yet (issue 16, item 5).
-bool parse_connection(const std::string& s) {
-  if (s == "RC") return true;
-  if (s == "UD") {
-    std::fprintf(stderr,
-                 "urnic-perf: -c UD: urnic's public API has no UD QPs yet (issue 16, item 5); "
-                 "only RC is supported\n");
-  } else if (s == "UC" || s == "RawEth" || s == "XRC" || s == "DC" || s == "SRD") {
-    std::fprintf(stderr, "urnic-perf: -c %s: urnic supports RC connections only\n", s.c_str());
+// -c: perftest's connection types (change_conn_type(): RC UC UD RawEth XRC DC SRD); urnic runs
+// RC and UD.
+bool parse_connection(const std::string& s, Options* o) {
+  o->ud = s == "UD";
+  if (s == "RC" || s == "UD") return true;
+  if (s == "UC" || s == "RawEth" || s == "XRC" || s == "DC" || s == "SRD") {
+    std::fprintf(stderr, "urnic-perf: -c %s: urnic supports RC and UD connections only\n",
+                 s.c_str());
   } else {
     std::fprintf(stderr,
                  "urnic-perf: invalid connection type '%s' (perftest's: RC UC UD RawEth XRC DC "
-                 "SRD; urnic supports RC)\n",
+                 "SRD; urnic supports RC and UD)\n",
                  s.c_str());
   }
   return false;
@@ -261,6 +269,12 @@ bool check_modes(Options* o) {
                                    : "duration mode (-D) doesn't work with events (-e)");
     if (o->rate > 0) return bad("-e and --rate (open-loop load) do not mix");
   }
+  if (o->ud && o->test.verb != Verb::kSend)
+    return bad("UD connection only possible in SEND verb (send_bw, send_lat)");
+  if (o->ud && o->rdma_cm)
+    return bad(
+        "-c UD with -R (rdma_cm's UDP port space) is not supported; -c UD runs over the "
+        "TCP exchange");
   if (o->rdma_cm && o->loopback())
     return bad("-R (rdma_cm) needs a peer: a server address, or --vdev / --port for the server");
   if (o->cpu_util && o->duration == 0)

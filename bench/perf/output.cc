@@ -78,7 +78,7 @@ void print_test_info(const TestInfo& t) {
   std::printf("%sTest\n", t.test.kind == Kind::kBw ? "BW " : "Latency ");
   std::printf(" Dual-port       : OFF\t\tDevice         : %s\n", t.device.c_str());
   std::printf(" Number of qps   : %u\t\tTransport type : IB\n", t.qps);
-  std::printf(" Connection type : RC\t\tUsing SRQ      : OFF\n");
+  std::printf(" Connection type : %s\t\tUsing SRQ      : OFF\n", t.ud ? "UD" : "RC");
   std::printf(" PCIe relax order: OFF\n");
   std::printf(" ibv_wr* API     : OFF\n");
   if (t.role == Role::kClient) std::printf(" TX depth        : %u\n", t.tx_depth);

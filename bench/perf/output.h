@@ -26,6 +26,7 @@ struct TestInfo {
   int gid_index = 1;
   bool duration = false;
   bool rdma_cm = false;  // -R
+  bool ud = false;       // -c UD
 };
 
 void print_waiting();

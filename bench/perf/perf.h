@@ -38,6 +38,8 @@ enum class Role : uint8_t { kClient, kServer };
 
 // perftest defaults (perftest_parameters.h).
 inline constexpr uint16_t kDefaultTcpPort = 18515;  // DEF_PORT
+inline constexpr uint32_t kUdQkey = 0x11111111;     // DEF_QKEY: perftest's datagram QPs' Q_Key
+inline constexpr uint32_t kUdMaxRx = 16000;         // UC_MAX_RX: -c UD's default receive depth
 inline constexpr uint64_t kDefaultSizeBw = 65536;   // DEF_SIZE_BW
 inline constexpr uint64_t kDefaultSizeLat = 2;      // DEF_SIZE_LAT
 inline constexpr uint64_t kAtomicSize = 8;          // atomics always move 8 bytes
@@ -95,6 +97,9 @@ struct Options {
   // -R: the exchange and the test's QPs go through rdma_cm (the IB CM) on tcp_port, as
   // perftest's -R does (cm_link.h), instead of a TCP connection and hand-set QP attributes.
   bool rdma_cm = false;
+  // -c UD: datagram QPs (send_bw and send_lat only, as in perftest), messages of at most the
+  // path MTU, every receive with room for the 40-byte GRH (urnic/datagram.h).
+  bool ud = false;
   int gid_index = 1;   // -x: index in the adapter's GID table (1 = IPv4-mapped)
   std::string server;  // client mode when set
   // DPDK side.
@@ -161,6 +166,9 @@ struct Options {
   uint64_t effective_iters() const;
   uint32_t effective_tx_depth() const;
   uint32_t effective_rx_depth() const;
+  // The sizes a run over a path of `mtu` bytes sends: sizes(), UD's at most the MTU (perftest
+  // lowers -s to it and ends -a there).
+  std::vector<uint64_t> sizes_for(uint32_t mtu) const;
   std::vector<uint64_t> sizes() const;
 };
 

@@ -154,6 +154,7 @@ const char* flow_send(RemoteRun& rr, const std::vector<uint64_t>& sizes) {
     // Receives are posted: the sync record lets the client start.
     if (!rr.oob.hand_shake(me, nullptr)) return "sync";
     if (answers) spec.waiter = r.get();
+    spec.waiter_stops_on_peer = o.ud && t.kind == Kind::kBw;
     const CpuStat cpu0 = o.cpu_util ? read_cpu_stat() : CpuStat{};
     if (!rr.run({r.get()}, size, spec)) break;
     const double cpu = o.cpu_util ? cpu_util(cpu0, read_cpu_stat()) : -1;
@@ -239,7 +240,8 @@ bool RemoteRun::run(const std::vector<Runner*>& rs, uint64_t size, const Spec& s
           abort_all("the peer closed its TCP connection during the run (it exited or was killed)");
         } else if (spec.end != nullptr && spec.peer_ends && oob.readable()) {
           spec.end->store(true, std::memory_order_relaxed);
-        } else if (spec.waiter != nullptr && o.duration > 0 && oob.readable()) {
+        } else if (spec.waiter != nullptr && (o.duration > 0 || spec.waiter_stops_on_peer) &&
+                   oob.readable()) {
           spec.waiter->stop(0);
           stopped = true;
         }
@@ -329,6 +331,7 @@ void print_local(const RemoteRun& rr, const std::string& device, uint32_t nqps, 
   info.out_reads = rr.side.qp(0).local.out_reads;
   info.gid_index = rr.o.gid_index;
   info.rdma_cm = rr.o.rdma_cm;
+  info.ud = rr.o.ud;
   if (rr.o.rdma_cm) info.exchange = "rdma_cm";  // perftest: exchange_state[use_rdma_cm]
   print_test_info(info);
   for (uint32_t i = 0; i < nqps; ++i) print_dest("local", rr.t, rr.side.qp(i).local);
@@ -455,8 +458,9 @@ int run_remote(const Options& o) {
   if (!oob.check_mtu(mtu, &mtu)) return oob_fail("MTU");
   const bool urnic_peer = oob.peer_is_urnic();
 
-  const auto sizes = o.sizes();
-  geo.max_size = *std::max_element(sizes.begin(), sizes.end());
+  const auto sizes = o.sizes_for(mtu);
+  // UD: each receive also holds the GRH.
+  geo.max_size = *std::max_element(sizes.begin(), sizes.end()) + (o.ud ? kGrhLength : 0);
   const uint32_t nqps = t.kind == Kind::kLat ? 1 : o.qps;
   const RunConfig base = run_config(o, t, role, sizes.front(), urnic_peer);
   SideOptions so = side_options(o);

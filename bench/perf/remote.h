@@ -32,6 +32,9 @@ struct RemoteRun {
     // In a duration run, the runner that only answers: stopped when the peer's next TCP message
     // (a record, or the connection closing) shows up.
     Runner* waiter = nullptr;
+    // -c UD: the waiter (a receiver) also stops at the peer's next TCP message when it counts
+    // iterations: a datagram lost on the way would leave it waiting for ever.
+    bool waiter_stops_on_peer = false;
     // --run_infinitely: the senders' end (RunConfig::stop), raised by SIGINT / SIGTERM, and with
     // `peer_ends` by the peer's record (a bidirectional peer that was interrupted first).
     std::atomic<bool>* end = nullptr;

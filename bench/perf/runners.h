@@ -39,8 +39,10 @@ struct RunConfig {
   uint32_t cq_mod = kDefaultCqMod;
   uint32_t post_list = 0;    // -l: requests per doorbell (0: the sender's own batching)
   uint32_t inline_size = 0;  // -I: WRITEs / SENDs up to this size are posted inline
-  bool peer_urnic = false;   // the peer fills its data like we do: verify it
-  bool events = false;       // -e: an empty poll arms the CQ (events.h)
+  // -c UD: the bytes a receive holds before the message (the GRH, urnic/datagram.h).
+  uint32_t recv_extra = 0;
+  bool peer_urnic = false;  // the peer fills its data like we do: verify it
+  bool events = false;      // -e: an empty poll arms the CQ (events.h)
   // --run_infinitely: a duration run whose end is this flag (set by SIGINT / SIGTERM), not the
   // clock; null otherwise.
   const std::atomic<bool>* stop = nullptr;

@@ -158,6 +158,7 @@ RunConfig run_config(const Options& o, Test t, Role role, uint64_t size, bool pe
   c.events = o.events;
   if (o.run_infinitely) c.stop = stop_flag();
   c.inline_size = o.inline_size;
+  c.recv_extra = o.ud ? kGrhLength : 0;
   if (o.rate > 0 && t.kind == Kind::kBw) {
     // Gb/s of a mix: of its mean request size.
     double mean = static_cast<double>(size), weights = 0, bytes = 0;
@@ -186,6 +187,7 @@ SideOptions side_options(const Options& o) {
   s.timeout = static_cast<uint8_t>(o.qp_timeout);
   s.out_reads = o.out_reads != 0 ? o.out_reads : kMaxOutReads;
   s.inline_size = o.inline_size;
+  s.ud = o.ud;
   return s;
 }
 

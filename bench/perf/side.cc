@@ -47,6 +47,8 @@ Status QpRes::post(const Request& r) noexcept {
   const std::span<const Sge> sgl(&r.sge, 1);
   switch (r.verb) {
     case Verb::kSend:
+      if (ah.valid())
+        return ext->send_datagram(r.context, {&r.sge, 1}, r.flags, ah, remote.qpn, kUdQkey);
       return qp->send(r.context, sgl, r.flags);
     case Verb::kWrite:
       return qp->write(r.context, sgl, r.remote_addr, r.rkey, r.flags);
@@ -124,27 +126,7 @@ bool Side::create(Test test, uint32_t nqps, uint32_t sq_depth, uint32_t rq_depth
   const bool reads = test.verb == Verb::kRead || test.verb == Verb::kAtomic;
   for (uint32_t i = 0; i < nqps; ++i) {
     QpRes r;
-    if (Status s = pd_->create_qp(*rcq_[i % engines], *scq_[i % engines], nullptr, rq_depth,
-                                  sq_depth, 1, 1, opts_.inline_size, nullptr, nullptr, &r.qp);
-        s != Status::kSuccess) {
-      *err = "cannot create QP " + std::to_string(i) + ": " + std::string(to_string(s));
-      return false;
-    }
-    r.ext = r.qp->query_extension<QpExtension>();
-    r.conn = r.qp->query_extension<QpConnectExtension>();
-    if (r.ext == nullptr || r.conn == nullptr) {
-      *err = "the QP lacks the urnic extensions";
-      return false;
-    }
-    QpAttributes at;
-    at.state = QpState::kInit;
-    at.access = qp_access::kAll;
-    if (Status s =
-            r.conn->modify(at, qp_attr_mask::kState | qp_attr_mask::kAccessFlags, nullptr, nullptr);
-        s != Status::kSuccess) {
-      *err = what("QP to INIT", s);
-      return false;
-    }
+    if (!create_qp(i, rq_depth, sq_depth, &r, err)) return false;
     uint8_t* base = mem_ + geo_.per_qp() * i;
     r.src = base;
     r.last = base + geo_.region();
@@ -164,10 +146,70 @@ bool Side::create(Test test, uint32_t nqps, uint32_t sq_depth, uint32_t rq_depth
   return true;
 }
 
+bool Side::create_qp(uint32_t i, uint32_t rq_depth, uint32_t sq_depth, QpRes* r, std::string* err) {
+  const uint32_t engines = adapter_.engines();
+  Cq& rcq = *rcq_[i % engines];
+  Cq& scq = *scq_[i % engines];
+  // A datagram QP starts in INIT with its Q_Key; an RC QP is taken there with every access
+  // right (the peer's READs, WRITEs and atomics).
+  const Status s = opts_.ud ? create_datagram_qp(*pd_, rcq, scq, nullptr, nullptr, rq_depth,
+                                                 sq_depth, 1, 1, opts_.inline_size, kUdQkey, &r->qp)
+                            : pd_->create_qp(rcq, scq, nullptr, rq_depth, sq_depth, 1, 1,
+                                             opts_.inline_size, nullptr, nullptr, &r->qp);
+  if (s != Status::kSuccess) {
+    *err = "cannot create QP " + std::to_string(i) + ": " + std::string(to_string(s));
+    return false;
+  }
+  r->ext = r->qp->query_extension<QpExtension>();
+  r->conn = r->qp->query_extension<QpConnectExtension>();
+  if (r->ext == nullptr || r->conn == nullptr) {
+    *err = "the QP lacks the urnic extensions";
+    return false;
+  }
+  if (opts_.ud) return true;
+  QpAttributes at;
+  at.state = QpState::kInit;
+  at.access = qp_access::kAll;
+  if (Status st =
+          r->conn->modify(at, qp_attr_mask::kState | qp_attr_mask::kAccessFlags, nullptr, nullptr);
+      st != Status::kSuccess) {
+    *err = what("QP to INIT", st);
+    return false;
+  }
+  return true;
+}
+
+// UD (perftest's ctx_modify_qp_to_rtr / rts for UD): RTR and RTS with the send PSN, and an
+// address handle to the peer's GID.
+bool Side::connect_datagram(QpRes& r, const AddressVector& av, std::string* err) {
+  QpAttributes at;
+  at.state = QpState::kRtr;
+  if (Status s = r.conn->modify(at, qp_attr_mask::kState, nullptr, nullptr);
+      s != Status::kSuccess) {
+    *err = what("QP to RTR", s);
+    return false;
+  }
+  at.state = QpState::kRts;
+  at.sq_psn = r.local.psn;
+  if (Status s = r.conn->modify(at, qp_attr_mask::kState | qp_attr_mask::kSqPsn, nullptr, nullptr);
+      s != Status::kSuccess) {
+    *err = what("QP to RTS", s);
+    return false;
+  }
+  if (Status s = create_address_handle(adapter_, av, &r.ah); s != Status::kSuccess) {
+    *err = s == Status::kHostUnreachable
+               ? "no ARP/ND answer from the peer (or its gateway), or no route to it (--route)"
+               : what("address handle", s);
+    return false;
+  }
+  return true;
+}
+
 bool Side::connect(size_t i, const Dest& remote, uint32_t mtu, const AddressVector& av,
                    std::string* err) {
   QpRes& r = qps_[i];
   r.remote = remote;
+  if (opts_.ud) return connect_datagram(r, av, err);
   namespace qa = qp_attr_mask;
   QpAttributes at;
   at.state = QpState::kRtr;

@@ -72,6 +72,7 @@ struct Request {
 
 struct QpRes {
   Handle<Qp> qp;
+  AddressHandle ah;  // UD: where its datagrams go (the peer's QPN is remote.qpn)
   QpExtension* ext = nullptr;
   QpConnectExtension* conn = nullptr;
   uint8_t* src = nullptr;
@@ -92,6 +93,7 @@ struct SideOptions {
   uint8_t timeout = kQpTimeout;       // -u
   uint32_t out_reads = kMaxOutReads;  // -o: what a READ / atomic QP advertises and uses
   uint32_t inline_size = 0;           // -I: the QPs' inline data size
+  bool ud = false;                    // -c UD: datagram QPs (Q_Key kUdQkey)
 };
 
 class Side {
@@ -126,6 +128,9 @@ class Side {
   QpRes& qp(size_t i) { return qps_[i]; }
 
  private:
+  bool create_qp(uint32_t i, uint32_t rq_depth, uint32_t sq_depth, QpRes* r, std::string* err);
+  bool connect_datagram(QpRes& r, const AddressVector& av, std::string* err);
+
   Adapter& adapter_;
   Driver& driver_;
   SideOptions opts_;

@@ -115,12 +115,12 @@ if ! grep -q 'result: PASS' <<<"$out" || [ "${delayed:-0}" -eq 0 ]; then
   fails=$((fails + 1))
 fi
 # perftest's -b, -e, --run_infinitely, --cpu_util, -c (issue 17 item 4). Refused: values given
-# to flags, combinations perftest refuses, and every connection type but RC (UD is named: urnic
-# has no UD QPs yet).
+# to flags, combinations perftest refuses, every connection type but RC and UD, and UD for
+# anything but SEND (perftest's words).
 for args in "-b1" "--events=1" "--cpu_util=1" "write_lat -b" "--report-both" "write_bw -e -D 1" \
   "write_bw -e --rate=1" "write_bw -b --rate=1" "write_lat --run_infinitely" \
   "write_bw --run_infinitely -a" "send_bw -b --run_infinitely" "write_bw --run_infinitely -e" \
-  "write_bw --cpu_util" "-c XX" "-c UC" "-c" "-c UD"; do
+  "write_bw --cpu_util" "-c XX" "-c UC" "-c" "-c UD" "read_lat -c UD" "send_bw -c UD -R"; do
   # shellcheck disable=SC2086
   out=$("$perf" $args -n 5 --no-progress 2>&1)
   rc=$?
@@ -130,7 +130,7 @@ for args in "-b1" "--events=1" "--cpu_util=1" "write_lat -b" "--report-both" "wr
   fi
 done
 out=$("$perf" write_bw -c UD --no-progress 2>&1)
-grep -q "UD QPs yet (issue 16" <<<"$out" || {
+grep -q "UD connection only possible in SEND verb" <<<"$out" || {
   echo "FAIL: -c UD does not say why: $out"
   fails=$((fails + 1))
 }

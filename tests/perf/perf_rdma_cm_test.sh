@@ -24,100 +24,35 @@ urun=${2:?usage: perf_rdma_cm_test.sh path/to/urnic-perf path/to/urnic-run}
 netns_need "$perf"
 netns_pair_setup
 
-have_perftest=1
-command -v ib_write_bw >/dev/null && [ -x "$urun" ] || have_perftest=0
-
+PAIR_FLAGS=(-R)
+PAIR_ADDR=198.18.1.1 # the server's RoCE address: no TCP link
+PAIR_MARK='rdma_cm QPs.*: ON'
+PAIR_ALL_ROWS=23
+PAIR_REFUSED='CM event bl blka [78]$|REJECTED|UNREACHABLE'
 srv_perf=("$perf" --vdev=net_af_packet0,iface=roce0 --ip=198.18.1.1 --lcores=0 --no-progress
   --idle-yield=64 --timeout=30)
 cli_perf=("$perf" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 --lcores=1 --no-progress
   --idle-yield=64 --timeout=30 --connect-retry=20)
-srv_pt=("$urun" --devargs=net_af_packet0,iface=roce0 --ip=198.18.1.1 --lcores=0)
-cli_pt=("$urun" --devargs=net_af_packet0,iface=roce1 --ip=198.18.1.2 --lcores=1)
-
-passed=0
-failed=0
-# pair NAME SERVER CLIENT TEST ARGS...: SERVER / CLIENT are perf (urnic-perf) or pt (stock
-# perftest under urnic-run); the server in A, the client in B, both with -R.
-pair() {
-  local name=$1 sk=$2 ck=$3 t=$4
-  shift 4
-  if [ "$sk$ck" != perfperf ] && [ $have_perftest -eq 0 ]; then
-    echo "skip $name: perftest or urnic-run missing"
-    return
-  fi
-  local scmd ccmd
-  if [ "$sk" = perf ]; then scmd=("${srv_perf[@]}" "$t" -R "$@"); else
-    scmd=("${srv_pt[@]}" "ib_$t" -d urnic0 -x 1 -R "$@"); fi
-  if [ "$ck" = perf ]; then ccmd=("${cli_perf[@]}" "$t" -R "$@" 198.18.1.1); else
-    ccmd=("${cli_pt[@]}" "ib_$t" -d urnic0 -x 1 -R "$@" 198.18.1.1); fi
-  timeout 90 ip netns exec "$A" "${scmd[@]}" >"$tmp/$name.srv" 2>&1 &
-  local spid=$!
-  # A perftest client does not retry a refused connection: let the server come up first (a
-  # urnic-perf server is listening once it prints its banner).
-  if [ "$ck" = pt ]; then
-    for _ in $(seq 100); do
-      grep -q 'Waiting for client' "$tmp/$name.srv" 2>/dev/null && break
-      sleep 0.1
-    done
-    sleep 0.5
-  fi
-  timeout 90 ip netns exec "$B" "${ccmd[@]}" >"$tmp/$name.cli" 2>&1
-  local crc=$?
-  wait "$spid"
-  local src=$?
-  local want_rows=1 rows why=""
-  case " $* " in *" -a "*) want_rows=23 ;; esac
-  rows=$(grep -cE '^ [0-9]+ +[0-9]+ ' "$tmp/$name.cli")
-  [ $crc -eq 0 ] || why="client exit $crc"
-  [ $src -eq 0 ] || why="$why server exit $src"
-  [ "$rows" -eq "$want_rows" ] || why="$why $rows result rows (want $want_rows)"
-  for side in srv cli; do
-    local kind=$sk
-    [ $side = cli ] && kind=$ck
-    [ "$kind" = perf ] || continue
-    grep -q 'result: PASS' "$tmp/$name.$side" || why="$why $side did not PASS"
-    grep -qE 'rdma_cm QPs.*: ON' "$tmp/$name.$side" || why="$why $side: rdma_cm QPs not ON"
-  done
-  # The server disconnects the test's QPs at the end, or its process does as it exits (the kernel
-  # would; urnic's librdmacm's exit hook): the client must not have to do it itself.
-  if grep -q 'did not disconnect' "$tmp/$name.cli"; then
-    why="$why $(grep -o 'the server did not disconnect.*' "$tmp/$name.cli")"
-  fi
-  if [ "$sk$ck" = perfperf ] && ! grep -q 'data: .* verified' "$tmp/$name.srv" "$tmp/$name.cli"; then
-    why="$why no data verified"
-  fi
-  if [ -z "$why" ]; then
-    passed=$((passed + 1))
-    printf 'ok   %-26s %s\n' "$name" "$(grep -E '^ [0-9]+ +[0-9]+ ' "$tmp/$name.cli" | tail -1)"
-  else
-    failed=$((failed + 1))
-    echo "FAIL $name:$why"
-    echo "---- server"
-    cat "$tmp/$name.srv"
-    echo "---- client"
-    cat "$tmp/$name.cli"
-  fi
-}
 
 # urnic-perf to urnic-perf: every test, several QPs, all sizes, both directions at once.
-pair write_bw perf perf write_bw -q 2 -n 300
-pair read_bw perf perf read_bw -q 2 -n 300
-pair send_bw_all perf perf send_bw -a -n 5
-pair atomic_bw perf perf atomic_bw -n 300
-pair write_lat perf perf write_lat -n 300
-pair read_lat perf perf read_lat -n 300
-pair send_lat perf perf send_lat -n 300
-pair atomic_lat perf perf atomic_lat -n 300
-pair write_bw_bidir perf perf write_bw -b -n 300
+peer_pair write_bw perf perf write_bw -q 2 -n 300
+peer_pair read_bw perf perf read_bw -q 2 -n 300
+peer_pair send_bw_all perf perf send_bw -a -n 5
+peer_pair atomic_bw perf perf atomic_bw -n 300
+peer_pair write_lat perf perf write_lat -n 300
+peer_pair read_lat perf perf read_lat -n 300
+peer_pair send_lat perf perf send_lat -n 300
+peer_pair atomic_lat perf perf atomic_lat -n 300
+peer_pair write_bw_bidir perf perf write_bw -b -n 300
 # Stock perftest as the client, urnic-perf serving; and the other way round.
-pair pt_write_bw_q4 perf pt write_bw -q 4 -n 300
-pair pt_read_lat perf pt read_lat -n 300
-pair pt_send_bw perf pt send_bw -n 300
-pair pt_atomic_bw perf pt atomic_bw -n 300
-pair write_bw_to_pt pt perf write_bw -q 4 -n 300
-pair read_bw_to_pt pt perf read_bw -n 300
-pair send_lat_to_pt pt perf send_lat -n 300
-pair atomic_lat_to_pt pt perf atomic_lat -n 300
+peer_pair pt_write_bw_q4 perf pt write_bw -q 4 -n 300
+peer_pair pt_read_lat perf pt read_lat -n 300
+peer_pair pt_send_bw perf pt send_bw -n 300
+peer_pair pt_atomic_bw perf pt atomic_bw -n 300
+peer_pair write_bw_to_pt pt perf write_bw -q 4 -n 300
+peer_pair read_bw_to_pt pt perf read_bw -n 300
+peer_pair send_lat_to_pt pt perf send_lat -n 300
+peer_pair atomic_lat_to_pt pt perf atomic_lat -n 300
 
 # A -R client whose server listens on another port: refused (REJ), exit 3 (no peer) with the
 # reason, once its --connect-retry has run out.

@@ -18,9 +18,7 @@ perf=${1:?usage: perf_veth_test.sh path/to/urnic-perf}
 . "$(dirname "$0")/netns_lib.sh"
 netns_need "$perf"
 netns_pair_setup
-ip link add oob0 netns "$A" type veth peer name oob1 netns "$B" || exit 1
-ip -n "$A" addr add 198.18.0.1/30 dev oob0 && ip -n "$B" addr add 198.18.0.2/30 dev oob1 || exit 1
-ip -n "$A" link set oob0 up && ip -n "$B" link set oob1 up || exit 1
+netns_oob_setup
 
 passed=0
 failed=0
