@@ -27,6 +27,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -178,6 +179,42 @@ class RxeInterop : public ::testing::Test {
     EXPECT_GT(std::stoull(m[2]), 0u) << "no CNP sent for them";
     EXPECT_EQ(std::stoull(m[3]), 0u) << "rxe sends no CNPs";
   }
+
+#ifdef URNIC_PERF
+  // urnic-perf's perftest modes against perftest in the guest (issue 44 item 1): -R, where the
+  // exchange and the test's QPs go through the guest kernel's rdma_cm (urnic's CM answering it),
+  // and -c UD over the TCP exchange. Both must exit 0 and the urnic side PASS.
+  void perf_against_perftest(const std::string& test, bool urnic_server,
+                             const std::vector<std::string>& args) {
+    const bool cm = std::find(args.begin(), args.end(), "-R") != args.end();
+    std::string pt_args;
+    for (const std::string& a : args) pt_args += " " + a;
+    std::vector<std::string> u_args = {test, "--lcores=0", "--idle-yield=16", "--no-progress"};
+    u_args.insert(u_args.end(), args.begin(), args.end());
+    std::unique_ptr<Proc> u, g;
+    const std::string tool = "ib_" + test + " -d rxe0 -x 1 -F" + pt_args;
+    if (urnic_server) {
+      u = urnic(URNIC_PERF, u_args);
+      // rdma_cm: the guest connects to urnic's address; TCP: to the netns kernel's.
+      g = guest("for i in $(seq 60); do out=$(" + tool + " " + (cm ? kUrnicIp : kHostIp) +
+                    " 2>&1) && { echo \"$out\"; exit 0; }; sleep 1; done; echo \"$out\"; exit 1",
+                170);
+    } else {
+      g = guest(tool, 170);
+      u_args.insert(u_args.end(), {"--connect-retry=120", kGuestIp});
+      u = urnic(URNIC_PERF, u_args);
+    }
+    const int ru = u->wait(std::chrono::seconds(180));
+    const int rg = g->wait(std::chrono::seconds(180));
+    std::printf("---- urnic-perf\n%s---- guest\n%s", u->output().c_str(), g->output().c_str());
+    EXPECT_EQ(ru, 0) << u->output();
+    EXPECT_EQ(rg, 0) << g->output();
+    EXPECT_TRUE(u->has("result: PASS")) << u->output();
+    EXPECT_TRUE(u->has(cm ? "rdma_cm QPs\t : ON" : "Connection type : UD")) << u->output();
+    EXPECT_TRUE((urnic_server ? g : u)->has(R"(^ \d+ +\d+ +[0-9.]+)"))
+        << (urnic_server ? g : u)->output();
+  }
+#endif
 
   // Both must exit 0; their outputs go into the log on failure.
   static void finish(Proc& urnic_side, Proc& guest_side, std::chrono::seconds t = 180s) {
@@ -490,6 +527,24 @@ TEST_F(RxeInterop1500, CeMarkedByRxeAnsweredWithCnpsRxeIgnores) {
   EXPECT_TRUE(g->has(R"(^\s*4096\s+200\s)")) << g->output();
 #endif
 }
+
+#ifdef URNIC_PERF
+TEST_F(RxeInterop1500, PerfRdmaCmWriteBwUrnicServer) {
+  perf_against_perftest("write_bw", true, {"-R", "-s", "4096", "-n", "200"});
+}
+TEST_F(RxeInterop1500, PerfRdmaCmWriteBwUrnicClient) {
+  perf_against_perftest("write_bw", false, {"-R", "-s", "4096", "-n", "200"});
+}
+TEST_F(RxeInterop1500, PerfRdmaCmReadLatUrnicClient) {
+  perf_against_perftest("read_lat", false, {"-R", "-n", "100"});
+}
+TEST_F(RxeInterop1500, PerfUdSendLatUrnicServer) {
+  perf_against_perftest("send_lat", true, {"-c", "UD", "-n", "100"});
+}
+TEST_F(RxeInterop1500, PerfUdSendBwUrnicClient) {
+  perf_against_perftest("send_bw", false, {"-c", "UD", "-s", "1024", "-n", "200"});
+}
+#endif
 
 // urnic and rxe through the software switch (switch/, urnic-switch as its own process): the
 // switch sits in the netns between vdpdk0 (the bridge with the guest) and a veth pair whose other
