@@ -273,6 +273,7 @@ Status remote_resolve_datagram(ObjectImpl* c, const sockaddr* src, uint32_t src_
                                void* context) noexcept;
 Status remote_datagram_peer(ObjectImpl* c, uint32_t* qpn, uint32_t* qkey) noexcept;
 bool remote_is_datagram(ObjectImpl* c) noexcept;
+Status remote_reject_reason(ObjectImpl* c, uint16_t* reason) noexcept;
 Status remote_accept_datagram(ObjectImpl* c, uint32_t qpn, uint32_t qkey, const void* data,
                               uint32_t data_length) noexcept;
 Status remote_connection_data(ObjectImpl* c, uint32_t* inbound, uint32_t* outbound, void* data,

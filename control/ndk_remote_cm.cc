@@ -449,6 +449,14 @@ Status remote_datagram_peer(ObjectImpl* co, uint32_t* qpn, uint32_t* qkey) noexc
   return s;
 }
 
+Status remote_reject_reason(ObjectImpl* co, uint16_t* reason) noexcept {
+  ipc::CmCallRep rep{};
+  if (Status s = info(co, &rep); s != Status::kSuccess) return s;
+  if (rep.reject_reason == 0) return Status::kConnectionInvalid;
+  *reason = rep.reject_reason;
+  return Status::kSuccess;
+}
+
 bool remote_is_datagram(ObjectImpl* co) noexcept {
   if (is_closing(co)) return false;
   return conn_of(co)->datagram.load(std::memory_order_relaxed);

@@ -83,6 +83,8 @@ void connector_info(Connector& c, ipc::CmCallRep* rep) {
   rep->data_length = s == Status::kSuccess ? std::min(len, ipc::kCmDataMax) : 0;
   rep->peer_status = static_cast<uint32_t>(c.get_datagram_peer(&rep->qpn, &rep->qkey));
   rep->datagram = c.is_datagram() ? 1 : 0;
+  uint16_t reason = 0;
+  if (c.get_reject_reason(&reason) == Status::kSuccess) rep->reject_reason = reason;
   read_addr([&](sockaddr* a, uint32_t* l) { return c.get_local_address(a, l); }, &rep->local);
   read_addr([&](sockaddr* a, uint32_t* l) { return c.get_peer_address(a, l); }, &rep->peer);
 }

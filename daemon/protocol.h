@@ -40,8 +40,9 @@ inline constexpr uint16_t kVersionMajor = 1;
 // CreateQpRep::max_datagram, shm::SendOp::kDatagram). 7: memory windows and fast-register MRs
 // (CreateMw, InitFrmr, shm::SendOp::kBind .. kFastRegister, a QP's page list area,
 // shm::RingHeader::failed); datagram QPs on an SRQ; CQ interrupt moderation (ModerateCq) and
-// resize (ResizeCq, shm::RingHeader::moved).
-inline constexpr uint16_t kVersionMinor = 7;
+// resize (ResizeCq, shm::RingHeader::moved). 8: CmCallRep::reject_reason (in what was the high
+// half of `datagram`, which only ever held 0 or 1: a minor-7 daemon's reply reads as no reason).
+inline constexpr uint16_t kVersionMinor = 8;
 inline constexpr uint16_t kMinClientMinor = 5;
 // Names (adapters, clients): 1 .. 31 characters of [A-Za-z0-9_.-], NUL-padded to 32 bytes.
 inline constexpr size_t kNameSize = 32;
@@ -441,8 +442,9 @@ struct CmCallRep {
   uint32_t inbound, outbound;
   uint32_t peer_status;  // get_datagram_peer's status
   uint32_t qpn, qkey;
-  uint32_t datagram;     // 0 or 1: is_datagram()
-  WireAddr local, peer;  // family 0: none yet
+  uint16_t datagram;       // 0 or 1: is_datagram()
+  uint16_t reject_reason;  // get_reject_reason's reason (0: none; minor 8)
+  WireAddr local, peer;    // family 0: none yet
   uint8_t data[kCmDataMax];
 };
 static_assert(sizeof(CmCallRep) == 292);

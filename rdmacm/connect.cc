@@ -31,6 +31,14 @@ int fail_status(Status s) {
 
 constexpr int kRejConsumerDefined = 28;  // IB CM REJ reason (IBTA 12.6.7.2), rdma_cm's status
 
+// A REJECTED event's status: the REJ's reason, as the kernel's rdma_cm reports it (8 when
+// nobody listens on the port, 28 when the peer's consumer rejected).
+int reject_status(Connector& c) {
+  uint16_t r = kRejConsumerDefined;
+  (void)c.get_reject_reason(&r);
+  return r;
+}
+
 void on_peer_disconnect(void* ctx) {
   Id* i = static_cast<Id*>(ctx);
   set_qp_state(i->id.qp, IBV_QPS_ERR);
@@ -70,7 +78,7 @@ void on_connected(void* ctx, Status s) {
     const PeerData d = s == Status::kConnectionRefused ? peer_data(*i->conn) : PeerData{};
     i->state = IdState::kRouteResolved;
     if (s == Status::kConnectionRefused)
-      post_event(i, RDMA_CM_EVENT_REJECTED, kRejConsumerDefined, d.data, d.len ? d.len : 0);
+      post_event(i, RDMA_CM_EVENT_REJECTED, reject_status(*i->conn), d.data, d.len ? d.len : 0);
     else
       post_event(i, RDMA_CM_EVENT_UNREACHABLE,
                  s == Status::kHostUnreachable ? -EHOSTUNREACH : -ETIMEDOUT);
@@ -98,7 +106,7 @@ void on_accepted(void* ctx, Status s) {
     set_qp_state(i->id.qp, IBV_QPS_ERR);
     post_event(
         i, s == Status::kConnectionRefused ? RDMA_CM_EVENT_REJECTED : RDMA_CM_EVENT_CONNECT_ERROR,
-        s == Status::kConnectionRefused ? kRejConsumerDefined : -ETIMEDOUT);
+        s == Status::kConnectionRefused ? reject_status(*i->conn) : -ETIMEDOUT);
   } else if (s == Status::kSuccess) {
     set_qp_state(i->id.qp, IBV_QPS_RTS);
     i->state = IdState::kConnected;

@@ -39,7 +39,9 @@ void on_resolved(void* ctx, Status s) {
     // rdma_cm reports a refused or unanswered SIDR request as UNREACHABLE (the SIDR_REP status,
     // or -ETIMEDOUT).
     if (s == Status::kConnectionRefused) {
-      post_event(i, RDMA_CM_EVENT_UNREACHABLE, 2, data, len);
+      uint16_t status = 2;  // SIDR_REP "rejected" unless the reply said otherwise
+      (void)i->conn->get_reject_reason(&status);
+      post_event(i, RDMA_CM_EVENT_UNREACHABLE, status, data, len);
     } else {
       post_event(i, RDMA_CM_EVENT_UNREACHABLE,
                  s == Status::kHostUnreachable ? -EHOSTUNREACH : -ETIMEDOUT);

@@ -470,6 +470,17 @@ Status Connector::get_datagram_peer(uint32_t* qpn, uint32_t* qkey) noexcept {
   return detail::guarded([&] { return c_->cm->datagram_peer(*c_->conn, qpn, qkey); });
 }
 
+Status Connector::get_reject_reason(uint16_t* reason) noexcept {
+  if (reason == nullptr) return Status::kInvalidParameter;
+  if (impl_->remote) return detail::remote_reject_reason(impl_, reason);
+  detail::ConnectorImpl* const c_ = impl();
+  if (detail::is_closing(c_)) return Status::kInvalidDeviceState;
+  const uint16_t r = c_->cm->info(*c_->conn).reject_reason;
+  if (r == 0) return Status::kConnectionInvalid;
+  *reason = r;
+  return Status::kSuccess;
+}
+
 bool Connector::is_datagram() const noexcept {
   if (impl_->remote) return detail::remote_is_datagram(impl_);
   detail::ConnectorImpl* const c_ = impl();

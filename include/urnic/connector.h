@@ -129,6 +129,13 @@ class Connector final : public detail::ObjectOf<detail::ConnectorImpl> {
   // kConnectionInvalid before the connection has addresses.
   Status get_local_address(sockaddr* address, uint32_t* length) noexcept;
   Status get_peer_address(sockaddr* address, uint32_t* length) noexcept;
+  // urnic's extension (NDKPI reports a refusal only as kConnectionRefused): the reason code that
+  // ended the handshake, as rdma_cm's REJECTED event carries it in its status. The peer's REJ
+  // reason (IBTA table 195: 8 nobody listens on that service ID, 28 the consumer rejected, 3 no
+  // resources, ...), a datagram request's SIDR_REP status (IBTA §12.11.2: 1 nobody serves it,
+  // 2 rejected), or the one our own REJ gave (4 the peer never answered, 10 its REP was
+  // stale). kSuccess; kConnectionInvalid when no reason ended it (still connecting, connected).
+  Status get_reject_reason(uint16_t* reason) noexcept;
   // NdkDisconnect: kPending, then the completion with kSuccess (the peer answered) or
   // kIoTimeout; the QP is flushed before it runs. kSuccess at once when the peer disconnected
   // first (the QP is flushed). kConnectionInvalid when not connected.

@@ -254,6 +254,9 @@ TEST_F(DaemonCm, RefusalsRejectsAndClosesComeBackWithTheirStatuses) {
             Status::kPending);
   ASSERT_TRUE(eventually([&] { return cs.completions.load() == 1; }));
   EXPECT_EQ(cs.last.load(), Status::kConnectionRefused);
+  uint16_t reason = 0;
+  EXPECT_EQ(c->get_reject_reason(&reason), Status::kSuccess);
+  EXPECT_EQ(reason, 8u);  // IBTA table 195: invalid service ID
   c.reset();
 
   // Bad arguments are refused inline, before or by the daemon.
@@ -294,6 +297,9 @@ TEST_F(DaemonCm, RefusalsRejectsAndClosesComeBackWithTheirStatuses) {
   n = sizeof data;
   ASSERT_EQ(c->get_connection_data(nullptr, nullptr, data, &n), Status::kSuccess);
   EXPECT_EQ(std::memcmp(data, no, sizeof no), 0);
+  EXPECT_EQ(c->get_reject_reason(&reason), Status::kSuccess);
+  EXPECT_EQ(reason, 28u);  // consumer defined
+  EXPECT_EQ(in->get_reject_reason(&reason), Status::kConnectionInvalid);
   in.reset();
   c.reset();
 

@@ -223,6 +223,11 @@ TEST_F(CmNdk, RejectNoListenerPauseAndCancel) {
     std::vector<char> why(len);
     ASSERT_EQ(c->get_connection_data(nullptr, nullptr, why.data(), &len), Status::kSuccess);
     EXPECT_STREQ(why.data(), "busy");
+    uint16_t reason = 0;
+    EXPECT_EQ(c->get_reject_reason(&reason), Status::kSuccess);
+    EXPECT_EQ(reason, 28u);  // IBTA table 195: consumer defined
+    EXPECT_EQ(bc->get_reject_reason(&reason), Status::kConnectionInvalid);  // it rejected
+    EXPECT_EQ(c->get_reject_reason(nullptr), Status::kInvalidParameter);
     // A connector is used once.
     EXPECT_EQ(c->connect(*p->a.qp, nullptr, 0, sa(dst), sizeof(dst), 1, 1, nullptr, 0,
                          &Completion::on_request, &done),
@@ -238,6 +243,10 @@ TEST_F(CmNdk, RejectNoListenerPauseAndCancel) {
         c->connect(*p->a.qp, nullptr, 0, sa(dst), sizeof(dst), 1, 1, nullptr, 0, nullptr, nullptr),
         Status::kConnectionRefused)
         << port;
+    // IBTA table 195: 8 (invalid service ID) for nobody listening, a paused listener alike.
+    uint16_t reason = 0;
+    EXPECT_EQ(c->get_reject_reason(&reason), Status::kSuccess);
+    EXPECT_EQ(reason, 8u) << port;
   }
   EXPECT_EQ(pas.conn.load(), nullptr);
   // Too much private data; an address that is not ours as the source.

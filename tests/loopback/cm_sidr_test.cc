@@ -174,6 +174,9 @@ TEST_F(CmSidr, RejectNoListenerPausedAndDefaultQkey) {
     ASSERT_EQ(why.size(), kMaxDatagramReplyData);
     EXPECT_STREQ(reinterpret_cast<const char*>(why.data()), "no room");
     EXPECT_EQ(c->get_datagram_peer(nullptr, nullptr), Status::kConnectionInvalid);
+    uint16_t status = 0;
+    EXPECT_EQ(c->get_reject_reason(&status), Status::kSuccess);
+    EXPECT_EQ(status, 2u);  // IBTA §12.11.2: rejected
   }
   // Q_Key 0: rdma_cm's default for its UDP port space (RDMA_UDP_QKEY).
   {
@@ -205,6 +208,9 @@ TEST_F(CmSidr, RejectNoListenerPausedAndDefaultQkey) {
     EXPECT_EQ(c->resolve_datagram(nullptr, 0, sa(dst), sizeof(dst), nullptr, 0, nullptr, nullptr),
               Status::kConnectionRefused)
         << port;
+    uint16_t status = 0;
+    EXPECT_EQ(c->get_reject_reason(&status), Status::kSuccess);
+    EXPECT_EQ(status, 1u) << port;  // IBTA §12.11.2: service ID not supported
   }
   EXPECT_EQ(consumer.events.load(), 2);
 }
