@@ -53,7 +53,11 @@ void on_peer_disconnect(void* ctx) {
 }
 
 void on_disconnect_done(void* ctx, Status s) {
-  if (s == Status::kCancelled) return;
+  // Cancelled: the connector closed with our DREQ outstanding. rdma_destroy_qp right after
+  // rdma_disconnect does that (cmtime's client); the kernel's rdma_cm still reports the
+  // disconnect (when the DREP comes), and the application waits for it. rdma_destroy_id wants
+  // no more events.
+  if (s == Status::kCancelled && static_cast<Id*>(ctx)->destroying) return;
   on_peer_disconnect(ctx);
 }
 
@@ -443,6 +447,7 @@ int rdma_destroy_id(rdma_cm_id* id) {
     i->cv.wait(lock, [&] { return i->events_out == 0; });
   }
   if (id->qp != nullptr) verbs::qp_of(id->qp)->release_hook = nullptr;  // the id goes first
+  i->destroying = true;
   verbs::close_sync(i->conn);
   for (auto& l : i->listeners) verbs::close_sync(l);
   i->listeners.clear();

@@ -78,6 +78,7 @@ struct Id {
   ibv_sa_path_rec path{};
   bool own_pd = false, own_cqs = false;
   bool disconnect_reported = false;
+  bool destroying = false;   // rdma_destroy_id runs: no more events for the application
   bool accept_done = false;  // the passive side's accept completed (on_accepted)
   uint8_t tos = 0;
   // Host order: the port rdma_bind_addr picked for port 0, held until the id is destroyed.

@@ -41,6 +41,7 @@
 #include "bench/perf/runners.h"
 #include "bench/perf/session.h"
 #include "bench/perf/side.h"
+#include "bench/perf/storm.h"
 
 namespace urnic::perf {
 namespace {
@@ -291,7 +292,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (o.run_infinitely) install_stop_handlers();
-  int rc = o.loopback() ? run_loopback(o) : run_remote(o);
+  int rc = o.storm != 0 ? run_storm(o) : o.loopback() ? run_loopback(o) : run_remote(o);
   if (!o.report.empty()) {
     // After the run, off every measured path: the page, and gnuplot drawing its plots.
     std::string err, note;

@@ -331,7 +331,8 @@ constexpr OptionRow kWaitRows[] = {
                        "the final sync, a run without progress (default 60; 0: none)",
    [](OptionArg& a) { return num_into(a, &a.o->timeout, 0, 86400); }},
   {"--connect-retry", "SEC", "client: retry a refused TCP connection for SEC seconds (a\n"
-                             "server still starting; default 0: report it at once)",
+                             "server still starting; default 0: report it at once);\n"
+                             "--connect-storm: the first request, while nobody listens",
    [](OptionArg& a) { return num_into(a, &a.o->connect_retry, 0, 86400); }},
 };
 
@@ -359,7 +360,24 @@ constexpr OptionRow kOpenLoopRows[] = {
      std::string s;
      return a.value(&s) && parse_mix(s, a.o);
    }},
-  {"--json", "FILE", "the open-loop results (totals, per-second intervals) as JSON", parse_json},
+  {"--json", "FILE", "the open-loop (or --connect-storm) results as JSON", parse_json},
+};
+
+constexpr OptionRow kStormRows[] = {
+  {"--connect-storm", "N", "client: open N RC connections to SERVER through the IB CM\n"
+                           "(rdma_cm, port -p) as fast as the peer answers, hold them, then\n"
+                           "disconnect them: setup and teardown rates and latency\n"
+                           "percentiles, rejects by reason, where the peer first refused;\n"
+                           "server: accept N requests (any rdma_cm client, e.g. cmtime)",
+   [](OptionArg& a) { return num_into(a, &a.o->storm, 1, kMaxStormConnections); }},
+  {"--storm-rate", "R", "offer R connection requests per second (default: as fast as\n"
+                        "answered, --storm-window at a time); latency from when each fell due",
+   [](OptionArg& a) { return num_into(a, &a.o->storm_rate, 1, 1'000'000); }},
+  {"--storm-window", "W", "requests outstanding at most without --storm-rate (default 16)",
+   [](OptionArg& a) { return num_into(a, &a.o->storm_window, 1, kMaxStormConnections); }},
+  {"--storm-limit", "K", "server: hold at most K connections, reject the rest (REJ, consumer\n"
+                         "defined), as a peer at its QP limit does",
+   [](OptionArg& a) { return num_into(a, &a.o->storm_limit, 1, kMaxStormConnections); }},
 };
 
 constexpr OptionRow kReportRows[] = {
@@ -405,6 +423,7 @@ constexpr OptionGroup kGroups[] = {
     {"DPDK options:", kDpdkRows},
     {"Waiting for the peer (real port):", kWaitRows},
     {"Open-loop load (bandwidth tests, the client):", kOpenLoopRows},
+    {"Connection storm (real port):", kStormRows},
     {"Report:", kReportRows},
     {"Fault injection (urnic's own, at this side's port; to test the peer's recovery):",
      kFaultRows},

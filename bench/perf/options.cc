@@ -300,10 +300,28 @@ void print_usage(const char* prog) {
       "2 bad options; 3 no TCP peer (refused, or none within --timeout); 4 the peer stopped\n"
       "answering in the TCP exchange; 5 the peer closed its TCP connection (exited or killed);\n"
       "6 the QPs could not be connected (no ARP/ND answer); 7 the end-of-test sync timed out;\n"
-      "8 the run made no progress for --timeout seconds.\n");
+      "8 the run made no progress for --timeout seconds; 9 (--connect-storm) the peer refused\n"
+      "or never answered some connection requests.\n");
 }
 
 namespace {
+
+// --connect-storm: a real port, a test of its own.
+bool check_storm(const Options& o) {
+  const char* why = o.loopback()      ? "runs against a real port (--vdev or --port)"
+                    : o.rdma_cm       ? "connects through the IB CM already (no -R)"
+                    : o.ud            ? "opens RC connections (no -c UD)"
+                    : o.rate > 0      ? "takes --storm-rate, not --rate"
+                    : o.bidirectional ? "has no -b"
+                                      : nullptr;
+  if (why == nullptr && o.role() == Role::kServer && o.storm_rate != 0)
+    why = "takes --storm-rate on the client (the side that connects)";
+  if (why == nullptr && o.role() == Role::kClient && o.storm_limit != 0)
+    why = "takes --storm-limit on the server (the side that accepts)";
+  if (why == nullptr) return true;
+  std::fprintf(stderr, "urnic-perf: --connect-storm %s\n", why);
+  return false;
+}
 
 // The checks across options, once every option is read: the positional arguments (the test,
 // the server) and the combinations that do not go together.
@@ -347,7 +365,8 @@ bool finish_options(Options* o, const std::vector<std::string>& positional, bool
     std::fprintf(stderr, "urnic-perf: --rate is the client's (the side that sends)\n");
     return false;
   }
-  if (!o->json.empty() && o->rate == 0) {
+  if (o->storm != 0 && !check_storm(*o)) return false;
+  if (!o->json.empty() && o->rate == 0 && o->storm == 0) {
     std::fprintf(stderr, "urnic-perf: --json reports an open-loop run: give --rate too\n");
     return false;
   }

@@ -62,6 +62,8 @@ inline constexpr double kDefaultDuration = 5;   // DEF_DURATION: --run_infinitel
 // -q's bound: the engine looks only at QPs with work (dataplane/sched.h), so idle or waiting
 // QPs cost it nothing per step; each QP still holds its queues (-t, -r) and its buffer.
 inline constexpr uint32_t kMaxPerfQps = 65536;
+// --connect-storm: one QP each, within an adapter's 65 536 QPNs (0, 1 and the exchange's taken).
+inline constexpr uint32_t kMaxStormConnections = 65'000;
 // --engines: Adapter::kMaxEngines (urnic/adapter.h).
 inline constexpr uint32_t kMaxPerfEngines = 8;
 
@@ -133,6 +135,12 @@ struct Options {
   std::string json;
   // --report=FILE (.md or .html): the one-page report of the run with its plots (report.h).
   std::string report;
+  // --connect-storm=N (storm.h): the client opens N RC connections through the IB CM (rdma_cm's
+  // port space, -p), holds them, then tears them down; the server accepts N requests.
+  uint32_t storm = 0;
+  uint32_t storm_rate = 0;     // client: connections offered per second (0: as fast as answered)
+  uint32_t storm_window = 16;  // client without --storm-rate: requests outstanding at most
+  uint32_t storm_limit = 0;    // server: connections held at most, the rest rejected (0: no limit)
   // --inject / --inject-rx: the adapter's fault injector on the frames this side sends (towards
   // the peer) and receives (AdapterConfig::tx_faults / rx_faults; loopback: the client's).
   FaultConfig inject_tx, inject_rx;
@@ -184,6 +192,7 @@ enum ExitCode : int {
   kExitConnectFailed = 6,  // the QPs could not be connected (no ARP / ND answer, bad record)
   kExitSyncTimeout = 7,    // the end-of-test synchronisation did not finish within --timeout
   kExitStalled = 8,        // the run made no progress for --timeout seconds
+  kExitStormRefused = 9,   // --connect-storm: the peer refused or left unanswered some requests
 };
 
 // Parses argv like perftest does; returns false (after printing why) on a usage error.

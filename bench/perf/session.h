@@ -218,7 +218,7 @@ class Env {
   // QP numbers an adapter needs for -q (0 and 1 are reserved, IBTA §10.2.4), at least the
   // default; and an engine that owns `adapters` of them.
   static uint32_t adapter_qps(const Options& o) {
-    return std::max(AdapterConfig{}.max_qps, o.qps + 2);
+    return std::max({AdapterConfig{}.max_qps, o.qps + 2, o.storm + 8});
   }
   void make_engines(const Options& o, uint32_t adapters) {
     EngineConfig ec;

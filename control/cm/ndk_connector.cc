@@ -481,6 +481,10 @@ Status Connector::get_reject_reason(uint16_t* reason) noexcept {
   return Status::kSuccess;
 }
 
+const char* reject_reason_name(uint16_t reason) noexcept {
+  return ctl::cm::to_string(static_cast<ctl::cm::RejReason>(reason));
+}
+
 bool Connector::is_datagram() const noexcept {
   if (impl_->remote) return detail::remote_is_datagram(impl_);
   detail::ConnectorImpl* const c_ = impl();

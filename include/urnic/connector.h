@@ -145,6 +145,10 @@ class Connector final : public detail::ObjectOf<detail::ConnectorImpl> {
   using ObjectOf::ObjectOf;  // made by the provider only (object.h)
 };
 
+// The IBTA table 195 name of a connection's REJ reason (get_reject_reason), e.g. "consumer
+// defined" for 28; "other" for a reason it does not name.
+const char* reject_reason_name(uint16_t reason) noexcept;
+
 // NdkCreateConnector (an NDK_ADAPTER dispatch slot; a free function here so that the adapter's
 // header stays independent of the connection manager). kSuccess with *out set (never pends);
 // kInvalidParameter; kInvalidDeviceState when the adapter is closing.

@@ -544,6 +544,39 @@ TEST_F(RxeInterop1500, PerfUdSendLatUrnicServer) {
 TEST_F(RxeInterop1500, PerfUdSendBwUrnicClient) {
   perf_against_perftest("send_bw", false, {"-c", "UD", "-s", "1024", "-n", "200"});
 }
+
+// urnic-perf --connect-storm (issue 44 item 3) against the guest's stock cmtime (rdmacm-utils):
+// 100 connections set up by rxe's kernel CM and torn down, either side storming.
+TEST_F(RxeInterop1500, PerfConnectStormUrnicClient) {
+  // cmtime's server accepts for ever: stopped by a second guest command once the storm is over.
+  auto g = guest(std::string("cmtime -b ") + kGuestIp + " -p 18515", 170);
+  auto u = urnic(URNIC_PERF, {"--lcores=0", "--idle-yield=16", "--no-progress", "--timeout=120",
+                              "--connect-storm=100", "--connect-retry=120", kGuestIp});
+  const int ru = u->wait(std::chrono::seconds(180));
+  (void)guest("pkill cmtime; true", 60)->wait(std::chrono::seconds(90));
+  (void)g->wait(std::chrono::seconds(60));
+  std::printf("---- urnic-perf\n%s---- guest\n%s", u->output().c_str(), g->output().c_str());
+  EXPECT_EQ(ru, 0) << u->output();
+  EXPECT_TRUE(u->has(R"(^ setup: 100 of 100 established in )")) << u->output();
+  EXPECT_TRUE(u->has(R"(^ teardown: 100 disconnected in )")) << u->output();
+  EXPECT_TRUE(u->has("PASS: every connection set up and torn down")) << u->output();
+}
+TEST_F(RxeInterop1500, PerfConnectStormUrnicServer) {
+  auto u = urnic(URNIC_PERF, {"--lcores=0", "--idle-yield=16", "--no-progress", "--timeout=120",
+                              "--connect-storm=100"});
+  ASSERT_TRUE(wait_line(*u, "waiting for 100 connection requests")) << u->output();
+  auto g = guest(std::string("cmtime -s ") + kUrnicIp + " -p 18515 -c 100", 170);
+  const int ru = u->wait(std::chrono::seconds(180));
+  const int rg = g->wait(std::chrono::seconds(180));
+  std::printf("---- urnic-perf\n%s---- guest\n%s", u->output().c_str(), g->output().c_str());
+  EXPECT_EQ(ru, 0) << u->output();
+  EXPECT_EQ(rg, 0) << g->output();
+  EXPECT_TRUE(u->has(R"(^ requests: 100; accepted: 100; rejected at --storm-limit: 0; failed: 0)"))
+      << u->output();
+  EXPECT_TRUE(u->has(R"(^ disconnected by the client: 100;)")) << u->output();
+  EXPECT_TRUE(g->has(R"(^connect +:)")) << g->output();
+  EXPECT_FALSE(g->has("RDMA_CM_EVENT")) << g->output();  // no error event
+}
 #endif
 
 // urnic and rxe through the software switch (switch/, urnic-switch as its own process): the
