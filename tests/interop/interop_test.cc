@@ -553,7 +553,7 @@ TEST_F(RxeInterop1500, PerfConnectStormUrnicClient) {
   auto u = urnic(URNIC_PERF, {"--lcores=0", "--idle-yield=16", "--no-progress", "--timeout=120",
                               "--connect-storm=100", "--connect-retry=120", kGuestIp});
   const int ru = u->wait(std::chrono::seconds(180));
-  (void)guest("pkill cmtime; true", 60)->wait(std::chrono::seconds(90));
+  (void)guest("killall cmtime; true", 60)->wait(std::chrono::seconds(90));
   (void)g->wait(std::chrono::seconds(60));
   std::printf("---- urnic-perf\n%s---- guest\n%s", u->output().c_str(), g->output().c_str());
   EXPECT_EQ(ru, 0) << u->output();
