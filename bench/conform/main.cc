@@ -36,6 +36,7 @@ namespace {
 
 struct Options {
   std::string vdev, ip, server, junit, json, report, lcores = "0";
+  std::string cm_peer;               // --cm-peer: the rdma_cm listener's address (default: SERVER)
   FaultConfig inject_tx, inject_rx;  // --inject, --inject-rx
   uint16_t tcp_port = perf::kDefaultTcpPort;
   std::set<std::string> allows{"write"};
@@ -59,7 +60,11 @@ void usage() {
       "  --ip=A.B.C.D        this side's IPv4 address (answers ARP for it)\n"
       "  -p PORT             the servers' TCP port (default 18515)\n"
       "  --allows=LIST       what the peer's memory allows: write,read,atomic (default write;\n"
-      "                      urnic-perf servers allow all); other scenarios are NOT-APPLICABLE\n"
+      "                      urnic-perf servers allow all), and cm: the peer runs an rdma_cm\n"
+      "                      listener on -p that accepts every connection (cmtime -b ADDR -p\n"
+      "                      PORT, urnic-perf --connect-storm=N): the CM scenarios; the\n"
+      "                      others are NOT-APPLICABLE\n"
+      "  --cm-peer=A.B.C.D   the rdma_cm listener's RoCE address (default: SERVER)\n"
       "  --only=NAMES        run these scenarios only (comma-separated; --list names them)\n"
       "  --mtu=BYTES         the path MTU to ask for, 256..4096 (default 1024)\n"
       "  --wait-ms=MS        how long an answer may take (default 300; silence: 2x)\n"
@@ -70,7 +75,8 @@ void usage() {
       "  --retry-cnt=N       and its retry count, 0..7 (default 7, perftest's)\n"
       "  --rnr-timer=CODE    the peer QP's minimum RNR timer code, 0..31 (default 12: perftest's\n"
       "                      and urnic-perf's)\n"
-      "  --connect-retry=S   how long to wait for each scenario's server (default 30)\n"
+      "  --connect-retry=S   how long to wait for each scenario's server (default 30; the CM\n"
+      "                      scenarios resend a REQ refused with REJ 8 for as long)\n"
       "  --junit=FILE        JUnit XML report; --json=FILE: JSON report\n"
       "  --report=FILE       a one-page report for people: Markdown (.md) or HTML (.html)\n"
       "  --inject=SPEC       faults on the RoCEv2 frames we send: drop=, dup=, reorder=,\n"
@@ -128,11 +134,13 @@ bool parse(int argc, char** argv, Options* o) {
     } else if (key == "--allows") {
       o->allows = split(val);
       for (const auto& x : o->allows)
-        if (x != "write" && x != "read" && x != "atomic") {
-          std::fprintf(stderr, "urnic-conform: --allows takes write, read, atomic, not '%s'\n",
+        if (x != "write" && x != "read" && x != "atomic" && x != "cm") {
+          std::fprintf(stderr, "urnic-conform: --allows takes write, read, atomic, cm, not '%s'\n",
                        x.c_str());
           return false;
         }
+    } else if (key == "--cm-peer") {
+      o->cm_peer = val;
     } else if (key == "--only") {
       o->only = split(val);
     } else if (key == "--mtu") {
@@ -208,12 +216,34 @@ bool parse(int argc, char** argv, Options* o) {
 
 bool allowed(const Options& o, Needs n) {
   if (n == Needs::kPeerClient) return o.peer_client;
+  if (n == Needs::kCm) return o.allows.count("cm") != 0;
   return o.allows.count(n == Needs::kWrite ? "write" : n == Needs::kRead ? "read" : "atomic") != 0;
 }
 
 // One scenario on a fresh connection to the next server: perftest's exchange, the scenario,
 // then the exchange's end (reports, close) so that the server finishes normally. A failure to
 // reach the peer is returned in *no_peer.
+// A CM scenario: no TCP exchange, MADs on QP1 to the peer's rdma_cm listener.
+Outcome run_cm(const Options& o, Link& link, const Scenario& s, uint32_t* seq) {
+  in_addr own{}, peer{};
+  inet_pton(AF_INET, o.ip.c_str(), &own);
+  if (inet_pton(AF_INET, (o.cm_peer.empty() ? o.server : o.cm_peer).c_str(), &peer) != 1)
+    return {Verdict::kFail, "the CM scenarios need the peer's IPv4 address (--cm-peer)"};
+  link.set_qps(1, 1);  // QP1 on both sides: the GSI
+  std::string err;
+  if (!link.resolve(ntohl(peer.s_addr), 5, &err)) return {Verdict::kFail, err};
+  Ctx c{link, PeerQp{}, 0, 0, o.wait_ms, o.rnr_timer};
+  c.own_ip = ntohl(own.s_addr);
+  c.peer_ip = ntohl(peer.s_addr);
+  c.cm_port = o.tcp_port;
+  c.cm_seq = *seq;
+  c.cm_retry_s = o.connect_retry;
+  Outcome out = s.run(c);
+  *seq = c.cm_seq;
+  (void)link.collect(10);
+  return out;
+}
+
 Outcome run_one(const Options& o, Link& link, const Scenario& s, uint32_t qpn, bool* no_peer) {
   // With the peer as requester we are its perftest server: we wait for its client.
   const bool serve = s.needs == Needs::kPeerClient;
@@ -315,6 +345,8 @@ int run(const Options& o) {
   link.set_faults(o.inject_tx, o.inject_rx);
   std::vector<Result> results;
   uint32_t qpn = 0x100 + (static_cast<uint32_t>(::getpid()) & 0xFF) * 0x100;
+  // The CM scenarios' connection IDs and QPNs: new for every run against the same peer.
+  uint32_t cm_seq = (static_cast<uint32_t>(::getpid()) & 0x3FF) << 8;
   for (const Scenario& s : scenarios()) {
     if (!o.only.empty() && o.only.count(s.name) == 0) continue;
     Result r{s.name, s.rule, {}};
@@ -322,8 +354,12 @@ int run(const Options& o) {
       r.outcome = {Verdict::kNotApplicable,
                    s.needs == Needs::kPeerClient
                        ? std::string("needs the peer as a write_bw client (--peer-client)")
+                   : s.needs == Needs::kCm
+                       ? std::string("needs the peer's rdma_cm listener (--allows=cm)")
                        : std::string("the peer's memory does not allow ") + needs_test(s.needs) +
                              "'s access (--allows)"};
+    } else if (s.needs == Needs::kCm) {
+      r.outcome = run_cm(o, link, s, &cm_seq);
     } else {
       bool no_peer = false;
       r.outcome = run_one(o, link, s, ++qpn & 0xFFFFFF, &no_peer);

@@ -513,6 +513,7 @@ const char* needs_test(Needs n) {
   return n == Needs::kWrite    ? "write_bw"
          : n == Needs::kRead   ? "read_bw"
          : n == Needs::kAtomic ? "atomic_bw"
+         : n == Needs::kCm     ? "rdma_cm"
                                : "write_bw_client";
 }
 
@@ -589,6 +590,7 @@ const std::vector<Scenario>& scenarios() {
          atomic_invalid_rkey},
     };
     for (const Scenario& r : requester_scenarios()) v.push_back(r);
+    for (const Scenario& r : cm_scenarios()) v.push_back(r);
     return v;
   }();
   return k;

@@ -41,11 +41,18 @@ struct Ctx {
   uint32_t peer_psn = 0;
   double peer_timeout_ms = 4.096e-3 * (1 << 14);
   uint32_t retry_cnt = 7;
+  // The CM scenarios (cm_scenarios.cc): our address and the peer's (host order), the port its
+  // rdma_cm listener is on, and a counter that makes each connection's IDs and QPN new.
+  uint32_t own_ip = 0, peer_ip = 0;
+  uint16_t cm_port = 0;
+  uint32_t cm_seq = 0;
+  double cm_retry_s = 0;  // how long a REQ refused with REJ 8 (no listener yet) is retried
 };
 
-// Which perftest server the scenario needs on the other side (what its MR allows), or a perftest
-// write_bw client (the peer as requester, urnic-conform as its server).
-enum class Needs : uint8_t { kWrite, kRead, kAtomic, kPeerClient };
+// Which perftest server the scenario needs on the other side (what its MR allows), a perftest
+// write_bw client (the peer as requester, urnic-conform as its server), or an rdma_cm listener
+// that accepts every connection (the CM scenarios).
+enum class Needs : uint8_t { kWrite, kRead, kAtomic, kPeerClient, kCm };
 
 struct Scenario {
   const char* name;
@@ -57,6 +64,9 @@ struct Scenario {
 const std::vector<Scenario>& scenarios();
 // The scenarios with the peer as requester (requester.cc), run after the others.
 std::vector<Scenario> requester_scenarios();
-const char* needs_test(Needs n);  // "write_bw", "read_bw", "atomic_bw", "write_bw_client"
+// The connection manager's (cm_scenarios.cc).
+std::vector<Scenario> cm_scenarios();
+// "write_bw", "read_bw", "atomic_bw", "write_bw_client", "rdma_cm".
+const char* needs_test(Needs n);
 
 }  // namespace urnic::conform

@@ -50,13 +50,16 @@ total=$("$conform" --list | wc -l)
 # The requester scenarios need the peer as a client (--peer-client): NOT-APPLICABLE here, run
 # on their own below.
 req=$("$conform" --list | awk '$2 == "write_bw_client"' | wc -l)
-resp=$((total - req))
+# So do the connection manager's (--allows=cm, an rdma_cm listener): below, on their own.
+cms=$("$conform" --list | awk '$2 == "rdma_cm"' | wc -l)
+resp=$((total - req - cms))
 pass=$(grep -cE '^PASS ' "$tmp/conform.out")
 na=$(grep -cE '^NOT-APPLICABLE ' "$tmp/conform.out")
-if [ $rc -eq 0 ] && [ "$pass" -eq "$resp" ] && [ "$na" -eq "$req" ] && [ "$req" -ge 4 ]; then
+if [ $rc -eq 0 ] && [ "$pass" -eq "$resp" ] && [ "$na" -eq $((req + cms)) ] && [ "$req" -ge 4 ] &&
+  [ "$cms" -ge 10 ]; then
   pass "urnic-conform against urnic: $pass of $resp responder scenarios PASS"
 else
-  fail "urnic-conform exit $rc, $pass of $resp scenarios PASS, $na of $req NOT-APPLICABLE"
+  fail "urnic-conform exit $rc, $pass of $resp scenarios PASS, $na of $((req + cms)) NOT-APPLICABLE"
   tail -30 "$tmp/servers.out"
   grep -EA1 '^FAIL ' "$tmp/conform.out"
 fi
@@ -141,6 +144,29 @@ if [ $rc -eq 1 ] && [ $ok -eq 1 ]; then
 else
   fail "against a broken responder (exit $rc): expected FAIL for $broken and PASS for write_acked"
   tail -20 "$tmp/broken.out"
+fi
+
+# The connection manager: urnic-perf's connection-storm server accepts every request on port
+# 18515 (IB CM as rdma_cm speaks it); every CM scenario must PASS.
+ip netns exec "$A" "$perf" --vdev=net_af_packet0,iface=roce0 --ip=198.18.1.1 --lcores=0 \
+  --no-progress --idle-yield=64 --timeout=60 --connect-storm=65000 >"$tmp/cm_server.out" 2>&1 &
+cm_server=$!
+for _ in $(seq 300); do
+  grep -q 'waiting for' "$tmp/cm_server.out" && break
+  sleep 0.1 # polls for the server's line; the wait is for that condition
+done
+cm_names=$("$conform" --list | awk '$2 == "rdma_cm" { print $1 }' | paste -sd,)
+timeout 120 ip netns exec "$B" "$conform" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
+  --lcores=1 --allows=cm --only="$cm_names" 198.18.1.1 >"$tmp/cm.conform" 2>&1
+rc=$?
+kill "$cm_server" 2>/dev/null
+wait "$cm_server" 2>/dev/null
+if [ $rc -eq 0 ] && [ "$(grep -cE '^PASS +cm_' "$tmp/cm.conform")" -eq "$cms" ]; then
+  pass "the connection manager: $cms of $cms CM scenarios PASS"
+else
+  fail "the connection manager: exit $rc, $(grep -cE '^PASS +cm_' "$tmp/cm.conform") of $cms PASS"
+  tail -5 "$tmp/cm_server.out"
+  grep -EA1 '^(FAIL|NOT-APPLICABLE) +cm_' "$tmp/cm.conform"
 fi
 
 # The peer as requester: urnic-perf write_bw clients, one after another, against urnic-conform
