@@ -297,8 +297,11 @@ constexpr OptionRow kDpdkRows[] = {
      return true;
    }},
   {"--break-rule", "LIST", "testing builds, for checking conformance testers only: break\n"
-                           "responder rules on purpose (duplicate_ack, psn_seq_nak,\n"
-                           "rnr_timer; comma-separated)",
+                           "rules on purpose, comma-separated: the responder's\n"
+                           "(duplicate_ack, psn_seq_nak, rnr_timer) and the connection\n"
+                           "manager's (cm_rep_resources, cm_rej_reason, cm_rep_retry,\n"
+                           "cm_dup_req, cm_mra, cm_drep, cm_drep_again, cm_dreq_qpn,\n"
+                           "cm_stale, cm_max_retries, cm_rej)",
    [](OptionArg& a) {
      std::string list;
      return a.value(&list) && parse_broken_rules(list, &a.o->broken_rules);

@@ -1,4 +1,5 @@
 // urnic-perf command line: perftest's common options plus the DPDK ones.
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cstdio>
@@ -35,27 +36,41 @@ constexpr NamedTest kTests[] = {
 bool parse_u64(const std::string& s, uint64_t* out) { return bench::parse_count(s, out, 0); }
 bool parse_double(const std::string& s, double* out) { return bench::parse_number(s, out); }
 
-// --break-rule=LIST: responder rules to break (BrokenRules). A release build without test
-// hooks refuses them here rather than at adapter open, with the reason.
+// --break-rule=LIST: rules to break (BrokenRules): the responder's and the connection
+// manager's. A release build without test hooks refuses them here rather than at adapter open,
+// with the reason.
 bool parse_broken_rules(const std::string& list, BrokenRules* r) {
   if (!kTesting) {
     std::fprintf(stderr, "urnic-perf: --break-rule needs a testing build (URNIC_TESTING)\n");
     return false;
   }
+  static constexpr std::pair<const char*, bool BrokenRules::*> kRules[] = {
+      {"duplicate_ack", &BrokenRules::duplicate_ack},
+      {"psn_seq_nak", &BrokenRules::psn_seq_nak},
+      {"rnr_timer", &BrokenRules::rnr_timer},
+      {"cm_rep_resources", &BrokenRules::cm_rep_resources},
+      {"cm_rej_reason", &BrokenRules::cm_rej_reason},
+      {"cm_rep_retry", &BrokenRules::cm_rep_retry},
+      {"cm_dup_req", &BrokenRules::cm_dup_req},
+      {"cm_mra", &BrokenRules::cm_mra},
+      {"cm_drep", &BrokenRules::cm_drep},
+      {"cm_drep_again", &BrokenRules::cm_drep_again},
+      {"cm_dreq_qpn", &BrokenRules::cm_dreq_qpn},
+      {"cm_stale", &BrokenRules::cm_stale},
+      {"cm_max_retries", &BrokenRules::cm_max_retries},
+      {"cm_rej", &BrokenRules::cm_rej},
+  };
   for (const std::string& name : bench::split_list(list)) {
-    if (name == "duplicate_ack") {
-      r->duplicate_ack = true;
-    } else if (name == "psn_seq_nak") {
-      r->psn_seq_nak = true;
-    } else if (name == "rnr_timer") {
-      r->rnr_timer = true;
-    } else {
-      std::fprintf(stderr,
-                   "urnic-perf: --break-rule takes duplicate_ack, psn_seq_nak, rnr_timer, not "
-                   "'%s'\n",
+    const auto* rule = std::find_if(std::begin(kRules), std::end(kRules),
+                                    [&](const auto& k) { return name == k.first; });
+    if (rule == std::end(kRules)) {
+      std::string names;
+      for (const auto& k : kRules) names += std::string(names.empty() ? "" : ", ") + k.first;
+      std::fprintf(stderr, "urnic-perf: --break-rule takes %s; not '%s'\n", names.c_str(),
                    name.c_str());
       return false;
     }
+    r->*(rule->second) = true;
   }
   return true;
 }

@@ -37,6 +37,7 @@
 #include "control/adapter.h"
 #include "control/cm/mad.h"
 #include "dataplane/qp.h"
+#include "urnic/counters.h"
 #include "urnic/status.h"
 
 namespace urnic::ctl {
@@ -114,6 +115,9 @@ struct CmConfig {
   // loses it on the way (the engine's fault injector does not see control frames). Runs on the
   // sending thread under the CM's lock: it must not call into the CM.
   std::function<bool(const cm::Message&)> testing_drop_tx;
+  // AdapterConfig::broken_rules' cm_* rules (testing builds): the CM breaks them on purpose so
+  // that urnic-conform's CM scenarios can be shown to fail.
+  BrokenRules broken;
 };
 
 // Slot of a CM attribute in CmCounters::in_by_attr / out_by_attr: REQ MRA REJ REP RTU DREQ DREP

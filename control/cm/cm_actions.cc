@@ -164,7 +164,8 @@ Status Core::accept(Conn& c, dp::Qp* qp, const ReadLimits& lim, std::span<const 
   rep.remote_comm_id = c.remote_id;
   rep.local_qpn = c.local_qpn;
   rep.starting_psn = c.rq_psn;  // Linux CM: the PSN we expect to receive
-  rep.responder_resources = static_cast<uint8_t>(c.effective.inbound);
+  rep.responder_resources =
+      static_cast<uint8_t>(c.effective.inbound + (cfg_.broken.cm_rep_resources ? 1 : 0));
   rep.initiator_depth = static_cast<uint8_t>(c.effective.outbound);
   rep.target_ack_delay = cfg_.target_ack_delay;
   rep.failover_accepted = 0;
@@ -175,6 +176,7 @@ Status Core::accept(Conn& c, dp::Qp* qp, const ReadLimits& lim, std::span<const 
   if (c.selective_repeat) cm::put_sr_mark(rep.private_data);
   send(c, Message{c.tid, 0, rep}, true);
   arm_retransmit(c);
+  if (cfg_.broken.cm_rep_retry) c.retries_left = 0;
   c.done = std::move(done);
   c.on_disconnect = std::move(on_disconnect);
   enter(c, CmState::kRepSent);

@@ -75,7 +75,8 @@ void Core::on_mad(const MadIn& in) {
 void Core::handle_req(const MadIn& in, const Message& m) {
   const auto& req = std::get<cm::Req>(m.body);
   // A retransmitted REQ (IBTA §12.9.8.3: same remote comm ID and CA GUID) goes to its connection.
-  if (auto it = by_remote_.find({req.local_ca_guid, req.local_comm_id}); it != by_remote_.end()) {
+  if (auto it = by_remote_.find({req.local_ca_guid, req.local_comm_id});
+      it != by_remote_.end() && !cfg_.broken.cm_dup_req) {
     ++counters_.duplicates;
     drive(it->second, Input{Input::Kind::kReq, &m, &in});
     return;
@@ -106,7 +107,9 @@ void Core::handle_req(const MadIn& in, const Message& m) {
   if (li == listeners_.end() || li->second->paused || li->second->closed ||
       !adapter_.control().is_local(hdr.dst)) {
     ++counters_.no_listener;
-    rej_unmatched(in, m, req.local_comm_id, MsgResponse::kReq, RejReason::kInvalidServiceId);
+    rej_unmatched(
+        in, m, req.local_comm_id, MsgResponse::kReq,
+        cfg_.broken.cm_rej_reason ? RejReason::kConsumerDefined : RejReason::kInvalidServiceId);
     return;
   }
   if (pending_requests(*li->second) >= cfg_.max_pending_requests) {
@@ -114,7 +117,7 @@ void Core::handle_req(const MadIn& in, const Message& m) {
     rej_unmatched(in, m, req.local_comm_id, MsgResponse::kReq, RejReason::kNoResources);
     return;
   }
-  if (stale_qpn(in.src_gid, req.local_qpn, nullptr)) {
+  if (stale_qpn(in.src_gid, req.local_qpn, nullptr) && !cfg_.broken.cm_stale) {
     ++counters_.stale;
     rej_unmatched(in, m, req.local_comm_id, MsgResponse::kReq, RejReason::kStaleConn);
     return;
@@ -140,7 +143,7 @@ void Core::handle_req(const MadIn& in, const Message& m) {
   // REP retransmissions follow the active side's wishes (cm_req_handler: its Local CM Response
   // Timeout and Max CM Retries).
   c->resp_timeout = req.local_cm_response_timeout;
-  c->max_retries = req.max_cm_retries;
+  c->max_retries = cfg_.broken.cm_max_retries ? 15 : req.max_cm_retries;
   c->peer_pdata.assign(req.private_data.begin() + cm::kCmaHdrSize, req.private_data.end());
   c->sr_peer_offered = cm::take_sr_mark(c->peer_pdata);
   c->have_peer_data = true;
@@ -300,7 +303,8 @@ void Core::handle_by_ids(const MadIn& in, const Message& m, uint32_t local_id, u
     }
     return;
   }
-  if (kind == Input::Kind::kDreq && std::get<cm::Dreq>(m.body).remote_qpn != c->local_qpn) {
+  if (kind == Input::Kind::kDreq && std::get<cm::Dreq>(m.body).remote_qpn != c->local_qpn &&
+      !cfg_.broken.cm_dreq_qpn) {
     ++counters_.unmatched;  // Linux drops a DREQ that names another QP
     return;
   }

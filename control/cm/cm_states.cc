@@ -145,10 +145,12 @@ CmState Core::on_rep_sent(Conn& c, const Input& in) {
       complete(c, Status::kSuccess);
       return CmState::kEstablished;
     case Input::Kind::kRej:
+      if (cfg_.broken.cm_rej) return c.state;
       flush_qp(c);
       rejected(c, in);
       return CmState::kTimewait;
     case Input::Kind::kMra:
+      if (cfg_.broken.cm_mra) return c.state;
       return more_time(c, in, MsgResponse::kRep, CmState::kRepSent, CmState::kMraRepRcvd);
     case Input::Kind::kDreq: {
       // The RTU was lost and the peer already tears down (Linux cm_dreq_handler accepts a DREQ
@@ -190,7 +192,7 @@ CmState Core::on_established(Conn& c, const Input& in) {
       const uint64_t tid = in.msg->tid;
       enter(c, CmState::kDreqRcvd);
       cm::Drep drep{c.local_id, c.remote_id, {}};
-      send(c, Message{tid, 0, drep}, false);
+      if (!cfg_.broken.cm_drep) send(c, Message{tid, 0, drep}, false);
       notify_disconnect(c);
       return CmState::kTimewait;
     }
@@ -241,7 +243,7 @@ CmState Core::on_timewait(Conn& c, const Input& in) {
     case Input::Kind::kDreq: {
       ++counters_.duplicates;
       cm::Drep drep{c.local_id, c.remote_id, {}};
-      send(c, Message{in.msg->tid, 0, drep}, false);
+      if (!cfg_.broken.cm_drep_again) send(c, Message{in.msg->tid, 0, drep}, false);
       return c.state;
     }
     case Input::Kind::kReq:

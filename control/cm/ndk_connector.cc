@@ -71,6 +71,7 @@ ctl::CmAgent* acquire_agent(AdapterImpl* a) {
     cfg.timewait = std::chrono::milliseconds(a->cm_settings.timewait_ms);
     cfg.selective_repeat = a->cm_settings.selective_repeat;
     cfg.testing_drop_tx = mad_dropper(a);
+    cfg.broken = a->broken_rules;
     e.agent = std::make_unique<ctl::CmAgent>(*a->ctl, cfg);
   }
   ++e.users;

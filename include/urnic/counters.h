@@ -190,7 +190,23 @@ struct BrokenRules {
   bool duplicate_ack = false;  // duplicate SEND/WRITE requests are not ACKed (IBTA §9.7.5.1.1)
   bool psn_seq_nak = false;    // out-of-sequence requests dropped without a NAK (§9.7.5.1.1)
   bool rnr_timer = false;      // RNR NAKs carry timer code 0, not the QP's (§9.7.5.2.8)
-  bool any() const noexcept { return duplicate_ack || psn_seq_nak || rnr_timer; }
+  // The connection manager's (IBTA chapter 12), for urnic-conform's CM scenarios:
+  bool cm_rep_resources = false;  // the REP grants one more read resource than the REQ asked
+  bool cm_rej_reason = false;     // a REQ for an unserved port: REJ 28, not 8 (table 195)
+  bool cm_rep_retry = false;      // the REP is never sent again without an RTU (§12.9.6)
+  bool cm_dup_req = false;        // a duplicate REQ makes a second connection (§12.9.6)
+  bool cm_mra = false;            // an MRA for our REP is ignored (§12.6.6)
+  bool cm_drep = false;           // a DREQ of an established connection gets no DREP (§12.6.11)
+  bool cm_drep_again = false;     // a DREQ in TimeWait gets no DREP (§12.9.7)
+  bool cm_dreq_qpn = false;       // a DREQ naming another QP is taken (§12.6.10)
+  bool cm_stale = false;          // a REQ from a QP still connected is accepted (§12.9.8.3.1)
+  bool cm_max_retries = false;    // the REP is retried 15 times whatever the REQ says (§12.7.27)
+  bool cm_rej = false;            // a REJ of our REP is ignored (§12.6.7)
+  bool any() const noexcept {
+    return duplicate_ack || psn_seq_nak || rnr_timer || cm_rep_resources || cm_rej_reason ||
+           cm_rep_retry || cm_dup_req || cm_mra || cm_drep || cm_drep_again || cm_dreq_qpn ||
+           cm_stale || cm_max_retries || cm_rej;
+  }
 };
 
 struct FaultCounters {

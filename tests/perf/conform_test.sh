@@ -169,6 +169,41 @@ else
   grep -EA1 '^(FAIL|NOT-APPLICABLE) +cm_' "$tmp/cm.conform"
 fi
 
+# No CM scenario passes vacuously: against a storm server that breaks one CM rule on purpose
+# (--break-rule), the scenario that checks it FAILs. One server per rule.
+cm_broken_ok=0
+cm_pairs="cm_rep_resources:cm_req_rep cm_rej_reason:cm_no_listener cm_rep_retry:cm_rep_repeated
+  cm_dup_req:cm_duplicate_req cm_mra:cm_mra_holds_rep cm_drep:cm_dreq_drep
+  cm_drep_again:cm_dreq_repeated cm_dreq_qpn:cm_dreq_wrong_qpn cm_stale:cm_stale_qpn
+  cm_max_retries:cm_max_cm_retries cm_rej:cm_rej_ends_rep"
+for pair in $cm_pairs; do
+  rule=${pair%%:*} scenario=${pair##*:}
+  ip netns exec "$A" "$perf" --vdev=net_af_packet0,iface=roce0 --ip=198.18.1.1 --lcores=0 \
+    --no-progress --idle-yield=64 --timeout=60 --connect-storm=65000 --break-rule="$rule" \
+    >"$tmp/cm_broken.out" 2>&1 &
+  cm_server=$!
+  for _ in $(seq 300); do
+    grep -q 'waiting for' "$tmp/cm_broken.out" && break
+    sleep 0.1 # polls for the server's line; the wait is for that condition
+  done
+  timeout 60 ip netns exec "$B" "$conform" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
+    --lcores=1 --allows=cm --only="$scenario" 198.18.1.1 >"$tmp/cm_broken.conform" 2>&1
+  brc=$?
+  kill "$cm_server" 2>/dev/null
+  wait "$cm_server" 2>/dev/null
+  if [ $brc -eq 1 ] && grep -qE "^FAIL +$scenario " "$tmp/cm_broken.conform"; then
+    cm_broken_ok=$((cm_broken_ok + 1))
+  else
+    echo "with --break-rule=$rule, $scenario did not FAIL (exit $brc):"
+    grep -E "^[A-Z-]+ +$scenario " "$tmp/cm_broken.conform"
+  fi
+done
+if [ "$cm_broken_ok" -eq "$cms" ]; then
+  pass "a CM breaking one rule at a time: each of the $cms CM scenarios FAILs on its rule"
+else
+  fail "a CM breaking one rule at a time: $cm_broken_ok of $cms CM scenarios FAILed"
+fi
+
 # The peer as requester: urnic-perf write_bw clients, one after another, against urnic-conform
 # as their server. Each scenario ends with the client's QP failing on its retry count (no more
 # ACKs), and the loop starts the next client. urnic-perf's congestion control is on, so
