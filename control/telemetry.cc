@@ -40,7 +40,7 @@ struct Field {
   uint64_t T::*member;
 };
 
-constexpr std::array<Field<QpCounters>, 33> kQpFields = {{
+constexpr std::array<Field<QpCounters>, 34> kQpFields = {{
     {"tx_packets", &QpCounters::tx_packets},
     {"tx_bytes", &QpCounters::tx_bytes},
     {"rx_packets", &QpCounters::rx_packets},
@@ -73,6 +73,7 @@ constexpr std::array<Field<QpCounters>, 33> kQpFields = {{
     {"ooo_dropped", &QpCounters::ooo_dropped},
     {"sr_probes", &QpCounters::sr_probes},
     {"qkey_violations", &QpCounters::qkey_violations},
+    {"datagrams_too_long", &QpCounters::datagrams_too_long},
     {"datagrams_no_receive", &QpCounters::datagrams_no_receive},
 }};
 

@@ -34,7 +34,7 @@ inline constexpr uint32_t kMagic = 0x444e5255;  // "URND" in memory on little-en
 inline constexpr uint16_t kVersionMajor = 1;
 // 1: objects and rings (5 .. 11); 2: 12; 3: 13; 4: CreateCq carries the client's eventfd;
 // 5: send slots carry immediate data and atomic operands (shm::SendSlot), CreateQp names an SRQ,
-// CreateSrq (14); a client must be of minor 5 at least (kMinClientMinor): its slots and
+// CreateSrq (14); a client had to be of minor 5 at least: its slots and
 // CreateQp are laid out so. 6: connectors and listeners (CmChannel, CmCreate, CmCall, CmEvents);
 // datagram QPs and address handles (CreateAh, CreateDatagramQp, ModifyQpReq::qkey,
 // CreateQpRep::max_datagram, shm::SendOp::kDatagram). 7: memory windows and fast-register MRs
@@ -42,8 +42,10 @@ inline constexpr uint16_t kVersionMajor = 1;
 // shm::RingHeader::failed); datagram QPs on an SRQ; CQ interrupt moderation (ModerateCq) and
 // resize (ResizeCq, shm::RingHeader::moved). 8: CmCallRep::reject_reason (in what was the high
 // half of `datagram`, which only ever held 0 or 1: a minor-7 daemon's reply reads as no reason).
-inline constexpr uint16_t kVersionMinor = 8;
-inline constexpr uint16_t kMinClientMinor = 5;
+// 9: QpCounters::datagrams_too_long, so AdapterCounters (QueryCountersRep) grew: a client must
+// be of minor 9 (its counters laid out so; an older daemon's reply has the wrong length).
+inline constexpr uint16_t kVersionMinor = 9;
+inline constexpr uint16_t kMinClientMinor = 9;
 // Names (adapters, clients): 1 .. 31 characters of [A-Za-z0-9_.-], NUL-padded to 32 bytes.
 inline constexpr size_t kNameSize = 32;
 // Adapters one daemon serves (ListAdapters answers with all of them in one message).

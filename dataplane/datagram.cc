@@ -40,7 +40,7 @@ bool send_one_lc(Endpoint& ep, Qp& qp, const SendWqe& w, WcStatus* wc) noexcept 
   if (w.flags & op_flag::kSendAndSolicitEvent) wire::Bth::Se::set(th.bth, 1u);
   const uint32_t qkey = (ud_qkey(w) & kQkeyUseQp) != 0 ? lc(qp).attr.qkey : ud_qkey(w);
   th.deth.qkey = wire::Be32::of(qkey);
-  wire::Deth::SrcQp::set(th.deth, qp.qpn());
+  wire::Deth::SrcQp::set(th.deth, qp.qpn() + (qp.config().broken.ud_src_qp ? 1u : 0u));
   if (w.opcode == WrOpcode::kSendWithImm) th.imm.imm = wire::Be32::of(w.imm_or_inv);
   uint8_t* payload = nullptr;
   rte_mbuf* m = frame_lc(ep, net, th, w.length, &payload);
@@ -93,11 +93,21 @@ void datagram_rx_lc(Endpoint& ep, Qp& qp, const wire::ParsedFrame& f) noexcept {
   }
   ++c.rx_packets;
   c.rx_bytes += f.l.frame_len();
+  const BrokenRules& broken = qp.config().broken;
   // C10-15: a datagram whose Q_Key is not the QP's is silently dropped.
-  if (f.deth().qkey.get() != lc(qp).attr.qkey) {
+  if (f.deth().qkey.get() != lc(qp).attr.qkey && !broken.ud_qkey) [[unlikely]] {
     ++c.qkey_violations;
     return;
   }
+  // A UD message is one packet of at most the PMTU: a longer one is malformed (§9.6), dropped
+  // before it takes a receive (which it would complete with a length error).
+  if (f.l.payload_len > qp.config().ud_mtu && !broken.ud_pmtu) [[unlikely]] {
+    ++c.datagrams_too_long;
+    return;
+  }
+  if ((broken.ud_imm && (f.mask & wire::op::kImmDt)) || (broken.ud_empty && f.l.payload_len == 0))
+      [[unlikely]]
+    return;
   RecvWqe wqe;
   Srq* srq = qp.config().srq;
   if (!(srq != nullptr ? srq->pop_lc(&wqe) : lc(qp).rq.pop(wqe))) {

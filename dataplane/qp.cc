@@ -102,6 +102,7 @@ void QpCounters::add(const QpCounters& o) noexcept {
   ooo_dropped += o.ooo_dropped;
   sr_probes += o.sr_probes;
   qkey_violations += o.qkey_violations;
+  datagrams_too_long += o.datagrams_too_long;
   datagrams_no_receive += o.datagrams_no_receive;
   for (size_t i = 0; i < std::size(completions_by_status); ++i)
     completions_by_status[i] += o.completions_by_status[i];

@@ -175,7 +175,8 @@ void Engine::deliver_frame_lc(Endpoint& ep, rte_mbuf* m, uint64_t now, bool stee
       return;
     }
   }
-  if (!wire::icrc_check(data, f.l)) [[unlikely]] {
+  if (!wire::icrc_check(data, f.l) && !(qp != nullptr && qp->config().broken.ud_icrc))
+      [[unlikely]] {
     ++ep.counters().parse_errors[static_cast<size_t>(wire::ParseError::kBadIcrc)];
     drop(ep, m, RxDrop::kBadIcrc);
     return;

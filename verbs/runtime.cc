@@ -58,7 +58,11 @@ bool apply(Config& c, std::string key, const std::string& v) {
     c.memory = v;
   else if (key == "log_level")
     c.log_level = v;
-  else if (key == "engine_cpu")
+  else if (key == "break_rules") {
+    BrokenRules check;
+    if (parse_broken_rules(v, &check, nullptr) != Status::kSuccess) return false;
+    c.break_rules = v;
+  } else if (key == "engine_cpu")
     return number(&c.engine_cpu, CPU_SETSIZE - 1);
   else if (key == "memory_mb")
     return number(&c.memory_mb, 1u << 20);
@@ -90,9 +94,9 @@ Config load_config() {
       }
     }
   }
-  static const char* const kKeys[] = {"DEVARGS",   "PCI",     "NAME",   "IPV4",      "IPV6",
-                                      "MAC",       "LCORES",  "MEMORY", "LOG_LEVEL", "ENGINE_CPU",
-                                      "MEMORY_MB", "MAX_QPS", "ROUTES"};
+  static const char* const kKeys[] = {"DEVARGS",   "PCI",     "NAME",   "IPV4",       "IPV6",
+                                      "MAC",       "LCORES",  "MEMORY", "LOG_LEVEL",  "ENGINE_CPU",
+                                      "MEMORY_MB", "MAX_QPS", "ROUTES", "BREAK_RULES"};
   for (const char* k : kKeys) {
     const std::string var = std::string("URNIC_") + k;
     if (const char* v = std::getenv(var.c_str()); v != nullptr && !apply(c, k, v)) {
@@ -335,6 +339,7 @@ int Runtime::bring_up_locked() noexcept {
     ac.routes = d->routes;
     ac.mac = d->mac;
     ac.max_qps = cfg_.max_qps;
+    (void)parse_broken_rules(cfg_.break_rules, &ac.broken_rules, nullptr);  // checked at load
     const Status s = Adapter::open(ac, *engine_, &d->adapter);
     if (s != Status::kSuccess) {
       dp::log_line(dp::LogType::kVerbs, RTE_LOG_ERR, "opening %s failed: %s (0x%08x)", d->dev.name,

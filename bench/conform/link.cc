@@ -128,6 +128,14 @@ void Link::handle(rte_mbuf* m, std::vector<RxFrame>* keep) {
     r.msn = wire::Aeth::Msn::get(f.aeth());
   }
   if (f.has(wire::op::kAtomicAckEth)) r.orig = f.atomic_ack().orig.get();
+  if (f.has(wire::op::kDeth)) {
+    r.qkey = f.deth().qkey.get();
+    r.src_qp = wire::Deth::SrcQp::get(f.deth());
+  }
+  if (f.has(wire::op::kImmDt)) {
+    r.has_imm = true;
+    r.imm = f.imm().imm.get();
+  }
   const auto p = f.payload();
   r.payload.assign(p.begin(), p.end());
   keep->push_back(std::move(r));

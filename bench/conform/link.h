@@ -27,7 +27,10 @@ struct RxFrame {
   bool has_aeth = false;
   uint8_t syndrome = 0;
   uint32_t msn = 0;
-  uint64_t orig = 0;  // ATOMIC ACKNOWLEDGE
+  uint64_t orig = 0;              // ATOMIC ACKNOWLEDGE
+  uint32_t qkey = 0, src_qp = 0;  // a datagram's DETH
+  bool has_imm = false;
+  uint32_t imm = 0;
   bool icrc_ok = false;
   std::vector<uint8_t> payload;
 };

@@ -15,11 +15,14 @@
 
 #include <arpa/inet.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -29,6 +32,7 @@
 #include "bench/conform/report.h"
 #include "bench/conform/scenarios.h"
 #include "bench/perf/oob.h"
+#include "examples/pingpong_oob.h"
 #include "urnic/runtime.h"
 
 namespace urnic::conform {
@@ -65,6 +69,9 @@ void usage() {
       "                      PORT, urnic-perf --connect-storm=N): the CM scenarios; the\n"
       "                      others are NOT-APPLICABLE\n"
       "  --cm-peer=A.B.C.D   the rdma_cm listener's RoCE address (default: SERVER)\n"
+      "                      ud: the peer runs ibv_ud_pingpong servers serving two datagrams\n"
+      "                      each, in a loop (while :; do timeout 20 ibv_ud_pingpong -g 1\n"
+      "                      -n 2; done): the UD scenarios, over its TCP exchange on -p\n"
       "  --only=NAMES        run these scenarios only (comma-separated; --list names them)\n"
       "  --mtu=BYTES         the path MTU to ask for, 256..4096 (default 1024)\n"
       "  --wait-ms=MS        how long an answer may take (default 300; silence: 2x)\n"
@@ -134,8 +141,9 @@ bool parse(int argc, char** argv, Options* o) {
     } else if (key == "--allows") {
       o->allows = split(val);
       for (const auto& x : o->allows)
-        if (x != "write" && x != "read" && x != "atomic" && x != "cm") {
-          std::fprintf(stderr, "urnic-conform: --allows takes write, read, atomic, cm, not '%s'\n",
+        if (x != "write" && x != "read" && x != "atomic" && x != "cm" && x != "ud") {
+          std::fprintf(stderr,
+                       "urnic-conform: --allows takes write, read, atomic, cm, ud, not '%s'\n",
                        x.c_str());
           return false;
         }
@@ -217,6 +225,7 @@ bool parse(int argc, char** argv, Options* o) {
 bool allowed(const Options& o, Needs n) {
   if (n == Needs::kPeerClient) return o.peer_client;
   if (n == Needs::kCm) return o.allows.count("cm") != 0;
+  if (n == Needs::kUd) return o.allows.count("ud") != 0;
   return o.allows.count(n == Needs::kWrite ? "write" : n == Needs::kRead ? "read" : "atomic") != 0;
 }
 
@@ -240,6 +249,47 @@ Outcome run_cm(const Options& o, Link& link, const Scenario& s, uint32_t* seq) {
   c.cm_retry_s = o.connect_retry;
   Outcome out = s.run(c);
   *seq = c.cm_seq;
+  (void)link.collect(10);
+  return out;
+}
+
+// A UD scenario: ibv_ud_pingpong's TCP exchange (retried while the next server starts), then
+// datagrams between our QP number and its UD QP.
+Outcome run_ud(const Options& o, Link& link, const Scenario& s, uint32_t qpn) {
+  in_addr own{};
+  inet_pton(AF_INET, o.ip.c_str(), &own);
+  tools::oob::PingpongDest me, peer;
+  me.qpn = qpn;
+  me.psn = qpn * 2654435761u & 0xFFFFFF;
+  me.gid[10] = me.gid[11] = 0xff;
+  std::memcpy(&me.gid[12], &own.s_addr, 4);
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(o.connect_retry);
+  Status st = Status::kHostUnreachable;
+  for (;;) {
+    // The server resolves our address (ARP) before it answers: the link answers ARP meanwhile.
+    std::atomic<bool> done{false};
+    std::thread t([&] {
+      st = tools::oob::pingpong_client_exchange(o.server, o.tcp_port, me, &peer);
+      done.store(true);
+    });
+    while (!done.load()) link.poll();
+    t.join();
+    if (st != Status::kHostUnreachable || std::chrono::steady_clock::now() >= until) break;
+    const auto resume = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    while (std::chrono::steady_clock::now() < resume) link.poll();  // paces the TCP retries
+  }
+  if (st != Status::kSuccess)
+    return {Verdict::kFail, std::string("ibv_ud_pingpong exchange with ") + o.server + ": " +
+                                std::string(to_string(st))};
+  const uint32_t peer_ip = static_cast<uint32_t>(peer.gid[12]) << 24 | peer.gid[13] << 16 |
+                           peer.gid[14] << 8 | peer.gid[15];
+  link.set_qps(qpn, peer.qpn);
+  std::string err;
+  if (!link.resolve(peer_ip, 5, &err)) return {Verdict::kFail, err};
+  Ctx c{link, PeerQp{peer.qpn, 0, 0, o.mtu}, me.psn, 0, o.wait_ms, o.rnr_timer};
+  c.own_qpn = qpn;
+  Outcome out = s.run(c);
   (void)link.collect(10);
   return out;
 }
@@ -356,10 +406,14 @@ int run(const Options& o) {
                        ? std::string("needs the peer as a write_bw client (--peer-client)")
                    : s.needs == Needs::kCm
                        ? std::string("needs the peer's rdma_cm listener (--allows=cm)")
+                   : s.needs == Needs::kUd
+                       ? std::string("needs the peer's ibv_ud_pingpong servers (--allows=ud)")
                        : std::string("the peer's memory does not allow ") + needs_test(s.needs) +
                              "'s access (--allows)"};
     } else if (s.needs == Needs::kCm) {
       r.outcome = run_cm(o, link, s, &cm_seq);
+    } else if (s.needs == Needs::kUd) {
+      r.outcome = run_ud(o, link, s, ++qpn & 0xFFFFFF);
     } else {
       bool no_peer = false;
       r.outcome = run_one(o, link, s, ++qpn & 0xFFFFFF, &no_peer);

@@ -514,6 +514,7 @@ const char* needs_test(Needs n) {
          : n == Needs::kRead   ? "read_bw"
          : n == Needs::kAtomic ? "atomic_bw"
          : n == Needs::kCm     ? "rdma_cm"
+         : n == Needs::kUd     ? "ud_pingpong"
                                : "write_bw_client";
 }
 
@@ -591,6 +592,7 @@ const std::vector<Scenario>& scenarios() {
     };
     for (const Scenario& r : requester_scenarios()) v.push_back(r);
     for (const Scenario& r : cm_scenarios()) v.push_back(r);
+    for (const Scenario& r : ud_scenarios()) v.push_back(r);
     return v;
   }();
   return k;

@@ -47,12 +47,14 @@ struct Ctx {
   uint16_t cm_port = 0;
   uint32_t cm_seq = 0;
   double cm_retry_s = 0;  // how long a REQ refused with REJ 8 (no listener yet) is retried
+  uint32_t own_qpn = 0;   // the UD scenarios: the QP number we claim (DETH source QP)
 };
 
 // Which perftest server the scenario needs on the other side (what its MR allows), a perftest
 // write_bw client (the peer as requester, urnic-conform as its server), or an rdma_cm listener
-// that accepts every connection (the CM scenarios).
-enum class Needs : uint8_t { kWrite, kRead, kAtomic, kPeerClient, kCm };
+// that accepts every connection (the CM scenarios), or an ibv_ud_pingpong server serving two
+// datagrams (the UD scenarios).
+enum class Needs : uint8_t { kWrite, kRead, kAtomic, kPeerClient, kCm, kUd };
 
 struct Scenario {
   const char* name;
@@ -64,9 +66,10 @@ struct Scenario {
 const std::vector<Scenario>& scenarios();
 // The scenarios with the peer as requester (requester.cc), run after the others.
 std::vector<Scenario> requester_scenarios();
-// The connection manager's (cm_scenarios.cc).
+// The connection manager's (cm_scenarios.cc) and the datagram QP's (ud_scenarios.cc).
 std::vector<Scenario> cm_scenarios();
-// "write_bw", "read_bw", "atomic_bw", "write_bw_client", "rdma_cm".
+std::vector<Scenario> ud_scenarios();
+// "write_bw", "read_bw", "atomic_bw", "write_bw_client", "rdma_cm", "ud_pingpong".
 const char* needs_test(Needs n);
 
 }  // namespace urnic::conform

@@ -36,43 +36,21 @@ constexpr NamedTest kTests[] = {
 bool parse_u64(const std::string& s, uint64_t* out) { return bench::parse_count(s, out, 0); }
 bool parse_double(const std::string& s, double* out) { return bench::parse_number(s, out); }
 
-// --break-rule=LIST: rules to break (BrokenRules): the responder's and the connection
-// manager's. A release build without test hooks refuses them here rather than at adapter open,
-// with the reason.
+// --break-rule=LIST: rules to break (BrokenRules, urnic/counters.h). A release build without
+// test hooks refuses them here rather than at adapter open, with the reason.
 bool parse_broken_rules(const std::string& list, BrokenRules* r) {
-  if (!kTesting) {
-    std::fprintf(stderr, "urnic-perf: --break-rule needs a testing build (URNIC_TESTING)\n");
-    return false;
-  }
-  static constexpr std::pair<const char*, bool BrokenRules::*> kRules[] = {
-      {"duplicate_ack", &BrokenRules::duplicate_ack},
-      {"psn_seq_nak", &BrokenRules::psn_seq_nak},
-      {"rnr_timer", &BrokenRules::rnr_timer},
-      {"cm_rep_resources", &BrokenRules::cm_rep_resources},
-      {"cm_rej_reason", &BrokenRules::cm_rej_reason},
-      {"cm_rep_retry", &BrokenRules::cm_rep_retry},
-      {"cm_dup_req", &BrokenRules::cm_dup_req},
-      {"cm_mra", &BrokenRules::cm_mra},
-      {"cm_drep", &BrokenRules::cm_drep},
-      {"cm_drep_again", &BrokenRules::cm_drep_again},
-      {"cm_dreq_qpn", &BrokenRules::cm_dreq_qpn},
-      {"cm_stale", &BrokenRules::cm_stale},
-      {"cm_max_retries", &BrokenRules::cm_max_retries},
-      {"cm_rej", &BrokenRules::cm_rej},
-  };
-  for (const std::string& name : bench::split_list(list)) {
-    const auto* rule = std::find_if(std::begin(kRules), std::end(kRules),
-                                    [&](const auto& k) { return name == k.first; });
-    if (rule == std::end(kRules)) {
-      std::string names;
-      for (const auto& k : kRules) names += std::string(names.empty() ? "" : ", ") + k.first;
-      std::fprintf(stderr, "urnic-perf: --break-rule takes %s; not '%s'\n", names.c_str(),
-                   name.c_str());
+  std::string unknown;
+  switch (urnic::parse_broken_rules(list, r, &unknown)) {
+    case Status::kSuccess:
+      return true;
+    case Status::kNotSupported:
+      std::fprintf(stderr, "urnic-perf: --break-rule needs a testing build (URNIC_TESTING)\n");
       return false;
-    }
-    r->*(rule->second) = true;
+    default:
+      std::fprintf(stderr, "urnic-perf: --break-rule takes %s; not '%s'\n", broken_rule_names(),
+                   unknown.c_str());
+      return false;
   }
-  return true;
 }
 
 }  // namespace opts

@@ -10,6 +10,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "urnic/types.h"
 
@@ -56,6 +58,9 @@ struct QpCounters {
   // C10-15), and because no receive was posted when they arrived (IBTA §9.8.3.1: an unreliable
   // service drops what it cannot place, silently for the sender).
   uint64_t qkey_violations = 0, datagrams_no_receive = 0;
+  // Datagrams longer than the QP's largest datagram (the port's path MTU; IBTA §9.6 packet
+  // length, rocev2.md: one packet of at most the PMTU per UD message): dropped.
+  uint64_t datagrams_too_long = 0;
   // Every completion (send and receive, silent ones included) by its verbs status.
   uint64_t completions_by_status[static_cast<size_t>(WcStatus::kGeneralErr) + 1] = {};
 
@@ -202,12 +207,28 @@ struct BrokenRules {
   bool cm_stale = false;          // a REQ from a QP still connected is accepted (§12.9.8.3.1)
   bool cm_max_retries = false;    // the REP is retried 15 times whatever the REQ says (§12.7.27)
   bool cm_rej = false;            // a REJ of our REP is ignored (§12.6.7)
+  // Datagram QPs' (urnic-conform's UD scenarios):
+  bool ud_src_qp = false;  // datagrams sent name the wrong source QP in their DETH (§9.8.3)
+  bool ud_qkey = false;    // received datagrams' Q_Key is not checked (§10.2.5 C10-15)
+  bool ud_icrc = false;    // received datagrams' ICRC is not checked (A17)
+  bool ud_pmtu = false;    // datagrams longer than the PMTU are received (§9.6)
+  bool ud_imm = false;     // datagrams with immediate data are dropped (§9.8.3)
+  bool ud_empty = false;   // zero-length datagrams are dropped (§9.8.3)
   bool any() const noexcept {
     return duplicate_ack || psn_seq_nak || rnr_timer || cm_rep_resources || cm_rej_reason ||
            cm_rep_retry || cm_dup_req || cm_mra || cm_drep || cm_drep_again || cm_dreq_qpn ||
-           cm_stale || cm_max_retries || cm_rej;
+           cm_stale || cm_max_retries || cm_rej || ud_src_qp || ud_qkey || ud_icrc || ud_pmtu ||
+           ud_imm || ud_empty;
   }
 };
+
+// The rules of BrokenRules by name ("duplicate_ack", "cm_rej", "ud_qkey", ...), as
+// urnic-perf --break-rule and URNIC_BREAK_RULES (urnic-run --break-rule) take them: a
+// comma-separated list. kSuccess; kInvalidParameter for a name it does not know (in *unknown,
+// may be null); kNotSupported in a build without test hooks (URNIC_TESTING off).
+Status parse_broken_rules(std::string_view list, BrokenRules* out, std::string* unknown) noexcept;
+// Every rule's name, comma-separated (for help texts).
+const char* broken_rule_names() noexcept;
 
 struct FaultCounters {
   uint64_t seen = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0, scripted = 0;

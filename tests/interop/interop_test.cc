@@ -653,7 +653,8 @@ TEST_F(RxeInterop1500, ConformanceScenariosAgainstRxe) {
   std::istringstream in(list.output());
   for (std::string name, test, rest; in >> name >> test && std::getline(in, rest);)
     by_test[test].push_back(name);
-  by_test.erase("rdma_cm");  // the CM scenarios: ConformCmScenariosAgainstRxe
+  by_test.erase("rdma_cm");      // the CM scenarios: ConformCmScenariosAgainstRxe
+  by_test.erase("ud_pingpong");  // the UD ones: ConformUdScenariosAgainstRxe
   ASSERT_GE(by_test["write_bw"].size(), 19u);
   ASSERT_GE(by_test["read_bw"].size(), 7u);
   ASSERT_GE(by_test["atomic_bw"].size(), 4u);
@@ -729,6 +730,40 @@ TEST_F(RxeInterop1500, ConformCmScenariosAgainstRxe) {
   EXPECT_EQ(rg, 0) << g->output();
   for (const auto& n : names)
     EXPECT_TRUE(u->has("^PASS +" + n + " ")) << n << " did not PASS against rxe";
+}
+
+// urnic-conform's datagram scenarios against rxe's UD QP: stock ibv_ud_pingpong servers in the
+// guest serving two datagrams each, in a loop (bounded, and ended by a second guest command).
+// kRxeUdFindings: what rxe does otherwise, each its expected result.
+TEST_F(RxeInterop1500, ConformUdScenariosAgainstRxe) {
+  static const std::set<std::string> kRxeUdFindings = {};
+  Proc list({URNIC_CONFORM, "--list"});
+  ASSERT_EQ(list.wait(30s), 0);
+  std::vector<std::string> names;
+  std::istringstream in(list.output());
+  for (std::string name, test, rest; in >> name >> test && std::getline(in, rest);)
+    if (test == "ud_pingpong") names.push_back(name);
+  ASSERT_GE(names.size(), 10u);
+  std::string only;
+  for (const auto& n : names) only += (only.empty() ? "" : ",") + n;
+  std::unique_ptr<Proc> g = guest(
+      "rm -f /tmp/ud-stop; i=0; while [ ! -e /tmp/ud-stop ] && [ $i -lt 60 ]; do i=$((i+1)); "
+      "timeout 30 ibv_ud_pingpong -d rxe0 -g 1 -n 2 >/dev/null 2>&1; done; echo runs $i",
+      400);
+  std::unique_ptr<Proc> u = urnic(URNIC_CONFORM, {"--allows=ud", "--only=" + only, "--wait-ms=1500",
+                                                  "--connect-retry=60", kGuestIp});
+  const int ru = u->wait(400s);
+  (void)guest("touch /tmp/ud-stop; killall ibv_ud_pingpong; true", 60)->wait(90s);
+  const int rg = g->wait(120s);
+  std::printf("---- urnic-conform (%.1f s)\n%s---- guest\n%s", u->seconds(), u->output().c_str(),
+              g->output().c_str());
+  EXPECT_EQ(ru, kRxeUdFindings.empty() ? 0 : 1) << u->output();
+  EXPECT_EQ(rg, 0) << g->output();
+  for (const auto& n : names) {
+    const char* want = kRxeUdFindings.count(n) != 0 ? "FAIL" : "PASS";
+    EXPECT_TRUE(u->has(std::string("^") + want + " +" + n + " "))
+        << n << " was expected to say " << want << " against rxe";
+  }
 }
 #endif
 

@@ -8,12 +8,14 @@
 # frame we send lost) must end within its timeouts with the scenarios FAILed, the injector having
 # dropped every frame it saw.
 #
-# Usage: conform_test.sh path/to/urnic-conform path/to/urnic-perf path/to/urnic-hop. Exits 77
-# (ctest SKIP_RETURN_CODE) without root or network namespaces.
+# Usage: conform_test.sh path/to/urnic-conform path/to/urnic-perf path/to/urnic-hop
+# [path/to/urnic-run] (the UD scenarios' peer: stock ibv_ud_pingpong on it). Exits 77 (ctest
+# SKIP_RETURN_CODE) without root or network namespaces.
 set -u
-conform=${1:?usage: conform_test.sh path/to/urnic-conform path/to/urnic-perf path/to/urnic-hop}
+conform=${1:?usage: conform_test.sh path/to/urnic-conform path/to/urnic-perf path/to/urnic-hop [path/to/urnic-run]}
 perf=${2:?usage}
 hop=${3:?usage}
+urun=${4:-}
 . "$(dirname "$0")/impair_lib.sh"
 need_built "$conform" "$perf" "$hop"
 impair_setup
@@ -50,16 +52,18 @@ total=$("$conform" --list | wc -l)
 # The requester scenarios need the peer as a client (--peer-client): NOT-APPLICABLE here, run
 # on their own below.
 req=$("$conform" --list | awk '$2 == "write_bw_client"' | wc -l)
-# So do the connection manager's (--allows=cm, an rdma_cm listener): below, on their own.
+# So do the connection manager's (--allows=cm, an rdma_cm listener) and the datagram QP's
+# (--allows=ud, ibv_ud_pingpong servers): below, on their own.
 cms=$("$conform" --list | awk '$2 == "rdma_cm"' | wc -l)
-resp=$((total - req - cms))
+uds=$("$conform" --list | awk '$2 == "ud_pingpong"' | wc -l)
+resp=$((total - req - cms - uds))
 pass=$(grep -cE '^PASS ' "$tmp/conform.out")
 na=$(grep -cE '^NOT-APPLICABLE ' "$tmp/conform.out")
-if [ $rc -eq 0 ] && [ "$pass" -eq "$resp" ] && [ "$na" -eq $((req + cms)) ] && [ "$req" -ge 4 ] &&
-  [ "$cms" -ge 10 ]; then
+if [ $rc -eq 0 ] && [ "$pass" -eq "$resp" ] && [ "$na" -eq $((req + cms + uds)) ] &&
+  [ "$req" -ge 4 ] && [ "$cms" -ge 10 ] && [ "$uds" -ge 10 ]; then
   pass "urnic-conform against urnic: $pass of $resp responder scenarios PASS"
 else
-  fail "urnic-conform exit $rc, $pass of $resp scenarios PASS, $na of $((req + cms)) NOT-APPLICABLE"
+  fail "urnic-conform exit $rc, $pass of $resp scenarios PASS, $na of $((req + cms + uds)) NOT-APPLICABLE"
   tail -30 "$tmp/servers.out"
   grep -EA1 '^FAIL ' "$tmp/conform.out"
 fi
@@ -202,6 +206,67 @@ if [ "$cm_broken_ok" -eq "$cms" ]; then
   pass "a CM breaking one rule at a time: each of the $cms CM scenarios FAILs on its rule"
 else
   fail "a CM breaking one rule at a time: $cm_broken_ok of $cms CM scenarios FAILed"
+fi
+
+# Datagram QPs: stock ibv_ud_pingpong servers on urnic's libibverbs (urnic-run), two datagrams
+# each, one after another; every UD scenario must PASS. Then servers breaking one UD rule at a
+# time (urnic-run --break-rule): the scenario that checks it FAILs.
+# ud_servers RULES OUT: the servers, in the background ($ud_loop), until ud_stop.
+ud_servers() {
+  rm -f "$tmp/udstop"
+  (
+    while [ ! -e "$tmp/udstop" ]; do
+      timeout 20 ip netns exec "$A" "$urun" --devargs=net_af_packet0,iface=roce0 --ip=198.18.1.1 \
+        --lcores=0 ${1:+--break-rule=$1} ibv_ud_pingpong -d urnic0 -g 1 -n 2 >>"$2" 2>&1
+    done
+  ) &
+  ud_loop=$!
+}
+ud_stop() {
+  touch "$tmp/udstop"
+  ip netns pids "$A" 2>/dev/null | xargs -r kill 2>/dev/null
+  wait "$ud_loop" 2>/dev/null
+}
+if command -v ibv_ud_pingpong >/dev/null && [ -x "$urun" ]; then
+  ud_names=$("$conform" --list | awk '$2 == "ud_pingpong" { print $1 }' | paste -sd,)
+  ud_servers "" "$tmp/ud_servers.out"
+  timeout 200 ip netns exec "$B" "$conform" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
+    --lcores=1 --allows=ud --mtu=4096 --only="$ud_names" 198.18.0.1 >"$tmp/ud.conform" 2>&1
+  rc=$?
+  ud_stop
+  if [ $rc -eq 0 ] && [ "$(grep -cE '^PASS +ud_' "$tmp/ud.conform")" -eq "$uds" ]; then
+    pass "datagram QPs: $uds of $uds UD scenarios PASS against ibv_ud_pingpong on urnic"
+  else
+    fail "datagram QPs: exit $rc, $(grep -cE '^PASS +ud_' "$tmp/ud.conform") of $uds PASS"
+    tail -5 "$tmp/ud_servers.out"
+    grep -EA1 '^(FAIL|NOT-APPLICABLE) +ud_' "$tmp/ud.conform"
+  fi
+  ud_pairs="ud_src_qp:ud_echo ud_qkey:ud_qkey_mismatch ud_qkey:ud_qkey_controlled
+    ud_icrc:ud_bad_icrc ud_pmtu:ud_beyond_pmtu ud_imm:ud_with_imm ud_empty:ud_zero_length"
+  ud_broken_ok=0
+  ud_broken_n=0
+  for pair in $ud_pairs; do
+    rule=${pair%%:*} scenario=${pair##*:}
+    ud_broken_n=$((ud_broken_n + 1))
+    ud_servers "$rule" "$tmp/ud_broken.out"
+    timeout 60 ip netns exec "$B" "$conform" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
+      --lcores=1 --allows=ud --mtu=4096 --only="$scenario" 198.18.0.1 >"$tmp/ud_broken.conform" 2>&1
+    brc=$?
+    ud_stop
+    if [ $brc -eq 1 ] && grep -qE "^FAIL +$scenario " "$tmp/ud_broken.conform"; then
+      ud_broken_ok=$((ud_broken_ok + 1))
+    else
+      echo "with --break-rule=$rule, $scenario did not FAIL (exit $brc):"
+      grep -E "^[A-Z-]+ +$scenario " "$tmp/ud_broken.conform"
+    fi
+  done
+  if [ "$ud_broken_ok" -eq "$ud_broken_n" ]; then
+    pass "datagram QPs breaking one rule at a time: each of $ud_broken_n UD scenarios FAILs on its rule"
+  else
+    fail "datagram QPs breaking one rule at a time: $ud_broken_ok of $ud_broken_n UD scenarios FAILed"
+  fi
+else
+  echo "skip the UD scenarios: ibv_ud_pingpong (ibverbs-utils) or urnic-run missing"
 fi
 
 # The peer as requester: urnic-perf write_bw clients, one after another, against urnic-conform
