@@ -734,9 +734,12 @@ TEST_F(RxeInterop1500, ConformCmScenariosAgainstRxe) {
 
 // urnic-conform's datagram scenarios against rxe's UD QP: stock ibv_ud_pingpong servers in the
 // guest serving two datagrams each, in a loop (bounded, and ended by a second guest command).
-// kRxeUdFindings: what rxe does otherwise, each its expected result.
+// kRxeUdFindings: what rxe does otherwise, each its expected result. rxe hands a datagram
+// longer than the PMTU to a receive (its check_length() compares the payload with the MTU for
+// RC and UC only), which completes with a local length error: ibv_ud_pingpong exits on it, so
+// the valid datagram after it gets no answer (docs/design.md, "rxe's findings").
 TEST_F(RxeInterop1500, ConformUdScenariosAgainstRxe) {
-  static const std::set<std::string> kRxeUdFindings = {};
+  static const std::set<std::string> kRxeUdFindings = {"ud_beyond_pmtu"};
   Proc list({URNIC_CONFORM, "--list"});
   ASSERT_EQ(list.wait(30s), 0);
   std::vector<std::string> names;
