@@ -26,6 +26,8 @@ constexpr std::pair<const char*, bool BrokenRules::*> kRules[] = {
     {"cm_stale", &BrokenRules::cm_stale},
     {"cm_max_retries", &BrokenRules::cm_max_retries},
     {"cm_rej", &BrokenRules::cm_rej},
+    {"cm_dreq_rep_sent", &BrokenRules::cm_dreq_rep_sent},
+    {"cm_drep_unknown", &BrokenRules::cm_drep_unknown},
     {"ud_src_qp", &BrokenRules::ud_src_qp},
     {"ud_qkey", &BrokenRules::ud_qkey},
     {"ud_icrc", &BrokenRules::ud_icrc},

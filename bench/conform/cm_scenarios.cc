@@ -393,6 +393,34 @@ Outcome dreq_wrong_qpn(Ctx& c) {
               : fail("a DREQ naming another QP was ignored; then" + tail);
 }
 
+// A DREQ while the REP still waits for its RTU (the RTU lost, the active side already tearing
+// down): the connection ends with a DREP, not a REP retry.
+Outcome dreq_before_rtu(Ctx& c) {
+  CmConn k(c);
+  cm::Rep rep;
+  if (!k.request(k.req(c.cm_port), &rep)) return fail(k.log);
+  k.dreq();
+  Message m;
+  return k.recv_kind<cm::Drep>(&m) ? pass(rep_line(rep) + "; no RTU; our DREQ answered by DREP")
+                                   : fail(rep_line(rep) + "; no RTU; our DREQ got no DREP");
+}
+
+// A DREQ naming a connection the peer does not know (its DREP lost long ago, as the sender sees
+// it): a DREP all the same, so that the sender can finish.
+Outcome dreq_unknown(Ctx& c) {
+  CmConn k(c);
+  k.remote_id = 0x0BAD0000u | (c.cm_seq & 0xFFFF);
+  k.remote_qpn = 0x7FFF00u | (c.cm_seq & 0xFF);
+  k.dreq();
+  Message m;
+  if (!k.recv_kind<cm::Drep>(&m)) return fail("a DREQ for no connection got no DREP");
+  const auto& d = std::get<cm::Drep>(m.body);
+  if (d.local_comm_id != k.remote_id)
+    return fail("DREP naming comm ID " + hex(d.local_comm_id) + ", not the DREQ's " +
+                hex(k.remote_id));
+  return pass("a DREQ for no connection answered by a DREP with the DREQ's comm IDs");
+}
+
 // A REQ from a QP that another connection of ours still uses: stale, refused (reason 10).
 Outcome stale_qpn(Ctx& c) {
   CmConn a(c);
@@ -453,6 +481,10 @@ std::vector<Scenario> cm_scenarios() {
        dreq_repeated},
       {"cm_dreq_wrong_qpn", "12.6.10: a DREQ naming another QP is not this connection's",
        Needs::kCm, dreq_wrong_qpn},
+      {"cm_dreq_before_rtu", "12.9.6: a DREQ while the REP waits for its RTU gets a DREP",
+       Needs::kCm, dreq_before_rtu},
+      {"cm_dreq_unknown", "12.9.7: a DREQ for no connection still gets a DREP (the sender ends)",
+       Needs::kCm, dreq_unknown},
       {"cm_stale_qpn", "12.9.8.3.1: a REQ from a QP still connected is stale: REJ 10", Needs::kCm,
        stale_qpn},
       {"cm_max_cm_retries", "12.7.27: the REP is retried no more than the REQ's Max CM Retries",

@@ -301,7 +301,8 @@ constexpr OptionRow kDpdkRows[] = {
                            "(duplicate_ack, psn_seq_nak, rnr_timer) and the connection\n"
                            "manager's (cm_rep_resources, cm_rej_reason, cm_rep_retry,\n"
                            "cm_dup_req, cm_mra, cm_drep, cm_drep_again, cm_dreq_qpn,\n"
-                           "cm_stale, cm_max_retries, cm_rej) and datagram QPs'\n"
+                           "cm_stale, cm_max_retries, cm_rej, cm_dreq_rep_sent,\n"
+                           "cm_drep_unknown) and datagram QPs'\n"
                            "(ud_src_qp, ud_qkey, ud_icrc, ud_pmtu, ud_imm, ud_empty)",
    [](OptionArg& a) {
      std::string list;

@@ -295,7 +295,7 @@ void Core::handle_by_ids(const MadIn& in, const Message& m, uint32_t local_id, u
   auto c = find_local(local_id);
   if (c == nullptr || c->remote_id != remote_id || c->remote_gid != in.src_gid) {
     ++counters_.unmatched;
-    if (kind == Input::Kind::kDreq) {
+    if (kind == Input::Kind::kDreq && !cfg_.broken.cm_drep_unknown) {
       // Linux cm_issue_drep: a DREQ for a connection we no longer know still gets its DREP, so
       // the peer can finish.
       const auto& d = std::get<cm::Dreq>(m.body);

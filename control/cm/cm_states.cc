@@ -155,6 +155,7 @@ CmState Core::on_rep_sent(Conn& c, const Input& in) {
     case Input::Kind::kDreq: {
       // The RTU was lost and the peer already tears down (Linux cm_dreq_handler accepts a DREQ
       // in REP_SENT): the connection was established, then disconnected.
+      if (cfg_.broken.cm_dreq_rep_sent) return c.state;
       c.timer = Timer::kNone;
       complete(c, Status::kSuccess);
       return on_established(c, in);

@@ -207,6 +207,8 @@ struct BrokenRules {
   bool cm_stale = false;          // a REQ from a QP still connected is accepted (§12.9.8.3.1)
   bool cm_max_retries = false;    // the REP is retried 15 times whatever the REQ says (§12.7.27)
   bool cm_rej = false;            // a REJ of our REP is ignored (§12.6.7)
+  bool cm_dreq_rep_sent = false;  // a DREQ while our REP waits for its RTU is ignored (§12.9.6)
+  bool cm_drep_unknown = false;   // a DREQ for no connection gets no DREP (§12.9.7)
   // Datagram QPs' (urnic-conform's UD scenarios):
   bool ud_src_qp = false;  // datagrams sent name the wrong source QP in their DETH (§9.8.3)
   bool ud_qkey = false;    // received datagrams' Q_Key is not checked (§10.2.5 C10-15)
@@ -217,8 +219,8 @@ struct BrokenRules {
   bool any() const noexcept {
     return duplicate_ack || psn_seq_nak || rnr_timer || cm_rep_resources || cm_rej_reason ||
            cm_rep_retry || cm_dup_req || cm_mra || cm_drep || cm_drep_again || cm_dreq_qpn ||
-           cm_stale || cm_max_retries || cm_rej || ud_src_qp || ud_qkey || ud_icrc || ud_pmtu ||
-           ud_imm || ud_empty;
+           cm_stale || cm_max_retries || cm_rej || cm_dreq_rep_sent || cm_drep_unknown ||
+           ud_src_qp || ud_qkey || ud_icrc || ud_pmtu || ud_imm || ud_empty;
   }
 };
 

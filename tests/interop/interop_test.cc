@@ -726,10 +726,17 @@ TEST_F(RxeInterop1500, ConformCmScenariosAgainstRxe) {
   const int rg = g->wait(120s);
   std::printf("---- urnic-conform (%.1f s)\n%s---- guest\n%s", u->seconds(), u->output().c_str(),
               g->output().c_str());
-  EXPECT_EQ(ru, 0) << u->output();
+  // Linux's CM leaves the DREP to the consumer (rdma_disconnect after the DISCONNECTED event);
+  // rping's persistent server, its connection not yet established when the DREQ comes, never
+  // disconnects it: cm_dreq_before_rtu FAILs (docs/design.md, "rxe's findings").
+  static const std::set<std::string> kFindings = {"cm_dreq_before_rtu"};
+  EXPECT_EQ(ru, kFindings.empty() ? 0 : 1) << u->output();
   EXPECT_EQ(rg, 0) << g->output();
-  for (const auto& n : names)
-    EXPECT_TRUE(u->has("^PASS +" + n + " ")) << n << " did not PASS against rxe";
+  for (const auto& n : names) {
+    const char* want = kFindings.count(n) != 0 ? "FAIL" : "PASS";
+    EXPECT_TRUE(u->has(std::string("^") + want + " +" + n + " "))
+        << n << " was expected to say " << want << " against rxe";
+  }
 }
 
 // urnic-conform's datagram scenarios against rxe's UD QP: stock ibv_ud_pingpong servers in the

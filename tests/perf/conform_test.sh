@@ -179,7 +179,8 @@ cm_broken_ok=0
 cm_pairs="cm_rep_resources:cm_req_rep cm_rej_reason:cm_no_listener cm_rep_retry:cm_rep_repeated
   cm_dup_req:cm_duplicate_req cm_mra:cm_mra_holds_rep cm_drep:cm_dreq_drep
   cm_drep_again:cm_dreq_repeated cm_dreq_qpn:cm_dreq_wrong_qpn cm_stale:cm_stale_qpn
-  cm_max_retries:cm_max_cm_retries cm_rej:cm_rej_ends_rep"
+  cm_max_retries:cm_max_cm_retries cm_rej:cm_rej_ends_rep cm_dreq_rep_sent:cm_dreq_before_rtu
+  cm_drep_unknown:cm_dreq_unknown"
 for pair in $cm_pairs; do
   rule=${pair%%:*} scenario=${pair##*:}
   ip netns exec "$A" "$perf" --vdev=net_af_packet0,iface=roce0 --ip=198.18.1.1 --lcores=0 \
