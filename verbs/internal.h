@@ -72,7 +72,7 @@ struct Config {
   unsigned memory_mb = 512;     // URNIC_MEMORY_MB
   std::string log_level;        // URNIC_LOG_LEVEL
   uint32_t max_qps = 1024;      // URNIC_MAX_QPS
-  std::string break_rules;      // URNIC_BREAK_RULES (testing builds: BrokenRules by name)
+  BrokenRules break_rules;      // URNIC_BREAK_RULES (testing builds: the rules by name)
   std::string error;            // why the configuration is unusable ("" when fine)
 };
 

@@ -59,9 +59,9 @@ bool apply(Config& c, std::string key, const std::string& v) {
   else if (key == "log_level")
     c.log_level = v;
   else if (key == "break_rules") {
-    BrokenRules check;
-    if (parse_broken_rules(v, &check, nullptr) != Status::kSuccess) return false;
-    c.break_rules = v;
+    BrokenRules r;  // a later setting replaces an earlier one, as for every key
+    if (parse_broken_rules(v, &r, nullptr) != Status::kSuccess) return false;
+    c.break_rules = r;
   } else if (key == "engine_cpu")
     return number(&c.engine_cpu, CPU_SETSIZE - 1);
   else if (key == "memory_mb")
@@ -339,7 +339,7 @@ int Runtime::bring_up_locked() noexcept {
     ac.routes = d->routes;
     ac.mac = d->mac;
     ac.max_qps = cfg_.max_qps;
-    (void)parse_broken_rules(cfg_.break_rules, &ac.broken_rules, nullptr);  // checked at load
+    ac.broken_rules = cfg_.break_rules;
     const Status s = Adapter::open(ac, *engine_, &d->adapter);
     if (s != Status::kSuccess) {
       dp::log_line(dp::LogType::kVerbs, RTE_LOG_ERR, "opening %s failed: %s (0x%08x)", d->dev.name,

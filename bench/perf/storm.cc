@@ -385,7 +385,7 @@ bool StormClient::teardown_phase() {
   return true;
 }
 
-void print_client(const Options& o, const StormStats& st) {
+void print_client(const StormStats& st) {
   std::printf(" QPs created before the storm: %u in %.3f s\n", st.n, st.create_s);
   std::printf(" setup: %llu of %u established in %.3f s = %.0f connections/s",
               static_cast<unsigned long long>(st.established), st.n, st.setup_s,
@@ -420,7 +420,6 @@ void print_client(const Options& o, const StormStats& st) {
     std::printf("; %llu failed with %s", static_cast<unsigned long long>(n), what.c_str());
   std::printf("\n");
   print_latency("teardown (DREQ -> DREP)", st.teardown_ns);
-  (void)o;
 }
 
 // ---- Server ---------------------------------------------------------------------------------
@@ -629,7 +628,7 @@ int run_client(const Options& o, Env& env, bool v4, StormStats& st) {
     c.find_first_refusal();
     (void)c.teardown_phase();
   }
-  print_client(o, st);
+  print_client(st);
   const int rc = client_exit(st);
   if (!st.error.empty())
     std::fprintf(stderr, "urnic-perf: connection storm: %s\n", st.error.c_str());
