@@ -1,6 +1,6 @@
 // The names of BrokenRules (include/urnic/counters.h): the rules the responder, the connection
-// manager and datagram QPs break on purpose in testing builds, so that a conformance tester's
-// scenarios can be shown to fail (urnic-perf --break-rule, URNIC_BREAK_RULES).
+// manager, datagram QPs and congestion control break on purpose in testing builds, so that a
+// conformance tester's scenarios can be shown to fail (urnic-perf --break-rule, URNIC_BREAK_RULES).
 #include <algorithm>
 #include <iterator>
 #include <utility>
@@ -34,6 +34,10 @@ constexpr std::pair<const char*, bool BrokenRules::*> kRules[] = {
     {"ud_pmtu", &BrokenRules::ud_pmtu},
     {"ud_imm", &BrokenRules::ud_imm},
     {"ud_empty", &BrokenRules::ud_empty},
+    {"cc_cnp_dest_qp", &BrokenRules::cc_cnp_dest_qp},
+    {"cc_cnp_unpaced", &BrokenRules::cc_cnp_unpaced},
+    {"cc_reduce_period", &BrokenRules::cc_reduce_period},
+    {"cc_no_recovery", &BrokenRules::cc_no_recovery},
 };
 
 }  // namespace

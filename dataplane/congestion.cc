@@ -25,7 +25,9 @@ bool send_cnp_lc(Endpoint& ep, const Qp& qp) noexcept {
   th.bth.opcode = wire::opc::kCnp;
   th.bth.pkey = wire::Be16::of(wire::kDefaultPkey);
   wire::Bth::Becn::set(th.bth, 1u);
-  wire::Bth::DestQp::set(th.bth, lc(qp).attr.dest_qpn);
+  // To the peer's QP, the one whose frames were marked (a test hook names our own instead).
+  wire::Bth::DestQp::set(th.bth,
+                         qp.config().broken.cc_cnp_dest_qp ? qp.qpn() : lc(qp).attr.dest_qpn);
   uint8_t* payload = nullptr;
   rte_mbuf* m = frame_lc(ep, av, th, 0, &payload);
   if (m == nullptr) [[unlikely]]
@@ -44,7 +46,8 @@ void cc_on_ce_lc(Endpoint& ep, Qp& qp, uint64_t now) noexcept {
   if (!cc.enabled) return;
   // One CNP per QP per interval (ConnectX min_time_between_cnps; the paper's 50 us): the
   // reaction point cuts at most once per monitor period anyway.
-  if (q.last_cnp_tsc != 0 && now - q.last_cnp_tsc < tsc_from_ns(cc.cnp_interval_us * 1000ull))
+  if (q.last_cnp_tsc != 0 && now - q.last_cnp_tsc < tsc_from_ns(cc.cnp_interval_us * 1000ull) &&
+      !qp.config().broken.cc_cnp_unpaced)
     return;
   if (!send_cnp_lc(ep, qp)) return;
   q.last_cnp_tsc = now != 0 ? now : 1;
@@ -61,7 +64,14 @@ void cc_on_cnp_lc(Qp& qp, uint64_t now) noexcept {
 
 void cc_reset_lc(Qp& qp) noexcept {
   auto& q = lc(qp);
-  q.dcqcn.init(q.attr.cc.dcqcn, cc_max_rate_mbps(q.attr.cc), rte_get_tsc_hz());
+  DcqcnConfig d = q.attr.cc.dcqcn;
+  // Test hooks (BrokenRules): a monitor period of 5 ms; no increase timer or byte counter.
+  if (qp.config().broken.cc_reduce_period) d.reduce_period_us = 5000;
+  if (qp.config().broken.cc_no_recovery) {
+    d.time_reset_us = UINT32_MAX;
+    d.byte_reset = 0;
+  }
+  q.dcqcn.init(d, cc_max_rate_mbps(q.attr.cc), rte_get_tsc_hz());
   q.last_cnp_tsc = 0;
   q.counters.cc_paced_mbps = 0;
 }

@@ -1,10 +1,13 @@
 #include "bench/conform/link.h"
 
 #include <rte_cycles.h>
+#include <rte_ethdev.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "dataplane/wire/icrc.h"
+#include "dataplane/wire/opcode.h"
 #include "urnic/runtime.h"
 
 namespace urnic::conform {
@@ -40,13 +43,37 @@ bool Link::open(const std::string& devargs, uint32_t ipv4, std::string* err) {
   return true;
 }
 
+uint32_t Link::link_mbps() const {
+  rte_eth_link l{};
+  if (rte_eth_link_get_nowait(port_.id(), &l) != 0 || l.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN)
+    return 0;
+  return l.link_speed;
+}
+
 bool Link::tx(rte_mbuf* m) {
+  if (holding_) {
+    held_.push_back(m);
+    return true;
+  }
   if (port_.tx_burst(0, &m, 1) == 1) {
     ++frames_out;
     return true;
   }
   rte_pktmbuf_free(m);
   return false;
+}
+
+void Link::flush() {
+  holding_ = false;
+  for (size_t i = 0; i < held_.size();) {
+    const uint16_t n = static_cast<uint16_t>(std::min<size_t>(held_.size() - i, 32));
+    uint16_t sent = port_.tx_burst(0, held_.data() + i, n);
+    frames_out += sent;
+    // A full ring: what it refused is freed, as tx() does with a refused frame.
+    for (uint16_t k = sent; k < n; ++k) rte_pktmbuf_free(held_[i + k]);
+    i += n;
+  }
+  held_.clear();
 }
 
 void Link::set_faults(const FaultConfig& tx, const FaultConfig& rx) {
@@ -108,8 +135,9 @@ void Link::handle(rte_mbuf* m, std::vector<RxFrame>* keep) {
     return;
   }
   wire::ParsedFrame f;
-  if (wire::parse(d, len, f) != wire::ParseError::kOk ||
-      wire::Bth::DestQp::get(f.bth()) != local_qpn_) {
+  const bool ok = wire::parse(d, len, f) == wire::ParseError::kOk;
+  const uint32_t dqp = ok ? wire::Bth::DestQp::get(f.bth()) : 0;
+  if (!ok || (dqp != local_qpn_ && !(f.opcode == wire::opc::kCnp && dqp == peer_qpn_))) {
     ++foreign_in;
     return;
   }
@@ -119,6 +147,7 @@ void Link::handle(rte_mbuf* m, std::vector<RxFrame>* keep) {
   r.opcode = f.opcode;
   r.psn = wire::Bth::Psn::get(f.bth());
   r.ack_req = wire::Bth::AckReq::get(f.bth()) != 0;
+  r.becn = wire::Bth::Becn::get(f.bth()) != 0;
   r.tsc = rte_rdtsc();
   r.dest_qp = wire::Bth::DestQp::get(f.bth());
   r.icrc_ok = wire::icrc_check(d, f.l);
@@ -196,6 +225,7 @@ bool Link::send(wire::TransportHeaders th, std::span<const uint8_t> payload, con
   th.bth.pkey = Be16::of(f.pkey >= 0 ? static_cast<uint16_t>(f.pkey) : wire::kDefaultPkey);
   wire::Bth::DestQp::set(th.bth, f.dest_qp >= 0 ? static_cast<uint32_t>(f.dest_qp) : peer_qpn_);
   if (f.becn) wire::Bth::Becn::set(th.bth, 1u);
+  if (f.ecn >= 0) net.traffic_class = static_cast<uint8_t>(f.ecn & 0x3);
   const uint32_t len =
       wire::frame_length(net, th.bth.opcode, static_cast<uint32_t>(payload.size()));
   rte_mbuf* m = rte_pktmbuf_alloc(port_.pool());

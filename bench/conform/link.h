@@ -22,7 +22,8 @@ struct RxFrame {
   uint8_t opcode = 0;
   uint32_t psn = 0;
   bool ack_req = false;
-  uint64_t tsc = 0;  // when it arrived (rte_rdtsc)
+  bool becn = false;  // BTH BECN (a CNP's)
+  uint64_t tsc = 0;   // when it arrived (rte_rdtsc)
   uint32_t dest_qp = 0;
   bool has_aeth = false;
   uint8_t syndrome = 0;
@@ -41,6 +42,7 @@ struct TxFaults {
   int pkey = -1;      // -1: the default P_Key
   int dest_qp = -1;   // -1: the peer's QP
   bool becn = false;  // BTH BECN (a CNP sets it)
+  int ecn = -1;       // the IP ECN field (3: CE, congestion experienced); -1: Not-ECT (0)
 };
 
 class Link {
@@ -65,9 +67,15 @@ class Link {
   // Builds and sends one frame: `th` as given (opcode, PSN, AckReq, extension headers), with
   // the P_Key and DestQP filled in unless `f` overrides them; the ICRC computed (or broken).
   bool send(wire::TransportHeaders th, std::span<const uint8_t> payload, const TxFaults& f = {});
-  // The next RoCEv2 frame for our QP within `ms` milliseconds; false on timeout. ARP is
+  // The next RoCEv2 frame for our QP within `ms` milliseconds (and any CNP naming the peer's own
+  // QP: a notification point that addressed its CNP wrongly is a scenario's finding, not noise)
+  // within `ms` milliseconds; false on timeout. ARP is
   // answered meanwhile.
   bool recv(RxFrame* out, double ms);
+  // Frames sent between hold() and flush() leave together, in bursts of up to 32 (one doorbell
+  // each): a train that reaches the peer back to back rather than one system call apart.
+  void hold() { holding_ = true; }
+  void flush();
   // Puts a frame back to be the next one recv returns.
   void unread(const RxFrame& r) { pending_.insert(pending_.begin(), r); }
   // Every frame for our QP that arrives within `ms` milliseconds.
@@ -83,6 +91,8 @@ class Link {
   FaultCounters rx_faults() const { return rx_fault_ ? rx_fault_->counters() : FaultCounters{}; }
 
   uint32_t mtu_bytes() const { return eth_mtu_; }
+  // The port's link speed in Mb/s (what the driver reports; 0 when it reports none).
+  uint32_t link_mbps() const;
   uint64_t frames_in = 0, frames_out = 0, foreign_in = 0;
 
  private:
@@ -98,6 +108,8 @@ class Link {
   uint32_t local_qpn_ = 0, peer_qpn_ = 0;
   uint32_t eth_mtu_ = 1500;
   std::vector<RxFrame> pending_;
+  bool holding_ = false;
+  std::vector<rte_mbuf*> held_;
   std::unique_ptr<dp::FaultInjector> tx_fault_, rx_fault_;
 };
 

@@ -53,6 +53,10 @@ struct Options {
   double connect_retry = 30;
   uint32_t mtu = 1024;
   bool list = false;
+  // --dcqcn: the peer claims DCQCN with ConnectX's defaults or urnic's slow-fabric profile.
+  bool dcqcn_claimed = false;
+  DcqcnConfig dcqcn{};
+  double peer_max_mbps = 0;  // --peer-max-mbps (0: our own link's speed)
 };
 
 void usage() {
@@ -80,6 +84,10 @@ void usage() {
       "                      requester scenarios run last, with us as its server on -p PORT\n"
       "  --peer-timeout=T    that client QP's local ACK timeout exponent (default 14, perftest's)\n"
       "  --retry-cnt=N       and its retry count, 0..7 (default 7, perftest's)\n"
+      "  --dcqcn=PROFILE     the peer runs DCQCN: connectx (ConnectX's defaults) or slow\n"
+      "                      (urnic-perf --dcqcn=slow): its congestion scenarios are judged\n"
+      "                      against DCQCN's curve and FAIL where it does not follow it\n"
+      "  --peer-max-mbps=N   the peer's line rate, where DCQCN's curve starts (default: ours)\n"
       "  --rnr-timer=CODE    the peer QP's minimum RNR timer code, 0..31 (default 12: perftest's\n"
       "                      and urnic-perf's)\n"
       "  --connect-retry=S   how long to wait for each scenario's server (default 30; the CM\n"
@@ -101,6 +109,35 @@ std::set<std::string> split(const std::string& s) {
   for (std::string& item : bench::split_list(s))
     if (!item.empty()) out.insert(std::move(item));
   return out;
+}
+
+// --dcqcn, --peer-max-mbps and --rnr-timer: what the peer is said to be. *handled says whether
+// `key` was one of them; false: a bad value (said on stderr).
+bool peer_option(const std::string& key, const std::string& val, Options* o, bool* handled) {
+  *handled = key == "--dcqcn" || key == "--peer-max-mbps" || key == "--rnr-timer";
+  if (!*handled) return true;
+  if (key == "--dcqcn") {
+    if (val != "connectx" && val != "slow") {
+      std::fprintf(stderr, "urnic-conform: --dcqcn is connectx or slow, not '%s'\n", val.c_str());
+      return false;
+    }
+    o->dcqcn_claimed = true;
+    o->dcqcn = val == "slow" ? congestion_slow_fabric().dcqcn : DcqcnConfig{};
+    return true;
+  }
+  const bool rnr = key == "--rnr-timer";
+  char* end = nullptr;
+  const double v = std::strtod(val.c_str(), &end);
+  if (val.empty() || *end != '\0' || !(v >= (rnr ? 0 : 1) && v <= (rnr ? 31 : 1e7))) {
+    std::fprintf(stderr, "urnic-conform: bad value '%s' for %s (%s)\n", val.c_str(), key.c_str(),
+                 rnr ? "0..31" : "1..1e7");
+    return false;
+  }
+  if (rnr)
+    o->rnr_timer = static_cast<uint8_t>(v);
+  else
+    o->peer_max_mbps = v;
+  return true;
 }
 
 bool parse(int argc, char** argv, Options* o) {
@@ -126,7 +163,10 @@ bool parse(int argc, char** argv, Options* o) {
       return true;
     };
     double v = 0;
-    if (key == "--help" || key == "-h") {
+    bool peer = false;
+    if (!peer_option(key, val, o, &peer)) return false;
+    if (peer) {
+    } else if (key == "--help" || key == "-h") {
       usage();
       std::exit(0);
     } else if (key == "--list") {
@@ -168,9 +208,6 @@ bool parse(int argc, char** argv, Options* o) {
     } else if (key == "--retry-cnt") {
       if (!num(0, 7, &v)) return false;
       o->retry_cnt = static_cast<uint32_t>(v);
-    } else if (key == "--rnr-timer") {
-      if (!num(0, 31, &v)) return false;
-      o->rnr_timer = static_cast<uint8_t>(v);
     } else if (key == "--connect-retry") {
       if (!num(0, 3600, &v)) return false;
       o->connect_retry = v;
@@ -336,6 +373,11 @@ Outcome run_one(const Options& o, Link& link, const Scenario& s, uint32_t qpn, b
   c.peer_psn = peer.psn;
   c.peer_timeout_ms = 4.096e-3 * static_cast<double>(uint64_t{1} << o.peer_timeout);
   c.retry_cnt = o.retry_cnt;
+  c.dcqcn_claimed = o.dcqcn_claimed;
+  c.dcqcn = o.dcqcn;
+  c.peer_max_mbps = o.peer_max_mbps > 0     ? o.peer_max_mbps
+                    : link.link_mbps() != 0 ? link.link_mbps()
+                                            : 10'000.0;
   Outcome out = s.run(c);
   (void)link.collect(10);  // late answers of this scenario are not the next one's
   // The peer's client fails on its retry count (no more ACKs): nothing more to exchange.

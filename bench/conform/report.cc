@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "bench/common/doc.h"
+#include "bench/common/gnuplot.h"
 
 namespace urnic::conform {
 namespace {
@@ -56,6 +57,60 @@ bool close_out(FILE* f, const std::string& path, std::string* err) {
   if (std::fclose(f) == 0) return true;
   *err = "cannot write " + path + ": " + std::strerror(errno);
   return false;
+}
+
+std::string numbers(const std::vector<double>& v) {
+  std::string s;
+  char b[32];
+  for (size_t i = 0; i < v.size(); ++i) {
+    std::snprintf(b, sizeof(b), "%s%.1f", i == 0 ? "" : ", ", v[i]);
+    s += b;
+  }
+  return s;
+}
+
+// A congestion scenario's rate curve in its JSON object ("" for the others).
+std::string curve_json(const RateCurve& c) {
+  if (c.empty()) return "";
+  char b[160];
+  std::snprintf(b, sizeof(b),
+                ", \"curve\": {\"bin_ms\": %g, \"cnp_from_ms\": %.3f, \"cnp_to_ms\": %.3f, "
+                "\"cnps\": %llu, ",
+                c.bin_ms, c.cnp_from_ms, c.cnp_to_ms, static_cast<unsigned long long>(c.cnps));
+  return b + std::string("\"measured_mbps\": [") + numbers(c.measured_mbps) +
+         "], \"expected_mbps\": [" + numbers(c.expected_mbps) + "]}";
+}
+
+// The congestion scenarios' curves, one PNG each beside the page ("<stem>-<scenario>.png"):
+// the gnuplot script and the files it must write; *images gets (file, scenario) per plot.
+std::string curve_script(const std::string& stem, const std::vector<Result>& results,
+                         std::vector<std::string>* files,
+                         std::vector<std::pair<std::string, std::string>>* images) {
+  std::string script =
+      "set terminal pngcairo size 960,420 noenhanced font 'sans,10'\nset grid\n"
+      "set key top right\nset xlabel 'ms'\nset ylabel 'Mb/s'\nset yrange [0:*]\n";
+  for (const Result& r : results) {
+    const RateCurve& c = r.outcome.curve;
+    if (c.empty()) continue;
+    const std::string file = stem + "-" + r.name + ".png";
+    files->push_back(file);
+    images->emplace_back(bench::base_name(file), r.name);
+    std::string rows;
+    char b[96];
+    for (size_t i = 0; i < c.measured_mbps.size(); ++i) {
+      std::snprintf(b, sizeof(b), "%g %.2f %.2f\n", (static_cast<double>(i) + 0.5) * c.bin_ms,
+                    c.measured_mbps[i], c.expected_mbps[i]);
+      rows += b;
+    }
+    std::snprintf(b, sizeof(b), "set object 1 rect from %.3f, graph 0 to %.3f, graph 1 ",
+                  c.cnp_from_ms, c.cnp_to_ms);
+    script += "set output " + bench::gp_quote(file) + "\n$d << EOD\n" + rows + "EOD\n" + b +
+              "fc rgb '#ffdddd' fs solid 0.5 behind\nset title " +
+              bench::gp_quote(r.name + ": the peer's rate and DCQCN's (CNPs in the shaded span)") +
+              "\nplot $d using 1:2 with steps lw 2 title 'the peer', $d using 1:3 with lines "
+              "lw 2 dt 2 title 'DCQCN'\nunset object 1\n";
+  }
+  return script;
 }
 
 }  // namespace
@@ -110,9 +165,10 @@ bool write_json(const std::string& path, const std::vector<Result>& results, std
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
     std::fprintf(
-        f, "%s\n    {\"name\": \"%s\", \"verdict\": \"%s\", \"rule\": \"%s\", \"seen\": \"%s\"}",
+        f, "%s\n    {\"name\": \"%s\", \"verdict\": \"%s\", \"rule\": \"%s\", \"seen\": \"%s\"%s}",
         i == 0 ? "" : ",", escape(r.name, false).c_str(), to_string(r.outcome.verdict),
-        escape(r.rule, false).c_str(), escape(r.outcome.seen, false).c_str());
+        escape(r.rule, false).c_str(), escape(r.outcome.seen, false).c_str(),
+        curve_json(r.outcome.curve).c_str());
   }
   std::fprintf(f, "\n  ]\n}\n");
   return close_out(f, path, err);
@@ -133,6 +189,21 @@ bool write_page(const std::string& path, const RunInfo& run, const std::vector<R
   for (const Result& r : results)
     rows.push_back({r.name, r.rule, to_string(r.outcome.verdict), r.outcome.seen});
   d.table({"scenario", "rule", "verdict", "what the peer did"}, rows);
+  std::vector<std::string> files;
+  std::vector<std::pair<std::string, std::string>> images;
+  const std::string script = curve_script(bench::path_stem(path), results, &files, &images);
+  if (!files.empty()) {
+    d.heading("Congestion response");
+    std::string why;
+    if (!bench::run_gnuplot(script, files, &why)) {
+      d.para("Plots not drawn: " + why + ". The curves are in the JSON report (--json).");
+    } else {
+      d.para(
+          "The peer's rate per millisecond as we received it, and the rate DCQCN's rules give "
+          "a QP on the same path for the same CNPs (--dcqcn), from the 50 ms before them.");
+      for (const auto& [file, name] : images) d.image(file, name);
+    }
+  }
   return d.write(path, err);
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "bench/conform/acking.h"
 #include "bench/conform/craft.h"
 #include "dataplane/wire/opcode.h"
 
@@ -25,12 +26,6 @@ std::string ms_text(double ms) {
   char b[32];
   std::snprintf(b, sizeof(b), "%.1f ms", ms);
   return b;
-}
-
-bool ends_message(uint8_t opcode) {
-  return opcode == opc::kWriteOnly || opcode == opc::kWriteLast || opcode == opc::kWriteOnlyImm ||
-         opcode == opc::kWriteLastImm || opcode == opc::kSendOnly || opcode == opc::kSendLast ||
-         opcode == opc::kSendOnlyImm || opcode == opc::kSendLastImm;
 }
 
 // The peer's first request: it must carry the PSN the peer announced (IBTA §9.7.1: the SQ PSN
@@ -168,68 +163,23 @@ Outcome rnr_wait(Ctx& c) {
 
 // ---- CNP reaction ---------------------------------------------------------------------------
 
-// Plays a responder that ACKs in order for `ms` milliseconds (every AckReq, and every 16th
-// request), sending a CNP at most every `cnp_us` microseconds (0: none); returns the payload bytes
-// received in order during the last `measure_ms` of it.
-struct AckingResponder {
-  Ctx& c;
-  uint32_t epsn, msn = 0;
-  uint64_t cnps = 0;
-  bool naked = false;  // a NAK PSN sequence error was sent for naked_psn
-  uint32_t naked_psn = 0;
-
-  uint64_t run(double ms, double measure_ms, double cnp_us) {
-    const uint64_t hz = rte_get_tsc_hz(), start = rte_rdtsc();
-    const uint64_t end = start + static_cast<uint64_t>(ms * 1e-3 * hz);
-    const uint64_t from = end - static_cast<uint64_t>(measure_ms * 1e-3 * hz);
-    const uint64_t cnp_gap = static_cast<uint64_t>(cnp_us * 1e-6 * hz);
-    uint64_t next_cnp = start, bytes = 0, since_ack = 0;
-    for (uint64_t now = start; now < end; now = rte_rdtsc()) {
-      RxFrame r;
-      if (!c.link.recv(&r, 0.05)) continue;
-      // As a notification point answers CE-marked requests: at most one CNP per cnp_us, sent
-      // when a request arrives (DCQCN's NP). Tied to the requests, the CNPs reach the peer while
-      // it sends, not in one burst after a pause of either process on a loaded host.
-      if (cnp_gap != 0 && r.tsc >= next_cnp) {
-        TxFaults f;
-        f.becn = true;
-        c.link.send(hdr(opc::kCnp, 0, false), {}, f);
-        ++cnps;
-        next_cnp = r.tsc + cnp_gap;
-      }
-      const int32_t d = static_cast<int32_t>(((r.psn - epsn) & 0xFFFFFF) << 8) >> 8;
-      if (d == 0) {
-        epsn = psn_add(epsn, 1);
-        if (ends_message(r.opcode)) ++msn;
-        if (r.tsc >= from) bytes += r.payload.size();
-      }
-      if (d > 0) {
-        // A gap (a frame lost on the way): NAK PSN sequence error once per ePSN, as a
-        // responder does (IBTA §9.7.5.1.1), so the requester resends at once rather than after
-        // its timeout. Without it one loss on a loaded host costs T and hides the reaction.
-        if (!naked || naked_psn != epsn)
-          c.link.send(aeth_frame(opc::kAcknowledge, epsn, kNakPsnSeq, msn), {});
-        naked = true;
-        naked_psn = epsn;
-        continue;
-      }
-      if (r.ack_req || ++since_ack >= 16 || d < 0) {
-        c.link.send(aeth_frame(opc::kAcknowledge, psn_add(epsn, -1), kAckUnlimited, msn), {});
-        since_ack = 0;
-      }
-    }
-    return bytes;
-  }
-};
-
 Outcome cnp_reaction(Ctx& c) {
   RxFrame r;
   std::string why;
   if (!first_request(c, &r, &why)) return fail(why);
   AckingResponder resp{c, r.psn};
   c.link.unread(r);
-  const double before = static_cast<double>(resp.run(600, 300, 0)) / 0.3;
-  const double during = static_cast<double>(resp.run(600, 300, 50)) / 0.3;
+  // Payload taken in order during the last 300 ms of a 600 ms run.
+  auto measure = [&](double cnp_us) {
+    const uint64_t from = rte_rdtsc() + static_cast<uint64_t>(0.3 * rte_get_tsc_hz());
+    uint64_t bytes = 0;
+    resp.run(600, cnp_us, 0, 600, [&](uint64_t tsc, size_t n) {
+      if (tsc >= from) bytes += n;
+    });
+    return static_cast<double>(bytes) / 0.3;
+  };
+  const double before = measure(0);
+  const double during = measure(50);
   char b[200];
   std::snprintf(b, sizeof(b),
                 "%.1f MB/s acknowledged before, %.1f MB/s under a CNP per 50 us of requests",

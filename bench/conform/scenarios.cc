@@ -590,6 +590,8 @@ const std::vector<Scenario>& scenarios() {
          "9.4.5 / 9.9.3: an atomic with a wrong R_Key: NAK remote access error", Needs::kAtomic,
          atomic_invalid_rkey},
     };
+    // The peer-client ones last (cc_scenarios ends with them): we serve the peer's client.
+    for (const Scenario& r : cc_scenarios()) v.push_back(r);
     for (const Scenario& r : requester_scenarios()) v.push_back(r);
     for (const Scenario& r : cm_scenarios()) v.push_back(r);
     for (const Scenario& r : ud_scenarios()) v.push_back(r);

@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/conform/link.h"
+#include "urnic/congestion.h"
 
 namespace urnic::conform {
 
@@ -22,9 +24,22 @@ struct PeerQp {
 enum class Verdict : uint8_t { kPass, kFail, kNotApplicable };
 const char* to_string(Verdict v);
 
+// The peer's rate over time beside the rate DCQCN gives it (the congestion scenarios), for the
+// report's plot and the JSON: bin i covers [i, i + 1) * bin_ms of the curve's time.
+struct RateCurve {
+  double bin_ms = 1;
+  std::vector<double> measured_mbps, expected_mbps;  // the same length
+  double cnp_from_ms = 0, cnp_to_ms = 0;             // when we sent CNPs
+  uint64_t cnps = 0;
+  bool empty() const { return measured_mbps.empty(); }
+};
+
 struct Outcome {
+  Outcome() = default;
+  Outcome(Verdict v, std::string s) : verdict(v), seen(std::move(s)) {}
   Verdict verdict = Verdict::kFail;
   std::string seen;  // what the peer did (or did not do)
+  RateCurve curve;   // the congestion scenarios' (empty for the others)
 };
 
 // What a scenario works with: the link, the peer's QP, our next PSN (the peer's ePSN) and the
@@ -48,6 +63,11 @@ struct Ctx {
   uint32_t cm_seq = 0;
   double cm_retry_s = 0;  // how long a REQ refused with REJ 8 (no listener yet) is retried
   uint32_t own_qpn = 0;   // the UD scenarios: the QP number we claim (DETH source QP)
+  // The congestion scenarios: whether the peer claims DCQCN (--dcqcn), with which parameters,
+  // and its line rate (the rate an unpaced QP starts from, Mb/s).
+  bool dcqcn_claimed = false;
+  DcqcnConfig dcqcn{};
+  double peer_max_mbps = 10'000;
 };
 
 // Which perftest server the scenario needs on the other side (what its MR allows), a perftest
@@ -66,9 +86,11 @@ struct Scenario {
 const std::vector<Scenario>& scenarios();
 // The scenarios with the peer as requester (requester.cc), run after the others.
 std::vector<Scenario> requester_scenarios();
-// The connection manager's (cm_scenarios.cc) and the datagram QP's (ud_scenarios.cc).
+// The connection manager's (cm_scenarios.cc), the datagram QP's (ud_scenarios.cc) and
+// congestion control's (cc_scenarios.cc).
 std::vector<Scenario> cm_scenarios();
 std::vector<Scenario> ud_scenarios();
+std::vector<Scenario> cc_scenarios();
 // "write_bw", "read_bw", "atomic_bw", "write_bw_client", "rdma_cm", "ud_pingpong".
 const char* needs_test(Needs n);
 

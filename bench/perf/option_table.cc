@@ -302,8 +302,10 @@ constexpr OptionRow kDpdkRows[] = {
                            "manager's (cm_rep_resources, cm_rej_reason, cm_rep_retry,\n"
                            "cm_dup_req, cm_mra, cm_drep, cm_drep_again, cm_dreq_qpn,\n"
                            "cm_stale, cm_max_retries, cm_rej, cm_dreq_rep_sent,\n"
-                           "cm_drep_unknown) and datagram QPs'\n"
-                           "(ud_src_qp, ud_qkey, ud_icrc, ud_pmtu, ud_imm, ud_empty)",
+                           "cm_drep_unknown), datagram QPs'\n"
+                           "(ud_src_qp, ud_qkey, ud_icrc, ud_pmtu, ud_imm, ud_empty) and\n"
+                           "congestion control's (cc_cnp_dest_qp, cc_cnp_unpaced,\n"
+                           "cc_reduce_period, cc_no_recovery)",
    [](OptionArg& a) {
      std::string list;
      return a.value(&list) && parse_broken_rules(list, &a.o->broken_rules);

@@ -216,11 +216,17 @@ struct BrokenRules {
   bool ud_pmtu = false;    // datagrams longer than the PMTU are received (§9.6)
   bool ud_imm = false;     // datagrams with immediate data are dropped (§9.8.3)
   bool ud_empty = false;   // zero-length datagrams are dropped (§9.8.3)
+  // Congestion control's (urnic-conform's congestion scenarios; rocev2.md §5):
+  bool cc_cnp_dest_qp = false;    // a CNP names the QP that saw the CE mark, not its peer
+  bool cc_cnp_unpaced = false;    // every CE-marked frame gets a CNP (no cnp_interval_us)
+  bool cc_reduce_period = false;  // CNPs within 5 ms of a rate cut are ignored (not 4 us)
+  bool cc_no_recovery = false;    // a cut rate never rises again (no timer, no byte counter)
   bool any() const noexcept {
     return duplicate_ack || psn_seq_nak || rnr_timer || cm_rep_resources || cm_rej_reason ||
            cm_rep_retry || cm_dup_req || cm_mra || cm_drep || cm_drep_again || cm_dreq_qpn ||
            cm_stale || cm_max_retries || cm_rej || cm_dreq_rep_sent || cm_drep_unknown ||
-           ud_src_qp || ud_qkey || ud_icrc || ud_pmtu || ud_imm || ud_empty;
+           ud_src_qp || ud_qkey || ud_icrc || ud_pmtu || ud_imm || ud_empty || cc_cnp_dest_qp ||
+           cc_cnp_unpaced || cc_reduce_period || cc_no_recovery;
   }
 };
 

@@ -645,8 +645,10 @@ TEST_F(RxeInterop1500, ConformanceScenariosAgainstRxe) {
   // (rxe_comp.c, `if (qp->comp.retry_cnt != 7)`), where IBTA §9.7.6.1.3 gives 7 retries - only
   // an RNR retry count of 7 means "infinite" (§9.7.5.2.8). docs/design.md, "rxe's findings".
   static const std::set<std::string> kRxeFindings = {"requester_retry_exhausted"};
-  // rxe has no DCQCN reaction point: CNPs do not slow it (urnic-conform says NOT-APPLICABLE).
-  static const std::set<std::string> kRxeNotApplicable = {"cnp_reaction"};
+  // rxe has no congestion control (rocev2.md §5.3): CNPs do not slow it and CE marks get no
+  // CNP (urnic-conform says NOT-APPLICABLE; without --dcqcn the curves are not drawn).
+  static const std::set<std::string> kRxeNotApplicable = {
+      "cnp_reaction", "cc_np_cnp", "cc_np_coalesce", "cc_rate_cut", "cc_rate_recovery"};
   Proc list({URNIC_CONFORM, "--list"});
   ASSERT_EQ(list.wait(30s), 0);
   std::map<std::string, std::vector<std::string>> by_test;

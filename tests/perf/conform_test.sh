@@ -126,11 +126,12 @@ fi
   while [ ! -e "$tmp/stop2" ]; do
     ip netns exec "$A" "$perf" write_bw --vdev=net_af_packet0,iface=roce0 --ip=198.18.1.1 \
       --lcores=0 --no-progress --idle-yield=64 --timeout=20 \
-      --break-rule=duplicate_ack,psn_seq_nak,rnr_timer >>"$tmp/broken.out" 2>&1
+      --break-rule=duplicate_ack,psn_seq_nak,rnr_timer,cc_cnp_dest_qp,cc_cnp_unpaced \
+      >>"$tmp/broken.out" 2>&1
   done
 ) &
 loop=$!
-broken="duplicate_write psn_sequence_error duplicate_far_behind rnr_nak"
+broken="duplicate_write psn_sequence_error duplicate_far_behind rnr_nak cc_np_cnp cc_np_coalesce"
 timeout 120 ip netns exec "$B" "$conform" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
   --lcores=1 --allows=write,read,atomic --wait-ms=100 \
   --only=write_acked,$(echo $broken | tr ' ' ',') 198.18.0.1 >"$tmp/broken.conform" 2>&1
@@ -144,7 +145,7 @@ ok=1
 grep -qE '^PASS +write_acked ' "$tmp/broken.conform" || ok=0
 for n in $broken; do grep -qE "^FAIL +$n " "$tmp/broken.conform" || ok=0; done
 if [ $rc -eq 1 ] && [ $ok -eq 1 ]; then
-  pass "a responder with three rules broken: the 4 scenarios that check them FAIL, write_acked PASSes"
+  pass "a responder with five rules broken: the 6 scenarios that check them FAIL, write_acked PASSes"
 else
   fail "against a broken responder (exit $rc): expected FAIL for $broken and PASS for write_acked"
   tail -20 "$tmp/broken.out"
@@ -284,7 +285,8 @@ fi
 loop=$!
 reqs=$("$conform" --list | awk '$2 == "write_bw_client" { print $1 }' | paste -sd,)
 timeout 200 ip netns exec "$B" "$conform" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
-  --lcores=1 --peer-client --only="$reqs" --connect-retry=60 198.18.0.1 >"$tmp/req.conform" 2>&1
+  --lcores=1 --peer-client --dcqcn=slow --only="$reqs" --connect-retry=60 \
+  --report="$tmp/req.md" --json="$tmp/req.json" 198.18.0.1 >"$tmp/req.conform" 2>&1
 rc=$?
 # These scenarios time the peer's reactions (its timer, its RNR wait, its rate over 300 ms)
 # with three polling processes on two cores: a pause of one of them on a loaded host can cost a
@@ -298,7 +300,8 @@ for n in $(echo "$reqs" | tr , ' '); do
     grep -E "^(NOT-APPLICABLE|FAIL) +$n " "$tmp/req.conform" | sed "s/^/(run again: $again) /"
     # Up to 60 s for the next client: the one before may still be retrying its way out.
     timeout 120 ip netns exec "$B" "$conform" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
-      --lcores=1 --peer-client --only="$n" --connect-retry=60 198.18.0.1 >"$tmp/again.conform" 2>&1
+      --lcores=1 --peer-client --dcqcn=slow --only="$n" --connect-retry=60 198.18.0.1 \
+      >"$tmp/again.conform" 2>&1
     grep -vE "^(PASS|NOT-APPLICABLE|FAIL) +$n " "$tmp/req.conform" >"$tmp/req.rest"
     { cat "$tmp/req.rest"; grep -E "^(PASS|NOT-APPLICABLE|FAIL) +$n " "$tmp/again.conform"; } >"$tmp/req.conform"
   done
@@ -316,6 +319,62 @@ else
   tail -20 "$tmp/clients.out"
   # Last, so that a log cut short still shows which scenario did not pass, and why.
   grep -EA1 '^(FAIL|NOT-APPLICABLE) ' "$tmp/req.conform"
+fi
+# The congestion curves: in the JSON (measured and DCQCN's, per ms) and plotted on the page.
+if python3 - "$tmp/req.json" "$tmp/req.md" <<'EOF'; then
+import json, os, sys
+j = json.load(open(sys.argv[1]))
+page = open(sys.argv[2]).read()
+curves = [s for s in j["scenarios"] if "curve" in s]
+assert sorted(s["name"] for s in curves) == ["cc_rate_cut", "cc_rate_recovery"], curves
+for s in curves:
+    c = s["curve"]
+    assert len(c["measured_mbps"]) == len(c["expected_mbps"]) > 100, s["name"]
+    assert c["cnps"] > 0 and c["cnp_to_ms"] > c["cnp_from_ms"], c
+    assert max(c["measured_mbps"]) > 0 and max(c["expected_mbps"]) > 0, s["name"]
+    png = os.path.join(os.path.dirname(sys.argv[2]), "req-%s.png" % s["name"])
+    assert os.path.getsize(png) > 1000 and ("(<req-%s.png>)" % s["name"]) in page, png
+EOF
+  pass "the rate curves of both congestion scenarios: in the JSON and plotted on the page"
+else
+  fail "the congestion scenarios' curves are missing from the JSON or the page"
+fi
+
+# No congestion scenario passes vacuously: a client whose reaction point breaks one rule
+# (--break-rule) FAILs the scenario that checks it. A run that could not judge (NOT-APPLICABLE:
+# our CNPs paused on a loaded host) is run again, at most twice.
+cc_broken_ok=0
+for pair in cc_reduce_period:cc_rate_cut cc_no_recovery:cc_rate_recovery; do
+  rule=${pair%%:*} scenario=${pair#*:}
+  rm -f "$tmp/stop4"
+  (
+    while [ ! -e "$tmp/stop4" ]; do
+      ip netns exec "$A" "$perf" write_bw --vdev=net_af_packet0,iface=roce0 --ip=198.18.1.1 \
+        --lcores=0 --no-progress --idle-yield=64 -s 1024 -D 30 --connect-retry=60 --dcqcn=slow \
+        --break-rule="$rule" 198.18.0.2 >>"$tmp/cc_clients.out" 2>&1
+    done
+  ) &
+  loop=$!
+  for attempt in 1 2 3; do
+    timeout 120 ip netns exec "$B" "$conform" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 \
+      --lcores=1 --peer-client --dcqcn=slow --only="$scenario" --connect-retry=60 198.18.0.1 \
+      >"$tmp/cc_broken.conform" 2>&1
+    grep -qE "^NOT-APPLICABLE +$scenario " "$tmp/cc_broken.conform" || break
+  done
+  touch "$tmp/stop4"
+  ip netns pids "$A" 2>/dev/null | xargs -r kill 2>/dev/null
+  wait "$loop" 2>/dev/null
+  if grep -qE "^FAIL +$scenario " "$tmp/cc_broken.conform"; then
+    cc_broken_ok=$((cc_broken_ok + 1))
+  else
+    echo "with --break-rule=$rule, $scenario did not FAIL:"
+    cat "$tmp/cc_broken.conform"
+  fi
+done
+if [ $cc_broken_ok -eq 2 ]; then
+  pass "reaction points breaking one rule at a time: cc_rate_cut and cc_rate_recovery FAIL on theirs"
+else
+  fail "reaction points breaking one rule at a time: $cc_broken_ok of 2 scenarios FAILed"
 fi
 hop_stop
 echo "$passed passed, $failed failed"
