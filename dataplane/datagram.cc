@@ -70,8 +70,7 @@ uint32_t datagram_tx_lc(Endpoint& ep, Qp& qp, uint32_t budget) noexcept {
     if (w == nullptr) break;
     WcStatus wc = WcStatus::kSuccess;
     if (!send_one_lc(ep, qp, *w, &wc)) break;  // mempool empty: next step
-    qp_complete_send_lc(qp, *w, wc);
-    lc(qp).sq.pop();
+    qp_complete_sq_head_lc(qp, wc);
     if (wc != WcStatus::kSuccess) {
       // A failed work request moves the QP to the error state (IBTA §10.8.3.3; UD's send queue
       // error state is not kept apart from ERR here).

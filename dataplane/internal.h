@@ -70,8 +70,9 @@ void qp_cq_overrun_error_lc(Endpoint& ep, Qp& qp) noexcept;
 // Retires done send slots from the head in order, writing completions (none for successful
 // SILENT_SUCCESS requests, IBTA §10.7.3.1 / NDK_OP_FLAG_SILENT_SUCCESS). Returns slots retired.
 uint32_t qp_retire_lc(Endpoint& ep, Qp& qp) noexcept;
-// Writes one send completion (none for a successful SILENT_SUCCESS request) and retires the WQE.
-void qp_complete_send_lc(Qp& qp, const SendWqe& wqe, WcStatus wc) noexcept;
+// Completes the WQE at the head of the SQ (a datagram's, or one flushed): frees its slot, then
+// retires it and writes its completion (none for a successful SILENT_SUCCESS request).
+void qp_complete_sq_head_lc(Qp& qp, WcStatus wc) noexcept;
 // Writes one receive completion (`src_qpn`: a datagram's sender, kResultDatagram).
 void qp_complete_recv_lc(Qp& qp, const RecvWqe& wqe, WcStatus wc, uint32_t bytes,
                          OperationType type, uint32_t imm, uint32_t flags, uint64_t type_specific,

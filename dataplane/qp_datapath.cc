@@ -56,23 +56,34 @@ void retire_recv(Qp& qp, uint64_t n = 1) noexcept {
                            std::memory_order_release);
 }
 
-void complete_send(Qp& qp, const SendWqe& wqe, WcStatus wc) noexcept {
+// What a send completion reports; false when it writes none (IBTA §10.7.3.1: an unsignaled
+// (silent) request completes without a CQE unless it fails).
+bool send_result(const Qp& qp, const SendWqe& wqe, WcStatus wc, ResultEx* r) noexcept {
+  if (wc == WcStatus::kSuccess && (wqe.flags & op_flag::kSilentSuccess)) return false;
+  r->status = status_of(wc);
+  r->bytes_transferred = wqe.opcode == WrOpcode::kRead ? wqe.length : 0;
+  r->qp_context = qp.config().context;
+  r->request_context = wqe.request_context;
+  r->type = op_type_of(wqe.opcode);
+  r->provider_error_code = static_cast<uint32_t>(wc);
+  r->qpn = qp.qpn();
+  return true;
+}
+
+// Retires the request and writes its completion (if any). A refused push means the CQ has
+// overrun: the completion is lost (ndkpi.md §3.3), and the engine moves the QP to ERR before
+// it does anything else (qp_cq_overrun).
+void finish_send(Qp& qp, WcStatus wc, const ResultEx* r) noexcept {
   retire_send(qp);
   count_completion(qp, wc);
-  // IBTA §10.7.3.1: an unsignaled (silent) request completes without a CQE unless it fails.
-  if (wc == WcStatus::kSuccess && (wqe.flags & op_flag::kSilentSuccess)) return;
-  ResultEx r;
-  r.status = status_of(wc);
-  r.bytes_transferred = wqe.opcode == WrOpcode::kRead ? wqe.length : 0;
-  r.qp_context = qp.config().context;
-  r.request_context = wqe.request_context;
-  r.type = op_type_of(wqe.opcode);
-  r.provider_error_code = static_cast<uint32_t>(wc);
-  r.qpn = qp.qpn();
-  // A refused push means the CQ has overrun: the completion is lost (ndkpi.md §3.3), and the
-  // engine moves the QP to ERR before it does anything else (qp_cq_overrun).
-  if (Cq* cq = qp.config().send_cq; cq != nullptr && !cq->push(r)) [[unlikely]]
+  if (r == nullptr) return;
+  if (Cq* cq = qp.config().send_cq; cq != nullptr && !cq->push(*r)) [[unlikely]]
     ++lc(qp).counters.completions_dropped;
+}
+
+void complete_send(Qp& qp, const SendWqe& wqe, WcStatus wc) noexcept {
+  ResultEx r;
+  finish_send(qp, wc, send_result(qp, wqe, wc, &r) ? &r : nullptr);
 }
 
 void reset_requester(Endpoint& ep, Qp& qp) noexcept {
@@ -134,8 +145,14 @@ void qp_complete_recv_lc(Qp& qp, const RecvWqe& wqe, WcStatus wc, uint32_t bytes
     ++lc(qp).counters.completions_dropped;  // overrun: see complete_send()
 }
 
-void qp_complete_send_lc(Qp& qp, const SendWqe& wqe, WcStatus wc) noexcept {
-  complete_send(qp, wqe, wc);
+void qp_complete_sq_head_lc(Qp& qp, WcStatus wc) noexcept {
+  ResultEx r;
+  const bool cqe = send_result(qp, *lc(qp).sq.front(), wc, &r);
+  // The slot is free before the completion shows: a poster that sees it and posts at once finds
+  // the room it stands for (as a NIC frees a descriptor before it writes its CQE). Freed after,
+  // the ring could still be full then (stock ib_send_bw -c UD: "Couldn't post send").
+  lc(qp).sq.pop();
+  finish_send(qp, wc, cqe ? &r : nullptr);
 }
 
 uint32_t qp_retire_lc(Endpoint&, Qp& qp) noexcept {
@@ -212,10 +229,7 @@ void qp_to_error_lc(Endpoint& ep, Qp& qp, const ErrCause& why) noexcept {
   qp_retire_lc(ep, qp);
   reset_requester(ep, qp);
   // Queued WQEs never started: flushed in posting order.
-  while (const SendWqe* w = lc(qp).sq.front()) {
-    complete_send(qp, *w, WcStatus::kWrFlushErr);
-    lc(qp).sq.pop();
-  }
+  while (lc(qp).sq.front() != nullptr) qp_complete_sq_head_lc(qp, WcStatus::kWrFlushErr);
   if (lc(qp).resp.have_recv) {
     qp_complete_recv_lc(qp, lc(qp).resp.recv(), WcStatus::kWrFlushErr, 0, OperationType::kReceive,
                         0, 0, 0);

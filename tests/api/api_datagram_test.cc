@@ -240,5 +240,48 @@ TEST_F(ApiDatagram, DatagramToConnectedQpIsDroppedAndCounted) {
   EXPECT_TRUE(p.b.done.empty());
 }
 
+// A send completion means its SQ slot is free: a poster that sees one and posts again at once is
+// never refused for room (stock ib_send_bw -c UD keeps its SQ at its depth so, and failed with
+// "Couldn't post send" when the engine freed the slot after writing the completion). The engine
+// runs on its own lcore; the SQ is kept full for 20 000 datagrams, one post per completion.
+TEST_F(ApiDatagram, ACompletionLeavesRoomForTheNextPost) {
+  EngineConfig ec;
+  ec.idle_yield_after = 256;  // the engine's lcore may share a core with this thread
+  ApiPair p("ud_refill", ec);
+  UdPair u(p);
+  const char msg[] = "refill";
+  const Sge s{addr(msg), sizeof msg, 0};
+  auto post = [&] {
+    return u.ext(u.qa)->send_datagram(nullptr, {&s, 1}, op_flag::kInline, u.to_b, u.qpn(u.qb),
+                                      kQkey);
+  };
+  constexpr uint32_t kDepth = 64, kTotal = 20000;
+  uint32_t posted = 0, done = 0, refused = 0, owed = 0;
+  // Filled before the engine runs: the depth asked for, then kNoMoreEntries.
+  while (posted <= kDepth && post() == Status::kSuccess) ++posted;
+  ASSERT_EQ(posted, kDepth);
+  ASSERT_TRUE(p.engine().launch(1));
+  ResultEx r[16];
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (done < kTotal && std::chrono::steady_clock::now() < until) {
+    // A post refused after a completion is made good later, so the run still ends.
+    while (owed != 0 && posted < kTotal && post() == Status::kSuccess) --owed, ++posted;
+    const size_t n = p.a.cq->get_results_ex(r);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(r[i].status, Status::kSuccess);
+      ++done;
+      if (posted == kTotal) continue;
+      if (post() == Status::kSuccess) {
+        ++posted;
+      } else {
+        ++refused;
+        ++owed;
+      }
+    }
+  }
+  EXPECT_EQ(done, kTotal);
+  EXPECT_EQ(refused, 0u) << "posts refused for room right after a completion";
+}
+
 }  // namespace
 }  // namespace urnic::test
