@@ -293,6 +293,14 @@ int main(int argc, char** argv) {
   }
   if (o.run_infinitely) install_stop_handlers();
   int rc = o.storm != 0 ? run_storm(o) : o.loopback() ? run_loopback(o) : run_remote(o);
+  // Open-loop and storm runs wrote theirs; a closed-loop run's rows, off every measured path.
+  if (!o.json.empty() && o.rate == 0 && o.storm == 0) {
+    std::string err;
+    if (!write_closed_loop_json(o, rc, &err)) {
+      std::fprintf(stderr, "urnic-perf: --json: %s\n", err.c_str());
+      if (rc == kExitOk) rc = kExitRunFailed;
+    }
+  }
   if (!o.report.empty()) {
     // After the run, off every measured path: the page, and gnuplot drawing its plots.
     std::string err, note;

@@ -367,7 +367,8 @@ constexpr OptionRow kOpenLoopRows[] = {
      std::string s;
      return a.value(&s) && parse_mix(s, a.o);
    }},
-  {"--json", "FILE", "the open-loop (or --connect-storm) results as JSON", parse_json},
+  {"--json", "FILE", "the results as JSON: the bandwidth / latency rows, or the\n"
+                         "open-loop run, or the --connect-storm's", parse_json},
 };
 
 constexpr OptionRow kStormRows[] = {

@@ -359,10 +359,6 @@ bool finish_options(Options* o, const std::vector<std::string>& positional, bool
     return false;
   }
   if (o->storm != 0 && !check_storm(*o)) return false;
-  if (!o->json.empty() && o->rate == 0 && o->storm == 0) {
-    std::fprintf(stderr, "urnic-perf: --json reports an open-loop run: give --rate too\n");
-    return false;
-  }
   if (!check_modes(o) || !check_mix(*o)) return false;
   if (o->sweep && !o->loopback()) {
     std::fprintf(stderr, "urnic-perf: --sweep runs in loopback only\n");

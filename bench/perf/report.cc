@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <vector>
 
@@ -279,18 +281,61 @@ void open_loop_sections(bench::Doc& d, const Plots& p, bool plots) {
 
 }  // namespace
 
+// Rows are kept for the page (--report) and for a closed-loop run's JSON (--json).
+bool recording(const Options& o) { return !o.report.empty() || !o.json.empty(); }
+
 void record_bw_row(const Options& o, Test t, const BwReport& r) {
-  if (!o.report.empty()) recorded().bw.push_back({test_name(t), r});
+  if (recording(o)) recorded().bw.push_back({test_name(t), r});
 }
 
 void record_lat_row(const Options& o, Test t, uint64_t size, uint64_t iters, const LatStats& s) {
-  if (!o.report.empty()) recorded().lat.push_back({test_name(t), size, iters, s, false, 0, 0});
+  if (recording(o)) recorded().lat.push_back({test_name(t), size, iters, s, false, 0, 0});
 }
 
 void record_lat_duration_row(const Options& o, Test t, uint64_t size, uint64_t iters, double avg_us,
                              double tps) {
-  if (!o.report.empty())
+  if (recording(o))
     recorded().lat.push_back({test_name(t), size, iters, LatStats{}, true, avg_us, tps});
+}
+
+bool write_closed_loop_json(const Options& o, int exit_code, std::string* err) {
+  std::FILE* f = std::fopen(o.json.c_str(), "w");
+  if (f == nullptr) {
+    *err = "cannot write " + o.json + ": " + std::strerror(errno);
+    return false;
+  }
+  const Recorded& r = recorded();
+  std::fprintf(f, "{\n  \"mode\": \"closed_loop\",\n  \"exit_code\": %d,\n  \"bw\": [", exit_code);
+  for (size_t i = 0; i < r.bw.size(); ++i) {
+    const BwReport& b = r.bw[i].r;
+    std::fprintf(
+        f,
+        "%s\n    {\"test\": \"%s\", \"bytes\": %llu, \"iterations\": %llu, "
+        "\"bw_peak\": %.6g, \"bw_avg\": %.6g, \"bw_unit\": \"%s\", \"msg_rate_mpps\": %.6g}",
+        i == 0 ? "" : ",", r.bw[i].test.c_str(), static_cast<unsigned long long>(b.size),
+        static_cast<unsigned long long>(b.iters), b.bw_peak, b.bw_avg, o.gbits ? "Gb/s" : "MB/s",
+        b.msg_rate);
+  }
+  std::fprintf(f, "\n  ],\n  \"lat\": [");
+  for (size_t i = 0; i < r.lat.size(); ++i) {
+    const LatRow& l = r.lat[i];
+    std::fprintf(f, "%s\n    {\"test\": \"%s\", \"bytes\": %llu, \"iterations\": %llu, ",
+                 i == 0 ? "" : ",", l.test.c_str(), static_cast<unsigned long long>(l.size),
+                 static_cast<unsigned long long>(l.iters));
+    if (l.duration)
+      std::fprintf(f, "\"t_avg_us\": %.6g, \"tps\": %.6g}", l.avg_us, l.tps);
+    else
+      std::fprintf(f,
+                   "\"t_min_us\": %.6g, \"t_typical_us\": %.6g, \"t_avg_us\": %.6g, "
+                   "\"t_stdev_us\": %.6g, \"p99_us\": %.6g, \"p999_us\": %.6g, \"t_max_us\": %.6g}",
+                   l.s.min, l.s.typical, l.s.avg, l.s.stdev, l.s.p99, l.s.p999, l.s.max);
+  }
+  std::fprintf(f, "\n  ]\n}\n");
+  if (std::fclose(f) != 0) {
+    *err = "cannot write " + o.json + ": " + std::strerror(errno);
+    return false;
+  }
+  return true;
 }
 
 void record_open_loop(const Options& o, const OpenLoop& ol, const OpenLoopRun& run) {

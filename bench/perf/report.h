@@ -22,6 +22,10 @@ void record_lat_duration_row(const Options& o, Test t, uint64_t size, uint64_t i
                              double tps);
 void record_open_loop(const Options& o, const OpenLoop& ol, const OpenLoopRun& run);
 
+// --json for a closed-loop run (perftest's tests, no --rate): the bandwidth and latency rows as
+// printed, and the run's exit status. False (with *err) when the file cannot be written.
+bool write_closed_loop_json(const Options& o, int exit_code, std::string* err);
+
 // Writes the page to o.report with what was recorded. `argv` is the command line shown on the
 // page and `exit_code` the run's. Plots that cannot be drawn are a warning on stderr and a note
 // on the page (*plot_note), not an error; false (with *err) only when the page cannot be written.

@@ -31,7 +31,7 @@ print(d["latency_ns"][k] if k in d["latency_ns"] else d[k])' "$1" "$2"
 
 # ---- 1. Refused.
 for args in "--rate=0" "--rate=-1" "--rate=abc" "--rate=2000" "--rate=5Tbps" "--rate=1e3" \
-  "--rate=0.1 --arrival=bursty" "--json=$work/x.json" "--rate=0.1 --test=write_lat" \
+  "--rate=0.1 --arrival=bursty" "--rate=0.1 --test=write_lat" \
   "--mix=write:64" "--rate=0.1 --mix=send:64" "--rate=0.1 --mix=write" "--rate=0.1 --mix=atomic:16" \
   "--rate=0.1 -s 64 --mix=read:128" "--rate=0.1 --mix=write:64:0" "--rate=0.1 -a --mix=write:64" \
   "send_bw --rate=0.1 --mix=write:64" "--rate=0.1 --mix=write:64,,read:64"; do
@@ -44,6 +44,20 @@ for args in "--rate=0" "--rate=-1" "--rate=abc" "--rate=2000" "--rate=5Tbps" "--
     bad "'$args' gave exit $rc, not 2: $(tail -3 <<<"$out")"
   fi
 done
+
+# A closed-loop run's --json: the rows it printed (bench/peer-report reads them).
+if "$perf" -n 5 --no-progress --json="$work/closed.json" >"$work/closed.out" 2>&1 &&
+  python3 - "$work/closed.json" <<'EOF'; then
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["mode"] == "closed_loop" and j["exit_code"] == 0 and j["lat"] == [], j
+assert [(b["test"], b["iterations"]) for b in j["bw"]] == [("write_bw", 5)], j["bw"]
+assert j["bw"][0]["bw_avg"] > 0 and j["bw"][0]["msg_rate_mpps"] > 0, j["bw"]
+EOF
+  ok "closed loop --json: the bandwidth row as printed"
+else
+  bad "closed loop --json: no JSON with the row ($(tail -2 "$work/closed.out"))"
+fi
 
 # ---- 2. Loopback rate accuracy.
 # rate_run NAME TOLERANCE_PCT ARGS...
