@@ -41,7 +41,7 @@ PLAN
 # urnic-perf and urnic-conform run in $B (the report runs there), the peer's side in $A.
 run() {
   timeout 400 ip netns exec "$B" "$report" --vdev=net_af_packet0,iface=roce1 --ip=198.18.1.2 --perf="$perf" \
-    --conform="$conform" --peer-exec="ip netns exec $A" --roce-peer=198.18.1.1 "$@"
+    --conform="$conform" --peer-exec="ip netns exec $A sh -c" --roce-peer=198.18.1.1 "$@"
 }
 run --out="$tmp/r/peer.md" "$tmp/plan" 198.18.0.1 >"$tmp/run.out" 2>&1
 rc=$?
