@@ -166,10 +166,12 @@ bool write_open_loop_json(const std::string& path, const OpenLoop& ol, const Ope
     const Histogram& c = ol.by_class()[k];
     const MixEntry& e = ol.config().mix[k];
     std::fprintf(f,
-                 "%s\n    {\"class\": \"%s\", \"weight\": %u, \"requests\": %llu, \"p50\": %llu, "
-                 "\"p99\": %llu, \"p99_9\": %llu, \"max\": %llu}",
+                 "%s\n    {\"class\": \"%s\", \"weight\": %u, \"requests\": %llu, "
+                 "\"achieved_rate\": %.3f, \"p50\": %llu, \"p99\": %llu, \"p99_9\": %llu, "
+                 "\"max\": %llu}",
                  k == 0 ? "" : ",", e.label().c_str(), e.weight,
                  static_cast<unsigned long long>(c.count()),
+                 run.seconds > 0 ? static_cast<double>(c.count()) / run.seconds : 0.0,
                  static_cast<unsigned long long>(c.quantile(0.5)),
                  static_cast<unsigned long long>(c.quantile(0.99)),
                  static_cast<unsigned long long>(c.quantile(0.999)),

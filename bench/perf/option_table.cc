@@ -367,6 +367,13 @@ constexpr OptionRow kOpenLoopRows[] = {
      std::string s;
      return a.value(&s) && parse_mix(s, a.o);
    }},
+  {"--mix-file", "FILE", "open loop: the mix, rate, arrival, QPs and duration from a file\n"
+                         "(lines 'write 64 8', 'rate 0.5', 'arrival poisson', 'qps 8',\n"
+                         "'duration 5', 'size 4096'; README \"Traffic mixes\")",
+   [](OptionArg& a) {
+     std::string s;
+     return a.value(&s) && parse_mix_file(s, a);
+   }},
   {"--json", "FILE", "the results as JSON: the bandwidth / latency rows, or the\n"
                          "open-loop run, or the --connect-storm's", parse_json},
 };

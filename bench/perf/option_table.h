@@ -55,6 +55,8 @@ bool parse_rate(const std::string& s, Options* o);
 bool parse_inject(const std::string& spec, const char* opt, FaultConfig* f);
 bool parse_connection(const std::string& s, Options* o);
 bool parse_mix(const std::string& spec, Options* o);
+// --mix-file=FILE (mix_file.cc): settings and operations through the options they stand for.
+bool parse_mix_file(const std::string& path, OptionArg& a);
 bool check_address(const std::string& key, const std::string& text);
 }  // namespace opts
 

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include <algorithm>
@@ -560,6 +561,46 @@ TEST_F(RxeInterop1500, PerfConnectStormUrnicClient) {
   EXPECT_TRUE(u->has(R"(^ setup: 100 of 100 established in )")) << u->output();
   EXPECT_TRUE(u->has(R"(^ teardown: 100 disconnected in )")) << u->output();
   EXPECT_TRUE(u->has("PASS: every connection set up and torn down")) << u->output();
+}
+// bench/peer-report against rxe (issue 44 item 5): one page and one JSON from five steps, each
+// with its perftest (or cmtime) side started in the guest through gx.sh: write_bw, read_lat,
+// send_bw -c UD, a connection storm and three conformance scenarios (cc_np_cnp is
+// NOT-APPLICABLE: rxe sends no CNPs, which is not a failure).
+TEST_F(RxeInterop1500, PeerReportAgainstRxe) {
+  const std::string dir = std::string(URNIC_INTEROP_STATE) + ".peer-report";
+  ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  const std::string cli = " --lcores=0 --idle-yield=16 --connect-retry=120";
+  std::ofstream(dir + "/plan")
+      << "perf write_bw -s 4096 -n 500" << cli << " @ ib_write_bw -d rxe0 -x 1 -F -s 4096 -n 500\n"
+      << "perf read_lat -s 64 -n 200" << cli << " @ ib_read_lat -d rxe0 -x 1 -F -s 64 -n 200\n"
+      << "perf send_bw -c UD -s 1024 -n 200" << cli
+      << " @ ib_send_bw -d rxe0 -x 1 -F -c UD -s 1024 -n 200\n"
+      << "storm 50" << cli << " @ timeout 150 cmtime -b " << kGuestIp << " -p 18515 -c 50\n"
+      << "conform --only=write_acked,psn_sequence_error,cc_np_cnp --lcores=0 --wait-ms=1500"
+      << " --connect-retry=120 @ for i in 1 2 3; do timeout 100 ib_write_bw -d rxe0 -x 1 -F; "
+         "done\n";
+  const std::string page = dir + "/rxe.md";
+  Proc r({"ip", "netns", "exec", kNetns, URNIC_PEER_REPORT, "--vdev=net_af_packet0,iface=vdpdk0",
+          std::string("--ip=") + kUrnicIp, std::string("--perf=") + URNIC_PERF,
+          std::string("--conform=") + URNIC_CONFORM,
+          "--peer-exec=env RXE_PEER_DIR=/var/tmp/rxe-peer " + std::string(URNIC_RXE_PEER) +
+              "/gx.sh -t 300 0",
+          std::string("--roce-peer=") + kGuestIp, "--step-timeout=300", "--out=" + page,
+          dir + "/plan", kGuestIp});
+  const int rc = r.wait(std::chrono::seconds(1500));
+  std::ifstream in(page);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::printf("---- peer-report\n%s---- %s\n%s", r.output().c_str(), page.c_str(),
+              text.str().c_str());
+  EXPECT_EQ(rc, 0) << r.output();
+  EXPECT_NE(text.str().find("5 steps, all passed"), std::string::npos);
+  for (const char* row : {"| 1 | perf | write\\_bw", "| 2 | perf | read\\_lat",
+                          "| 3 | perf | send\\_bw", "| 4 | storm | 50", "| 5 | conform |",
+                          "50 established", "2 PASS, 0 FAIL, 1 NOT-APPLICABLE"})
+    EXPECT_NE(text.str().find(row), std::string::npos) << row;
+  EXPECT_TRUE(std::ifstream(dir + "/rxe-steps/step1-bw.png").good());
+  EXPECT_TRUE(std::ifstream(dir + "/rxe.json").good());
 }
 TEST_F(RxeInterop1500, PerfConnectStormUrnicServer) {
   auto u = urnic(URNIC_PERF, {"--lcores=0", "--idle-yield=16", "--no-progress", "--timeout=120",

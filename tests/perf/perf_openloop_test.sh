@@ -120,6 +120,43 @@ else
   grep 'open-loop' "$work/mix.out"
 fi
 
+# The same kind of load from a file (--mix-file): its settings and operations as the options
+# they stand for (the JSON says so), a per-class rate that adds up, and bad files refused with
+# the file and line.
+printf '# a mix file\nrate 0.1\narrival poisson\nqps 2\nwrite 64 3   # OP SIZE WEIGHT\nread 2048\n' \
+  >"$work/mix.txt"
+WANT=20000
+rate_run mixfile 5 --mix-file="$work/mix.txt" -n 10000
+if python3 - "$work/mixfile.json" <<'EOF'; then
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["qps"] == 2 and j["arrival"] == "poisson" and j["target_rate"] == 100000, j
+assert j["size"] == 2048, j["size"]  # no size line: the largest operation's
+mix = j["mix"]
+assert [(m["class"], m["weight"]) for m in mix] == [("write 64 B", 3), ("read 2048 B", 1)], mix
+rate = sum(m["achieved_rate"] for m in mix)
+assert abs(rate - j["achieved_rate"] * (1 - j["qps"] / j["requests"])) <= 0.01 * rate, (rate, j)
+EOF
+  ok "--mix-file: rate, arrival, QPs and the operations from the file; per-class rates add up"
+else
+  bad "--mix-file: the run does not follow the file"
+  head -5 "$work/mixfile.json"
+fi
+printf 'rate 0.1\nwrite 64\nburst 4\n' >"$work/bad1.txt"
+printf 'rate 0.1\nwrite\n' >"$work/bad2.txt"
+printf 'rate fast\nwrite 64\n' >"$work/bad3.txt"
+printf 'rate 0.1\n# nothing to send\n' >"$work/bad4.txt"
+for f in bad1:3 bad2:2 bad3:1 bad4:; do
+  out=$("$perf" -n 5 --no-progress --mix-file="$work/${f%%:*}.txt" 2>&1)
+  rc=$?
+  if [ $rc -eq 2 ] && grep -q -- "--mix-file $work/${f%%:*}.txt:${f#*:}: " <<<"$out" ||
+    { [ $rc -eq 2 ] && [ -z "${f#*:}" ] && grep -q "no operation" <<<"$out"; }; then
+    ok "--mix-file refused: $(tail -1 <<<"$out")"
+  else
+    bad "--mix-file ${f%%:*}: exit $rc: $out"
+  fi
+done
+
 # ---- 3. A stalled responder shows in the latencies.
 if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null; then
   echo "SKIP part 3: needs root and ip netns"
