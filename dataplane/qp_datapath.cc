@@ -56,10 +56,14 @@ void retire_recv(Qp& qp, uint64_t n = 1) noexcept {
                            std::memory_order_release);
 }
 
-// What a send completion reports; false when it writes none (IBTA §10.7.3.1: an unsignaled
-// (silent) request completes without a CQE unless it fails).
-bool send_result(const Qp& qp, const SendWqe& wqe, WcStatus wc, ResultEx* r) noexcept {
-  if (wc == WcStatus::kSuccess && (wqe.flags & op_flag::kSilentSuccess)) return false;
+// Whether a send completion writes a CQE: IBTA §10.7.3.1, an unsignaled (silent) request
+// completes without one unless it fails.
+bool writes_cqe(const SendWqe& wqe, WcStatus wc) noexcept {
+  return wc != WcStatus::kSuccess || !(wqe.flags & op_flag::kSilentSuccess);
+}
+
+// What a send completion reports.
+void send_result(const Qp& qp, const SendWqe& wqe, WcStatus wc, ResultEx* r) noexcept {
   r->status = status_of(wc);
   r->bytes_transferred = wqe.opcode == WrOpcode::kRead ? wqe.length : 0;
   r->qp_context = qp.config().context;
@@ -67,7 +71,6 @@ bool send_result(const Qp& qp, const SendWqe& wqe, WcStatus wc, ResultEx* r) noe
   r->type = op_type_of(wqe.opcode);
   r->provider_error_code = static_cast<uint32_t>(wc);
   r->qpn = qp.qpn();
-  return true;
 }
 
 // Retires the request and writes its completion (if any). A refused push means the CQ has
@@ -82,8 +85,10 @@ void finish_send(Qp& qp, WcStatus wc, const ResultEx* r) noexcept {
 }
 
 void complete_send(Qp& qp, const SendWqe& wqe, WcStatus wc) noexcept {
+  if (!writes_cqe(wqe, wc)) return finish_send(qp, wc, nullptr);
   ResultEx r;
-  finish_send(qp, wc, send_result(qp, wqe, wc, &r) ? &r : nullptr);
+  send_result(qp, wqe, wc, &r);
+  finish_send(qp, wc, &r);
 }
 
 void reset_requester(Endpoint& ep, Qp& qp) noexcept {
@@ -146,13 +151,18 @@ void qp_complete_recv_lc(Qp& qp, const RecvWqe& wqe, WcStatus wc, uint32_t bytes
 }
 
 void qp_complete_sq_head_lc(Qp& qp, WcStatus wc) noexcept {
-  ResultEx r;
-  const bool cqe = send_result(qp, *lc(qp).sq.front(), wc, &r);
+  const SendWqe& w = *lc(qp).sq.front();
   // The slot is free before the completion shows: a poster that sees it and posts at once finds
   // the room it stands for (as a NIC frees a descriptor before it writes its CQE). Freed after,
   // the ring could still be full then (stock ib_send_bw -c UD: "Couldn't post send").
+  if (!writes_cqe(w, wc)) {
+    lc(qp).sq.pop();
+    return finish_send(qp, wc, nullptr);
+  }
+  ResultEx r;
+  send_result(qp, w, wc, &r);
   lc(qp).sq.pop();
-  finish_send(qp, wc, cqe ? &r : nullptr);
+  finish_send(qp, wc, &r);
 }
 
 uint32_t qp_retire_lc(Endpoint&, Qp& qp) noexcept {
