@@ -426,6 +426,7 @@ void AdapterImpl::shutdown() {
     remote_events.reset();  // joins the event thread: a callback still running returns first
     return;
   }
+  detail::drop_cm_agent(this);  // its MAD handler and poller go while the thread still runs
   // Joins the control thread: a callback still running (a close completion) returns first.
   ctl->control().stop();
   for (size_t i = 0; i < engs.size(); ++i) {
@@ -595,6 +596,7 @@ Status Adapter::open(const AdapterConfig& config, std::span<Engine* const> engin
     // The control thread starts last: from here on it may run p->poll() at any time.
     p->ctl->control().add_poller([p] { return p->poll(); });
     p->ctl->control().start();
+    detail::hold_cm_agent(p);                    // QP1 answered from the open on (ndk_internal.h)
     p->telemetry_id = detail::telemetry_add(p);  // its counters on the telemetry socket
     *out = std::move(a);
     return Status::kSuccess;

@@ -93,6 +93,11 @@ class RemoteEvents;
 // The connection manager's counters of `a`, its agents gone included (control/cm/
 // ndk_connector.cc).
 CmCounters cm_counters(AdapterImpl* a);
+// The adapter's own hold on its CM agent, from its open to its close: a REQ for a service
+// nobody listens on gets its REJ (invalid service ID), a DREQ for no connection its DREP, as a
+// host's CM answers (IBTA §12.6.7, §12.9.7), also when the program made no connector.
+void hold_cm_agent(AdapterImpl* a);
+void drop_cm_agent(AdapterImpl* a);
 
 // QueryExtension's version rule: same major, a minor up to the implemented one.
 inline bool version_ok(Version asked, Version have) noexcept {

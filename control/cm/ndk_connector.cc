@@ -1,7 +1,8 @@
 // The public Connector and Listener (include/urnic/connector.h, listener.h) over the connection
 // manager (control/cm/cm.h), with the object model of control/ndk_internal.h:
-//   - one ctl::CmAgent per adapter, shared by its connectors and listeners (created with the
-//     first, destroyed with the last; the adapter's close waits for all of them);
+//   - one ctl::CmAgent per adapter, shared by the adapter itself (from its open to its close:
+//     hold_cm_agent) and its connectors and listeners (destroyed with the last user; the
+//     adapter's close waits for all of them);
 //   - the CM's callbacks run on the adapter's control thread; each one takes the adapter's lock
 //     and defers the consumer's callback (AdapterImpl::defer_locked), so that consumer callbacks
 //     run one at a time, in order, and before the object's close callback;
@@ -172,6 +173,9 @@ static_assert(kMaxDatagramRequestData == ctl::cm::kMaxSidrReqUserData);
 static_assert(kMaxDatagramReplyData == ctl::cm::kSidrRepPrivateData);
 
 }  // namespace
+
+void hold_cm_agent(AdapterImpl* a) { (void)acquire_agent(a); }
+void drop_cm_agent(AdapterImpl* a) { release_agent(a); }
 
 CmCounters cm_counters(AdapterImpl* a) {
   CmCounters t;

@@ -255,8 +255,9 @@ struct FaultCounters {
 
 // ---- Per adapter --------------------------------------------------------------------------------
 
-// The connection manager's (Connector / Listener: IB CM MADs over QP1). Zero until the adapter's
-// first connector or listener is created.
+// The connection manager's (Connector / Listener: IB CM MADs over QP1), from the adapter's open:
+// its CM answers on QP1 also when no connector or listener exists (a REQ for a service nobody
+// listens on gets REJ 8, rej_sent).
 struct CmCounters {
   uint64_t mads_in = 0, mads_out = 0;
   uint64_t duplicates = 0;   // REQ / REP / RTU / DREQ for a known connection in a later state

@@ -184,6 +184,28 @@ TEST_F(CmNdk, ListenConnectAcceptDataDisconnect) {
   ASSERT_TRUE(eventually([&] { return c_closed.count() == 1 && qp_closed.count() == 1; }));
 }
 
+// An adapter with no connector or listener at all still answers on QP1, as a host's CM does: a
+// REQ for a service nobody listens on is refused with REJ 8 (invalid service ID, IBTA table
+// 195), not left to the requester's timeout; its CM counters show the REJ.
+TEST_F(CmNdk, AnAdapterWithoutListenersRefuses) {
+  Handle<Connector> c;
+  ASSERT_EQ(create_connector(*p->a.adapter, nullptr, nullptr, &c), Status::kSuccess);
+  const auto dst = v4(0xC0000202, 9999);
+  Completion done;
+  ASSERT_EQ(c->connect(*p->a.qp, nullptr, 0, sa(dst), sizeof(dst), 1, 1, nullptr, 0,
+                       &Completion::on_request, &done),
+            Status::kPending);
+  ASSERT_TRUE(eventually([&] { return done.count() == 1; }, 30s));
+  // Unanswered, the REQ would end in its timeout (kIoTimeout) after its retries.
+  EXPECT_EQ(done.status, Status::kConnectionRefused);
+  uint16_t reason = 0;
+  EXPECT_EQ(c->get_reject_reason(&reason), Status::kSuccess);
+  EXPECT_EQ(reason, 8u);
+  AdapterCounters bc;
+  ASSERT_EQ(p->b.adapter->query_counters(&bc), Status::kSuccess);
+  EXPECT_EQ(bc.cm.rej_sent, 1u);
+}
+
 TEST_F(CmNdk, RejectNoListenerPauseAndCancel) {
   Passive pas;
   pas.p = p.get();
