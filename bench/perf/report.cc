@@ -282,7 +282,7 @@ void open_loop_sections(bench::Doc& d, const Plots& p, bool plots) {
 }  // namespace
 
 // Rows are kept for the page (--report) and for a closed-loop run's JSON (--json).
-bool recording(const Options& o) { return !o.report.empty() || !o.json.empty(); }
+static bool recording(const Options& o) { return !o.report.empty() || !o.json.empty(); }
 
 void record_bw_row(const Options& o, Test t, const BwReport& r) {
   if (recording(o)) recorded().bw.push_back({test_name(t), r});

@@ -70,6 +70,15 @@ netns_oob_setup() {
 # server is not listening yet: it is started again).
 passed=0
 failed=0
+# pass / fail MESSAGE: one check's verdict, counted in passed / failed.
+pass() {
+  passed=$((passed + 1))
+  echo "ok   $*"
+}
+fail() {
+  failed=$((failed + 1))
+  echo "FAIL $*"
+}
 have_perftest=1
 
 # peer_pair NAME SERVER CLIENT TEST ARGS...: SERVER / CLIENT are perf (urnic-perf) or pt (stock

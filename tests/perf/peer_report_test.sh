@@ -15,15 +15,6 @@ conform=${2:?usage}
 report=$(cd "$(dirname "$0")/../.." && pwd)/bench/peer-report
 . "$(dirname "$0")/netns_lib.sh"
 netns_need "$perf" "$conform"
-passed=0 failed=0
-pass() {
-  passed=$((passed + 1))
-  echo "ok   $*"
-}
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL $*"
-}
 netns_pair_setup
 netns_oob_setup
 
